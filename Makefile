@@ -1,0 +1,48 @@
+# Two commands on a fresh machine: `make train` and `make test`.
+# On a GPU cluster, install the CUDA build of torch instead: make train TORCH=torch CONFIG=configs/base.yaml
+
+PYTHON ?= python3
+VENV ?= .venv
+TORCH ?= torch==2.13.0
+CONFIG ?= configs/default.yaml
+RUN_DIR ?= runs/$(basename $(notdir $(CONFIG)))
+CHECKPOINT ?= $(RUN_DIR)/checkpoints/last.ckpt
+BIN ?= $(VENV)/bin
+STAMP := $(VENV)/.installed
+CORPUS := translate/corpora/libreoffice_help_en_de/train.en.gz
+
+.PHONY: install corpus train test translate eval clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet "$(TORCH)"
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+# The processed corpus is committed; this rebuilds it from Debian's packages if it is missing.
+$(CORPUS):
+	$(BIN)/python scripts/build_corpus.py
+
+corpus: install $(CORPUS)
+
+train: corpus
+	$(BIN)/translate-train fit --config $(CONFIG)
+	$(BIN)/translate-eval --checkpoint $(CHECKPOINT) --output $(RUN_DIR)/test.hyp.de
+	printf '%s\n' "Click the OK button to close the dialog." \
+		"Select the cells that you want to copy." \
+		"This function is not available in Basic." \
+		| $(BIN)/translate-cli --checkpoint $(CHECKPOINT) --quiet
+
+test: install
+	$(BIN)/python -m pytest -q
+
+translate: install
+	$(BIN)/translate-cli --checkpoint $(CHECKPOINT)
+
+eval: install
+	$(BIN)/translate-eval --checkpoint $(CHECKPOINT)
+
+clean:
+	rm -rf runs .cache

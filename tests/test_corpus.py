@@ -1,0 +1,62 @@
+"""Bad input stops with the file and line; good input is read exactly."""
+
+import gzip
+
+import pytest
+
+from translate.corpus import (
+    BUNDLED_CORPUS, CorpusError, filter_training_pairs, read_lines, read_parallel, split_paths,
+)
+
+
+def test_misaligned_files_name_both_files_and_counts(tmp_path):
+    (tmp_path / "a.en").write_text("one\ntwo\nthree\n")
+    (tmp_path / "a.de").write_text("eins\nzwei\n")
+    with pytest.raises(CorpusError) as error:
+        read_parallel(tmp_path / "a.en", tmp_path / "a.de")
+    message = str(error.value)
+    assert "a.en has 3 lines" in message and "a.de has 2" in message
+
+
+def test_invalid_utf8_names_file_and_line(tmp_path):
+    path = tmp_path / "bad.de"
+    path.write_bytes("gut\nauch gut\n".encode() + b"kaputt \xff\xfe\n")
+    with pytest.raises(CorpusError, match=r"bad\.de:3: invalid UTF-8"):
+        read_lines(path)
+
+
+def test_missing_file_is_named(tmp_path):
+    with pytest.raises(CorpusError, match=r"missing\.en: no such file"):
+        read_lines(tmp_path / "missing.en")
+
+
+def test_gzip_and_plain_read_the_same(tmp_path):
+    text = "Grüße\n\nzweite Zeile\r\n"
+    (tmp_path / "t.de").write_text(text, encoding="utf-8", newline="")
+    with gzip.open(tmp_path / "u.de.gz", "wt", encoding="utf-8", newline="") as handle:
+        handle.write(text)
+    assert read_lines(tmp_path / "t.de") == read_lines(tmp_path / "u.de.gz") == ["Grüße", "", "zweite Zeile"]
+
+
+def test_split_paths_prefer_plain_then_gzip(tmp_path):
+    (tmp_path / "train.en").write_text("x\n")
+    (tmp_path / "train.de.gz").write_bytes(gzip.compress(b"y\n"))
+    src, tgt = split_paths(tmp_path, "train", "en", "de")
+    assert src.name == "train.en" and tgt.name == "train.de.gz"
+
+
+def test_filter_counts_every_reason():
+    pairs = [([5, 6], [7]), ([], [1]), ([1] * 9, [2] * 9), ([1] * 8, [2]), ([1, 2], [3, 4])]
+    keep, report = filter_training_pairs(pairs, max_length=8, max_ratio=3.0)
+    assert keep == [0, 4]
+    assert report.removed == {"empty": 1, "longer than 8 tokens": 1, "length ratio above 3.0": 1}
+    assert report.kept == 2
+
+
+def test_bundled_corpus_splits_are_disjoint_by_english_side():
+    train = {src for src, _ in read_parallel(*split_paths(BUNDLED_CORPUS, "train", "en", "de"))}
+    test = [src for src, _ in read_parallel(*split_paths(BUNDLED_CORPUS, "test", "en", "de"))]
+    dev = [src for src, _ in read_parallel(*split_paths(BUNDLED_CORPUS, "dev", "en", "de"))]
+    assert len(train) > 25_000 and 800 < len(dev) < 2_000 and 1_000 < len(test) < 2_500
+    assert not train.intersection(test)
+    assert not train.intersection(dev)

@@ -1,0 +1,55 @@
+"""translate-eval's figures against sacrebleu's own command line, and torchmetrics' BLEU against sacrebleu."""
+
+import subprocess
+import sys
+
+import pytest
+
+
+from translate.cli.evaluate import main as eval_main
+from translate.corpus import read_lines
+from translate.metrics import CorpusBLEU, corpus_scores
+
+
+def degrade(lines):
+    """A deterministic imperfect system output: drop every third word, swap some lines."""
+    out = [" ".join(w for i, w in enumerate(line.split()) if i % 3 != 1) for line in lines]
+    out[::7] = lines[1::7][: len(out[::7])] + out[::7][len(lines[1::7]):]
+    return out
+
+
+def test_translate_eval_equals_sacrebleu_cli(tmp_path, fixture_dir, capsys):
+    refs = read_lines(fixture_dir / "test.de")
+    hyp_path = tmp_path / "hyp.de"
+    hyp_path.write_text("".join(h + "\n" for h in degrade(refs)), encoding="utf-8")
+    assert eval_main(["--hypotheses", str(hyp_path), "--references", str(fixture_dir / "test.de"), "--json"]) == 0
+    import json
+    ours = json.loads(capsys.readouterr().out)
+    cli = subprocess.run(
+        [sys.executable, "-m", "sacrebleu", str(fixture_dir / "test.de"), "-i", str(hyp_path),
+         "-m", "bleu", "chrf", "-b", "-f", "text"],
+        capture_output=True, text=True, check=True,
+    ).stdout.split()
+    assert 5 < ours["bleu"] < 95
+    assert round(ours["bleu"], 1) == float(cli[0])
+    assert round(ours["chrf"], 1) == float(cli[1])
+    assert ours["bleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp")
+
+
+def test_translate_eval_refuses_line_count_mismatch(tmp_path, fixture_dir, capsys):
+    (tmp_path / "hyp.de").write_text("nur eine Zeile\n")
+    assert eval_main(["--hypotheses", str(tmp_path / "hyp.de"), "--references", str(fixture_dir / "test.de")]) == 2
+    assert "1 hypotheses but" in capsys.readouterr().err
+
+
+def test_validation_bleu_metric_equals_sacrebleu_over_parts(fixture_dir):
+    refs = read_lines(fixture_dir / "dev.de")
+    for hyps in (degrade(refs), [" ".join(r.split()[::2]) for r in refs]):  # the second needs smoothing
+        whole = corpus_scores(hyps, refs).bleu
+        metric = CorpusBLEU()
+        third = len(refs) // 3  # updated in parts, as over batches or ranks
+        for start in (0, third, 2 * third):
+            end = None if start == 2 * third else start + third
+            metric.update(hyps[start:end], refs[start:end])
+        assert float(metric.compute()) == pytest.approx(whole, abs=1e-9)
+        assert 0 < whole < 100

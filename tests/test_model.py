@@ -1,0 +1,198 @@
+"""The Transformer against independent references: parameter formula, tie storage, torch.nn.Transformer."""
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from translate.model import TIE_MODES, ModelConfig, Transformer
+
+CONFIGS = {
+    "post-norm": ModelConfig(d_model=32, heads=4, encoder_layers=2, decoder_layers=3, ffn_dim=48,
+                             dropout=0.0, norm_first=False, max_positions=64),
+    "pre-norm": ModelConfig(d_model=32, heads=4, encoder_layers=2, decoder_layers=3, ffn_dim=48,
+                            dropout=0.0, norm_first=True, max_positions=64),
+}
+
+
+def expected_parameter_count(cfg: ModelConfig, src_vocab: int, tgt_vocab: int) -> int:
+    """Counted by hand from the architecture, not from the module tree."""
+    d, f = cfg.d_model, cfg.ffn_dim
+    attention = 4 * (d * d + d)
+    ffn = d * f + f + f * d + d
+    layer_norm = 2 * d
+    encoder = cfg.encoder_layers * (attention + ffn + 2 * layer_norm)
+    decoder = cfg.decoder_layers * (2 * attention + ffn + 3 * layer_norm)
+    final_norms = 2 * layer_norm if cfg.norm_first else 0
+    tie = cfg.tie_embeddings
+    embeddings = src_vocab * d
+    if tie not in ("src_tgt", "all"):
+        embeddings += tgt_vocab * d
+    if tie not in ("decoder", "all"):
+        embeddings += tgt_vocab * d
+    return encoder + decoder + final_norms + embeddings
+
+
+def build(tie: str, norm: str = "pre-norm", vocab: int = 50) -> Transformer:
+    cfg = ModelConfig(**{**CONFIGS[norm].__dict__, "tie_embeddings": tie})
+    return Transformer(cfg, vocab, vocab, shared_vocab=True)
+
+
+def tied_groups(model: Transformer) -> set[frozenset[str]]:
+    """Which of the three embedding places share storage."""
+    places = model.embedding_weights()
+    return {
+        frozenset(b for b in places if places[b].data_ptr() == places[a].data_ptr()) for a in places
+    }
+
+
+EXPECTED_GROUPS = {
+    "none": {frozenset({"src_embed"}), frozenset({"tgt_embed"}), frozenset({"output"})},
+    "decoder": {frozenset({"src_embed"}), frozenset({"tgt_embed", "output"})},
+    "src_tgt": {frozenset({"src_embed", "tgt_embed"}), frozenset({"output"})},
+    "all": {frozenset({"src_embed", "tgt_embed", "output"})},
+}
+
+
+@pytest.mark.parametrize("norm", sorted(CONFIGS))
+@pytest.mark.parametrize("tie", sorted(TIE_MODES))
+def test_parameter_count_matches_formula(tie, norm):
+    model = build(tie, norm)
+    assert sum(p.numel() for p in model.parameters()) == expected_parameter_count(model.cfg, 50, 50)
+
+
+def test_parameter_count_with_separate_vocabularies():
+    cfg = ModelConfig(**{**CONFIGS["post-norm"].__dict__, "tie_embeddings": "decoder"})
+    model = Transformer(cfg, 40, 70, shared_vocab=False)
+    assert sum(p.numel() for p in model.parameters()) == expected_parameter_count(cfg, 40, 70)
+
+
+@pytest.mark.parametrize("tie", sorted(TIE_MODES))
+def test_ties_share_storage_after_construction_load_and_step(tie):
+    model = build(tie)
+    assert tied_groups(model) == EXPECTED_GROUPS[tie]
+
+    reloaded = build(tie)
+    reloaded.load_state_dict(model.state_dict())
+    assert tied_groups(reloaded) == EXPECTED_GROUPS[tie]
+    for name, weight in model.embedding_weights().items():
+        assert torch.equal(weight, reloaded.embedding_weights()[name])
+
+    optimizer = torch.optim.Adam(reloaded.parameters(), lr=0.1)
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    assert len({p.data_ptr() for p in params}) == len(params), "a tied matrix is listed twice"
+    src, tgt = torch.randint(4, 50, (3, 7)), torch.randint(4, 50, (3, 5))
+    reloaded(src, tgt, pad_id=0).sum().backward()
+    optimizer.step()
+    assert tied_groups(reloaded) == EXPECTED_GROUPS[tie]
+    before = model.embedding_weights()["src_embed"]
+    assert not torch.equal(reloaded.embedding_weights()["src_embed"], before), "the step changed nothing"
+
+
+@pytest.mark.parametrize("tie", ["all", "src_tgt"])
+def test_sharing_ties_refuse_separate_vocabularies(tie):
+    cfg = ModelConfig(**{**CONFIGS["post-norm"].__dict__, "tie_embeddings": tie})
+    with pytest.raises(ValueError, match="needs one joint vocabulary"):
+        Transformer(cfg, 50, 50, shared_vocab=False)
+
+
+def test_unknown_tie_mode_is_an_error():
+    with pytest.raises(ValueError, match="tie_embeddings must be one of"):
+        ModelConfig(tie_embeddings="encoder")
+
+
+def reference_positions(length: int, dim: int) -> torch.Tensor:
+    table = torch.zeros(length, dim, dtype=torch.float64)
+    for pos in range(length):
+        for i in range(0, dim, 2):
+            angle = pos / (10000 ** (i / dim))
+            table[pos, i] = math.sin(angle)
+            table[pos, i + 1] = math.cos(angle)
+    return table.float()
+
+
+def copy_attention(ours, theirs: nn.MultiheadAttention) -> None:
+    theirs.in_proj_weight.data = torch.cat([ours.q_proj.weight, ours.k_proj.weight, ours.v_proj.weight]).detach().clone()
+    theirs.in_proj_bias.data = torch.cat([ours.q_proj.bias, ours.k_proj.bias, ours.v_proj.bias]).detach().clone()
+    theirs.out_proj.weight.data = ours.out_proj.weight.detach().clone()
+    theirs.out_proj.bias.data = ours.out_proj.bias.detach().clone()
+
+
+def copy_module(source: nn.Module, target: nn.Module) -> None:
+    target.load_state_dict(source.state_dict())
+
+
+def reference_logits(model: Transformer, src: torch.Tensor, tgt: torch.Tensor, pad_id: int) -> torch.Tensor:
+    """The same network rebuilt from torch.nn.TransformerEncoderLayer/DecoderLayer."""
+    cfg = model.cfg
+    d = cfg.d_model
+    enc_layers, dec_layers = [], []
+    for ours in model.encoder_layers:
+        ref = nn.TransformerEncoderLayer(d, cfg.heads, cfg.ffn_dim, dropout=0.0, batch_first=True, norm_first=cfg.norm_first)
+        copy_attention(ours.self_attn, ref.self_attn)
+        copy_module(ours.ffn.linear1, ref.linear1)
+        copy_module(ours.ffn.linear2, ref.linear2)
+        copy_module(ours.attn_block.norm, ref.norm1)
+        copy_module(ours.ffn_block.norm, ref.norm2)
+        enc_layers.append(ref.eval())
+    for ours in model.decoder_layers:
+        ref = nn.TransformerDecoderLayer(d, cfg.heads, cfg.ffn_dim, dropout=0.0, batch_first=True, norm_first=cfg.norm_first)
+        copy_attention(ours.self_attn, ref.self_attn)
+        copy_attention(ours.cross_attn, ref.multihead_attn)
+        copy_module(ours.ffn.linear1, ref.linear1)
+        copy_module(ours.ffn.linear2, ref.linear2)
+        copy_module(ours.self_block.norm, ref.norm1)
+        copy_module(ours.cross_block.norm, ref.norm2)
+        copy_module(ours.ffn_block.norm, ref.norm3)
+        dec_layers.append(ref.eval())
+
+    src_pad = src == pad_id
+    x = model.src_embed.weight[src] * math.sqrt(d) + reference_positions(src.shape[1], d)
+    for layer in enc_layers:
+        x = layer(x, src_key_padding_mask=src_pad)
+    if cfg.norm_first:
+        x = nn.functional.layer_norm(x, (d,), model.encoder_norm.weight, model.encoder_norm.bias)
+    memory = x
+    causal = torch.triu(torch.full((tgt.shape[1], tgt.shape[1]), float("-inf")), diagonal=1)
+    y = model.tgt_embed.weight[tgt] * math.sqrt(d) + reference_positions(tgt.shape[1], d)
+    for layer in dec_layers:
+        y = layer(y, memory, tgt_mask=causal, memory_key_padding_mask=src_pad)
+    if cfg.norm_first:
+        y = nn.functional.layer_norm(y, (d,), model.decoder_norm.weight, model.decoder_norm.bias)
+    return y @ model.output.weight.T
+
+
+@pytest.mark.parametrize("norm", sorted(CONFIGS))
+@pytest.mark.parametrize("tie", ["none", "all"])
+def test_forward_equals_torch_nn_transformer(tie, norm):
+    torch.manual_seed(0)
+    torch.backends.mha.set_fastpath_enabled(False)
+    model = build(tie, norm).eval()
+    with torch.no_grad():  # random LayerNorm affine so the copies are really checked
+        for module in model.modules():
+            if isinstance(module, nn.LayerNorm):
+                module.weight.normal_(1.0, 0.1)
+                module.bias.normal_(0.0, 0.1)
+    src = torch.randint(4, 50, (3, 9))
+    src[0, 6:] = 0  # padding
+    src[2, 4:] = 0
+    tgt = torch.randint(4, 50, (3, 7))
+    with torch.no_grad():
+        ours = model(src, tgt, pad_id=0)
+        theirs = reference_logits(model, src, tgt, pad_id=0)
+    torch.testing.assert_close(ours, theirs, atol=1e-5, rtol=1e-5)
+
+
+def test_cached_decoding_equals_full_decoding():
+    torch.manual_seed(1)
+    model = build("all").eval()
+    src = torch.randint(4, 50, (2, 6))
+    tgt = torch.randint(4, 50, (2, 5))
+    with torch.no_grad():
+        mask = model.source_mask(src, 0)
+        memory = model.encode(src, mask)
+        full = model.decode(tgt, memory, mask)
+        cache = model.new_cache()
+        steps = [model.decode(tgt[:, i : i + 1], memory, mask, cache, offset=i) for i in range(tgt.shape[1])]
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=1e-5)

@@ -1,0 +1,136 @@
+"""Loss, schedule and batching against obvious references; a model that overfits and translates back."""
+
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import lightning as L
+import pytest
+import torch
+
+from translate.corpus import read_parallel
+from translate.data import TokenBatchSampler, TranslationDataModule
+from translate.model import ModelConfig
+from translate.module import TranslationModule, inverse_sqrt_schedule, label_smoothed_nll
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_label_smoothed_loss_equals_explicit_formula():
+    torch.manual_seed(0)
+    logits = torch.randn(2, 3, 7)
+    target = torch.tensor([[4, 5, 0], [6, 0, 0]])  # 0 is padding
+    eps, vocab = 0.1, 7
+    expected = 0.0
+    for b in range(2):
+        for t in range(3):
+            if target[b, t] == 0:
+                continue
+            logp = torch.log_softmax(logits[b, t].double(), dim=-1)
+            smooth = [(1 - eps) * (k == target[b, t]) + eps / vocab for k in range(vocab)]
+            expected -= sum(q * logp[k] for k, q in enumerate(smooth))
+    assert label_smoothed_nll(logits, target, eps).item() == pytest.approx(float(expected), rel=1e-5)
+
+
+def test_inverse_sqrt_schedule_warms_up_then_decays():
+    factor = inverse_sqrt_schedule(warmup_steps=100)
+    assert factor(0) == pytest.approx(0.01)
+    assert factor(49) == pytest.approx(0.5)
+    assert factor(99) == pytest.approx(1.0)
+    assert factor(399) == pytest.approx(0.5)
+
+
+def test_token_batches_respect_budget_cover_everything_and_shard():
+    lengths = [((i * 7) % 23 + 1, (i * 5) % 19 + 1) for i in range(500)]
+    sampler = TokenBatchSampler(lengths, max_tokens=120, shuffle=True, seed=3)
+    for batch in sampler:
+        longest = max(max(lengths[i]) for i in batch)
+        assert longest * len(batch) <= 120
+    assert sorted(i for batch in sampler for i in batch) == list(range(500))
+    sampler.set_epoch(1)
+    first = list(sampler)
+    sampler.set_epoch(2)
+    assert list(sampler) != first
+    sampler.set_epoch(1)
+    assert list(sampler) == first
+
+    ranks = [TokenBatchSampler(lengths, 120, True, seed=3, rank=r, world_size=2) for r in range(2)]
+    seen = [{i for batch in rank for i in batch} for rank in ranks]
+    assert len(ranks[0]) == len(ranks[1])
+    assert not seen[0] & seen[1]
+
+
+def write_corpus(directory: Path, pairs: list[tuple[str, str]]) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    for split in ("train", "dev", "test"):
+        (directory / f"{split}.en").write_text("".join(s + "\n" for s, _ in pairs), encoding="utf-8")
+        (directory / f"{split}.de").write_text("".join(t + "\n" for _, t in pairs), encoding="utf-8")
+
+
+def test_overfits_32_pairs_and_translate_cli_reproduces_them(tmp_path, fixture_dir):
+    unique = {}  # one target per source, or no model could reproduce them all
+    for src, tgt in read_parallel(fixture_dir / "train.en", fixture_dir / "train.de"):
+        if len(src.split()) <= 10:
+            unique.setdefault(src, tgt)
+    pairs = list(unique.items())[:32]
+    assert len(pairs) == 32
+    write_corpus(tmp_path / "corpus", pairs)
+    L.seed_everything(0)
+    data = TranslationDataModule(
+        corpus_dir=str(tmp_path / "corpus"), vocab_size=300, max_tokens=4096,
+        cache_dir=str(tmp_path / "cache"),
+    )
+    module = TranslationModule(
+        data.vocab,
+        ModelConfig(d_model=64, heads=4, encoder_layers=2, decoder_layers=2, ffn_dim=128,
+                    dropout=0.0, tie_embeddings="all"),
+        lr=3e-3, warmup_steps=30, label_smoothing=0.0,
+    )
+    trainer = L.Trainer(
+        accelerator="cpu", max_steps=500, limit_val_batches=0, logger=False,
+        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+        use_distributed_sampler=False, default_root_dir=tmp_path,
+    )
+    trainer.fit(module, datamodule=data)
+    checkpoint = tmp_path / "overfit.ckpt"
+    trainer.save_checkpoint(checkpoint)
+
+    sources = [s for s, _ in pairs]
+    result = subprocess.run(
+        [sys.executable, "-m", "translate.cli.translate", "--checkpoint", str(checkpoint), "--quiet"],
+        input="\n".join(sources[:16] + [""] + sources[16:]) + "\n",
+        capture_output=True, text=True, check=True,
+    )
+    outputs = result.stdout.split("\n")[:-1]
+    assert outputs == [t for _, t in pairs[:16]] + [""] + [t for _, t in pairs[16:]]
+
+
+def test_translate_cli_reports_missing_checkpoint(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "translate.cli.translate", "--checkpoint", str(tmp_path / "none.ckpt")],
+        input="Hallo\n", capture_output=True, text=True,
+    )
+    assert result.returncode == 2
+    assert "none.ckpt: no such checkpoint file" in result.stderr
+
+
+@pytest.mark.skipif(not (REPO / "Makefile").is_file(), reason="needs the source tree")
+def test_tiny_config_runs_the_whole_make_train_path():
+    """corpus → vocabulary → training → checkpoint → translation → BLEU, as `make train` runs it."""
+    bin_dir = Path(sys.executable).parent
+    result = subprocess.run(
+        ["make", "-s", "-o", "install", "train", "CONFIG=configs/tiny.yaml", f"BIN={bin_dir}"],
+        cwd=REPO, capture_output=True, text=True, timeout=600,
+        env={**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "signature: nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp" in result.stdout
+    checkpoint = REPO / "runs" / "tiny" / "checkpoints" / "last.ckpt"
+    assert checkpoint.is_file()
+    hypotheses = (REPO / "runs" / "tiny" / "test.hyp.de").read_text(encoding="utf-8").split("\n")[:-1]
+    references = read_parallel(*[REPO / "translate/corpora/libreoffice_help_en_de" / f"test.{l}.gz" for l in ("en", "de")])
+    assert len(hypotheses) == len(references)
+    saved = torch.load(checkpoint, weights_only=True)["translate"]
+    assert "tie_embeddings: all" in saved["run_config"]

@@ -1,0 +1,61 @@
+"""`translate-eval`: corpus BLEU and chrF (sacrebleu, with signatures) of a hypothesis file or a checkpoint.
+
+    translate-eval --hypotheses hyp.de --references test.de
+    translate-eval --checkpoint last.ckpt                 # the bundled corpus's test split
+    translate-eval --checkpoint last.ckpt --source test.en --references test.de --output hyp.de
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from translate.checkpoint import CheckpointError, load_translator
+from translate.corpus import BUNDLED_CORPUS, CorpusError, read_lines, split_paths
+from translate.files import write_lines_atomic
+from translate.metrics import corpus_scores
+from translate.pipeline import translate_lines
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="translate-eval", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--hypotheses", help="detokenized system output, one line per reference")
+    parser.add_argument("--checkpoint", help="translate --source with this checkpoint first")
+    parser.add_argument("--source", help="source text (default: the bundled test split)")
+    parser.add_argument("--references", help="raw reference text (default: the bundled test split)")
+    parser.add_argument("--split", default="test", help="bundled split used by default")
+    parser.add_argument("--output", help="write the checkpoint's translations here (atomically)")
+    parser.add_argument("--batch-tokens", type=int, default=4096)
+    parser.add_argument("--json", action="store_true", help="print the scores as JSON")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if bool(args.hypotheses) == bool(args.checkpoint):
+        print("translate-eval: error: give exactly one of --hypotheses or --checkpoint", file=sys.stderr)
+        return 2
+    bundled_src, bundled_ref = split_paths(BUNDLED_CORPUS, args.split, "en", "de")
+    try:
+        references = read_lines(args.references or bundled_ref)
+        if args.hypotheses:
+            hypotheses = read_lines(args.hypotheses)
+        else:
+            sources = read_lines(args.source or bundled_src)
+            translator = load_translator(args.checkpoint)
+            hypotheses = translate_lines(translator, sources, args.batch_tokens, progress=True)
+            if args.output:
+                write_lines_atomic(args.output, hypotheses)
+        scores = corpus_scores(hypotheses, references)
+    except (CorpusError, CheckpointError, ValueError) as error:
+        print(f"translate-eval: error: {error}", file=sys.stderr)
+        return 2
+    print(json.dumps(scores.__dict__, indent=2) if args.json else scores.report())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

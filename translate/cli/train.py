@@ -1,0 +1,35 @@
+"""`translate-train fit|validate|test --config configs/X.yaml`: LightningCLI over the module and data."""
+
+from __future__ import annotations
+
+from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
+
+from translate.data import TranslationDataModule
+from translate.module import TranslationModule
+
+
+class SaveConfigToCheckpoint(SaveConfigCallback):
+    """Writes config.yaml beside the logs and keeps the resolved config in every checkpoint."""
+
+    def setup(self, trainer, pl_module, stage: str) -> None:
+        super().setup(trainer, pl_module, stage)
+        pl_module.run_config = self.parser.dump(self.config, skip_none=False)
+
+
+class TranslateCLI(LightningCLI):
+    def add_arguments_to_parser(self, parser) -> None:
+        # The model's embedding shapes come from the vocabulary the data module trains.
+        parser.link_arguments("data.vocab", "model.vocab", apply_on="instantiate")
+
+
+def main() -> None:
+    TranslateCLI(
+        TranslationModule,
+        TranslationDataModule,
+        save_config_callback=SaveConfigToCheckpoint,
+        save_config_kwargs={"overwrite": True},
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Corpora bundled with the package."""

@@ -1,0 +1,91 @@
+"""Reading parallel text, strictly: a bad file stops with its name and line, never a silent loss."""
+
+from __future__ import annotations
+
+import gzip
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+BUNDLED_CORPUS = Path(__file__).parent / "corpora" / "libreoffice_help_en_de"
+
+
+class CorpusError(ValueError):
+    """Input text that cannot be used as it is; the message names the file and line."""
+
+
+def read_lines(path: str | Path) -> list[str]:
+    """All lines of a UTF-8 text file (gzip if it ends in .gz), without line ends."""
+    path = Path(path)
+    if not path.is_file():
+        raise CorpusError(f"{path}: no such file")
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rb") as handle:
+        return decode_lines(handle, str(path))
+
+
+def decode_lines(stream: Iterable[bytes], name: str) -> list[str]:
+    """Decode a binary line stream as strict UTF-8; a bad byte is reported with its line."""
+    lines = []
+    for number, raw in enumerate(stream, start=1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise CorpusError(f"{name}:{number}: invalid UTF-8 at byte {error.start} of the line") from None
+        lines.append(line.rstrip("\r\n"))
+    return lines
+
+
+def read_parallel(src_path: str | Path, tgt_path: str | Path) -> list[tuple[str, str]]:
+    """Line-aligned pairs from two files; different line counts are an error, never a truncation."""
+    sources, targets = read_lines(src_path), read_lines(tgt_path)
+    if len(sources) != len(targets):
+        raise CorpusError(
+            f"parallel files are misaligned: {src_path} has {len(sources)} lines "
+            f"but {tgt_path} has {len(targets)}"
+        )
+    return list(zip(sources, targets))
+
+
+def split_paths(directory: str | Path, split: str, src_lang: str, tgt_lang: str) -> tuple[Path, Path]:
+    """`DIR/split.src` and `DIR/split.tgt`, or their `.gz` forms where those exist."""
+    paths = []
+    for lang in (src_lang, tgt_lang):
+        plain = Path(directory) / f"{split}.{lang}"
+        gzipped = plain.with_name(plain.name + ".gz")
+        paths.append(gzipped if gzipped.is_file() and not plain.is_file() else plain)
+    return paths[0], paths[1]
+
+
+@dataclass
+class FilterReport:
+    """How many pairs each filter removed; printed, never silent."""
+
+    kept: int = 0
+    removed: dict[str, int] = field(default_factory=dict)
+
+    def count(self, reason: str) -> None:
+        self.removed[reason] = self.removed.get(reason, 0) + 1
+
+    def __str__(self) -> str:
+        parts = ", ".join(f"{n} {reason}" for reason, n in sorted(self.removed.items())) or "none"
+        return f"kept {self.kept} pairs; removed: {parts}"
+
+
+def filter_training_pairs(
+    ids: list[tuple[list[int], list[int]]], max_length: int, max_ratio: float
+) -> tuple[list[int], FilterReport]:
+    """Indices of pairs fit for training: non-empty, at most `max_length` tokens a side,
+    and a length ratio of at most `max_ratio` (a sign of misalignment beyond it)."""
+    report, keep = FilterReport(), []
+    for index, (src, tgt) in enumerate(ids):
+        if not src or not tgt:
+            report.count("empty")
+        elif len(src) > max_length or len(tgt) > max_length:
+            report.count(f"longer than {max_length} tokens")
+        elif max(len(src), len(tgt)) > max_ratio * min(len(src), len(tgt)) and max(len(src), len(tgt)) > 5:
+            report.count(f"length ratio above {max_ratio}")
+        else:
+            keep.append(index)
+    report.kept = len(keep)
+    return keep, report

@@ -1,0 +1,27 @@
+"""Atomic file output: a crash or Ctrl-C never leaves a half-written file behind."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+
+def write_atomic(path: str | Path, data: bytes) -> None:
+    """Write to a temporary file beside `path`, fsync, then rename over it."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_lines_atomic(path: str | Path, lines: list[str]) -> None:
+    write_atomic(path, "".join(line + "\n" for line in lines).encode("utf-8"))

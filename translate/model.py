@@ -1,0 +1,286 @@
+"""The encoder-decoder Transformer, with every embedding tie decided in one place.
+
+Reading order: `ModelConfig` (the architecture), `TIE_MODES` (which matrices are one
+Parameter), the attention and layer blocks, then `Transformer` with its two entry points
+used by training (`forward`) and by search (`encode` + `decode` with a key/value cache).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+TieMode = Literal["none", "decoder", "src_tgt", "all"]
+
+# Which places share one matrix.  "decoder": decoder input = pre-softmax projection;
+# "src_tgt": encoder input = decoder input; "all": the three-way tie of Vaswani et al.
+TIE_MODES: dict[str, dict[str, bool]] = {
+    "none": {"src_tgt": False, "tgt_output": False},
+    "decoder": {"src_tgt": False, "tgt_output": True},
+    "src_tgt": {"src_tgt": True, "tgt_output": False},
+    "all": {"src_tgt": True, "tgt_output": True},
+}
+
+
+@dataclass
+class ModelConfig:
+    """Architecture hyper-parameters; the single source of their defaults."""
+
+    d_model: int = 512
+    heads: int = 8
+    encoder_layers: int = 6
+    decoder_layers: int = 6
+    ffn_dim: int = 2048
+    dropout: float = 0.1
+    attention_dropout: float = 0.0
+    activation_dropout: float = 0.0
+    norm_first: bool = False
+    tie_embeddings: TieMode = "all"
+    max_positions: int = 1024
+
+    def __post_init__(self) -> None:
+        if self.tie_embeddings not in TIE_MODES:
+            raise ValueError(
+                f"tie_embeddings must be one of {sorted(TIE_MODES)}, got {self.tie_embeddings!r}"
+            )
+        if self.d_model % self.heads:
+            raise ValueError(f"d_model ({self.d_model}) must be divisible by heads ({self.heads})")
+
+
+def sinusoidal_positions(length: int, dim: int, offset: int = 0) -> Tensor:
+    """The fixed sin/cos position table of Vaswani et al. (sin on even, cos on odd dims)."""
+    position = torch.arange(offset, offset + length, dtype=torch.float32).unsqueeze(1)
+    frequency = torch.exp(torch.arange(0, dim, 2, dtype=torch.float32) * (-math.log(10000.0) / dim))
+    table = torch.zeros(length, dim)
+    table[:, 0::2] = torch.sin(position * frequency)
+    table[:, 1::2] = torch.cos(position * frequency)
+    return table
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention on `scaled_dot_product_attention`, with an optional cache.
+
+    The cache is a dict owned by the caller: for self-attention it grows by one step per
+    call; for cross-attention it holds the encoder's keys and values, computed once.
+    """
+
+    def __init__(self, d_model: int, heads: int, dropout: float) -> None:
+        super().__init__()
+        self.heads = heads
+        self.dropout = dropout
+        self.q_proj = nn.Linear(d_model, d_model)
+        self.k_proj = nn.Linear(d_model, d_model)
+        self.v_proj = nn.Linear(d_model, d_model)
+        self.out_proj = nn.Linear(d_model, d_model)
+
+    def _split(self, x: Tensor) -> Tensor:
+        batch, length, dim = x.shape
+        return x.view(batch, length, self.heads, dim // self.heads).transpose(1, 2)
+
+    def forward(
+        self,
+        query: Tensor,
+        key_value: Tensor | None,
+        mask: Tensor | None = None,
+        causal: bool = False,
+        cache: dict[str, Tensor] | None = None,
+        static_kv: bool = False,
+    ) -> Tensor:
+        """`mask` is boolean, True where attention is allowed, broadcast to (B, H, Lq, Lk)."""
+        q = self._split(self.q_proj(query))
+        if cache is not None and static_kv and "k" in cache:
+            k, v = cache["k"], cache["v"]
+        else:
+            source = query if key_value is None else key_value
+            k, v = self._split(self.k_proj(source)), self._split(self.v_proj(source))
+            if cache is not None:
+                if not static_kv and "k" in cache:
+                    k = torch.cat([cache["k"], k], dim=2)
+                    v = torch.cat([cache["v"], v], dim=2)
+                cache["k"], cache["v"] = k, v
+        # With a self-attention cache the single new query may see every cached key,
+        # so causality needs no mask there.
+        is_causal = causal and q.shape[2] > 1
+        out = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, is_causal=is_causal,
+            dropout_p=self.dropout if self.training else 0.0,
+        )
+        batch, _, length, _ = out.shape
+        return self.out_proj(out.transpose(1, 2).reshape(batch, length, -1))
+
+
+class FeedForward(nn.Module):
+    def __init__(self, d_model: int, ffn_dim: int, activation_dropout: float) -> None:
+        super().__init__()
+        self.linear1 = nn.Linear(d_model, ffn_dim)
+        self.linear2 = nn.Linear(ffn_dim, d_model)
+        self.activation_dropout = nn.Dropout(activation_dropout)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.linear2(self.activation_dropout(F.relu(self.linear1(x))))
+
+
+class Residual(nn.Module):
+    """One sublayer with its residual connection, pre-norm or post-norm."""
+
+    def __init__(self, d_model: int, dropout: float, norm_first: bool) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(d_model)
+        self.dropout = nn.Dropout(dropout)
+        self.norm_first = norm_first
+
+    def forward(self, x: Tensor, sublayer) -> Tensor:
+        if self.norm_first:
+            return x + self.dropout(sublayer(self.norm(x)))
+        return self.norm(x + self.dropout(sublayer(x)))
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.heads, cfg.attention_dropout)
+        self.ffn = FeedForward(cfg.d_model, cfg.ffn_dim, cfg.activation_dropout)
+        self.attn_block = Residual(cfg.d_model, cfg.dropout, cfg.norm_first)
+        self.ffn_block = Residual(cfg.d_model, cfg.dropout, cfg.norm_first)
+
+    def forward(self, x: Tensor, src_mask: Tensor) -> Tensor:
+        x = self.attn_block(x, lambda h: self.self_attn(h, None, mask=src_mask))
+        return self.ffn_block(x, self.ffn)
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.heads, cfg.attention_dropout)
+        self.cross_attn = MultiHeadAttention(cfg.d_model, cfg.heads, cfg.attention_dropout)
+        self.ffn = FeedForward(cfg.d_model, cfg.ffn_dim, cfg.activation_dropout)
+        self.self_block = Residual(cfg.d_model, cfg.dropout, cfg.norm_first)
+        self.cross_block = Residual(cfg.d_model, cfg.dropout, cfg.norm_first)
+        self.ffn_block = Residual(cfg.d_model, cfg.dropout, cfg.norm_first)
+
+    def forward(
+        self, x: Tensor, memory: Tensor, src_mask: Tensor, cache: dict | None = None
+    ) -> Tensor:
+        self_cache = None if cache is None else cache.setdefault("self", {})
+        cross_cache = None if cache is None else cache.setdefault("cross", {})
+        x = self.self_block(x, lambda h: self.self_attn(h, None, causal=True, cache=self_cache))
+        x = self.cross_block(
+            x, lambda h: self.cross_attn(h, memory, mask=src_mask, cache=cross_cache, static_kv=True)
+        )
+        return self.ffn_block(x, self.ffn)
+
+
+class Transformer(nn.Module):
+    """Encoder-decoder Transformer over token ids.
+
+    `shared_vocab` says whether source and target ids come from one vocabulary; the
+    `src_tgt` and `all` ties are refused without it, because sharing a matrix between
+    two different id spaces would train silently and mean nothing.
+    """
+
+    def __init__(
+        self, cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int, shared_vocab: bool
+    ) -> None:
+        super().__init__()
+        tie = TIE_MODES[cfg.tie_embeddings]
+        if tie["src_tgt"] and not shared_vocab:
+            raise ValueError(
+                f"tie_embeddings={cfg.tie_embeddings!r} makes the encoder and decoder share one "
+                f"embedding matrix, which needs one joint vocabulary, but this model has separate "
+                f"source ({src_vocab_size} tokens) and target ({tgt_vocab_size} tokens) vocabularies. "
+                "Train a joint vocabulary or choose tie_embeddings 'decoder' or 'none'."
+            )
+        self.cfg = cfg
+        self.src_vocab_size, self.tgt_vocab_size = src_vocab_size, tgt_vocab_size
+        self.shared_vocab = shared_vocab
+        self.embed_scale = math.sqrt(cfg.d_model)
+
+        self.src_embed = nn.Embedding(src_vocab_size, cfg.d_model)
+        self.tgt_embed = self.src_embed if tie["src_tgt"] else nn.Embedding(tgt_vocab_size, cfg.d_model)
+        self.output = nn.Linear(cfg.d_model, tgt_vocab_size, bias=False)
+        if tie["tgt_output"]:
+            self.output.weight = self.tgt_embed.weight
+
+        self.encoder_layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.encoder_layers))
+        self.decoder_layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.decoder_layers))
+        # Pre-norm stacks end un-normalised, so they get a final LayerNorm each.
+        self.encoder_norm = nn.LayerNorm(cfg.d_model) if cfg.norm_first else nn.Identity()
+        self.decoder_norm = nn.LayerNorm(cfg.d_model) if cfg.norm_first else nn.Identity()
+        self.embed_dropout = nn.Dropout(cfg.dropout)
+        self.register_buffer(
+            "positions", sinusoidal_positions(cfg.max_positions, cfg.d_model), persistent=False
+        )
+        self._init_weights()
+
+    def _init_weights(self) -> None:
+        for module in self.modules():
+            if isinstance(module, nn.Linear):
+                nn.init.xavier_uniform_(module.weight)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
+        # Embeddings (and a tied output projection) N(0, d^-0.5): with the sqrt(d) scale the
+        # input has unit variance and tied logits stay O(1).
+        for weight in self.embedding_weights().values():
+            nn.init.normal_(weight, mean=0.0, std=self.cfg.d_model**-0.5)
+
+    def embedding_weights(self) -> dict[str, nn.Parameter]:
+        """The three embedding places; tied places map to the same Parameter."""
+        return {
+            "src_embed": self.src_embed.weight,
+            "tgt_embed": self.tgt_embed.weight,
+            "output": self.output.weight,
+        }
+
+    def _embed(self, embedding: nn.Embedding, ids: Tensor, offset: int = 0) -> Tensor:
+        length = ids.shape[1]
+        if offset + length > self.cfg.max_positions:
+            raise ValueError(
+                f"sequence of {offset + length} tokens exceeds max_positions={self.cfg.max_positions}"
+            )
+        x = embedding(ids) * self.embed_scale + self.positions[offset : offset + length]
+        return self.embed_dropout(x)
+
+    @staticmethod
+    def source_mask(src_ids: Tensor, pad_id: int) -> Tensor:
+        """Boolean (B, 1, 1, S) mask, True on real source tokens."""
+        return (src_ids != pad_id)[:, None, None, :]
+
+    def encode(self, src_ids: Tensor, src_mask: Tensor) -> Tensor:
+        x = self._embed(self.src_embed, src_ids)
+        for layer in self.encoder_layers:
+            x = layer(x, src_mask)
+        return self.encoder_norm(x)
+
+    def decode(
+        self,
+        tgt_ids: Tensor,
+        memory: Tensor,
+        src_mask: Tensor,
+        cache: list[dict] | None = None,
+        offset: int = 0,
+    ) -> Tensor:
+        """Logits for each target position; with `cache`, `tgt_ids` are the new steps only."""
+        x = self._embed(self.tgt_embed, tgt_ids, offset)
+        for index, layer in enumerate(self.decoder_layers):
+            x = layer(x, memory, src_mask, None if cache is None else cache[index])
+        return self.output(self.decoder_norm(x))
+
+    def new_cache(self) -> list[dict]:
+        return [{} for _ in self.decoder_layers]
+
+    def forward(self, src_ids: Tensor, tgt_in_ids: Tensor, pad_id: int) -> Tensor:
+        src_mask = self.source_mask(src_ids, pad_id)
+        return self.decode(tgt_in_ids, self.encode(src_ids, src_mask), src_mask)
+
+
+def reorder_cache(cache: list[dict], order: Tensor) -> None:
+    """Select batch rows of every cached tensor in place (beam search reordering)."""
+    for layer in cache:
+        for part in layer.values():
+            for key, value in part.items():
+                part[key] = value.index_select(0, order)

@@ -1,0 +1,129 @@
+"""SentencePiece vocabularies: one joint model over both languages, or one per side.
+
+The serialized SentencePiece model travels as bytes inside every checkpoint, so a
+checkpoint alone is enough to translate.  The special ids are fixed here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Literal
+
+import sentencepiece as spm
+
+PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
+
+ModelType = Literal["unigram", "bpe"]
+
+
+class SentencePieceVocab:
+    """One SentencePiece model, loaded from its serialized bytes."""
+
+    def __init__(self, model_bytes: bytes) -> None:
+        self.model_bytes = model_bytes
+        self.processor = spm.SentencePieceProcessor(model_proto=model_bytes)
+        specials = (self.processor.pad_id(), self.processor.unk_id(),
+                    self.processor.bos_id(), self.processor.eos_id())
+        if specials != (PAD_ID, UNK_ID, BOS_ID, EOS_ID):
+            raise ValueError(
+                f"SentencePiece model reserves pad/unk/bos/eos as {specials}, "
+                f"expected {(PAD_ID, UNK_ID, BOS_ID, EOS_ID)}"
+            )
+
+    def __len__(self) -> int:
+        return self.processor.get_piece_size()
+
+    def encode(self, texts: list[str]) -> list[list[int]]:
+        return self.processor.encode(texts, out_type=int)
+
+    def decode(self, ids: list[list[int]]) -> list[str]:
+        return self.processor.decode(ids)
+
+    def pieces(self, text: str) -> list[str]:
+        return self.processor.encode(text, out_type=str)
+
+
+def train_sentencepiece(
+    sentences: Iterable[str],
+    vocab_size: int,
+    model_type: ModelType = "unigram",
+    character_coverage: float = 1.0,
+    max_sentences: int = 2_000_000,
+    seed_sentencepiece_size: int = 1_000_000,
+    threads: int = 2,
+    seed: int = 1,
+    normalization: str = "identity",
+) -> SentencePieceVocab:
+    """Train one SentencePiece model in memory and return it (seeded: same text, same model).
+
+    `normalization` defaults to "identity" so that the model can write every character of its
+    references back exactly (NFKC would turn "…" into "..." and cost BLEU against raw text).
+    """
+    spm.set_random_generator_seed(seed)
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(sentences),
+        model_writer=model,
+        vocab_size=vocab_size,
+        model_type=model_type,
+        character_coverage=character_coverage,
+        normalization_rule_name=normalization,
+        pad_id=PAD_ID, unk_id=UNK_ID, bos_id=BOS_ID, eos_id=EOS_ID,
+        input_sentence_size=max_sentences,
+        shuffle_input_sentence=True,
+        seed_sentencepiece_size=seed_sentencepiece_size,
+        num_threads=threads,
+        hard_vocab_limit=False,
+        minloglevel=2,
+    )
+    return SentencePieceVocab(model.getvalue())
+
+
+@dataclass
+class Vocabularies:
+    """Source and target vocabularies; with a joint model both are the same object."""
+
+    source: SentencePieceVocab
+    target: SentencePieceVocab
+
+    @property
+    def joint(self) -> bool:
+        return self.source is self.target
+
+    def state(self) -> dict[str, bytes]:
+        """Checkpoint form: plain bytes, loadable with `torch.load(weights_only=True)`."""
+        if self.joint:
+            return {"joint": self.source.model_bytes}
+        return {"source": self.source.model_bytes, "target": self.target.model_bytes}
+
+    @classmethod
+    def from_state(cls, state: dict[str, bytes]) -> Vocabularies:
+        if "joint" in state:
+            joint = SentencePieceVocab(state["joint"])
+            return cls(joint, joint)
+        return cls(SentencePieceVocab(state["source"]), SentencePieceVocab(state["target"]))
+
+    @classmethod
+    def train(
+        cls,
+        pairs: list[tuple[str, str]],
+        vocab_size: int,
+        model_type: ModelType = "unigram",
+        joint: bool = True,
+    ) -> Vocabularies:
+        """A joint model sees source and target text together: one id space for both."""
+        if joint:
+            vocab = train_sentencepiece(_both_sides(pairs), vocab_size, model_type)
+            return cls(vocab, vocab)
+        return cls(
+            train_sentencepiece((src for src, _ in pairs), vocab_size, model_type),
+            train_sentencepiece((tgt for _, tgt in pairs), vocab_size, model_type),
+        )
+
+
+def _both_sides(pairs: list[tuple[str, str]]) -> Iterator[str]:
+    for src, tgt in pairs:
+        yield src
+        yield tgt
