@@ -1,0 +1,66 @@
+"""Joint and separate SentencePiece vocabularies; their checkpoint form; the data module's cache."""
+
+import pytest
+
+from translate.corpus import read_parallel
+from translate.data import TranslationDataModule
+from translate.model import ModelConfig
+from translate.module import TranslationModule
+from translate.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocabularies
+
+
+@pytest.fixture(scope="module")
+def pairs(request):
+    fixture = request.config.rootpath / "tests" / "fixtures" / "libreoffice_small"
+    return read_parallel(fixture / "train.en", fixture / "train.de")
+
+
+def test_joint_vocabulary_covers_both_languages_and_round_trips(pairs):
+    vocab = Vocabularies.train(pairs, vocab_size=500)
+    assert vocab.joint and vocab.source is vocab.target
+    pieces = {p for src, tgt in pairs[:50] for p in vocab.source.pieces(src) + vocab.source.pieces(tgt)}
+    assert "▁die" in pieces and "▁the" in pieces  # German and English pieces in one model
+    texts = [side for pair in pairs for side in pair]  # identity normalization: exact round trip
+    assert any("…" in text for text in texts) and any("ü" in text for text in texts)
+    assert vocab.target.decode(vocab.target.encode(texts)) == texts
+    specials = [vocab.source.processor.id_to_piece(i) for i in (PAD_ID, UNK_ID, BOS_ID, EOS_ID)]
+    assert specials == ["<pad>", "<unk>", "<s>", "</s>"]
+
+
+def test_vocabulary_state_is_plain_bytes_and_restores(pairs):
+    joint = Vocabularies.train(pairs, vocab_size=400)
+    state = joint.state()
+    assert set(state) == {"joint"} and isinstance(state["joint"], bytes)
+    restored = Vocabularies.from_state(state)
+    assert restored.joint and restored.source.encode(["Zellen"]) == joint.source.encode(["Zellen"])
+
+    separate = Vocabularies.train(pairs, vocab_size=300, joint=False)
+    assert not separate.joint and set(separate.state()) == {"source", "target"}
+    assert not Vocabularies.from_state(separate.state()).joint
+
+
+def test_training_is_deterministic(pairs):
+    assert Vocabularies.train(pairs, 300).state() == Vocabularies.train(pairs, 300).state()
+
+
+def test_data_module_caches_the_vocabulary(tmp_path, fixture_dir):
+    kwargs = dict(corpus_dir=str(fixture_dir), vocab_size=300, cache_dir=str(tmp_path))
+    first = TranslationDataModule(**kwargs)
+    cached = sorted(p.name for p in tmp_path.glob("*.model"))
+    assert len(cached) == 1
+    second = TranslationDataModule(**kwargs)
+    assert second.vocab.state() == first.vocab.state()
+    TranslationDataModule(**{**kwargs, "vocab_size": 310})  # other settings, another entry
+    assert len(list(tmp_path.glob("*.model"))) == 2
+
+
+@pytest.mark.parametrize("tie", ["all", "src_tgt"])
+def test_separate_vocabularies_refuse_sharing_ties_at_module_level(tmp_path, fixture_dir, tie):
+    data = TranslationDataModule(corpus_dir=str(fixture_dir), vocab_size=300, joint_vocab=False,
+                                 cache_dir=str(tmp_path))
+    with pytest.raises(ValueError, match="needs one joint vocabulary"):
+        TranslationModule(data.vocab, ModelConfig(d_model=32, heads=2, encoder_layers=1,
+                                                  decoder_layers=1, ffn_dim=32, tie_embeddings=tie))
+    module = TranslationModule(data.vocab, ModelConfig(d_model=32, heads=2, encoder_layers=1,
+                                                       decoder_layers=1, ffn_dim=32, tie_embeddings="decoder"))
+    assert module.model.output.weight is module.model.tgt_embed.weight
