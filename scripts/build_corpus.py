@@ -28,6 +28,7 @@ OUTPUT = Path(__file__).resolve().parent.parent / "translate" / "corpora" / "lib
 FIXTURE = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "libreoffice_small"
 VOID_TAGS = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param",
              "source", "track", "wbr"}
+Key = tuple[str, int]  # (par_id/hd_id, occurrence of that id in the file)
 TEST_PER_MILLE, DEV_PER_MILLE = 42, 30  # documents hashed into [0, 1000)
 
 
@@ -36,9 +37,12 @@ class ParagraphParser(html.parser.HTMLParser):
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
-        self.stack: list[tuple[str, str | None]] = []  # (tag, paragraph id or None)
-        self.texts: dict[str, list[str]] = {}
-        self.containers: set[str] = set()  # ids holding other ids: not a paragraph
+        # Some pages embed the same snippet twice, so an id can repeat within a file: the key is
+        # (id, occurrence), which matches between languages because the pages share one layout.
+        self.stack: list[tuple[str, Key | None]] = []  # (tag, paragraph key or None)
+        self.texts: dict[Key, list[str]] = {}
+        self.containers: set[Key] = set()  # keys holding other keys: not a paragraph
+        self.occurrences: Counter = Counter()
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if tag in VOID_TAGS:
@@ -46,11 +50,13 @@ class ParagraphParser(html.parser.HTMLParser):
                 self.handle_data(" ")
             return
         pid = dict(attrs).get("id") or ""
-        pid = pid if pid.startswith(("par_id", "hd_id")) else None
-        if pid:
-            self.containers.update(open_id for _, open_id in self.stack if open_id)
-            self.texts.setdefault(pid, [])
-        self.stack.append((tag, pid))
+        key = None
+        if pid.startswith(("par_id", "hd_id")):
+            key = (pid, self.occurrences[pid])
+            self.occurrences[pid] += 1
+            self.containers.update(open_key for _, open_key in self.stack if open_key)
+            self.texts[key] = []
+        self.stack.append((tag, key))
 
     def handle_endtag(self, tag: str) -> None:
         for depth in range(len(self.stack) - 1, -1, -1):
@@ -59,19 +65,21 @@ class ParagraphParser(html.parser.HTMLParser):
                 return
 
     def handle_data(self, data: str) -> None:
-        for _, pid in self.stack:
-            if pid:
-                self.texts[pid].append(data)
+        for _, key in self.stack:
+            if key:
+                self.texts[key].append(data)
 
-    def paragraphs(self) -> dict[str, str]:
+    def paragraphs(self) -> dict[Key, str]:
+        """Whitespace-collapsed text per key, in document order."""
         return {
-            pid: " ".join("".join(parts).split())
-            for pid, parts in self.texts.items()
-            if pid not in self.containers
+            key: " ".join("".join(parts).split())
+            for key, parts in self.texts.items()
+            if key not in self.containers
         }
 
 
-def paragraphs(path: Path) -> dict[str, str]:
+def paragraphs(path: Path) -> dict[Key, str]:
+    """The paragraphs of one HTML file."""
     parser = ParagraphParser()
     parser.feed(path.read_text(encoding="utf-8"))
     parser.close()
@@ -104,8 +112,8 @@ def aligned_pairs(html_root: Path) -> tuple[list[tuple[str, str, str]], Counter]
             dropped["document missing in German"] += 1
             continue
         english, german = paragraphs(en_root / document), paragraphs(de_root / document)
-        for pid, en in english.items():
-            de = german.get(pid)
+        for key, en in english.items():
+            de = german.get(key)
             if de is None:
                 dropped["id missing in German"] += 1
             elif not en or not de:
@@ -122,7 +130,8 @@ def aligned_pairs(html_root: Path) -> tuple[list[tuple[str, str, str]], Counter]
     return pairs, dropped
 
 
-def split_by_document(pairs: list[tuple[str, str, str]]) -> dict[str, list[tuple[str, str]]]:
+def split_by_document(pairs: list[tuple[str, str, str]]) -> tuple[dict[str, list[tuple[str, str]]], Counter]:
+    """Hash each document into test, dev or train, then drop English test/dev repeats (counted)."""
     splits: dict[str, list[tuple[str, str]]] = {"train": [], "dev": [], "test": []}
     for document, en, de in pairs:
         bucket = int(hashlib.sha256(document.encode()).hexdigest(), 16) % 1000
@@ -131,12 +140,16 @@ def split_by_document(pairs: list[tuple[str, str, str]]) -> dict[str, list[tuple
     # A sentence repeated in another document must not leak from test (or dev) into training.
     test_en = {en for en, _ in splits["test"]}
     dev_en = {en for en, _ in splits["dev"]}
+    before = {split: len(split_pairs) for split, split_pairs in splits.items()}
     splits["dev"] = [(en, de) for en, de in splits["dev"] if en not in test_en]
     splits["train"] = [(en, de) for en, de in splits["train"] if en not in test_en and en not in dev_en]
-    return splits
+    removed = Counter({f"{split} (English in a held-out split)": before[split] - len(splits[split])
+                       for split in ("dev", "train")})
+    return splits, removed
 
 
 def write_atomic(path: Path, data: bytes) -> None:
+    """Write via a temporary file in the same directory, so readers never see a partial file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_bytes(data)
@@ -144,10 +157,12 @@ def write_atomic(path: Path, data: bytes) -> None:
 
 
 def text(lines: list[str]) -> bytes:
+    """UTF-8, one line each."""
     return "".join(line + "\n" for line in lines).encode("utf-8")
 
 
 def write_corpus(splits: dict[str, list[tuple[str, str]]], dropped: Counter) -> None:
+    """The gzipped splits (mtime 0: byte-identical rebuilds), README.md and LICENSE."""
     for split, pairs in splits.items():
         for index, lang in enumerate(("en", "de")):
             data = gzip.compress(text([pair[index] for pair in pairs]), compresslevel=9, mtime=0)
@@ -159,9 +174,9 @@ def write_corpus(splits: dict[str, list[tuple[str, str]]], dropped: Counter) -> 
 Paragraph-aligned pairs from the LibreOffice 7.4 help pages in Debian's packages
 `libreoffice-help-en-us` and `libreoffice-help-de` (7.4.7). Each HTML element with a
 `par_id…`/`hd_id…` id in a file is paired with the element of the same id in the same file
-of the other language. Inline markup is removed, entities are decoded and whitespace is
-collapsed. Pairs with an empty side, equal sides, fewer than 2 words on a side, and repeated
-pairs are dropped.
+of the other language (an id repeated within a file is matched by its occurrence). Inline
+markup is removed, entities are decoded and whitespace is collapsed. Pairs with an empty
+side, equal sides, fewer than 2 words on a side, and repeated pairs are dropped.
 
 The split is by document: a SHA-256 hash of the file path puts each whole help page in
 test ({TEST_PER_MILLE}/1000), dev ({DEV_PER_MILLE}/1000) or train. A dev or train pair whose
@@ -205,7 +220,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as workdir:
         html_root = args.html_root or download_html(Path(workdir))
         pairs, dropped = aligned_pairs(html_root)
-    splits = split_by_document(pairs)
+    splits, removed = split_by_document(pairs)
+    dropped.update(removed)
     write_corpus(splits, dropped)
     write_fixture(splits)
     print(f"{len(pairs)} aligned pairs; dropped: {dict(sorted(dropped.items()))}")

@@ -63,3 +63,33 @@ def test_foreign_and_missing_files_are_named(tmp_path):
         load_translator(tmp_path / "plain.pt")
     with pytest.raises(CheckpointError, match="absent.ckpt: no such checkpoint file"):
         load_translator(tmp_path / "absent.ckpt")
+
+
+def run_cli(checkpoint_path, data: bytes, *args: str):
+    import subprocess
+    import sys
+
+    return subprocess.run(
+        [sys.executable, "-m", "translate.cli.translate", "--checkpoint", str(checkpoint_path), "--quiet", *args],
+        input=data, capture_output=True,
+    )
+
+
+def test_cli_keeps_one_line_per_input_line(checkpoint, tmp_path):
+    path, _ = checkpoint
+    lines = ["Click OK.", "", "word " * 1500, "Нажмите кнопку ОК.", "点击确定", "", "Last line."]
+    result = run_cli(path, "".join(line + "\n" for line in lines).encode(), "--output", str(tmp_path / "out.de"))
+    assert result.returncode == 0, result.stderr.decode()
+    output = (tmp_path / "out.de").read_text(encoding="utf-8").split("\n")
+    assert len(output) == len(lines) + 1 and output[-1] == ""
+    assert output[1] == "" and output[5] == ""
+    assert b"warning: line 3 has" in result.stderr  # cut, not dropped
+
+
+def test_cli_refuses_invalid_utf8_before_writing(checkpoint, tmp_path):
+    path, _ = checkpoint
+    out = tmp_path / "out.de"
+    result = run_cli(path, b"fine\nbroken \xc3\x28 here\n", "--output", str(out))
+    assert result.returncode == 2
+    assert b"<stdin>:2: invalid UTF-8" in result.stderr
+    assert not out.exists()
