@@ -4,6 +4,7 @@ import math
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import lightning as L
@@ -120,6 +121,7 @@ def test_translate_cli_reports_missing_checkpoint(tmp_path):
 def test_tiny_config_runs_the_whole_make_train_path():
     """corpus → vocabulary → training → checkpoint → translation → BLEU, as `make train` runs it."""
     bin_dir = Path(sys.executable).parent
+    started = time.time()
     result = subprocess.run(
         ["make", "-s", "-o", "install", "train", "CONFIG=configs/tiny.yaml", f"BIN={bin_dir}"],
         cwd=REPO, capture_output=True, text=True, timeout=600,
@@ -128,7 +130,7 @@ def test_tiny_config_runs_the_whole_make_train_path():
     assert result.returncode == 0, result.stderr[-3000:]
     assert "signature: nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp" in result.stdout
     checkpoint = REPO / "runs" / "tiny" / "checkpoints" / "last.ckpt"
-    assert checkpoint.is_file()
+    assert checkpoint.is_file() and checkpoint.stat().st_mtime >= started, "last.ckpt was not rewritten"
     hypotheses = (REPO / "runs" / "tiny" / "test.hyp.de").read_text(encoding="utf-8").split("\n")[:-1]
     references = read_parallel(*[REPO / "translate/corpora/libreoffice_help_en_de" / f"test.{l}.gz" for l in ("en", "de")])
     assert len(hypotheses) == len(references)
