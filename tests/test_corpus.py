@@ -5,7 +5,8 @@ import gzip
 import pytest
 
 from translate.corpus import (
-    BUNDLED_CORPUS, CorpusError, filter_training_pairs, read_lines, read_parallel, split_paths,
+    BUNDLED_CORPUS, CorpusError, filter_training_pairs, read_jsonl, read_lines, read_parallel,
+    read_split, read_tsv, split_files, split_paths,
 )
 
 
@@ -60,3 +61,41 @@ def test_bundled_corpus_splits_are_disjoint_by_english_side():
     assert len(train) > 25_000 and 800 < len(dev) < 2_000 and 1_000 < len(test) < 2_500
     assert not train.intersection(test)
     assert not train.intersection(dev)
+
+
+def write_formats(directory, pairs):
+    """The same pairs as text file pairs, TSV and JSONL (gzipped for TSV)."""
+    import json
+
+    (directory / "train.en").write_text("".join(s + "\n" for s, _ in pairs), encoding="utf-8")
+    (directory / "train.de").write_text("".join(t + "\n" for _, t in pairs), encoding="utf-8")
+    (directory / "train.tsv.gz").write_bytes(gzip.compress("".join(f"{s}\t{t}\n" for s, t in pairs).encode()))
+    (directory / "train.jsonl").write_text(
+        "".join(json.dumps({"translation": {"en": s, "de": t}}, ensure_ascii=False) + "\n" for s, t in pairs),
+        encoding="utf-8",
+    )
+
+
+def test_every_format_yields_the_same_pairs(tmp_path, fixture_dir):
+    pairs = read_parallel(fixture_dir / "train.en", fixture_dir / "train.de")
+    write_formats(tmp_path, pairs)
+    for format in ("text", "tsv", "jsonl"):
+        files = split_files(tmp_path, "train", "en", "de", format)
+        assert read_split(files, "en", "de", format) == pairs, format
+
+
+def test_tsv_with_wrong_field_count_names_the_line(tmp_path):
+    (tmp_path / "train.tsv").write_text("a\tb\nc\td\te\n", encoding="utf-8")
+    with pytest.raises(CorpusError, match=r"train\.tsv:2: expected 2 tab-separated fields, found 3"):
+        read_tsv(tmp_path / "train.tsv")
+
+
+def test_jsonl_missing_language_key_says_what_was_expected(tmp_path):
+    (tmp_path / "train.jsonl").write_text(
+        '{"translation": {"en": "a", "de": "b"}}\n{"translation": {"en": "c", "fr": "d"}}\n', encoding="utf-8"
+    )
+    with pytest.raises(CorpusError, match=r'train\.jsonl:2: expected \{"translation": \{"en": \.\.\., "de": \.\.\.\}\}'):
+        read_jsonl(tmp_path / "train.jsonl", "en", "de")
+    (tmp_path / "bad.jsonl").write_text("{not json\n", encoding="utf-8")
+    with pytest.raises(CorpusError, match=r"bad\.jsonl:1: not a JSON object"):
+        read_jsonl(tmp_path / "bad.jsonl", "en", "de")

@@ -64,3 +64,10 @@ def test_separate_vocabularies_refuse_sharing_ties_at_module_level(tmp_path, fix
     module = TranslationModule(data.vocab, ModelConfig(d_model=32, heads=2, encoder_layers=1,
                                                        decoder_layers=1, ffn_dim=32, tie_embeddings="decoder"))
     assert module.model.output.weight is module.model.tgt_embed.weight
+
+
+def test_data_module_names_a_missing_training_file(tmp_path):
+    from translate.corpus import CorpusError
+
+    with pytest.raises(CorpusError, match=r"train\.en: no such file"):
+        TranslationDataModule(corpus_dir=str(tmp_path), cache_dir=str(tmp_path / "cache"))

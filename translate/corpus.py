@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import gzip
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 BUNDLED_CORPUS = Path(__file__).parent / "corpora" / "libreoffice_help_en_de"
 
@@ -45,6 +47,61 @@ def read_parallel(src_path: str | Path, tgt_path: str | Path) -> list[tuple[str,
             f"but {tgt_path} has {len(targets)}"
         )
     return list(zip(sources, targets))
+
+
+def read_tsv(path: str | Path) -> list[tuple[str, str]]:
+    """`source<TAB>target` a line; any other number of fields is an error at that line."""
+    pairs = []
+    for number, line in enumerate(read_lines(path), start=1):
+        fields = line.split("\t")
+        if len(fields) != 2:
+            raise CorpusError(f"{path}:{number}: expected 2 tab-separated fields, found {len(fields)}")
+        pairs.append((fields[0], fields[1]))
+    return pairs
+
+
+def read_jsonl(path: str | Path, src_lang: str, tgt_lang: str) -> list[tuple[str, str]]:
+    """Hugging Face translation records, `{"translation": {"en": ..., "de": ...}}`, one a line."""
+    pairs = []
+    for number, line in enumerate(read_lines(path), start=1):
+        try:
+            record = json.loads(line)
+            translation = record["translation"]
+            pairs.append((translation[src_lang], translation[tgt_lang]))
+        except json.JSONDecodeError as error:
+            raise CorpusError(f"{path}:{number}: not a JSON object ({error.msg})") from None
+        except (KeyError, TypeError):
+            raise CorpusError(
+                f"{path}:{number}: expected {{\"translation\": {{\"{src_lang}\": ..., \"{tgt_lang}\": ...}}}}"
+            ) from None
+        if not all(isinstance(text, str) for text in pairs[-1]):
+            raise CorpusError(f"{path}:{number}: the {src_lang}/{tgt_lang} values must be strings")
+    return pairs
+
+
+CorpusFormat = Literal["text", "tsv", "jsonl"]
+
+
+def split_files(
+    directory: str | Path, split: str, src_lang: str, tgt_lang: str, format: CorpusFormat = "text"
+) -> list[Path]:
+    """The file(s) holding one split: `split.src` + `split.tgt`, or `split.tsv`, or `split.jsonl`."""
+    if format == "text":
+        return list(split_paths(directory, split, src_lang, tgt_lang))
+    plain = Path(directory) / f"{split}.{format}"
+    gzipped = plain.with_name(plain.name + ".gz")
+    return [gzipped if gzipped.is_file() and not plain.is_file() else plain]
+
+
+def read_split(files: list[Path], src_lang: str, tgt_lang: str, format: CorpusFormat = "text") -> list[tuple[str, str]]:
+    """Pairs of one split in any supported format: every format yields the same pairs."""
+    if format == "text":
+        return read_parallel(*files)
+    if format == "tsv":
+        return read_tsv(files[0])
+    if format == "jsonl":
+        return read_jsonl(files[0], src_lang, tgt_lang)
+    raise CorpusError(f"unknown corpus format {format!r}: expected 'text', 'tsv' or 'jsonl'")
 
 
 def split_paths(directory: str | Path, split: str, src_lang: str, tgt_lang: str) -> tuple[Path, Path]:

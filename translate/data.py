@@ -15,7 +15,7 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader, Sampler
 
-from translate.corpus import BUNDLED_CORPUS, filter_training_pairs, read_parallel, split_paths
+from translate.corpus import BUNDLED_CORPUS, CorpusError, CorpusFormat, filter_training_pairs, read_split, split_files
 from translate.files import write_atomic
 from translate.vocab import BOS_ID, EOS_ID, PAD_ID, ModelType, Vocabularies
 
@@ -105,6 +105,8 @@ def pad(sequences: list[list[int]]) -> torch.Tensor:
 def file_digest(*paths: Path) -> str:
     digest = hashlib.sha256()
     for path in paths:
+        if not path.is_file():
+            raise CorpusError(f"{path}: no such file")
         with open(path, "rb") as handle:
             for chunk in iter(lambda: handle.read(1 << 20), b""):
                 digest.update(chunk)
@@ -112,7 +114,8 @@ def file_digest(*paths: Path) -> str:
 
 
 class TranslationDataModule(L.LightningDataModule):
-    """Parallel text in a directory as `{split}.{lang}` files (optionally gzipped).
+    """Parallel text in a directory: `{split}.{lang}` file pairs, `{split}.tsv` or `{split}.jsonl`
+    (each optionally gzipped).
 
     The vocabulary is trained (or loaded from the cache) at construction, because the model's
     shape depends on it; the cache key is the training text and the SentencePiece settings,
@@ -122,6 +125,7 @@ class TranslationDataModule(L.LightningDataModule):
     def __init__(
         self,
         corpus_dir: str | None = None,
+        corpus_format: CorpusFormat = "text",
         src_lang: str = "en",
         tgt_lang: str = "de",
         train_split: str = "train",
@@ -139,6 +143,7 @@ class TranslationDataModule(L.LightningDataModule):
     ) -> None:
         super().__init__()
         self.corpus_dir = Path(corpus_dir) if corpus_dir else BUNDLED_CORPUS
+        self.corpus_format = corpus_format
         self.langs = (src_lang, tgt_lang)
         self.splits = {"train": train_split, "dev": dev_split, "test": test_split}
         self.vocab_size, self.vocab_type, self.joint_vocab = vocab_size, vocab_type, joint_vocab
@@ -148,13 +153,16 @@ class TranslationDataModule(L.LightningDataModule):
         self.datasets: dict[str, list[Example]] = {}
         self.vocab = self._load_or_train_vocab()
 
-    def paths(self, split: str) -> tuple[Path, Path]:
-        return split_paths(self.corpus_dir, self.splits[split], *self.langs)
+    def files(self, split: str) -> list[Path]:
+        return split_files(self.corpus_dir, self.splits[split], *self.langs, self.corpus_format)
+
+    def read(self, split: str) -> list[tuple[str, str]]:
+        return read_split(self.files(split), *self.langs, self.corpus_format)
 
     def _load_or_train_vocab(self) -> Vocabularies:
-        train_paths = self.paths("train")
-        settings = f"{self.vocab_size}-{self.vocab_type}-{'joint' if self.joint_vocab else 'separate'}"
-        key = hashlib.sha256(f"{file_digest(*train_paths)}-{settings}".encode()).hexdigest()[:16]
+        settings = f"{self.langs}-{self.corpus_format}-{self.vocab_size}-{self.vocab_type}-{'joint' if self.joint_vocab else 'separate'}"
+        digest = file_digest(*self.files("train"))
+        key = hashlib.sha256(f"{digest}-{settings}".encode()).hexdigest()[:16]
         names = ["joint"] if self.joint_vocab else ["source", "target"]
         files = {name: self.cache_dir / f"spm-{key}-{name}.model" for name in names}
         self.cache_dir.mkdir(parents=True, exist_ok=True)
@@ -162,14 +170,14 @@ class TranslationDataModule(L.LightningDataModule):
             fcntl.flock(lock, fcntl.LOCK_EX)
             if all(path.is_file() for path in files.values()):
                 return Vocabularies.from_state({n: p.read_bytes() for n, p in files.items()})
-            pairs = read_parallel(*train_paths)
+            pairs = self.read("train")
             vocab = Vocabularies.train(pairs, self.vocab_size, self.vocab_type, self.joint_vocab)
             for name, model_bytes in vocab.state().items():
                 write_atomic(files[name], model_bytes)
             return vocab
 
     def _encode_split(self, split: str) -> list[Example]:
-        pairs = read_parallel(*self.paths(split))
+        pairs = self.read(split)
         if split == "dev" and self.dev_max_sentences:
             pairs = pairs[: self.dev_max_sentences]
         src_ids = self.vocab.source.encode([src for src, _ in pairs])
@@ -181,7 +189,7 @@ class TranslationDataModule(L.LightningDataModule):
             keep, report = filter_training_pairs(
                 list(zip(src_ids, tgt_ids)), self.max_length, self.max_length_ratio
             )
-            print(f"training data {self.paths(split)[0].parent}: {report}")
+            print(f"training data {self.corpus_dir}: {report}")
             examples = [examples[i] for i in keep]
         else:  # sentences longer than the model can read are cut, never dropped
             for ex in examples:
