@@ -88,9 +88,7 @@ def split_files(
     """The file(s) holding one split: `split.src` + `split.tgt`, or `split.tsv`, or `split.jsonl`."""
     if format == "text":
         return list(split_paths(directory, split, src_lang, tgt_lang))
-    plain = Path(directory) / f"{split}.{format}"
-    gzipped = plain.with_name(plain.name + ".gz")
-    return [gzipped if gzipped.is_file() and not plain.is_file() else plain]
+    return [plain_or_gzipped(Path(directory) / f"{split}.{format}")]
 
 
 def read_split(files: list[Path], src_lang: str, tgt_lang: str, format: CorpusFormat = "text") -> list[tuple[str, str]]:
@@ -106,12 +104,14 @@ def read_split(files: list[Path], src_lang: str, tgt_lang: str, format: CorpusFo
 
 def split_paths(directory: str | Path, split: str, src_lang: str, tgt_lang: str) -> tuple[Path, Path]:
     """`DIR/split.src` and `DIR/split.tgt`, or their `.gz` forms where those exist."""
-    paths = []
-    for lang in (src_lang, tgt_lang):
-        plain = Path(directory) / f"{split}.{lang}"
-        gzipped = plain.with_name(plain.name + ".gz")
-        paths.append(gzipped if gzipped.is_file() and not plain.is_file() else plain)
-    return paths[0], paths[1]
+    directory = Path(directory)
+    return plain_or_gzipped(directory / f"{split}.{src_lang}"), plain_or_gzipped(directory / f"{split}.{tgt_lang}")
+
+
+def plain_or_gzipped(plain: Path) -> Path:
+    """`plain`, or `plain.gz` where only that exists."""
+    gzipped = plain.with_name(plain.name + ".gz")
+    return gzipped if gzipped.is_file() and not plain.is_file() else plain
 
 
 @dataclass
