@@ -6,7 +6,7 @@ import pytest
 
 from translate.corpus import (
     BUNDLED_CORPUS, CorpusError, filter_training_pairs, read_jsonl, read_lines, read_parallel,
-    read_split, read_tsv, split_files, split_paths,
+    read_hf_dataset, read_split, read_tsv, split_files, split_paths,
 )
 
 
@@ -99,3 +99,41 @@ def test_jsonl_missing_language_key_says_what_was_expected(tmp_path):
     (tmp_path / "bad.jsonl").write_text("{not json\n", encoding="utf-8")
     with pytest.raises(CorpusError, match=r"bad\.jsonl:1: not a JSON object"):
         read_jsonl(tmp_path / "bad.jsonl", "en", "de")
+
+
+def test_hf_dataset_sources_yield_the_same_pairs(tmp_path, fixture_dir):
+    """load_dataset("json", …), streaming or not, and save_to_disk/load_from_disk: offline, local data."""
+    import datasets
+
+    pairs = read_parallel(fixture_dir / "train.en", fixture_dir / "train.de")
+    write_formats(tmp_path, pairs)
+    for streaming in (False, True):
+        assert read_hf_dataset("json", "train", "en", "de", data_files=str(tmp_path / "train.jsonl"),
+                               streaming=streaming) == pairs
+    records = [{"translation": {"en": s, "de": t}} for s, t in pairs]
+    datasets.DatasetDict({"train": datasets.Dataset.from_list(records)}).save_to_disk(str(tmp_path / "saved"))
+    assert read_hf_dataset(str(tmp_path / "saved"), "train", "en", "de") == pairs
+
+    with pytest.raises(CorpusError, match=r"could not load dataset .*split 'validation'"):
+        read_hf_dataset(str(tmp_path / "saved"), "validation", "en", "de")
+    with pytest.raises(CorpusError, match=r"row 0: expected \{'translation': \{'en': \.\.\., 'fr'"):
+        read_hf_dataset(str(tmp_path / "saved"), "train", "en", "fr")
+
+
+def test_data_module_trains_from_a_saved_hf_dataset(tmp_path, fixture_dir):
+    import datasets
+
+    from translate.data import TranslationDataModule
+
+    splits = {}
+    for split in ("train", "dev", "test"):
+        pairs = read_parallel(fixture_dir / f"{split}.en", fixture_dir / f"{split}.de")
+        splits[split] = datasets.Dataset.from_list([{"translation": {"en": s, "de": t}} for s, t in pairs])
+    datasets.DatasetDict(splits).save_to_disk(str(tmp_path / "saved"))
+    from_hf = TranslationDataModule(corpus_dir=str(tmp_path / "saved"), corpus_format="hf",
+                                    vocab_size=300, cache_dir=str(tmp_path / "cache"))
+    from_text = TranslationDataModule(corpus_dir=str(fixture_dir), vocab_size=300, cache_dir=str(tmp_path / "cache2"))
+    assert from_hf.vocab.state() == from_text.vocab.state()
+    from_hf.setup("fit")
+    from_text.setup("fit")
+    assert from_hf.datasets["train"] == from_text.datasets["train"]

@@ -79,7 +79,38 @@ def read_jsonl(path: str | Path, src_lang: str, tgt_lang: str) -> list[tuple[str
     return pairs
 
 
-CorpusFormat = Literal["text", "tsv", "jsonl"]
+def read_hf_dataset(
+    name_or_path: str, split: str, src_lang: str, tgt_lang: str,
+    config: str | None = None, streaming: bool = False, data_files: str | None = None,
+) -> list[tuple[str, str]]:
+    """Pairs from a Hugging Face translation dataset: a hub name (`wmt14` with config `de-en`)
+    through `load_dataset`, or a directory written by `save_to_disk`."""
+    import datasets  # imported here: only this source needs it
+
+    where = f"dataset {name_or_path!r} (config {config!r}, split {split!r})"
+    try:
+        if Path(name_or_path).is_dir() and not any(Path(name_or_path).glob("*.py")):
+            dataset = datasets.load_from_disk(name_or_path)
+            dataset = dataset[split] if isinstance(dataset, datasets.DatasetDict) else dataset
+        else:
+            dataset = datasets.load_dataset(
+                name_or_path, config, split=split, streaming=streaming, data_files=data_files
+            )
+    except Exception as error:  # unknown name, missing split, no network: say what was asked
+        raise CorpusError(f"could not load {where}: {type(error).__name__}: {error}") from None
+    pairs = []
+    for row, record in enumerate(dataset):
+        try:
+            pairs.append((record["translation"][src_lang], record["translation"][tgt_lang]))
+        except (KeyError, TypeError):
+            raise CorpusError(
+                f"{where}, row {row}: expected {{'translation': {{'{src_lang}': ..., '{tgt_lang}': ...}}}}, "
+                f"found keys {sorted(record)}"
+            ) from None
+    return pairs
+
+
+CorpusFormat = Literal["text", "tsv", "jsonl", "hf"]
 
 
 def split_files(

@@ -15,7 +15,9 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader, Sampler
 
-from translate.corpus import BUNDLED_CORPUS, CorpusError, CorpusFormat, filter_training_pairs, read_split, split_files
+from translate.corpus import (
+    BUNDLED_CORPUS, CorpusError, CorpusFormat, filter_training_pairs, read_hf_dataset, read_split, split_files,
+)
 from translate.files import write_atomic
 from translate.vocab import BOS_ID, EOS_ID, PAD_ID, ModelType, Vocabularies
 
@@ -115,7 +117,8 @@ def file_digest(*paths: Path) -> str:
 
 class TranslationDataModule(L.LightningDataModule):
     """Parallel text in a directory: `{split}.{lang}` file pairs, `{split}.tsv` or `{split}.jsonl`
-    (each optionally gzipped).
+    (each optionally gzipped); or, with `corpus_format: hf`, a Hugging Face dataset named by
+    `corpus_dir` (hub name with `hf_config`, or a `save_to_disk` directory).
 
     The vocabulary is trained (or loaded from the cache) at construction, because the model's
     shape depends on it; the cache key is the training text and the SentencePiece settings,
@@ -126,6 +129,8 @@ class TranslationDataModule(L.LightningDataModule):
         self,
         corpus_dir: str | None = None,
         corpus_format: CorpusFormat = "text",
+        hf_config: str | None = None,
+        hf_streaming: bool = False,
         src_lang: str = "en",
         tgt_lang: str = "de",
         train_split: str = "train",
@@ -144,6 +149,8 @@ class TranslationDataModule(L.LightningDataModule):
         super().__init__()
         self.corpus_dir = Path(corpus_dir) if corpus_dir else BUNDLED_CORPUS
         self.corpus_format = corpus_format
+        self.hf_config, self.hf_streaming = hf_config, hf_streaming
+        self.corpus_source = corpus_dir or str(BUNDLED_CORPUS)
         self.langs = (src_lang, tgt_lang)
         self.splits = {"train": train_split, "dev": dev_split, "test": test_split}
         self.vocab_size, self.vocab_type, self.joint_vocab = vocab_size, vocab_type, joint_vocab
@@ -157,11 +164,23 @@ class TranslationDataModule(L.LightningDataModule):
         return split_files(self.corpus_dir, self.splits[split], *self.langs, self.corpus_format)
 
     def read(self, split: str) -> list[tuple[str, str]]:
+        if self.corpus_format == "hf":
+            return read_hf_dataset(self.corpus_source, self.splits[split], *self.langs,
+                                   config=self.hf_config, streaming=self.hf_streaming)
         return read_split(self.files(split), *self.langs, self.corpus_format)
+
+    def _train_fingerprint(self) -> str:
+        """What the vocabulary cache is keyed on: the training files, or a dataset's text."""
+        if self.corpus_format == "hf":
+            digest = hashlib.sha256()
+            for src, tgt in self.read("train"):
+                digest.update(f"{src}\t{tgt}\n".encode())
+            return digest.hexdigest()
+        return file_digest(*self.files("train"))
 
     def _load_or_train_vocab(self) -> Vocabularies:
         settings = f"{self.langs}-{self.corpus_format}-{self.vocab_size}-{self.vocab_type}-{'joint' if self.joint_vocab else 'separate'}"
-        digest = file_digest(*self.files("train"))
+        digest = self._train_fingerprint()
         key = hashlib.sha256(f"{digest}-{settings}".encode()).hexdigest()[:16]
         names = ["joint"] if self.joint_vocab else ["source", "target"]
         files = {name: self.cache_dir / f"spm-{key}-{name}.model" for name in names}
