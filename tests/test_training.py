@@ -136,3 +136,14 @@ def test_tiny_config_runs_the_whole_make_train_path():
     assert len(hypotheses) == len(references)
     saved = torch.load(checkpoint, weights_only=True)["translate"]
     assert "tie_embeddings: all" in saved["run_config"]
+
+
+@pytest.mark.parametrize("config", sorted(p.name for p in (REPO / "configs").glob("*.yaml")))
+def test_every_config_parses_with_the_cli(config):
+    """Each shipped config is valid for LightningCLI (parsed, not run: no data or GPU needed)."""
+    result = subprocess.run(
+        [sys.executable, "-m", "translate.cli.train", "fit", "--config", f"configs/{config}", "--print_config"],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "tie_embeddings:" in result.stdout
