@@ -31,6 +31,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("translate-cli: error: --device cuda asked for, but torch sees no CUDA device", file=sys.stderr)
+        return 2
     try:
         lines = decode_lines(sys.stdin.buffer, "<stdin>") if args.input == "-" else read_lines(args.input)
         translator = load_translator(args.checkpoint, args.device)
