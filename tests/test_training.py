@@ -57,10 +57,12 @@ def test_token_batches_respect_budget_cover_everything_and_shard():
     sampler.set_epoch(1)
     assert list(sampler) == first
 
-    ranks = [TokenBatchSampler(lengths, 120, True, seed=3, rank=r, world_size=2) for r in range(2)]
-    seen = [{i for batch in rank for i in batch} for rank in ranks]
-    assert len(ranks[0]) == len(ranks[1])
-    assert not seen[0] & seen[1]
+    for world in (2, 3, 7):
+        ranks = [TokenBatchSampler(lengths, 120, True, seed=3, rank=r, world_size=world) for r in range(world)]
+        assert len(set(map(len, ranks))) == 1, "ranks got different batch counts"
+        seen = [[i for batch in rank for i in batch] for rank in ranks]
+        assert sorted(i for rank in seen for i in rank) == list(range(500)), "not disjoint or not complete"
+        assert len(list(ranks[0])) == len(ranks[0])
 
 
 def write_corpus(directory: Path, pairs: list[tuple[str, str]]) -> None:

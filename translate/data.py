@@ -29,8 +29,10 @@ class TokenBatchSampler(Sampler[list[int]]):
 
     The batches are formed once (length-sorted, ties broken by the seed) and their order is
     reshuffled every epoch from `seed + epoch`, so a run is reproducible and `len()` is stable.
-    Under DDP each rank takes every `world_size`-th batch; for training the count is cut to
-    the same on every rank so that no rank waits on a collective the others never reach.
+    Under DDP each rank takes every `world_size`-th batch.  For training every rank must get
+    the same number (or one would wait on a collective the others never reach), so the largest
+    batches are halved until the count divides evenly: the ranks' data stays disjoint and
+    together covers every example, none dropped or repeated.
     """
 
     def __init__(
@@ -65,6 +67,14 @@ class TokenBatchSampler(Sampler[list[int]]):
             longest = candidate
         if batch:
             self.batches.append(batch)
+        while equal_per_rank and len(self.batches) % world_size:
+            largest = max(range(len(self.batches)), key=lambda i: len(self.batches[i]))
+            if len(self.batches[largest]) < 2:
+                raise ValueError(
+                    f"{len(lengths)} examples cannot give {world_size} ranks the same number of batches"
+                )
+            half = len(self.batches[largest]) // 2
+            self.batches[largest : largest + 1] = [self.batches[largest][:half], self.batches[largest][half:]]
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
@@ -73,8 +83,6 @@ class TokenBatchSampler(Sampler[list[int]]):
         batches = list(self.batches)
         if self.shuffle:
             random.Random(self.seed + self.epoch).shuffle(batches)
-        if self.equal_per_rank:
-            batches = batches[: len(batches) - len(batches) % self.world_size]
         return batches[self.rank :: self.world_size]
 
     def __iter__(self) -> Iterator[list[int]]:
