@@ -80,8 +80,8 @@ def test_every_format_yields_the_same_pairs(tmp_path, fixture_dir):
     pairs = read_parallel(fixture_dir / "train.en", fixture_dir / "train.de")
     write_formats(tmp_path, pairs)
     for format in ("text", "tsv", "jsonl"):
-        files = split_files(tmp_path, "train", "en", "de", format)
-        assert read_split(files, "en", "de", format) == pairs, format
+        assert read_split(tmp_path, "train", "en", "de", format) == pairs, format
+    assert split_files(tmp_path, "train", "en", "de", "tsv") == [tmp_path / "train.tsv.gz"]
 
 
 def test_tsv_with_wrong_field_count_names_the_line(tmp_path):

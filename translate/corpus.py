@@ -122,15 +122,24 @@ def split_files(
     return [plain_or_gzipped(Path(directory) / f"{split}.{format}")]
 
 
-def read_split(files: list[Path], src_lang: str, tgt_lang: str, format: CorpusFormat = "text") -> list[tuple[str, str]]:
-    """Pairs of one split in any supported format: every format yields the same pairs."""
+def read_split(
+    source: str | Path, split: str, src_lang: str, tgt_lang: str, format: CorpusFormat = "text",
+    hf_config: str | None = None, hf_streaming: bool = False,
+) -> list[tuple[str, str]]:
+    """Pairs of one split in any supported format: every format yields the same pairs.
+
+    `source` is a directory, or with `format="hf"` a dataset name or `save_to_disk` directory.
+    """
+    if format == "hf":
+        return read_hf_dataset(str(source), split, src_lang, tgt_lang, config=hf_config, streaming=hf_streaming)
+    files = split_files(source, split, src_lang, tgt_lang, format)
     if format == "text":
         return read_parallel(*files)
     if format == "tsv":
         return read_tsv(files[0])
     if format == "jsonl":
         return read_jsonl(files[0], src_lang, tgt_lang)
-    raise CorpusError(f"unknown corpus format {format!r}: expected 'text', 'tsv' or 'jsonl'")
+    raise CorpusError(f"unknown corpus format {format!r}: expected 'text', 'tsv', 'jsonl' or 'hf'")
 
 
 def split_paths(directory: str | Path, split: str, src_lang: str, tgt_lang: str) -> tuple[Path, Path]:

@@ -16,7 +16,7 @@ import torch
 from torch.utils.data import DataLoader, Sampler
 
 from translate.corpus import (
-    BUNDLED_CORPUS, CorpusError, CorpusFormat, filter_training_pairs, read_hf_dataset, read_split, split_files,
+    BUNDLED_CORPUS, CorpusError, CorpusFormat, filter_training_pairs, read_split, split_files,
 )
 from translate.files import write_atomic
 from translate.vocab import BOS_ID, EOS_ID, PAD_ID, ModelType, Vocabularies
@@ -158,7 +158,6 @@ class TranslationDataModule(L.LightningDataModule):
         self.corpus_dir = Path(corpus_dir) if corpus_dir else BUNDLED_CORPUS
         self.corpus_format = corpus_format
         self.hf_config, self.hf_streaming = hf_config, hf_streaming
-        self.corpus_source = corpus_dir or str(BUNDLED_CORPUS)
         self.langs = (src_lang, tgt_lang)
         self.splits = {"train": train_split, "dev": dev_split, "test": test_split}
         self.vocab_size, self.vocab_type, self.joint_vocab = vocab_size, vocab_type, joint_vocab
@@ -166,22 +165,25 @@ class TranslationDataModule(L.LightningDataModule):
         self.dev_max_sentences = dev_max_sentences
         self.cache_dir, self.seed = Path(cache_dir), seed
         self.datasets: dict[str, list[Example]] = {}
+        self._read_once: dict[str, list[tuple[str, str]]] = {}  # pairs read for the vocabulary, reused by setup
         self.vocab = self._load_or_train_vocab()
 
     def files(self, split: str) -> list[Path]:
         return split_files(self.corpus_dir, self.splits[split], *self.langs, self.corpus_format)
 
     def read(self, split: str) -> list[tuple[str, str]]:
-        if self.corpus_format == "hf":
-            return read_hf_dataset(self.corpus_source, self.splits[split], *self.langs,
-                                   config=self.hf_config, streaming=self.hf_streaming)
-        return read_split(self.files(split), *self.langs, self.corpus_format)
+        """The split's pairs; a split already read while building the vocabulary is not read again."""
+        if split in self._read_once:
+            return self._read_once.pop(split)
+        return read_split(self.corpus_dir, self.splits[split], *self.langs, self.corpus_format,
+                          self.hf_config, self.hf_streaming)
 
     def _train_fingerprint(self) -> str:
         """What the vocabulary cache is keyed on: the training files, or a dataset's text."""
         if self.corpus_format == "hf":
+            self._read_once["train"] = self.read("train")
             digest = hashlib.sha256()
-            for src, tgt in self.read("train"):
+            for src, tgt in self._read_once["train"]:
                 digest.update(f"{src}\t{tgt}\n".encode())
             return digest.hexdigest()
         return file_digest(*self.files("train"))
@@ -198,6 +200,7 @@ class TranslationDataModule(L.LightningDataModule):
             if all(path.is_file() for path in files.values()):
                 return Vocabularies.from_state({n: p.read_bytes() for n, p in files.items()})
             pairs = self.read("train")
+            self._read_once["train"] = pairs
             vocab = Vocabularies.train(pairs, self.vocab_size, self.vocab_type, self.joint_vocab)
             for name, model_bytes in vocab.state().items():
                 write_atomic(files[name], model_bytes)
@@ -228,6 +231,7 @@ class TranslationDataModule(L.LightningDataModule):
         for split in wanted:
             if split not in self.datasets:
                 self.datasets[split] = self._encode_split(split)
+        self._read_once.clear()  # text read for the vocabulary but not needed by this stage
 
     def _loader(self, split: str, shuffle: bool) -> DataLoader:
         examples = self.datasets[split]
