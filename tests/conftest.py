@@ -10,6 +10,6 @@ REPO = Path(__file__).resolve().parent.parent
 torch.set_num_threads(min(2, os.cpu_count() or 1))
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def fixture_dir() -> Path:
     return FIXTURE

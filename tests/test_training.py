@@ -14,7 +14,7 @@ import torch
 from translate.corpus import read_parallel
 from translate.data import TokenBatchSampler, TranslationDataModule
 from translate.model import ModelConfig
-from translate.module import TranslationModule, inverse_sqrt_schedule, label_smoothed_nll
+from translate.module import TranslationModule, inverse_sqrt_schedule, label_smoothed_nll, linear_decay_schedule
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -41,6 +41,14 @@ def test_inverse_sqrt_schedule_warms_up_then_decays():
     assert factor(49) == pytest.approx(0.5)
     assert factor(99) == pytest.approx(1.0)
     assert factor(399) == pytest.approx(0.5)
+
+
+def test_linear_schedule_warms_up_then_reaches_zero_at_the_last_step():
+    factor = linear_decay_schedule(warmup_steps=10, total_steps=110)
+    assert factor(0) == pytest.approx(0.1)
+    assert factor(9) == pytest.approx(1.0)
+    assert factor(59) == pytest.approx(0.5)
+    assert factor(109) == 0.0 and factor(500) == 0.0
 
 
 def test_token_batches_respect_budget_cover_everything_and_shard():

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import gzip
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import zip_longest
 from pathlib import Path
 from typing import Literal
+
+import numpy as np
 
 BUNDLED_CORPUS = Path(__file__).parent / "corpora" / "libreoffice_help_en_de"
 
@@ -18,96 +21,128 @@ class CorpusError(ValueError):
 
 def read_lines(path: str | Path) -> list[str]:
     """All lines of a UTF-8 text file (gzip if it ends in .gz), without line ends."""
+    return list(iter_lines(path))
+
+
+def iter_lines(path: str | Path) -> Iterator[str]:
+    """Stream the lines of a UTF-8 text file (gzip if it ends in .gz): nothing held in memory."""
     path = Path(path)
     if not path.is_file():
         raise CorpusError(f"{path}: no such file")
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rb") as handle:
-        return decode_lines(handle, str(path))
+        yield from iter_decoded(handle, str(path))
 
 
 def decode_lines(stream: Iterable[bytes], name: str) -> list[str]:
     """Decode a binary line stream as strict UTF-8; a bad byte is reported with its line."""
-    lines = []
+    return list(iter_decoded(stream, name))
+
+
+def iter_decoded(stream: Iterable[bytes], name: str) -> Iterator[str]:
     for number, raw in enumerate(stream, start=1):
         try:
             line = raw.decode("utf-8")
         except UnicodeDecodeError as error:
             raise CorpusError(f"{name}:{number}: invalid UTF-8 at byte {error.start} of the line") from None
-        lines.append(line.rstrip("\r\n"))
-    return lines
+        yield line.rstrip("\r\n")
 
 
 def read_parallel(src_path: str | Path, tgt_path: str | Path) -> list[tuple[str, str]]:
     """Line-aligned pairs from two files; different line counts are an error, never a truncation."""
-    sources, targets = read_lines(src_path), read_lines(tgt_path)
-    if len(sources) != len(targets):
-        raise CorpusError(
-            f"parallel files are misaligned: {src_path} has {len(sources)} lines "
-            f"but {tgt_path} has {len(targets)}"
-        )
-    return list(zip(sources, targets))
+    return list(iter_parallel(src_path, tgt_path))
+
+
+def iter_parallel(src_path: str | Path, tgt_path: str | Path) -> Iterator[tuple[str, str]]:
+    """Stream line-aligned pairs; where one file ends first, both files' line counts are reported."""
+    sources, targets = iter_lines(src_path), iter_lines(tgt_path)
+    count = 0
+    for source, target in zip_longest(sources, targets):
+        if source is None or target is None:
+            n_src = count + (source is not None) + sum(1 for _ in sources)
+            n_tgt = count + (target is not None) + sum(1 for _ in targets)
+            raise CorpusError(
+                f"parallel files are misaligned: {src_path} has {n_src} lines "
+                f"but {tgt_path} has {n_tgt}"
+            )
+        count += 1
+        yield source, target
 
 
 def read_tsv(path: str | Path) -> list[tuple[str, str]]:
     """`source<TAB>target` a line; any other number of fields is an error at that line."""
-    pairs = []
-    for number, line in enumerate(read_lines(path), start=1):
+    return list(iter_tsv(path))
+
+
+def iter_tsv(path: str | Path) -> Iterator[tuple[str, str]]:
+    for number, line in enumerate(iter_lines(path), start=1):
         fields = line.split("\t")
         if len(fields) != 2:
             raise CorpusError(f"{path}:{number}: expected 2 tab-separated fields, found {len(fields)}")
-        pairs.append((fields[0], fields[1]))
-    return pairs
+        yield fields[0], fields[1]
 
 
 def read_jsonl(path: str | Path, src_lang: str, tgt_lang: str) -> list[tuple[str, str]]:
     """Hugging Face translation records, `{"translation": {"en": ..., "de": ...}}`, one a line."""
-    pairs = []
-    for number, line in enumerate(read_lines(path), start=1):
+    return list(iter_jsonl(path, src_lang, tgt_lang))
+
+
+def iter_jsonl(path: str | Path, src_lang: str, tgt_lang: str) -> Iterator[tuple[str, str]]:
+    for number, line in enumerate(iter_lines(path), start=1):
         try:
-            record = json.loads(line)
-            translation = record["translation"]
-            pairs.append((translation[src_lang], translation[tgt_lang]))
+            translation = json.loads(line)["translation"]
+            pair = (translation[src_lang], translation[tgt_lang])
         except json.JSONDecodeError as error:
             raise CorpusError(f"{path}:{number}: not a JSON object ({error.msg})") from None
         except (KeyError, TypeError):
             raise CorpusError(
                 f"{path}:{number}: expected {{\"translation\": {{\"{src_lang}\": ..., \"{tgt_lang}\": ...}}}}"
             ) from None
-        if not all(isinstance(text, str) for text in pairs[-1]):
+        if not all(isinstance(text, str) for text in pair):
             raise CorpusError(f"{path}:{number}: the {src_lang}/{tgt_lang} values must be strings")
-    return pairs
+        yield pair
+
+
+def load_hf_dataset(name_or_path: str, split: str, config: str | None = None, streaming: bool = False,
+                    data_files: str | None = None):
+    """A Hugging Face dataset split: a hub name (`wmt14` with config `de-en`) through
+    `load_dataset` (streaming for corpora larger than memory), or a `save_to_disk` directory."""
+    import datasets  # imported here: only this source needs it
+
+    try:
+        if Path(name_or_path).is_dir() and not any(Path(name_or_path).glob("*.py")):
+            dataset = datasets.load_from_disk(name_or_path)
+            return dataset[split] if isinstance(dataset, datasets.DatasetDict) else dataset
+        return datasets.load_dataset(name_or_path, config, split=split, streaming=streaming, data_files=data_files)
+    except Exception as error:  # unknown name, missing split, no network: say what was asked
+        raise CorpusError(
+            f"could not load dataset {name_or_path!r} (config {config!r}, split {split!r}): "
+            f"{type(error).__name__}: {error}"
+        ) from None
 
 
 def read_hf_dataset(
     name_or_path: str, split: str, src_lang: str, tgt_lang: str,
     config: str | None = None, streaming: bool = False, data_files: str | None = None,
 ) -> list[tuple[str, str]]:
-    """Pairs from a Hugging Face translation dataset: a hub name (`wmt14` with config `de-en`)
-    through `load_dataset`, or a directory written by `save_to_disk`."""
-    import datasets  # imported here: only this source needs it
+    """Pairs from a Hugging Face translation dataset (see `load_hf_dataset`)."""
+    return list(iter_hf_dataset(name_or_path, split, src_lang, tgt_lang, config, streaming, data_files))
 
+
+def iter_hf_dataset(
+    name_or_path: str, split: str, src_lang: str, tgt_lang: str,
+    config: str | None = None, streaming: bool = False, data_files: str | None = None,
+) -> Iterator[tuple[str, str]]:
+    dataset = load_hf_dataset(name_or_path, split, config, streaming, data_files)
     where = f"dataset {name_or_path!r} (config {config!r}, split {split!r})"
-    try:
-        if Path(name_or_path).is_dir() and not any(Path(name_or_path).glob("*.py")):
-            dataset = datasets.load_from_disk(name_or_path)
-            dataset = dataset[split] if isinstance(dataset, datasets.DatasetDict) else dataset
-        else:
-            dataset = datasets.load_dataset(
-                name_or_path, config, split=split, streaming=streaming, data_files=data_files
-            )
-    except Exception as error:  # unknown name, missing split, no network: say what was asked
-        raise CorpusError(f"could not load {where}: {type(error).__name__}: {error}") from None
-    pairs = []
     for row, record in enumerate(dataset):
         try:
-            pairs.append((record["translation"][src_lang], record["translation"][tgt_lang]))
+            yield record["translation"][src_lang], record["translation"][tgt_lang]
         except (KeyError, TypeError):
             raise CorpusError(
                 f"{where}, row {row}: expected {{'translation': {{'{src_lang}': ..., '{tgt_lang}': ...}}}}, "
                 f"found keys {sorted(record)}"
             ) from None
-    return pairs
 
 
 CorpusFormat = Literal["text", "tsv", "jsonl", "hf"]
@@ -130,15 +165,23 @@ def read_split(
 
     `source` is a directory, or with `format="hf"` a dataset name or `save_to_disk` directory.
     """
+    return list(iter_split(source, split, src_lang, tgt_lang, format, hf_config, hf_streaming))
+
+
+def iter_split(
+    source: str | Path, split: str, src_lang: str, tgt_lang: str, format: CorpusFormat = "text",
+    hf_config: str | None = None, hf_streaming: bool = False,
+) -> Iterator[tuple[str, str]]:
+    """`read_split` as a stream, for corpora that should never sit in memory whole."""
     if format == "hf":
-        return read_hf_dataset(str(source), split, src_lang, tgt_lang, config=hf_config, streaming=hf_streaming)
+        return iter_hf_dataset(str(source), split, src_lang, tgt_lang, config=hf_config, streaming=hf_streaming)
     files = split_files(source, split, src_lang, tgt_lang, format)
     if format == "text":
-        return read_parallel(*files)
+        return iter_parallel(*files)
     if format == "tsv":
-        return read_tsv(files[0])
+        return iter_tsv(files[0])
     if format == "jsonl":
-        return read_jsonl(files[0], src_lang, tgt_lang)
+        return iter_jsonl(files[0], src_lang, tgt_lang)
     raise CorpusError(f"unknown corpus format {format!r}: expected 'text', 'tsv', 'jsonl' or 'hf'")
 
 
@@ -161,28 +204,27 @@ class FilterReport:
     kept: int = 0
     removed: dict[str, int] = field(default_factory=dict)
 
-    def count(self, reason: str) -> None:
-        self.removed[reason] = self.removed.get(reason, 0) + 1
-
     def __str__(self) -> str:
         parts = ", ".join(f"{n} {reason}" for reason, n in sorted(self.removed.items())) or "none"
         return f"kept {self.kept} pairs; removed: {parts}"
 
 
-def filter_training_pairs(
-    ids: list[tuple[list[int], list[int]]], max_length: int, max_ratio: float
-) -> tuple[list[int], FilterReport]:
-    """Indices of pairs fit for training: non-empty, at most `max_length` tokens a side,
-    and a length ratio of at most `max_ratio` (a sign of misalignment beyond it)."""
-    report, keep = FilterReport(), []
-    for index, (src, tgt) in enumerate(ids):
-        if not src or not tgt:
-            report.count("empty")
-        elif len(src) > max_length or len(tgt) > max_length:
-            report.count(f"longer than {max_length} tokens")
-        elif max(len(src), len(tgt)) > max_ratio * min(len(src), len(tgt)) and max(len(src), len(tgt)) > 5:
-            report.count(f"length ratio above {max_ratio}")
-        else:
-            keep.append(index)
+def filter_by_length(
+    src_lengths: np.ndarray, tgt_lengths: np.ndarray, max_length: int, max_ratio: float
+) -> tuple[np.ndarray, FilterReport]:
+    """Indices of pairs fit for training: non-empty, at most `max_length` tokens a side, and
+    a length ratio of at most `max_ratio` (a sign of misalignment beyond it; pairs of at most
+    5 tokens are exempt).  Vectorised, so millions of pairs filter in well under a second."""
+    src, tgt = np.asarray(src_lengths, dtype=np.int64), np.asarray(tgt_lengths, dtype=np.int64)
+    longer, shorter = np.maximum(src, tgt), np.minimum(src, tgt)
+    empty = shorter == 0
+    too_long = ~empty & (longer > max_length)
+    skewed = ~empty & ~too_long & (longer > max_ratio * shorter) & (longer > 5)
+    report = FilterReport()
+    for reason, mask in (("empty", empty), (f"longer than {max_length} tokens", too_long),
+                         (f"length ratio above {max_ratio}", skewed)):
+        if mask.any():
+            report.removed[reason] = int(mask.sum())
+    keep = np.flatnonzero(~(empty | too_long | skewed))
     report.kept = len(keep)
     return keep, report

@@ -1,6 +1,7 @@
-"""From parallel text to padded id batches: vocabulary (cached), encoding, token-budget batches.
+"""From parallel text to padded id batches: vocabulary (cached), encoding (cached), token-budget batches.
 
-text --(corpus.py)--> pairs --(vocab.py)--> ids --(TokenBatchSampler)--> padded batches
+text --(corpus.py)--> pairs --(vocab.py)--> SentencePiece model
+     --(encoded.py)--> memory-mapped ids --(TokenBatchSampler)--> padded batches
 """
 
 from __future__ import annotations
@@ -8,21 +9,22 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import random
+import sys
 from collections.abc import Iterator
+from itertools import islice
 from pathlib import Path
 
 import lightning as L
+import numpy as np
 import torch
 from torch.utils.data import DataLoader, Sampler
 
 from translate.corpus import (
-    BUNDLED_CORPUS, CorpusError, CorpusFormat, filter_training_pairs, read_split, split_files,
+    BUNDLED_CORPUS, CorpusError, CorpusFormat, filter_by_length, iter_split, load_hf_dataset, split_files,
 )
+from translate.encoded import EncodedPairs, cached_encoding
 from translate.files import write_atomic
 from translate.vocab import BOS_ID, EOS_ID, PAD_ID, ModelType, Vocabularies
-
-Example = dict  # {"src": list[int], "tgt": list[int], "reference": str}
-
 
 class TokenBatchSampler(Sampler[list[int]]):
     """Batches of similar length whose padded size never exceeds `max_tokens` on either side.
@@ -33,11 +35,13 @@ class TokenBatchSampler(Sampler[list[int]]):
     the same number (or one would wait on a collective the others never reach), so the largest
     batches are halved until the count divides evenly: the ranks' data stays disjoint and
     together covers every example, none dropped or repeated.
+
+    `lengths` is an (N, 2) array-like of (source, target) lengths as they will be padded.
     """
 
     def __init__(
         self,
-        lengths: list[tuple[int, int]],
+        lengths,
         max_tokens: int,
         shuffle: bool,
         seed: int = 1,
@@ -47,26 +51,17 @@ class TokenBatchSampler(Sampler[list[int]]):
     ) -> None:
         self.shuffle, self.seed, self.epoch = shuffle, seed, 0
         self.rank, self.world_size, self.equal_per_rank = rank, world_size, equal_per_rank
-        too_long = [i for i, (s, t) in enumerate(lengths) if max(s, t) > max_tokens]
-        if too_long:
+        lengths = np.asarray(lengths, dtype=np.int64).reshape(-1, 2)
+        longest = lengths.max(axis=1) if len(lengths) else np.zeros(0, np.int64)
+        too_long = np.flatnonzero(longest > max_tokens)
+        if len(too_long):
             raise ValueError(
                 f"{len(too_long)} examples are longer than max_tokens={max_tokens} "
-                f"(first: example {too_long[0]}, {max(lengths[too_long[0]])} tokens)"
+                f"(first: example {too_long[0]}, {longest[too_long[0]]} tokens)"
             )
-        tiebreak = random.Random(seed)
-        order = sorted(range(len(lengths)), key=lambda i: (lengths[i][1], lengths[i][0], tiebreak.random()))
-        self.batches: list[list[int]] = []
-        batch: list[int] = []
-        longest = 0
-        for index in order:
-            candidate = max(longest, *lengths[index])
-            if batch and candidate * (len(batch) + 1) > max_tokens:
-                self.batches.append(batch)
-                batch, candidate = [], max(lengths[index])
-            batch.append(index)
-            longest = candidate
-        if batch:
-            self.batches.append(batch)
+        tiebreak = np.random.default_rng(seed).random(len(lengths))
+        order = np.lexsort((tiebreak, lengths[:, 0], lengths[:, 1]))
+        self.batches: list[np.ndarray] = [order[a:b] for a, b in _budget_bounds(longest[order], max_tokens)]
         while equal_per_rank and len(self.batches) % world_size:
             largest = max(range(len(self.batches)), key=lambda i: len(self.batches[i]))
             if len(self.batches[largest]) < 2:
@@ -79,37 +74,58 @@ class TokenBatchSampler(Sampler[list[int]]):
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
 
-    def _rank_batches(self) -> list[list[int]]:
+    def _rank_batches(self) -> list[np.ndarray]:
         batches = list(self.batches)
         if self.shuffle:
             random.Random(self.seed + self.epoch).shuffle(batches)
         return batches[self.rank :: self.world_size]
 
     def __iter__(self) -> Iterator[list[int]]:
-        return iter(self._rank_batches())
+        return (batch.tolist() for batch in self._rank_batches())
 
     def __len__(self) -> int:
         return len(self._rank_batches())
 
 
-def collate(examples: list[Example]) -> dict:
+def _budget_bounds(longest_sorted: np.ndarray, max_tokens: int) -> Iterator[tuple[int, int]]:
+    """Greedy cut of a length-sorted sequence: each batch as long as its padded size fits."""
+    start, longest = 0, 0
+    for position, length in enumerate(longest_sorted.tolist()):
+        candidate = max(longest, length)
+        if position > start and candidate * (position - start + 1) > max_tokens:
+            yield start, position
+            start, candidate = position, length
+        longest = candidate
+    if start < len(longest_sorted):
+        yield start, len(longest_sorted)
+
+
+def collate(examples: list[tuple[np.ndarray, np.ndarray, str | None]]) -> dict:
     """Pad a list of examples: source ends in EOS; the decoder reads BOS+y and predicts y+EOS."""
-    src = [ex["src"] + [EOS_ID] for ex in examples]
-    tgt_in = [[BOS_ID] + ex["tgt"] for ex in examples]
-    tgt_out = [ex["tgt"] + [EOS_ID] for ex in examples]
-    return {
-        "src": pad(src),
-        "tgt_in": pad(tgt_in),
-        "tgt_out": pad(tgt_out),
-        "references": [ex["reference"] for ex in examples],
+    sources = [src for src, _, _ in examples]
+    targets = [tgt for _, tgt, _ in examples]
+    batch = {
+        "src": pad(sources, after=EOS_ID),
+        "tgt_in": pad(targets, before=BOS_ID),
+        "tgt_out": pad(targets, after=EOS_ID),
     }
+    if examples and examples[0][2] is not None:
+        batch["references"] = [reference for _, _, reference in examples]
+    return batch
 
 
-def pad(sequences: list[list[int]]) -> torch.Tensor:
-    out = torch.full((len(sequences), max(map(len, sequences))), PAD_ID, dtype=torch.long)
+def pad(sequences, before: int | None = None, after: int | None = None) -> torch.Tensor:
+    """A (batch, longest) tensor of ids, PAD-filled, with an optional id added before/after each."""
+    extra = (before is not None) + (after is not None)
+    out = np.full((len(sequences), max(map(len, sequences)) + extra), PAD_ID, dtype=np.int64)
+    start = int(before is not None)
     for row, sequence in enumerate(sequences):
-        out[row, : len(sequence)] = torch.tensor(sequence, dtype=torch.long)
-    return out
+        if before is not None:
+            out[row, 0] = before
+        out[row, start : start + len(sequence)] = sequence
+        if after is not None:
+            out[row, start + len(sequence)] = after
+    return torch.from_numpy(out)
 
 
 def file_digest(*paths: Path) -> str:
@@ -129,8 +145,10 @@ class TranslationDataModule(L.LightningDataModule):
     `corpus_dir` (hub name with `hf_config`, or a `save_to_disk` directory).
 
     The vocabulary is trained (or loaded from the cache) at construction, because the model's
-    shape depends on it; the cache key is the training text and the SentencePiece settings,
-    and a file lock lets several processes of one node share the work.
+    shape depends on it.  The training split is encoded once into memory-mapped id arrays
+    (`encoded.py`), keyed by the corpus and the SentencePiece model, so a corpus of millions of
+    pairs never sits in Python lists; dev and test are small and are kept in memory with their
+    reference text.  File locks let the processes of one node share the work.
     """
 
     def __init__(
@@ -152,6 +170,7 @@ class TranslationDataModule(L.LightningDataModule):
         max_length_ratio: float = 3.0,
         dev_max_sentences: int | None = None,
         cache_dir: str = ".cache/translate",
+        encode_workers: int | None = None,
         seed: int = 1,
     ) -> None:
         super().__init__()
@@ -163,35 +182,34 @@ class TranslationDataModule(L.LightningDataModule):
         self.vocab_size, self.vocab_type, self.joint_vocab = vocab_size, vocab_type, joint_vocab
         self.max_tokens, self.max_length, self.max_length_ratio = max_tokens, max_length, max_length_ratio
         self.dev_max_sentences = dev_max_sentences
-        self.cache_dir, self.seed = Path(cache_dir), seed
-        self.datasets: dict[str, list[Example]] = {}
-        self._read_once: dict[str, list[tuple[str, str]]] = {}  # pairs read for the vocabulary, reused by setup
+        self.cache_dir, self.encode_workers, self.seed = Path(cache_dir), encode_workers, seed
+        self.datasets: dict[str, EncodedPairs] = {}
         self.vocab = self._load_or_train_vocab()
 
     def files(self, split: str) -> list[Path]:
         return split_files(self.corpus_dir, self.splits[split], *self.langs, self.corpus_format)
 
-    def read(self, split: str) -> list[tuple[str, str]]:
-        """The split's pairs; a split already read while building the vocabulary is not read again."""
-        if split in self._read_once:
-            return self._read_once.pop(split)
-        return read_split(self.corpus_dir, self.splits[split], *self.langs, self.corpus_format,
+    def pairs(self, split: str) -> Iterator[tuple[str, str]]:
+        """A fresh stream of the split's pairs (read lazily: nothing is held)."""
+        return iter_split(self.corpus_dir, self.splits[split], *self.langs, self.corpus_format,
                           self.hf_config, self.hf_streaming)
 
-    def _train_fingerprint(self) -> str:
-        """What the vocabulary cache is keyed on: the training files, or a dataset's text."""
-        if self.corpus_format == "hf":
-            self._read_once["train"] = self.read("train")
-            digest = hashlib.sha256()
-            for src, tgt in self._read_once["train"]:
-                digest.update(f"{src}\t{tgt}\n".encode())
-            return digest.hexdigest()
-        return file_digest(*self.files("train"))
+    def fingerprint(self, split: str) -> str:
+        """What caches of a split are keyed on: its files' bytes, or the dataset's identity.
+
+        A local dataset's `_fingerprint` changes with its content; a streamed hub dataset
+        cannot be hashed without reading it, so its name, config and split stand for it.
+        """
+        if self.corpus_format != "hf":
+            return file_digest(*self.files(split))
+        if self.hf_streaming:
+            return f"hf-stream:{self.corpus_dir}:{self.hf_config}:{self.splits[split]}"
+        dataset = load_hf_dataset(str(self.corpus_dir), self.splits[split], self.hf_config)
+        return f"hf:{dataset._fingerprint}"
 
     def _load_or_train_vocab(self) -> Vocabularies:
         settings = f"{self.langs}-{self.corpus_format}-{self.vocab_size}-{self.vocab_type}-{'joint' if self.joint_vocab else 'separate'}"
-        digest = self._train_fingerprint()
-        key = hashlib.sha256(f"{digest}-{settings}".encode()).hexdigest()[:16]
+        key = hashlib.sha256(f"{self.fingerprint('train')}-{settings}".encode()).hexdigest()[:16]
         names = ["joint"] if self.joint_vocab else ["source", "target"]
         files = {name: self.cache_dir / f"spm-{key}-{name}.model" for name in names}
         self.cache_dir.mkdir(parents=True, exist_ok=True)
@@ -199,45 +217,48 @@ class TranslationDataModule(L.LightningDataModule):
             fcntl.flock(lock, fcntl.LOCK_EX)
             if all(path.is_file() for path in files.values()):
                 return Vocabularies.from_state({n: p.read_bytes() for n, p in files.items()})
-            pairs = self.read("train")
-            self._read_once["train"] = pairs
-            vocab = Vocabularies.train(pairs, self.vocab_size, self.vocab_type, self.joint_vocab)
+            vocab = Vocabularies.train(lambda: self.pairs("train"), self.vocab_size, self.vocab_type, self.joint_vocab)
             for name, model_bytes in vocab.state().items():
                 write_atomic(files[name], model_bytes)
             return vocab
 
-    def _encode_split(self, split: str) -> list[Example]:
-        pairs = self.read(split)
-        if split == "dev" and self.dev_max_sentences:
-            pairs = pairs[: self.dev_max_sentences]
+    def _encode_train(self) -> EncodedPairs:
+        vocab_digest = hashlib.sha256(b"".join(self.vocab.state().values())).hexdigest()
+        key = hashlib.sha256(f"{self.fingerprint('train')}-{self.langs}-{vocab_digest}".encode()).hexdigest()[:16]
+        encoded = cached_encoding(key, self.pairs("train"), self.vocab, self.cache_dir, self.encode_workers,
+                                  description=f"encoding {self.splits['train']}")
+        keep, report = filter_by_length(encoded.src_lengths(), encoded.tgt_lengths(),
+                                        self.max_length, self.max_length_ratio)
+        print(f"training data {self.corpus_dir}: {report}", file=sys.stderr)
+        return encoded.select(keep)
+
+    def _encode_evaluation(self, split: str) -> EncodedPairs:
+        """Dev/test in memory with their references; sentences longer than the model can read
+        are cut, never dropped, so every reference is scored."""
+        pairs = list(islice(self.pairs(split), self.dev_max_sentences if split == "dev" else None))
         src_ids = self.vocab.source.encode([src for src, _ in pairs])
         tgt_ids = self.vocab.target.encode([tgt for _, tgt in pairs])
-        examples = [
-            {"src": s, "tgt": t, "reference": ref} for s, t, (_, ref) in zip(src_ids, tgt_ids, pairs)
-        ]
-        if split == "train":
-            keep, report = filter_training_pairs(
-                list(zip(src_ids, tgt_ids)), self.max_length, self.max_length_ratio
-            )
-            print(f"training data {self.corpus_dir}: {report}")
-            examples = [examples[i] for i in keep]
-        else:  # sentences longer than the model can read are cut, never dropped
-            for ex in examples:
-                ex["src"], ex["tgt"] = ex["src"][: self.max_length], ex["tgt"][: self.max_length]
-        return examples
+        return EncodedPairs.from_lists(src_ids, tgt_ids, max_length=self.max_length,
+                                       references=[tgt for _, tgt in pairs])
 
     def setup(self, stage: str) -> None:
         wanted = {"fit": ["train", "dev"], "validate": ["dev"], "test": ["test"]}.get(stage, [])
         for split in wanted:
             if split not in self.datasets:
-                self.datasets[split] = self._encode_split(split)
-        self._read_once.clear()  # text read for the vocabulary but not needed by this stage
+                self.datasets[split] = self._encode_train() if split == "train" else self._encode_evaluation(split)
+
+    def target_tokens(self) -> list[int]:
+        """Ids that occur on the target side of the training data (saved for restricted decoding)."""
+        if "train" not in self.datasets:
+            self.setup("fit")
+        counts = self.datasets["train"].target_token_counts(len(self.vocab.target))
+        return np.flatnonzero(counts).tolist()
 
     def _loader(self, split: str, shuffle: bool) -> DataLoader:
         examples = self.datasets[split]
         rank, world = (self.trainer.global_rank, self.trainer.world_size) if self.trainer else (0, 1)
         sampler = TokenBatchSampler(
-            [(len(ex["src"]) + 1, len(ex["tgt"]) + 1) for ex in examples],
+            np.stack([examples.src_lengths() + 1, examples.tgt_lengths() + 1], axis=1),
             self.max_tokens, shuffle=shuffle, seed=self.seed, rank=rank, world_size=world,
             equal_per_rank=shuffle,
         )

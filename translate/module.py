@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import asdict
+from typing import Literal
 
 import lightning as L
 import torch
@@ -42,6 +43,22 @@ def inverse_sqrt_schedule(warmup_steps: int):
     return factor
 
 
+def linear_decay_schedule(warmup_steps: int, total_steps: int):
+    """Linear warm-up to 1, then linear decay to 0 at `total_steps`: for runs whose length is
+    fixed in advance (a short budget gains from ending at a small learning rate)."""
+
+    def factor(step: int) -> float:
+        step = step + 1
+        if step <= warmup_steps:
+            return step / warmup_steps
+        return max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps))
+
+    return factor
+
+
+LrSchedule = Literal["inverse_sqrt", "linear"]
+
+
 class TranslationModule(L.LightningModule):
     """Trains a `Transformer`; `vocab` comes from the data module (linked by the CLI)."""
 
@@ -51,6 +68,7 @@ class TranslationModule(L.LightningModule):
         model: ModelConfig | None = None,
         lr: float = 7e-4,
         warmup_steps: int = 4000,
+        lr_schedule: LrSchedule = "inverse_sqrt",
         betas: tuple[float, float] = (0.9, 0.98),
         weight_decay: float = 0.0,
         label_smoothing: float = 0.1,
@@ -65,18 +83,25 @@ class TranslationModule(L.LightningModule):
             self.model_config, len(vocab.source), len(vocab.target), shared_vocab=vocab.joint
         )
         self.training_config = {
-            "lr": lr, "warmup_steps": warmup_steps, "betas": list(betas),
+            "lr": lr, "warmup_steps": warmup_steps, "lr_schedule": lr_schedule, "betas": list(betas),
             "weight_decay": weight_decay, "label_smoothing": label_smoothing,
             "max_len_a": max_len_a, "max_len_b": max_len_b,
         }
         self.val_bleu_enabled = val_bleu
         self.run_config: str | None = None  # the resolved CLI config, set by the CLI
+        self.target_tokens: list[int] | None = None  # ids seen on the target side of the training data
         self.eval_nll, self.eval_tokens = SumMetric(), SumMetric()
         self.eval_bleu = CorpusBLEU()
         self._throughput_start: tuple[float, int] | None = None
         self._tokens_seen = 0
 
     # --- training -------------------------------------------------------------------
+    def on_fit_start(self) -> None:
+        """Record which ids the training targets use, so decoding can be restricted to them."""
+        datamodule = getattr(self.trainer, "datamodule", None)
+        if self.target_tokens is None and hasattr(datamodule, "target_tokens"):
+            self.target_tokens = datamodule.target_tokens()
+
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
         logits = self.model(batch["src"], batch["tgt_in"], PAD_ID)
         tokens = int((batch["tgt_out"] != PAD_ID).sum())
@@ -105,7 +130,13 @@ class TranslationModule(L.LightningModule):
             self.parameters(), lr=cfg["lr"], betas=tuple(cfg["betas"]), eps=1e-9,
             weight_decay=cfg["weight_decay"],
         )
-        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, inverse_sqrt_schedule(cfg["warmup_steps"]))
+        if cfg["lr_schedule"] == "linear":
+            if self.trainer.max_steps <= 0:
+                raise ValueError("lr_schedule 'linear' decays to 0 at trainer.max_steps, which is not set")
+            schedule = linear_decay_schedule(cfg["warmup_steps"], self.trainer.max_steps)
+        else:
+            schedule = inverse_sqrt_schedule(cfg["warmup_steps"])
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
     # --- validation and test ----------------------------------------------------------
@@ -151,11 +182,14 @@ class TranslationModule(L.LightningModule):
             "vocab": self.vocab.state(),
             "training_config": self.training_config,
             "run_config": self.run_config,
+            "target_tokens": self.target_tokens,
         }
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         """Resuming with another vocabulary would silently scramble every embedding row."""
-        saved = checkpoint.get(ARTIFACT_KEY, {}).get("vocab")
+        artifact = checkpoint.get(ARTIFACT_KEY, {})
+        self.target_tokens = artifact.get("target_tokens", self.target_tokens)
+        saved = artifact.get("vocab")
         if saved is not None and saved != self.vocab.state():
             raise ValueError(
                 "the checkpoint was trained with a different SentencePiece vocabulary than the "

@@ -7,7 +7,7 @@ checkpoint alone is enough to translate.  The special ids are fixed here and now
 from __future__ import annotations
 
 import io
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Literal
 
@@ -108,22 +108,27 @@ class Vocabularies:
     @classmethod
     def train(
         cls,
-        pairs: list[tuple[str, str]],
+        pairs: Iterable[tuple[str, str]] | Callable[[], Iterable[tuple[str, str]]],
         vocab_size: int,
         model_type: ModelType = "unigram",
         joint: bool = True,
     ) -> Vocabularies:
-        """A joint model sees source and target text together: one id space for both."""
+        """A joint model sees source and target text together: one id space for both.
+
+        `pairs` may be a function returning a fresh stream, so a corpus larger than memory
+        is read once per model trained (SentencePiece samples at most `max_sentences`).
+        """
+        read = pairs if callable(pairs) else lambda: pairs
         if joint:
-            vocab = train_sentencepiece(_both_sides(pairs), vocab_size, model_type)
+            vocab = train_sentencepiece(_both_sides(read()), vocab_size, model_type)
             return cls(vocab, vocab)
         return cls(
-            train_sentencepiece((src for src, _ in pairs), vocab_size, model_type),
-            train_sentencepiece((tgt for _, tgt in pairs), vocab_size, model_type),
+            train_sentencepiece((src for src, _ in read()), vocab_size, model_type),
+            train_sentencepiece((tgt for _, tgt in read()), vocab_size, model_type),
         )
 
 
-def _both_sides(pairs: list[tuple[str, str]]) -> Iterator[str]:
+def _both_sides(pairs: Iterable[tuple[str, str]]) -> Iterator[str]:
     for src, tgt in pairs:
         yield src
         yield tgt

@@ -1,0 +1,129 @@
+"""The encoded-id cache and the loaders: same ids as SentencePiece, cached once, every pair once."""
+
+import shutil
+from collections import Counter
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from translate.corpus import read_parallel
+from translate.data import TranslationDataModule
+from translate.encoded import EncodedPairs, cached_encoding, encode_to_directory
+from translate.vocab import EOS_ID, PAD_ID, Vocabularies
+
+
+@pytest.fixture(scope="module")
+def fixture_pairs(fixture_dir):
+    return read_parallel(fixture_dir / "train.en", fixture_dir / "train.de")
+
+
+@pytest.fixture(scope="module")
+def vocab(fixture_pairs):
+    return Vocabularies.train(fixture_pairs, vocab_size=300)
+
+
+def as_lists(encoded: EncodedPairs) -> list[tuple[list[int], list[int]]]:
+    return [(src.tolist(), tgt.tolist()) for src, tgt, _ in encoded]
+
+
+def test_parallel_encoding_equals_sentencepiece_and_is_memory_mapped(tmp_path, fixture_pairs, vocab):
+    expected = list(zip(vocab.source.encode([s for s, _ in fixture_pairs]),
+                        vocab.target.encode([t for _, t in fixture_pairs])))
+    serial = encode_to_directory(iter(fixture_pairs), vocab, tmp_path / "serial", workers=1, chunk_size=37)
+    parallel = encode_to_directory(iter(fixture_pairs), vocab, tmp_path / "parallel", workers=2, chunk_size=37)
+    assert as_lists(serial) == as_lists(parallel) == expected
+    assert isinstance(parallel.src_tokens, np.memmap) and parallel.src_tokens.dtype == np.uint16
+    assert parallel.src_lengths().tolist() == [len(s) for s, _ in expected]
+
+
+def test_an_interrupted_encoding_leaves_no_cache(tmp_path, fixture_pairs, vocab):
+    def broken():
+        yield from fixture_pairs[:50]
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        cached_encoding("k", broken(), vocab, tmp_path, workers=1)
+    assert not any(path.is_dir() for path in tmp_path.iterdir()), list(tmp_path.iterdir())
+    encoded = cached_encoding("k", iter(fixture_pairs), vocab, tmp_path, workers=1)
+    assert len(encoded) == len(fixture_pairs)
+
+
+def ids_directories(cache):
+    return sorted(p.name for p in cache.iterdir() if p.is_dir() and p.name.startswith("ids-"))
+
+
+def test_cache_is_reused_and_a_changed_corpus_or_vocabulary_invalidates_it(tmp_path, fixture_dir):
+    corpus, cache = tmp_path / "corpus", tmp_path / "cache"
+    shutil.copytree(fixture_dir, corpus)
+    first = TranslationDataModule(corpus_dir=str(corpus), vocab_size=300, cache_dir=str(cache))
+    first.setup("fit")
+    (directory,) = ids_directories(cache)
+    stamp = (cache / directory / "src.tokens").stat().st_mtime_ns
+
+    again = TranslationDataModule(corpus_dir=str(corpus), vocab_size=300, cache_dir=str(cache))
+    again.setup("fit")
+    assert ids_directories(cache) == [directory]
+    assert (cache / directory / "src.tokens").stat().st_mtime_ns == stamp, "the cache was rewritten"
+    assert as_lists(again.datasets["train"]) == as_lists(first.datasets["train"])
+
+    TranslationDataModule(corpus_dir=str(corpus), vocab_size=250, cache_dir=str(cache)).setup("fit")
+    assert len(ids_directories(cache)) == 2, "another vocabulary must not reuse the ids"
+
+    for lang, line in (("en", "One more line."), ("de", "Noch eine Zeile.")):
+        with open(corpus / f"train.{lang}", "a", encoding="utf-8") as handle:
+            handle.write(line + "\n")
+    changed = TranslationDataModule(corpus_dir=str(corpus), vocab_size=300, cache_dir=str(cache))
+    changed.setup("fit")
+    assert len(ids_directories(cache)) == 3, "a changed corpus must not reuse the ids"
+
+
+def batch_pairs(batch) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+    """(source ids, target ids) of each row, with padding and the added EOS removed."""
+    pairs = []
+    for src, tgt in zip(batch["src"].tolist(), batch["tgt_out"].tolist()):
+        src, tgt = [t for t in src if t != PAD_ID], [t for t in tgt if t != PAD_ID]
+        assert src[-1] == EOS_ID and tgt[-1] == EOS_ID
+        pairs.append((tuple(src[:-1]), tuple(tgt[:-1])))
+    return pairs
+
+
+def test_loader_gives_every_kept_pair_once_per_epoch_within_the_budget(tmp_path, fixture_dir):
+    data = TranslationDataModule(corpus_dir=str(fixture_dir), vocab_size=300, max_tokens=300,
+                                 max_length=40, cache_dir=str(tmp_path))
+    data.setup("fit")
+    kept = Counter((tuple(s.tolist()), tuple(t.tolist())) for s, t, _ in data.datasets["train"])
+    assert 200 < sum(kept.values()) < 400, "the length filter should remove some fixture pairs"
+    loader = data.train_dataloader()
+    epochs = []
+    for epoch in (0, 1):
+        loader.batch_sampler.set_epoch(epoch)
+        seen = []
+        for batch in loader:
+            assert batch["src"].numel() <= 300 and batch["tgt_out"].numel() <= 300
+            seen.extend(batch_pairs(batch))
+        assert Counter(seen) == kept
+        epochs.append(seen)
+    assert epochs[0] != epochs[1], "epochs should be reshuffled"
+
+
+def test_ddp_ranks_get_disjoint_equal_shares_of_the_corpus(tmp_path, fixture_dir):
+    data = TranslationDataModule(corpus_dir=str(fixture_dir), vocab_size=300, max_tokens=500,
+                                 cache_dir=str(tmp_path))
+    data.setup("fit")
+    everything = Counter((tuple(s.tolist()), tuple(t.tolist())) for s, t, _ in data.datasets["train"])
+    shares = []
+    for rank in range(2):
+        data.trainer = SimpleNamespace(global_rank=rank, world_size=2)
+        shares.append([batch_pairs(batch) for batch in data.train_dataloader()])
+    assert len(shares[0]) == len(shares[1]) > 1
+    flat = [Counter(pair for batch in share for pair in batch) for share in shares]
+    assert flat[0] + flat[1] == everything
+    assert sum(flat[0].values()) + sum(flat[1].values()) == sum(everything.values())
+
+
+def test_target_tokens_are_those_of_the_training_targets(tmp_path, fixture_dir, fixture_pairs):
+    data = TranslationDataModule(corpus_dir=str(fixture_dir), vocab_size=300, cache_dir=str(tmp_path))
+    expected = sorted({t for ids in data.vocab.target.encode([t for _, t in fixture_pairs]) for t in ids})
+    assert data.target_tokens() == expected
+    assert len(expected) < len(data.vocab.target)
