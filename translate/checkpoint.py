@@ -13,7 +13,7 @@ import torch
 
 from translate.model import ModelConfig, Transformer
 from translate.module import ARTIFACT_KEY
-from translate.vocab import Vocabularies
+from translate.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocabularies
 
 
 class CheckpointError(ValueError):
@@ -28,6 +28,31 @@ class Translator:
     vocab: Vocabularies
     training_config: dict
     run_config: str | None
+    target_tokens: list[int] | None = None  # ids seen on the target side of the training data
+    path: str | None = None
+
+    def target_token_mask(self) -> torch.Tensor:
+        """Bool over the target vocabulary: the training targets' ids plus UNK, BOS and EOS
+        (never PAD), for `allowed_tokens` in search."""
+        name = self.path or "the checkpoint"
+        if self.target_tokens is None:
+            raise CheckpointError(
+                f"{name}: the checkpoint does not record its target-side tokens (the ids seen on "
+                "the target side of its training data), so the output cannot be restricted to "
+                "them; translate without restricting, or use a checkpoint saved with them"
+            )
+        size = self.model.tgt_vocab_size
+        outside = [i for i in self.target_tokens if not 0 <= i < size]
+        if outside:
+            raise CheckpointError(
+                f"{name}: its recorded target-side tokens include ids outside the target "
+                f"vocabulary of {size} tokens (e.g. {outside[0]})"
+            )
+        mask = torch.zeros(size, dtype=torch.bool)
+        mask[torch.tensor(self.target_tokens, dtype=torch.long)] = True
+        mask[[UNK_ID, BOS_ID, EOS_ID]] = True
+        mask[PAD_ID] = False
+        return mask
 
 
 def read_checkpoint(path: str | Path) -> dict:
@@ -70,4 +95,11 @@ def load_translator(path: str | Path, device: str | torch.device = "cpu") -> Tra
     except RuntimeError as error:
         raise CheckpointError(f"{path}: weights do not match the saved architecture: {error}") from None
     model.to(device).eval()
-    return Translator(model, vocab, artifact.get("training_config", {}), artifact.get("run_config"))
+    target_tokens = artifact.get("target_tokens")
+    if isinstance(target_tokens, torch.Tensor):
+        target_tokens = target_tokens.tolist()
+    target_tokens = [int(i) for i in target_tokens] if isinstance(target_tokens, (list, tuple)) else None
+    return Translator(
+        model, vocab, artifact.get("training_config", {}), artifact.get("run_config"),
+        target_tokens=target_tokens, path=str(path),
+    )

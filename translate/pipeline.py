@@ -3,17 +3,32 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 
 import torch
 from tqdm import tqdm
 
 from translate.checkpoint import Translator
-from translate.search import greedy_search
+from translate.search import beam_search, greedy_search
 from translate.vocab import EOS_ID
 from translate.data import pad
 
 
-def translate_lines(
+@dataclass
+class Translation:
+    """One entry of an n-best list: detokenized text, length-normalized score, total log-prob.
+
+    Greedy search (beam 1) computes no scores: both are None there.  An empty input line is
+    not decoded and gets an empty text with score 0.  Entries that fill an n-best list the
+    search could not fill (a search space smaller than n_best) have an empty text and -inf.
+    """
+
+    text: str
+    score: float | None
+    log_prob: float | None
+
+
+def translate_nbest(
     translator: Translator,
     lines: list[str],
     batch_tokens: int = 4096,
@@ -21,18 +36,31 @@ def translate_lines(
     max_len_b: int | None = None,
     max_input_tokens: int | None = None,
     progress: bool = False,
-) -> list[str]:
-    """Translate every line; an empty line gives an empty line and nothing is ever dropped.
+    beam: int = 1,
+    length_penalty: float = 1.0,
+    n_best: int = 1,
+    restrict_to_target: bool = False,
+) -> list[list[Translation]]:
+    """Exactly `n_best` translations for every line, best first; nothing is ever dropped.
 
     Lines are sorted by length so batches carry little padding, then put back in order.
     A line longer than the model can read is cut to `max_input_tokens` with a warning.
+    `batch_tokens` budgets source tokens; beam search decodes `beam` rows per sentence.
+    Beam 1 is greedy search (which beam search with beam 1 equals); `length_penalty` is the
+    GNMT alpha of `beam_search`.  `restrict_to_target` lets the model produce only the ids
+    seen on the target side of its training data (plus UNK/BOS/EOS).
     """
+    if beam < 1:
+        raise ValueError(f"beam must be at least 1, got {beam}")
+    if not 1 <= n_best <= beam:
+        raise ValueError(f"n_best must be between 1 and the beam size {beam}, got {n_best}")
     model, vocab = translator.model, translator.vocab
     config = translator.training_config
     max_len_a = config.get("max_len_a", 1.5) if max_len_a is None else max_len_a
     max_len_b = config.get("max_len_b", 10) if max_len_b is None else max_len_b
     limit = max_input_tokens or model.cfg.max_positions - 1
     device = next(model.parameters()).device
+    allowed = translator.target_token_mask().to(device) if restrict_to_target else None
 
     encoded = vocab.source.encode(lines)
     for number, ids in enumerate(encoded, start=1):
@@ -40,7 +68,7 @@ def translate_lines(
             print(f"warning: line {number} has {len(ids)} tokens; translating its first {limit}",
                   file=sys.stderr)
             encoded[number - 1] = ids[:limit]
-    outputs = [""] * len(lines)
+    outputs = [[Translation("", 0.0, 0.0)] for _ in lines]
     order = sorted((i for i, ids in enumerate(encoded) if ids), key=lambda i: len(encoded[i]))
     bar = tqdm(total=len(lines), unit="sent", disable=not progress, file=sys.stderr)
     bar.update(len(lines) - len(order))  # empty lines are done already
@@ -53,10 +81,45 @@ def translate_lines(
         batch = order[start:end]
         src = pad([encoded[i] + [EOS_ID] for i in batch]).to(device)
         with torch.inference_mode():
-            hypotheses = greedy_search(model, src, max_len_a, max_len_b)
-        for index, text in zip(batch, vocab.target.decode(hypotheses)):
-            outputs[index] = text
+            if beam == 1:
+                for index, text in zip(batch, vocab.target.decode(
+                        greedy_search(model, src, max_len_a, max_len_b, allowed))):
+                    outputs[index] = [Translation(text, None, None)]
+            else:
+                nbest = beam_search(model, src, beam, length_penalty, n_best, max_len_a, max_len_b, allowed)
+                for index, hypotheses in zip(batch, nbest):
+                    texts = vocab.target.decode([h.tokens for h in hypotheses])
+                    outputs[index] = [Translation(text, h.score, h.log_prob)
+                                      for text, h in zip(texts, hypotheses)]
         bar.update(len(batch))
         start = end
     bar.close()
+    for entries in outputs:
+        entries.extend(Translation("", float("-inf"), float("-inf")) for _ in range(n_best - len(entries)))
     return outputs
+
+
+def translate_lines(
+    translator: Translator,
+    lines: list[str],
+    batch_tokens: int = 4096,
+    max_len_a: float | None = None,
+    max_len_b: int | None = None,
+    max_input_tokens: int | None = None,
+    progress: bool = False,
+    beam: int = 1,
+    length_penalty: float = 1.0,
+    n_best: int = 1,
+    restrict_to_target: bool = False,
+) -> list[str]:
+    """Translate every line; an empty line gives an empty line and nothing is ever dropped.
+
+    Returns `n_best * len(lines)` texts: the n-best list of line 1 (best first), then that of
+    line 2, and so on; with `n_best=1`, one translation per line in input order.  See
+    `translate_nbest` for the settings, and for the scores.
+    """
+    nbest = translate_nbest(
+        translator, lines, batch_tokens, max_len_a, max_len_b, max_input_tokens, progress,
+        beam, length_penalty, n_best, restrict_to_target,
+    )
+    return [entry.text for entries in nbest for entry in entries]

@@ -1,8 +1,16 @@
-"""`translate-cli --checkpoint C [--input F] [--output F]`: batch translation, one line out per line in."""
+"""`translate-cli --checkpoint C [--input F] [--output F]`: batch translation, one line out per line in.
+
+With --n-best N (N > 1) every input line gives N output lines, best first, each
+`SENTENCE ||| TRANSLATION ||| SCORE ||| LOG_PROB`: SENTENCE is the 0-based input line number
+(as in Moses n-best lists), SCORE the length-normalized score the beam ranks by and LOG_PROB
+the total log-probability (EOS included). An empty input line gives N entries with empty
+text (the first scored 0, the rest -inf).
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 
 import torch
@@ -10,45 +18,103 @@ import torch
 from translate.checkpoint import CheckpointError, load_translator
 from translate.corpus import CorpusError, decode_lines, read_lines
 from translate.files import write_lines_atomic
-from translate.pipeline import translate_lines
+from translate.metrics import corpus_scores
+from translate.pipeline import Translation, translate_nbest
+
+PRECISIONS = {"32": None, "bf16": torch.bfloat16, "16": torch.float16}
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="translate-cli", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="translate-cli", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--checkpoint", required=True, help="a checkpoint from translate-train")
     parser.add_argument("--input", default="-", help="text file, one sentence a line (default: stdin)")
     parser.add_argument("--output", default="-", help="file to write, atomically (default: stdout)")
     parser.add_argument("--batch-tokens", type=int, default=4096, help="source tokens per batch")
     parser.add_argument("--max-len-a", type=float, default=None, help="output length limit a*src+b")
     parser.add_argument("--max-len-b", type=int, default=None)
+    parser.add_argument("--beam", type=int, default=5,
+                        help="beam size (default: 5); 1 is greedy search")
+    parser.add_argument("--length-penalty", type=float, default=1.0,
+                        help="GNMT length penalty alpha: hypotheses are ranked by "
+                             "log-prob / ((5 + length) / 6) ** alpha (default: 1.0; 0 = raw log-prob)")
+    parser.add_argument("--n-best", type=int, default=1,
+                        help="write the N best translations of every line, in the "
+                             "'SENTENCE ||| TRANSLATION ||| SCORE ||| LOG_PROB' format (N <= --beam)")
+    parser.add_argument("--restrict-target", action="store_true",
+                        help="produce only tokens seen on the target side of the training data")
+    parser.add_argument("--precision", default="32", choices=list(PRECISIONS),
+                        help="autocast precision (default: 32; 16 needs --device cuda)")
+    parser.add_argument("--reference", default=None,
+                        help="reference file, one line per input line: print BLEU and chrF of the "
+                             "1-best output with their signatures on stderr")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
 
 
+def nbest_lines(translations: list[list[Translation]]) -> list[str]:
+    return [
+        f"{number} ||| {entry.text} ||| {entry.score:.4f} ||| {entry.log_prob:.4f}"
+        for number, entries in enumerate(translations)
+        for entry in entries
+    ]
+
+
+def fail(message: str) -> int:
+    print(f"translate-cli: error: {message}", file=sys.stderr)
+    return 2
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.beam < 1:
+        return fail(f"--beam must be at least 1, got {args.beam}")
+    if not 1 <= args.n_best <= args.beam:
+        return fail(f"--n-best {args.n_best} must be between 1 and the beam size (--beam {args.beam})")
     if args.device == "cuda" and not torch.cuda.is_available():
-        print("translate-cli: error: --device cuda asked for, but torch sees no CUDA device", file=sys.stderr)
-        return 2
+        return fail("--device cuda asked for, but torch sees no CUDA device")
+    if args.precision == "16" and args.device != "cuda":
+        return fail("--precision 16 (float16 autocast) needs --device cuda; on the CPU use bf16 or 32")
     try:
         lines = decode_lines(sys.stdin.buffer, "<stdin>") if args.input == "-" else read_lines(args.input)
+        references = None if args.reference is None else read_lines(args.reference)
+        if references is not None and len(references) != len(lines):
+            return fail(
+                f"--reference {args.reference} has {len(references)} lines but the input "
+                f"{'<stdin>' if args.input == '-' else args.input} has {len(lines)}: "
+                "every input line needs one reference line"
+            )
         translator = load_translator(args.checkpoint, args.device)
+        if args.restrict_target:
+            translator.target_token_mask()  # refuse before any work if the checkpoint lacks them
+        dtype = PRECISIONS[args.precision]
+        precision = (contextlib.nullcontext() if dtype is None
+                     else torch.autocast(device_type=args.device, dtype=dtype))
+        with precision:
+            translations = translate_nbest(
+                translator, lines, args.batch_tokens, args.max_len_a, args.max_len_b,
+                progress=not args.quiet, beam=args.beam, length_penalty=args.length_penalty,
+                n_best=args.n_best, restrict_to_target=args.restrict_target,
+            )
     except (CorpusError, CheckpointError) as error:
-        print(f"translate-cli: error: {error}", file=sys.stderr)
-        return 2
-    outputs = translate_lines(
-        translator, lines, args.batch_tokens, args.max_len_a, args.max_len_b,
-        progress=not args.quiet,
-    )
+        return fail(str(error))
+    if args.n_best == 1:
+        outputs = [entries[0].text for entries in translations]
+    else:
+        outputs = nbest_lines(translations)
     if args.output == "-":
         sys.stdout.write("".join(line + "\n" for line in outputs))
         sys.stdout.flush()
     else:
         write_lines_atomic(args.output, outputs)
+    if references is not None:
+        scores = corpus_scores([entries[0].text for entries in translations], references)
+        print(scores.report(), file=sys.stderr)
     return 0
 
 

@@ -1,0 +1,285 @@
+"""Beam search against independent references: full-prefix scoring, greedy, exhaustive search."""
+
+import itertools
+
+import pytest
+import torch
+
+from translate.model import ModelConfig, Transformer
+from translate.search import Hypothesis, beam_search, greedy_search, length_penalty
+from translate.vocab import BOS_ID, EOS_ID, PAD_ID
+
+VOCAB = 12
+
+
+def tiny_model(seed: int, eos_bias: float = 1.0) -> Transformer:
+    """A random model whose outputs vary: a constant hidden unit feeds EOS only, so EOS has a
+    tunable bias, and the output projection is wide enough for peaked distributions."""
+    torch.manual_seed(seed)
+    cfg = ModelConfig(d_model=16, heads=2, encoder_layers=1, decoder_layers=2, ffn_dim=32,
+                      dropout=0.0, tie_embeddings="none", max_positions=64)
+    model = Transformer(cfg, VOCAB, VOCAB, shared_vocab=True)
+    with torch.no_grad():
+        model.output.weight.normal_(0.0, 0.5)
+        last_norm = model.decoder_layers[-1].ffn_block.norm
+        last_norm.weight[0], last_norm.bias[0] = 0.0, 1.0
+        model.output.weight[:, 0] = 0.0
+        model.output.weight[EOS_ID, 0] = eos_bias
+    return model.eval()
+
+
+def random_sources(seed: int, batch: int, max_len: int = 7) -> torch.Tensor:
+    """PAD-padded sources of different lengths, each ending in EOS."""
+    generator = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(1, max_len, (batch,), generator=generator).tolist()
+    src = torch.full((batch, max(lengths) + 1), PAD_ID)
+    for row, length in enumerate(lengths):
+        src[row, :length] = torch.randint(4, VOCAB, (length,), generator=generator)
+        src[row, length] = EOS_ID
+    return src
+
+
+def strip_padding(src: torch.Tensor) -> torch.Tensor:
+    return src[:, : int((src != PAD_ID).sum(dim=1).max())]
+
+
+@torch.no_grad()
+def full_prefix_log_probs(model: Transformer, src_row: torch.Tensor, hypotheses: list[list[int]]) -> list[float]:
+    """Sum of log p(token | source, prefix) over tokens + EOS, each hypothesis re-read in full
+    by the training forward pass (no cache, no incremental decoding)."""
+    targets = [tokens + [EOS_ID] for tokens in hypotheses]
+    longest = max(map(len, targets))
+    tgt_in = torch.full((len(targets), longest), PAD_ID)
+    tgt_out = torch.full((len(targets), longest), PAD_ID)
+    for row, target in enumerate(targets):
+        tgt_in[row, : len(target)] = torch.tensor([BOS_ID] + target[:-1])
+        tgt_out[row, : len(target)] = torch.tensor(target)
+    real = torch.arange(longest)[None, :] < torch.tensor([len(t) for t in targets])[:, None]
+    src = strip_padding(src_row[None]).expand(len(targets), -1)
+    logits = model(src, tgt_in, PAD_ID).double()
+    token_lp = torch.log_softmax(logits, dim=-1).gather(2, tgt_out[:, :, None])[:, :, 0]
+    return token_lp.masked_fill(~real, 0.0).sum(dim=1).tolist()
+
+
+class Uncached:
+    """The model behind the incremental interface, recomputing the whole prefix each step.
+
+    The prefix is kept in the cache structure, so beam search's own reordering reorders it."""
+
+    def __init__(self, model: Transformer) -> None:
+        self.model, self.cfg, self.tgt_vocab_size = model, model.cfg, model.tgt_vocab_size
+        self.source_mask, self.encode = model.source_mask, model.encode
+
+    def new_cache(self) -> list[dict]:
+        return [{"prefix": {}}]
+
+    def decode(self, tgt_ids, memory, src_mask, cache, offset):
+        prefix = cache[0]["prefix"]
+        ids = tgt_ids if "ids" not in prefix else torch.cat([prefix["ids"], tgt_ids], dim=1)
+        assert ids.shape[1] == offset + 1
+        prefix["ids"] = ids
+        self.steps = offset + 1
+        return self.model.decode(ids, memory, src_mask)
+
+
+@pytest.mark.parametrize("alpha", [0.0, 1.0])
+def test_cached_beam_search_equals_uncached_and_full_prefix_scores(alpha):
+    model = tiny_model(0)
+    src = random_sources(1, 6)
+    cached = beam_search(model, src, beam=4, alpha=alpha, n_best=4, max_len_a=1.0, max_len_b=3)
+    uncached = beam_search(Uncached(model), src, beam=4, alpha=alpha, n_best=4, max_len_a=1.0, max_len_b=3)
+    lengths = set()
+    for row, (ours, reference) in enumerate(zip(cached, uncached)):
+        assert len(ours) == 4
+        assert [h.tokens for h in ours] == [h.tokens for h in reference]
+        for h, r in zip(ours, reference):
+            assert h.score == pytest.approx(r.score, abs=1e-5)
+        expected = full_prefix_log_probs(model, src[row], [h.tokens for h in ours])
+        for h, log_prob in zip(ours, expected):
+            assert h.log_prob == pytest.approx(log_prob, abs=1e-5)
+            assert h.score == pytest.approx(log_prob / ((5 + len(h.tokens) + 1) / 6) ** alpha, abs=1e-5)
+            lengths.add(len(h.tokens))
+        assert [h.score for h in ours] == sorted((h.score for h in ours), reverse=True)
+    assert len(lengths) > 2, "every hypothesis had the same length: the test would be weak"
+
+
+def uncached_greedy(model: Transformer, src: torch.Tensor, max_len_a: float, max_len_b: int) -> list[list[int]]:
+    """Greedy decoding re-reading the whole prefix each step, one sentence at a time."""
+    outputs = []
+    for row in src:
+        row = strip_padding(row[None])
+        limit = min(int(int((row != PAD_ID).sum()) * max_len_a + max_len_b), model.cfg.max_positions)
+        tokens = []
+        while True:
+            logits = model(row, torch.tensor([[BOS_ID] + tokens]), PAD_ID)[0, -1]
+            token = EOS_ID if len(tokens) + 1 >= limit else int(logits.argmax())
+            if token == EOS_ID:
+                break
+            tokens.append(token)
+        outputs.append(tokens)
+    return outputs
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_beam_one_is_greedy(seed):
+    model = tiny_model(seed)
+    src = random_sources(10 + seed, 16)
+    greedy = greedy_search(model, src, max_len_a=1.5, max_len_b=4)
+    with torch.no_grad():
+        assert greedy == uncached_greedy(model, src, 1.5, 4)
+    assert len({len(tokens) for tokens in greedy}) > 2, "greedy output too uniform to compare"
+    for alpha in (0.0, 1.0, 2.0):
+        beam = beam_search(model, src, beam=1, alpha=alpha, max_len_a=1.5, max_len_b=4)
+        assert [hypotheses[0].tokens for hypotheses in beam] == greedy
+
+
+def enumerate_and_score(model, src_row, tokens: list[int], max_len: int, alpha: float):
+    """Every output the search could give: up to max_len - 1 tokens then EOS (the last one
+    forced), scored by the full-prefix scorer; best first."""
+    sequences = [list(prefix) for length in range(max_len) for prefix in itertools.product(tokens, repeat=length)]
+    log_probs = full_prefix_log_probs(model, src_row, sequences)
+    scored = [(lp / length_penalty(len(seq) + 1, alpha), lp, seq) for seq, lp in zip(sequences, log_probs)]
+    return sorted(scored, key=lambda entry: entry[0], reverse=True)
+
+
+@pytest.mark.parametrize("alpha", [0.0, 1.0])
+@pytest.mark.parametrize("allowed,max_len", [(None, 3), ((4, 5, 6, 7), 4)])
+def test_wide_beam_finds_the_exhaustive_best(alpha, allowed, max_len):
+    model = tiny_model(3, eos_bias=0.5)
+    src = random_sources(20, 3, max_len=5)
+    if allowed is None:
+        tokens, mask = [t for t in range(VOCAB) if t != EOS_ID], None
+    else:
+        tokens = list(allowed)
+        mask = torch.zeros(VOCAB, dtype=torch.bool)
+        mask[list(allowed) + [EOS_ID]] = True
+    # As wide as the search space: every extension of every prefix is within the beam.
+    width = len(tokens) ** (max_len - 2) * (len(tokens) + 1)
+    results = beam_search(model, src, beam=width, alpha=alpha, n_best=5, max_len_a=0.0,
+                          max_len_b=max_len, allowed_tokens=mask)
+    for row, hypotheses in enumerate(results):
+        exhaustive = enumerate_and_score(model, src[row], tokens, max_len, alpha)
+        assert exhaustive[0][0] - exhaustive[5][0] > 1e-4, "near-tie: pick another seed"
+        assert [h.tokens for h in hypotheses] == [seq for _, _, seq in exhaustive[:5]]
+        for h, (score, log_prob, _) in zip(hypotheses, exhaustive):
+            assert h.score == pytest.approx(score, abs=1e-5)
+            assert h.log_prob == pytest.approx(log_prob, abs=1e-5)
+
+
+def test_alpha_changes_the_winner():
+    """The length penalty is applied (a check that the two alphas above differ somewhere)."""
+    model = tiny_model(3, eos_bias=0.5)
+    src = random_sources(20, 3, max_len=5)
+    raw = beam_search(model, src, beam=60, alpha=0.0, max_len_a=0.0, max_len_b=4)
+    normalized = beam_search(model, src, beam=60, alpha=2.0, max_len_a=0.0, max_len_b=4)
+    assert [h[0].tokens for h in raw] != [h[0].tokens for h in normalized]
+    assert sum(len(h[0].tokens) for h in normalized) > sum(len(h[0].tokens) for h in raw)
+
+
+def test_a_sentence_gets_the_same_translation_alone_and_in_any_batch():
+    model = tiny_model(4)
+    src = random_sources(30, 8)
+    alone = [beam_search(model, strip_padding(src[i : i + 1]), beam=3, n_best=3, max_len_b=4)[0]
+             for i in range(len(src))]
+    batches = [list(range(8)), [7, 3, 5, 0], [2, 6], [1, 4, 6, 2, 0]]
+    for batch in batches:
+        results = beam_search(model, strip_padding(src[batch]), beam=3, n_best=3, max_len_b=4)
+        for index, hypotheses in zip(batch, results):
+            assert [h.tokens for h in hypotheses] == [h.tokens for h in alone[index]]
+            for h, single in zip(hypotheses, alone[index]):
+                assert h.score == pytest.approx(single.score, abs=1e-5)
+    assert len({len(h[0].tokens) for h in alone}) > 2
+
+
+def test_allowed_tokens_are_the_only_ones_produced():
+    model = tiny_model(5)
+    src = random_sources(40, 10)
+    allowed = torch.zeros(VOCAB, dtype=torch.bool)
+    allowed[[EOS_ID, 5, 8, 9]] = True
+    free = beam_search(model, src, beam=4, n_best=4)
+    assert {t for hs in free for h in hs for t in h.tokens} - {5, 8, 9}, "nothing to remove"
+    restricted = beam_search(model, src, beam=4, n_best=4, allowed_tokens=allowed)
+    produced = {t for hs in restricted for h in hs for t in h.tokens}
+    assert produced and produced <= {5, 8, 9}
+    greedy = greedy_search(model, src, allowed_tokens=allowed)
+    assert {t for tokens in greedy for t in tokens} <= {5, 8, 9}
+    assert {t for tokens in greedy_search(model, src) for t in tokens} - {5, 8, 9}
+
+    no_eos = allowed.clone()
+    no_eos[EOS_ID] = False
+    with pytest.raises(ValueError, match="must allow EOS"):
+        beam_search(model, src, allowed_tokens=no_eos)
+    with pytest.raises(ValueError, match="must allow EOS"):
+        greedy_search(model, src, allowed_tokens=no_eos)
+
+
+@torch.no_grad()
+def reference_beam_search(model: Transformer, src_row: torch.Tensor, beam: int, max_len: int):
+    """The documented scheme written plainly for one sentence, without a cache and without
+    early stopping: every step to the length limit, every finished hypothesis kept."""
+    src = strip_padding(src_row[None])
+    live, finished = [([], 0.0)], []
+    for step in range(max_len):
+        candidates = []
+        for tokens, log_prob in live:
+            logits = model(src, torch.tensor([[BOS_ID] + tokens]), PAD_ID)[0, -1]
+            lprobs = torch.log_softmax(logits.float(), dim=-1).tolist()
+            for token in ([EOS_ID] if step + 1 >= max_len else range(VOCAB)):
+                candidates.append((log_prob + lprobs[token], tokens, token))
+        top = sorted(candidates, key=lambda c: c[0], reverse=True)[: 2 * beam]
+        finished += [(tokens, lp) for rank, (lp, tokens, token) in enumerate(top)
+                     if token == EOS_ID and rank < beam]
+        live = [(tokens + [token], lp) for lp, tokens, token in top if token != EOS_ID][:beam]
+        if not live:
+            break
+    return sorted(finished, key=lambda f: f[1], reverse=True)
+
+
+def test_early_stopping_loses_nothing_with_alpha_zero():
+    """With alpha 0 the stopping rule is exact: the beam's best `beam` finished hypotheses are
+    those of the same search run to the length limit."""
+    model = tiny_model(8, eos_bias=1.0)
+    src = random_sources(68, 6)
+    results = beam_search(model, src, beam=3, alpha=0.0, n_best=3, max_len_a=0.0, max_len_b=8)
+    for row, hypotheses in enumerate(results):
+        reference = reference_beam_search(model, src[row], beam=3, max_len=8)
+        assert [h.tokens for h in hypotheses] == [tokens for tokens, _ in reference[:3]]
+        for h, (_, log_prob) in zip(hypotheses, reference):
+            assert h.log_prob == pytest.approx(log_prob, abs=1e-5)
+    steps = []
+    for row in range(len(src)):
+        counting = Uncached(model)
+        beam_search(counting, strip_padding(src[row : row + 1]), beam=3, alpha=0.0, max_len_a=0.0, max_len_b=8)
+        steps.append(counting.steps)
+    assert min(steps) < 8, "every search ran to the limit: early stopping was not tested"
+
+
+def test_bfloat16_model_is_scored_in_float32():
+    model = tiny_model(6).to(torch.bfloat16)
+    src = random_sources(50, 4)
+    # One forced step: the score is log p(EOS | BOS), from the bf16 logits cast to float32.
+    with torch.no_grad():
+        mask = model.source_mask(src, PAD_ID)
+        logits = model.decode(torch.full((4, 1), BOS_ID), model.encode(src, mask), mask)[:, -1]
+    expected = torch.log_softmax(logits.float(), dim=-1)[:, EOS_ID]
+    in_bf16 = torch.log_softmax(logits, dim=-1)[:, EOS_ID].float()
+    assert (expected - in_bf16).abs().max() > 1e-4, "bf16 and float32 agree: the test would be weak"
+    single = beam_search(model, src, beam=2, max_len_a=0.0, max_len_b=1)
+    assert [h[0].log_prob for h in single] == pytest.approx(expected.tolist(), abs=1e-6)
+    results = beam_search(model, src, beam=3, n_best=3, max_len_b=4)
+    for hypotheses in results:
+        for h in hypotheses:
+            assert isinstance(h, Hypothesis) and isinstance(h.log_prob, float)
+            assert h.log_prob < 0 and h.score == pytest.approx(
+                h.log_prob / length_penalty(len(h.tokens) + 1, 1.0), abs=1e-6)
+    assert greedy_search(model, src, max_len_b=4) == [h[0].tokens for h in beam_search(
+        model, src, beam=1, max_len_b=4)]
+
+
+def test_invalid_settings_are_refused():
+    model = tiny_model(0)
+    src = random_sources(0, 2)
+    with pytest.raises(ValueError, match="n_best must be between 1 and the beam size 2"):
+        beam_search(model, src, beam=2, n_best=3)
+    with pytest.raises(ValueError, match="beam must be at least 1"):
+        beam_search(model, src, beam=0)

@@ -1,0 +1,180 @@
+"""translate-cli's search flags: n-best lists, scoring against a reference, restricted output, precision."""
+
+import math
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+import torch
+
+from translate.checkpoint import CheckpointError, load_translator
+from translate.cli.translate import main
+from translate.metrics import corpus_scores
+from translate.model import ModelConfig, Transformer
+from translate.pipeline import translate_lines, translate_nbest
+from translate.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocabularies, train_sentencepiece
+
+FIXTURE = Path(__file__).parent / "fixtures" / "libreoffice_small"
+LINES = ["Click OK.", "", "Choose Tools - Macros - Organize Dialogs.", "Last line."]
+
+
+def save_checkpoint(path: Path, vocab: Vocabularies, target_tokens: list[int] | None) -> None:
+    """A random model in the format TranslationModule saves (what load_translator reads)."""
+    torch.manual_seed(0)
+    cfg = ModelConfig(d_model=32, heads=2, encoder_layers=1, decoder_layers=1, ffn_dim=32,
+                      dropout=0.0, tie_embeddings="none", max_positions=64)
+    model = Transformer(cfg, len(vocab.source), len(vocab.target), shared_vocab=vocab.joint)
+    torch.save({
+        "state_dict": {f"model.{name}": value for name, value in model.state_dict().items()},
+        "translate": {
+            "model_config": asdict(cfg),
+            "src_vocab_size": len(vocab.source),
+            "tgt_vocab_size": len(vocab.target),
+            "vocab": vocab.state(),
+            "training_config": {"max_len_a": 1.0, "max_len_b": 5},
+            "run_config": None,
+            "target_tokens": target_tokens,
+        },
+    }, path)
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("cli")
+    english = FIXTURE.joinpath("train.en").read_text(encoding="utf-8").splitlines()
+    german = FIXTURE.joinpath("train.de").read_text(encoding="utf-8").splitlines()
+    joint = train_sentencepiece(english + german, 200)
+    vocab = Vocabularies(joint, joint)
+    words = [joint.processor.piece_to_id(piece) for piece in ("▁Sie", "▁auf")]
+    assert UNK_ID not in words
+    save_checkpoint(directory / "restricted.ckpt", vocab, words)
+    save_checkpoint(directory / "plain.ckpt", vocab, None)
+    source = directory / "input.en"
+    source.write_text("".join(line + "\n" for line in LINES), encoding="utf-8")
+    return {"dir": directory, "ckpt": directory / "restricted.ckpt", "plain": directory / "plain.ckpt",
+            "input": source, "words": words}
+
+
+def run(files, capsys, *args: str):
+    code = main(["--checkpoint", str(files["ckpt"]), "--input", str(files["input"]), "--quiet", *args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def read(path: Path) -> list[str]:
+    text = path.read_text(encoding="utf-8")
+    assert text.endswith("\n")
+    return text[:-1].split("\n")
+
+
+def test_n_best_gives_n_scored_lines_per_input_line(files, capsys, tmp_path):
+    code, _, err = run(files, capsys, "--beam", "3", "--n-best", "3", "--output", str(tmp_path / "nbest"))
+    assert code == 0, err
+    rows = [line.split(" ||| ") for line in read(tmp_path / "nbest")]
+    assert len(rows) == 3 * len(LINES) and all(len(row) == 4 for row in rows)
+    assert [int(row[0]) for row in rows] == [i for i in range(len(LINES)) for _ in range(3)]
+    for number in range(len(LINES)):
+        entries = rows[3 * number : 3 * number + 3]
+        scores = [float(row[2]) for row in entries]
+        assert scores == sorted(scores, reverse=True)
+        if LINES[number]:
+            assert all(-math.inf < s < 0 for s in scores) and all(float(r[3]) < 0 for r in entries)
+            assert len({row[1] for row in entries}) == 3, "an n-best list repeats a translation"
+        else:
+            assert [row[1] for row in entries] == ["", "", ""] and scores == [0.0, -math.inf, -math.inf]
+
+    code, out, err = run(files, capsys, "--beam", "3")
+    assert code == 0, err
+    assert out.split("\n")[:-1] == [rows[3 * i][1] for i in range(len(LINES))]
+
+
+def test_pipeline_keeps_order_and_n_best_per_line(files):
+    translator = load_translator(files["ckpt"])
+    flat = translate_lines(translator, LINES, beam=3, n_best=2)
+    assert len(flat) == 2 * len(LINES) and flat[2:4] == ["", ""]
+    alone = [translate_lines(translator, [line], beam=3, n_best=2) for line in LINES]
+    assert flat == [text for texts in alone for text in texts]
+    assert translate_lines(translator, LINES) == [
+        entries[0].text for entries in translate_nbest(translator, LINES, beam=1)]
+
+
+def test_reference_scores_the_one_best_output(files, capsys, tmp_path):
+    code, out, err = run(files, capsys, "--beam", "3")
+    assert code == 0, err
+    one_best = out.split("\n")[:-1]
+    assert any(one_best)
+    (tmp_path / "same.de").write_text(out, encoding="utf-8")
+    code, _, err = run(files, capsys, "--beam", "3", "--n-best", "2", "--reference", str(tmp_path / "same.de"),
+                       "--output", str(tmp_path / "nbest"))
+    assert code == 0, err
+    assert corpus_scores(one_best, one_best).report() in err  # the 1-best, not the 2nd-best
+    assert "chrF2 100.00" in err and "signature: nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp" in err
+    assert len(read(tmp_path / "nbest")) == 2 * len(LINES)
+
+    references = ["Klicken Sie auf OK.", "", "Wählen Sie Extras - Makros.", "Letzte Zeile."]
+    (tmp_path / "ref.de").write_text("".join(r + "\n" for r in references), encoding="utf-8")
+    code, _, err = run(files, capsys, "--beam", "3", "--reference", str(tmp_path / "ref.de"))
+    assert code == 0, err
+    assert corpus_scores(one_best, references).report() in err
+
+
+def test_reference_with_another_line_count_is_refused_before_translating(files, capsys, tmp_path, monkeypatch):
+    import translate.cli.translate as cli
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("work was done before the reference was checked")
+
+    monkeypatch.setattr(cli, "load_translator", no_work)
+    monkeypatch.setattr(cli, "translate_nbest", no_work)
+    reference = tmp_path / "short.de"
+    reference.write_text("eins\nzwei\n", encoding="utf-8")
+    code, out, err = run(files, capsys, "--reference", str(reference), "--output", str(tmp_path / "out"))
+    assert code == 2 and out == ""
+    assert f"--reference {reference} has 2 lines but the input {files['input']} has 4" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_n_best_larger_than_beam_is_refused(files, capsys, tmp_path):
+    code, _, err = run(files, capsys, "--beam", "2", "--n-best", "3", "--output", str(tmp_path / "out"))
+    assert code == 2
+    assert "--n-best 3 must be between 1 and the beam size (--beam 2)" in err
+    assert not (tmp_path / "out").exists()
+    code, _, err = run(files, capsys, "--beam", "0")
+    assert code == 2 and "--beam must be at least 1" in err
+
+
+def test_restrict_target_produces_only_training_target_tokens(files, capsys):
+    translator = load_translator(files["ckpt"])
+    mask = translator.target_token_mask()
+    expected = torch.zeros(len(translator.vocab.target), dtype=torch.bool)
+    expected[files["words"] + [UNK_ID, BOS_ID, EOS_ID]] = True
+    assert torch.equal(mask, expected) and not mask[PAD_ID]
+
+    code, free, err = run(files, capsys, "--beam", "2")
+    assert code == 0, err
+    assert set(free.split()) - {"Sie", "auf", "⁇"}, "unrestricted output already within the set"
+    code, out, err = run(files, capsys, "--beam", "2", "--restrict-target")
+    assert code == 0, err
+    words = out.split()
+    assert words and set(words) <= {"Sie", "auf", "⁇"}
+    code, out, err = run(files, capsys, "--beam", "1", "--restrict-target")
+    assert code == 0 and set(out.split()) <= {"Sie", "auf", "⁇"}
+
+
+def test_restrict_target_without_recorded_tokens_is_a_clear_error(files, capsys, tmp_path):
+    assert load_translator(files["plain"]).target_tokens is None
+    with pytest.raises(CheckpointError, match="does not record its target-side tokens"):
+        load_translator(files["plain"]).target_token_mask()
+    code = main(["--checkpoint", str(files["plain"]), "--input", str(files["input"]), "--quiet",
+                 "--restrict-target", "--output", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 2 and "plain.ckpt: the checkpoint does not record its target-side tokens" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_precision_flag(files, capsys, tmp_path):
+    code, _, err = run(files, capsys, "--precision", "16")
+    assert code == 2 and "--precision 16 (float16 autocast) needs --device cuda" in err
+    code, out, err = run(files, capsys, "--precision", "bf16", "--beam", "2", "--n-best", "2")
+    assert code == 0, err
+    assert len(out.split("\n")[:-1]) == 2 * len(LINES)
