@@ -1,0 +1,269 @@
+"""Exports (transformers, CTranslate2) compute what our model computes: same logits, same greedy output."""
+
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+transformers = pytest.importorskip("transformers")
+# MarianTokenizer recommends sacremoses for a normalizer that it never applies when encoding.
+pytestmark = pytest.mark.filterwarnings("ignore:Recommended. pip install sacremoses")
+
+from translate.export import ExportError, export_huggingface  # noqa: E402
+from translate.model import ModelConfig, Transformer  # noqa: E402
+from translate.search import greedy_search, strip_special  # noqa: E402
+from translate.vocab import BOS_ID, EOS_ID, PAD_ID, Vocabularies, train_sentencepiece  # noqa: E402
+
+FIXTURE = Path(__file__).parent / "fixtures" / "libreoffice_small"
+
+
+def short_lines(name: str, count: int = 6) -> list[str]:
+    lines = FIXTURE.joinpath(name).read_text(encoding="utf-8").splitlines()
+    return [line for line in lines if len(line) <= 50][:count]
+
+
+SENTENCES = short_lines("test.en")
+
+
+def small_config(norm_first: bool, tie: str) -> ModelConfig:
+    return ModelConfig(d_model=32, heads=4, encoder_layers=2, decoder_layers=3, ffn_dim=48,
+                       dropout=0.0, norm_first=norm_first, tie_embeddings=tie, max_positions=128)
+
+
+@pytest.fixture(scope="module")
+def vocabularies() -> dict[str, Vocabularies]:
+    english = FIXTURE.joinpath("train.en").read_text(encoding="utf-8").splitlines()
+    german = FIXTURE.joinpath("train.de").read_text(encoding="utf-8").splitlines()
+    joint = train_sentencepiece(english + german, 200)
+    return {
+        "joint": Vocabularies(joint, joint),
+        # Different sizes, so a swapped source/target vocabulary cannot go unnoticed.
+        "separate": Vocabularies(train_sentencepiece(english, 150), train_sentencepiece(german, 180)),
+    }
+
+
+def save_checkpoint(path: Path, cfg: ModelConfig, vocab: Vocabularies, train_steps: int = 0) -> Transformer:
+    """A seeded model saved in the format translate.checkpoint reads (as TranslationModule saves it).
+
+    A random model repeats one token forever; `train_steps` of a copy task give it outputs that
+    vary with the source and end with EOS at different lengths, so greedy search is really tested.
+    """
+    torch.manual_seed(0)
+    model = Transformer(cfg, len(vocab.source), len(vocab.target), shared_vocab=vocab.joint)
+    with torch.no_grad():  # non-trivial LayerNorm affine, so its permutation is checked too
+        for module in model.modules():
+            if isinstance(module, nn.LayerNorm):
+                module.weight.normal_(1.0, 0.2)
+                module.bias.normal_(0.0, 0.2)
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+    vocab_size = min(len(vocab.source), len(vocab.target))
+    for _ in range(train_steps):
+        rows = [torch.randint(4, vocab_size, (int(n),)).tolist() for n in torch.randint(3, 12, (32,))]
+        logits = model(pad_batch([r + [EOS_ID] for r in rows]), pad_batch([[BOS_ID] + r for r in rows]), PAD_ID)
+        loss = nn.functional.cross_entropy(logits.flatten(0, 1), pad_batch([r + [EOS_ID] for r in rows]).flatten(),
+                                           ignore_index=PAD_ID)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    torch.save({
+        "state_dict": {f"model.{name}": value for name, value in model.state_dict().items()},
+        "translate": {
+            "model_config": asdict(cfg),
+            "src_vocab_size": len(vocab.source),
+            "tgt_vocab_size": len(vocab.target),
+            "vocab": vocab.state(),
+            "training_config": {},
+            "run_config": None,
+        },
+    }, path)
+    return model.eval()
+
+
+def pad_batch(rows: list[list[int]]) -> torch.Tensor:
+    out = torch.full((len(rows), max(map(len, rows))), PAD_ID, dtype=torch.long)
+    for index, row in enumerate(rows):
+        out[index, : len(row)] = torch.tensor(row)
+    return out
+
+
+EXPORTABLE = [
+    ("post-norm", "none", "joint"), ("post-norm", "decoder", "joint"),
+    ("post-norm", "src_tgt", "joint"), ("post-norm", "all", "joint"),
+    ("post-norm", "none", "separate"), ("post-norm", "decoder", "separate"),
+    ("pre-norm", "all", "joint"), ("pre-norm", "src_tgt", "joint"),
+]
+
+
+@pytest.mark.parametrize("norm,tie,vocab_kind", EXPORTABLE)
+def test_exported_model_gives_our_logits_and_greedy_output(norm, tie, vocab_kind, vocabularies, tmp_path):
+    vocab = vocabularies[vocab_kind]
+    model = save_checkpoint(tmp_path / "model.ckpt", small_config(norm == "pre-norm", tie), vocab, train_steps=120)
+    if len(vocab.source) != len(vocab.target) and int(transformers.__version__.split(".")[0]) < 5:
+        # transformers 4 sizes Marian's decoder embedding by the source vocabulary.
+        with pytest.raises(ExportError, match=r"need transformers>=5"):
+            export_huggingface(tmp_path / "model.ckpt", tmp_path / "hf")
+        return
+    out = export_huggingface(tmp_path / "model.ckpt", tmp_path / "hf")
+
+    names = {path.name for path in out.iterdir()}
+    assert {"config.json", "generation_config.json", "model.safetensors", "source.spm",
+            "target.spm", "vocab.json", "tokenizer_config.json"} <= names
+    assert out.joinpath("source.spm").read_bytes() == vocab.source.model_bytes
+    assert out.joinpath("target.spm").read_bytes() == vocab.target.model_bytes
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")], "a temporary directory was left"
+
+    hf_model = transformers.AutoModelForSeq2SeqLM.from_pretrained(out).eval()
+    expected = "MarianMTModel" if norm == "post-norm" else "PegasusForConditionalGeneration"
+    assert type(hf_model).__name__ == expected
+
+    # The tokenizer in the directory gives our ids: SentencePiece pieces, then EOS.
+    tokenizer = transformers.AutoTokenizer.from_pretrained(out)
+    ours_ids = [ids + [EOS_ID] for ids in vocab.source.encode(SENTENCES)]
+    assert tokenizer(SENTENCES)["input_ids"] == ours_ids
+    german = short_lines("test.de")
+    assert tokenizer(text_target=german)["input_ids"] == [ids + [EOS_ID] for ids in vocab.target.encode(german)]
+
+    # (a) teacher-forced logits, with padded sources
+    src = pad_batch(ours_ids)
+    targets = vocab.target.encode(short_lines("test.de"))
+    tgt_in = pad_batch([[BOS_ID] + ids for ids in targets])
+    with torch.no_grad():
+        ours = model(src, tgt_in, pad_id=PAD_ID)
+        theirs = hf_model(input_ids=src, attention_mask=src != PAD_ID, decoder_input_ids=tgt_in).logits
+    torch.testing.assert_close(theirs, ours, atol=1e-4, rtol=1e-4)
+
+    # (b) greedy output. Ours stops at 1.5 * source length + 10 tokens with a forced EOS, which
+    # generate reproduces sentence by sentence with max_length and forced_eos_token_id.
+    hypotheses = greedy_search(model, src)
+    limits = [min(int(len(ids) * 1.5 + 10), model.cfg.max_positions) for ids in ours_ids]
+    assert len({tuple(h) for h in hypotheses}) > 1, "the comparison would be vacuous"
+    assert any(len(h) + 1 < limit for h, limit in zip(hypotheses, limits)), "no hypothesis ended with EOS"
+    for ids, hypothesis, limit in zip(ours_ids, hypotheses, limits):
+        generated = hf_model.generate(torch.tensor([ids]), max_length=limit + 1)[0].tolist()
+        assert generated[0] == BOS_ID and generated[-1] == EOS_ID
+        assert generated[1:-1] == hypothesis
+    # Batched and padded by the directory's tokenizer, with its own generation settings.
+    batch = tokenizer(SENTENCES, return_tensors="pt", padding=True)
+    generated = hf_model.generate(**batch, max_length=max(limits) + 1).tolist()
+    for row, hypothesis, limit in zip(generated, hypotheses, limits):
+        row = strip_special(row[1:])
+        assert (row if len(hypothesis) + 1 < limit else row[: len(hypothesis)]) == hypothesis
+    texts = tokenizer.batch_decode([hypothesis for hypothesis in hypotheses], skip_special_tokens=True)
+    assert texts == vocab.target.decode(hypotheses)
+
+
+@pytest.mark.parametrize("tie", ["none", "decoder"])
+def test_pre_norm_without_shared_embeddings_is_refused(tie, vocabularies, tmp_path):
+    save_checkpoint(tmp_path / "model.ckpt", small_config(True, tie), vocabularies["joint"])
+    with pytest.raises(ExportError, match="Pre-norm models export with tie_embeddings 'all' or 'src_tgt'"):
+        export_huggingface(tmp_path / "model.ckpt", tmp_path / "hf")
+    assert list(tmp_path.iterdir()) == [tmp_path / "model.ckpt"]
+
+
+def test_a_wrong_mapping_is_caught_before_anything_is_written(vocabularies, tmp_path, monkeypatch):
+    """Without the sin/cos permutation the logits differ: the export stops and leaves nothing."""
+    import translate.export
+
+    save_checkpoint(tmp_path / "model.ckpt", small_config(False, "all"), vocabularies["joint"])
+    monkeypatch.setattr(translate.export, "residual_permutation", lambda d_model: torch.arange(d_model))
+    with pytest.raises(ExportError, match="logits differ from ours"):
+        export_huggingface(tmp_path / "model.ckpt", tmp_path / "hf")
+    assert list(tmp_path.iterdir()) == [tmp_path / "model.ckpt"]
+
+
+def test_existing_directory_is_kept_unless_overwrite(vocabularies, tmp_path):
+    save_checkpoint(tmp_path / "model.ckpt", small_config(False, "all"), vocabularies["joint"])
+    out = tmp_path / "hf"
+    out.mkdir()
+    out.joinpath("keep.txt").write_text("mine")
+    with pytest.raises(ExportError, match="not empty"):
+        export_huggingface(tmp_path / "model.ckpt", out)
+    assert [p.name for p in out.iterdir()] == ["keep.txt"]
+    export_huggingface(tmp_path / "model.ckpt", out, overwrite=True)
+    assert not out.joinpath("keep.txt").exists() and out.joinpath("config.json").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hf", "model.ckpt"]
+
+
+def test_cli(vocabularies, tmp_path, capsys):
+    from translate.cli.export import main
+
+    save_checkpoint(tmp_path / "model.ckpt", small_config(True, "all"), vocabularies["joint"])
+    assert main([str(tmp_path / "model.ckpt"), str(tmp_path / "hf")]) == 0
+    assert "PegasusForConditionalGeneration" in capsys.readouterr().out
+    assert main([str(tmp_path / "model.ckpt"), str(tmp_path / "hf")]) == 2
+    assert "not empty" in capsys.readouterr().err
+    assert main([str(tmp_path / "model.ckpt"), str(tmp_path / "hf"), "--overwrite"]) == 0
+    assert main([str(tmp_path / "absent.ckpt"), str(tmp_path / "other")]) == 2
+    assert "no such checkpoint file" in capsys.readouterr().err
+    assert main([str(tmp_path / "model.ckpt"), str(tmp_path / "other"), "--quantization", "int8"]) == 2
+    assert "--format ctranslate2 only" in capsys.readouterr().err
+
+    save_checkpoint(tmp_path / "decoder.ckpt", small_config(True, "decoder"), vocabularies["joint"])
+    assert main([str(tmp_path / "decoder.ckpt"), str(tmp_path / "refused")]) == 2
+    assert "export with tie_embeddings 'all' or 'src_tgt' only" in capsys.readouterr().err
+    if __import__("importlib").util.find_spec("ctranslate2"):  # what it refuses, CTranslate2 takes
+        argv = [str(tmp_path / "decoder.ckpt"), str(tmp_path / "ct2"), "--format", "ctranslate2"]
+        assert main([*argv, "--quantization", "int8"]) == 0
+        assert "CTranslate2 model" in capsys.readouterr().out
+        assert (tmp_path / "ct2" / "model.bin").is_file()
+
+
+def test_missing_transformers_is_a_clear_error(monkeypatch, tmp_path):
+    monkeypatch.setitem(__import__("sys").modules, "transformers", None)
+    with pytest.raises(ExportError, match=r"pip install 'translate\[export\]'"):
+        export_huggingface(tmp_path / "model.ckpt", tmp_path / "hf")
+
+
+CT2_CASES = [
+    ("post-norm", "all", "joint"), ("post-norm", "decoder", "separate"),
+    ("pre-norm", "all", "joint"), ("pre-norm", "none", "separate"), ("pre-norm", "src_tgt", "joint"),
+]
+
+
+@pytest.mark.parametrize("norm,tie,vocab_kind", CT2_CASES)
+def test_ctranslate2_export_gives_our_scores_and_greedy_output(norm, tie, vocab_kind, vocabularies, tmp_path):
+    ctranslate2 = pytest.importorskip("ctranslate2")
+    from translate.export import export_ctranslate2
+
+    vocab = vocabularies[vocab_kind]
+    model = save_checkpoint(tmp_path / "model.ckpt", small_config(norm == "pre-norm", tie), vocab, train_steps=120)
+    out = export_ctranslate2(tmp_path / "model.ckpt", tmp_path / "ct2")
+    assert out.joinpath("source.spm").read_bytes() == vocab.source.model_bytes
+    assert out.joinpath("target.spm").read_bytes() == vocab.target.model_bytes
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ct2", "model.ckpt"]
+    translator = ctranslate2.Translator(str(out), device="cpu")
+
+    source_pieces = [vocab.source.pieces(line) for line in SENTENCES]  # EOS is added by the model
+    src = pad_batch([ids + [EOS_ID] for ids in vocab.source.encode(SENTENCES)])
+
+    # (a) log-probabilities of given targets (teacher forcing), EOS included
+    targets = vocab.target.encode(short_lines("test.de"))
+    with torch.no_grad():
+        log_probs = model(src, pad_batch([[BOS_ID] + ids for ids in targets]), PAD_ID).log_softmax(-1)
+    scored = translator.score_batch(source_pieces, [[vocab.target.processor.id_to_piece(i) for i in ids]
+                                                    for ids in targets])
+    for row, ids, result in zip(log_probs, targets, scored):
+        expected = row[torch.arange(len(ids) + 1), torch.tensor(ids + [EOS_ID])]
+        torch.testing.assert_close(torch.tensor(result.log_probs), expected, atol=1e-4, rtol=1e-4)
+
+    # (b) greedy output: our forced EOS at 1.5 * source length + 10 is CTranslate2's
+    # max_decoding_length one token earlier.
+    hypotheses = greedy_search(model, src)
+    assert len({tuple(h) for h in hypotheses}) > 1
+    for pieces, hypothesis, length in zip(source_pieces, hypotheses, (src != PAD_ID).sum(1).tolist()):
+        limit = min(int(length * 1.5 + 10), model.cfg.max_positions)
+        result = translator.translate_batch([pieces], beam_size=1, max_decoding_length=limit - 1)
+        assert [vocab.target.processor.piece_to_id(p) for p in result[0].hypotheses[0]] == hypothesis
+    batched = translator.translate_batch(source_pieces, beam_size=1, max_decoding_length=20)
+    for result, hypothesis in zip(batched, hypotheses):
+        assert [vocab.target.processor.piece_to_id(p) for p in result.hypotheses[0]] == hypothesis[:20]
+
+
+def test_ctranslate2_missing_is_a_clear_error(monkeypatch, tmp_path):
+    from translate.export import export_ctranslate2
+
+    monkeypatch.setitem(__import__("sys").modules, "ctranslate2", None)
+    with pytest.raises(ExportError, match="pip install ctranslate2"):
+        export_ctranslate2(tmp_path / "model.ckpt", tmp_path / "ct2")
