@@ -141,3 +141,15 @@ def test_data_module_trains_from_a_saved_hf_dataset(tmp_path, fixture_dir):
         hf_items = [(s.tolist(), t.tolist(), r) for s, t, r in from_hf.datasets[split]]
         text_items = [(s.tolist(), t.tolist(), r) for s, t, r in from_text.datasets[split]]
         assert hf_items == text_items and len(hf_items) > 30
+
+
+def test_unknown_hf_dataset_name_says_what_was_expected(monkeypatch):
+    """Offline (as in CI), an unknown hub name fails at once with what was asked and expected."""
+    import datasets
+    import huggingface_hub
+
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(CorpusError, match=r"could not load dataset 'no-such-owner/no-such-corpus' "
+                                          r"\(config 'de-en', split 'train'\).*expected a Hugging Face hub dataset"):
+        read_hf_dataset("no-such-owner/no-such-corpus", "train", "en", "de", config="de-en")

@@ -117,7 +117,8 @@ def load_hf_dataset(name_or_path: str, split: str, config: str | None = None, st
     except Exception as error:  # unknown name, missing split, no network: say what was asked
         raise CorpusError(
             f"could not load dataset {name_or_path!r} (config {config!r}, split {split!r}): "
-            f"{type(error).__name__}: {error}"
+            f"{type(error).__name__}: {error}; expected a Hugging Face hub dataset name with its "
+            "config and split (e.g. 'wmt14', 'de-en', 'train') or a directory written by save_to_disk"
         ) from None
 
 
