@@ -11,7 +11,7 @@ BIN ?= $(VENV)/bin
 STAMP := $(VENV)/.installed
 CORPUS := translate/corpora/libreoffice_help_en_de/train.en.gz
 
-.PHONY: install corpus train test translate eval clean
+.PHONY: install corpus train test translate eval clean tying-study
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -43,6 +43,11 @@ translate: install
 
 eval: install
 	$(BIN)/translate-eval --checkpoint $(CHECKPOINT)
+
+# Every tie mode and sharing variant trained alike, scored and compared (about an hour on 2
+# CPU cores); results under runs/tying-study/.  On a GPU: make tying-study STUDY_ARGS="--scale gpu"
+tying-study: corpus
+	$(BIN)/python scripts/tying_study.py $(STUDY_ARGS)
 
 clean:
 	rm -rf runs .cache

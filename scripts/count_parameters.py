@@ -4,7 +4,8 @@
     python scripts/count_parameters.py configs/default.yaml configs/base.yaml
 
 The vocabulary size is read from each config's `data.vocab_size` (a joint vocabulary), so
-the figures are those of a model built from that config.
+the figures are those of a model built from that config. With `--sharing`, the sharing variants
+of the tying study (each on top of `tie_embeddings: all`) are listed too.
 """
 
 from __future__ import annotations
@@ -16,6 +17,13 @@ import torch
 import yaml
 
 from translate.model import TIE_MODES, ModelConfig, Transformer
+
+# Options beyond the embedding ties, each shown on top of three-way tying.
+SHARING_VARIANTS = {
+    "all+shared-attention": {"share_layer_attention": True},
+    "all+shared-enc-dec": {"share_encoder_decoder_layers": True},
+    "all+adapter": {"embedding_adapter": True},
+}
 
 
 def count(cfg: ModelConfig, vocab_size: int) -> tuple[int, int]:
@@ -30,6 +38,7 @@ def count(cfg: ModelConfig, vocab_size: int) -> tuple[int, int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("configs", nargs="+")
+    parser.add_argument("--sharing", action="store_true", help="also list the sharing variants")
     args = parser.parse_args()
     print("| config | vocab | tie_embeddings | parameters | in embeddings |")
     print("|---|---|---|---|---|")
@@ -38,10 +47,13 @@ def main() -> None:
             config = yaml.safe_load(handle)
         architecture = config["model"]["model"]
         vocab_size = config["data"]["vocab_size"]
-        for tie in TIE_MODES:
-            cfg = dataclasses.replace(ModelConfig(**architecture), tie_embeddings=tie)
+        rows = {tie: {"tie_embeddings": tie} for tie in TIE_MODES}
+        if args.sharing:
+            rows.update({name: {"tie_embeddings": "all", **options} for name, options in SHARING_VARIANTS.items()})
+        for label, options in rows.items():
+            cfg = dataclasses.replace(ModelConfig(**architecture), **options)
             total, embeddings = count(cfg, vocab_size)
-            print(f"| {path} | {vocab_size} | {tie} | {total:,} | {embeddings:,} |")
+            print(f"| {path} | {vocab_size} | {label} | {total:,} | {embeddings:,} |")
 
 
 if __name__ == "__main__":

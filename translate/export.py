@@ -30,6 +30,10 @@ token embedding, so pre-norm checkpoints export only with `tie_embeddings` `all`
 
 `export_ctranslate2` builds a CTranslate2 model directly from the checkpoint (CTranslate2 states
 pre- or post-norm, ties and the position table explicitly), for every norm placement and tie.
+
+Neither format has weights shared between layers or a map between the decoder embedding and the
+residual stream, so models with `share_layer_attention`, `share_encoder_decoder_layers` or
+`embedding_adapter` are refused with an `ExportError` by both exports.
 """
 
 from __future__ import annotations
@@ -65,6 +69,20 @@ def _require_transformers():
     return transformers
 
 
+SHARING_VARIANTS = ("share_layer_attention", "share_encoder_decoder_layers", "embedding_adapter")
+
+
+def refuse_sharing_variants(model: Transformer, target: str) -> None:
+    """ExportError for the sharing options `target` cannot express (copies would lose the tie)."""
+    used = [name for name in SHARING_VARIANTS if getattr(model.cfg, name, False)]
+    if used:
+        raise ExportError(
+            f"this model uses {', '.join(f'{name}: true' for name in used)}, which {target} cannot "
+            "express (it has no weights shared between layers and no map between the decoder's "
+            "embedding and its layers); such models are used with translate-cli only"
+        )
+
+
 def residual_permutation(d_model: int) -> Tensor:
     """New dimension j holds our dimension perm[j]: sines (our even dims) first, then cosines."""
     return torch.cat([torch.arange(0, d_model, 2), torch.arange(1, d_model, 2)])
@@ -72,6 +90,7 @@ def residual_permutation(d_model: int) -> Tensor:
 
 def huggingface_architecture(model: Transformer) -> str:
     """The transformers class that computes exactly what `model` computes, or an ExportError."""
+    refuse_sharing_variants(model, "a Hugging Face transformers model")
     cfg = model.cfg
     if cfg.d_model % 2:
         raise ExportError(f"d_model={cfg.d_model} is odd; sinusoidal positions need an even d_model")
@@ -384,6 +403,7 @@ def ctranslate2_spec(model: Transformer, vocab: Vocabularies):
     explicitly instead: pre- or post-norm, ReLU, sqrt(d_model) scaling, our own (interleaved)
     position table, LayerNorm epsilon 1e-5, decoder start BOS, and EOS appended to the source.
     """
+    refuse_sharing_variants(model, "a CTranslate2 model")
     _require_ctranslate2()
     from ctranslate2.converters import utils
     from ctranslate2.specs import common_spec, transformer_spec

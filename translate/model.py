@@ -42,6 +42,16 @@ class ModelConfig:
     norm_first: bool = False
     tie_embeddings: TieMode = "all"
     max_positions: int = 1024
+    # Sharing beyond the embeddings, measured by scripts/tying_study.py.  ALBERT-style: one
+    # self-attention per stack and one cross-attention in the decoder, used by every layer.
+    share_layer_attention: bool = False
+    # Encoder layer i and decoder layer i use one self-attention and one feed-forward block
+    # (i < min(encoder_layers, decoder_layers)); LayerNorms and cross-attention stay separate.
+    share_encoder_decoder_layers: bool = False
+    # A d_model x d_model linear map (initialised to the identity) on the decoder's input
+    # embedding: with a tied output projection the direct path W_E W_E^T is symmetric, and
+    # this map lets the model learn an asymmetric W_E A^T W_E^T instead.
+    embedding_adapter: bool = False
 
     def __post_init__(self) -> None:
         if self.tie_embeddings not in TIE_MODES:
@@ -205,9 +215,13 @@ class Transformer(nn.Module):
         self.output = nn.Linear(cfg.d_model, tgt_vocab_size, bias=False)
         if tie["tgt_output"]:
             self.output.weight = self.tgt_embed.weight
+        self.tgt_embed_adapter = (
+            nn.Linear(cfg.d_model, cfg.d_model, bias=False) if cfg.embedding_adapter else None
+        )
 
         self.encoder_layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.encoder_layers))
         self.decoder_layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.decoder_layers))
+        self._share_layers()
         # Pre-norm stacks end un-normalised, so they get a final LayerNorm each.
         self.encoder_norm = nn.LayerNorm(cfg.d_model) if cfg.norm_first else nn.Identity()
         self.decoder_norm = nn.LayerNorm(cfg.d_model) if cfg.norm_first else nn.Identity()
@@ -216,6 +230,20 @@ class Transformer(nn.Module):
             "positions", sinusoidal_positions(cfg.max_positions, cfg.d_model), persistent=False
         )
         self._init_weights()
+
+    def _share_layers(self) -> None:
+        """Make the sharing variants real: one module object (so one Parameter each) in
+        several layers.  Encoder-decoder sharing comes first so that, with both options, every
+        self-attention of both stacks ends up as the encoder's single one."""
+        encoder, decoder = self.encoder_layers, self.decoder_layers
+        if self.cfg.share_encoder_decoder_layers:
+            for enc, dec in zip(encoder, decoder):
+                dec.self_attn, dec.ffn = enc.self_attn, enc.ffn
+        if self.cfg.share_layer_attention:
+            for layer in encoder[1:]:
+                layer.self_attn = encoder[0].self_attn
+            for layer in decoder[1:]:
+                layer.self_attn, layer.cross_attn = decoder[0].self_attn, decoder[0].cross_attn
 
     def _init_weights(self) -> None:
         for module in self.modules():
@@ -227,6 +255,8 @@ class Transformer(nn.Module):
         # input has unit variance and tied logits stay O(1).
         for weight in self.embedding_weights().values():
             nn.init.normal_(weight, mean=0.0, std=self.cfg.d_model**-0.5)
+        if self.tgt_embed_adapter is not None:  # starts as the plain tied model
+            nn.init.eye_(self.tgt_embed_adapter.weight)
 
     def embedding_weights(self) -> dict[str, nn.Parameter]:
         """The three embedding places; tied places map to the same Parameter."""
@@ -236,13 +266,16 @@ class Transformer(nn.Module):
             "output": self.output.weight,
         }
 
-    def _embed(self, embedding: nn.Embedding, ids: Tensor, offset: int = 0) -> Tensor:
+    def _embed(
+        self, embedding: nn.Embedding, ids: Tensor, offset: int = 0, adapter: nn.Module | None = None
+    ) -> Tensor:
         length = ids.shape[1]
         if offset + length > self.cfg.max_positions:
             raise ValueError(
                 f"sequence of {offset + length} tokens exceeds max_positions={self.cfg.max_positions}"
             )
-        x = embedding(ids) * self.embed_scale + self.positions[offset : offset + length]
+        tokens = embedding(ids) if adapter is None else adapter(embedding(ids))
+        x = tokens * self.embed_scale + self.positions[offset : offset + length]
         return self.embed_dropout(x)
 
     @staticmethod
@@ -265,7 +298,7 @@ class Transformer(nn.Module):
         offset: int = 0,
     ) -> Tensor:
         """Logits for each target position; with `cache`, `tgt_ids` are the new steps only."""
-        x = self._embed(self.tgt_embed, tgt_ids, offset)
+        x = self._embed(self.tgt_embed, tgt_ids, offset, self.tgt_embed_adapter)
         for index, layer in enumerate(self.decoder_layers):
             x = layer(x, memory, src_mask, None if cache is None else cache[index])
         return self.output(self.decoder_norm(x))

@@ -1,0 +1,390 @@
+"""The sharing variants, the direct-path measures, translate-inspect and the tying study's path."""
+
+import itertools
+import json
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import torch
+
+from translate.analysis import (
+    asymmetry, bigram_mrr, direct_path, parameter_counts, shared_modules, shared_tensors, target_bigrams,
+    unigram_scores,
+)
+from translate.checkpoint import load_translator
+from translate.cli import inspect as inspect_cli
+from translate.data import TranslationDataModule
+from translate.export import ExportError, ctranslate2_spec, huggingface_architecture
+from translate.model import ModelConfig, Transformer
+from translate.module import TranslationModule
+from translate.search import greedy_search
+from translate.vocab import BOS_ID, EOS_ID, PAD_ID
+
+REPO = Path(__file__).resolve().parent.parent
+VOCAB = 50
+SHARING = ("share_layer_attention", "share_encoder_decoder_layers", "embedding_adapter")
+
+
+def config(**changes) -> ModelConfig:
+    base = dict(d_model=16, heads=2, encoder_layers=2, decoder_layers=3, ffn_dim=24, dropout=0.0,
+                norm_first=True, max_positions=64, tie_embeddings="all")
+    return ModelConfig(**{**base, **changes})
+
+
+def build(seed: int = 0, **changes) -> Transformer:
+    torch.manual_seed(seed)
+    return Transformer(config(**changes), VOCAB, VOCAB, shared_vocab=True)
+
+
+def all_variants() -> list[dict]:
+    """Every combination of the three options, on two tie modes and both layer-count orders."""
+    out = []
+    for flags in itertools.product([False, True], repeat=3):
+        for tie, layers in (("all", (2, 3)), ("none", (3, 2))):
+            out.append({**dict(zip(SHARING, flags)), "tie_embeddings": tie,
+                        "encoder_layers": layers[0], "decoder_layers": layers[1]})
+    return out
+
+
+def variant_id(changes: dict) -> str:
+    flags = [name for name in SHARING if changes[name]] or ["plain"]
+    return f"{changes['tie_embeddings']}-{changes['encoder_layers']}x{changes['decoder_layers']}-" + "+".join(flags)
+
+
+# --- the asymmetry measure ----------------------------------------------------------------
+def slow_asymmetry(m: list[list[float]]) -> float:
+    n = len(m)
+    diff = sum((m[i][j] - m[j][i]) ** 2 for i in range(n) for j in range(n)) ** 0.5
+    return diff / sum(m[i][j] ** 2 for i in range(n) for j in range(n)) ** 0.5
+
+
+def test_asymmetry_is_zero_for_a_tied_path_and_positive_for_an_untied_pair():
+    torch.manual_seed(0)
+    embedding, unembedding = torch.randn(30, 8), torch.randn(30, 8)
+    assert asymmetry(embedding @ embedding.T) == pytest.approx(0.0, abs=1e-7)
+    untied = embedding @ unembedding.T
+    assert asymmetry(untied) > 0.5
+    assert asymmetry(untied) == pytest.approx(slow_asymmetry(untied.tolist()), rel=1e-6)
+    antisymmetric = untied - untied.T
+    assert asymmetry(antisymmetric) == pytest.approx(2.0)
+
+
+def test_direct_path_of_models_each_entry_by_hand():
+    model = build(tie_embeddings="all", embedding_adapter=True)
+    assert asymmetry(direct_path(model)) == pytest.approx(0.0, abs=1e-6), "the adapter starts as identity"
+    with torch.no_grad():
+        model.tgt_embed_adapter.weight.add_(0.3 * torch.randn(16, 16))
+    m = direct_path(model)
+    e, a = model.tgt_embed.weight.detach(), model.tgt_embed_adapter.weight.detach()
+    for row, col in [(0, 0), (4, 9), (9, 4), (49, 17)]:
+        # the decoder input of token `row` is A e_row; its logit for `col` is u_col . (A e_row)
+        expected = sum(e[col, i] * sum(a[i, j] * e[row, j] for j in range(16)) for i in range(16))
+        assert m[row, col].item() == pytest.approx(float(expected), abs=1e-4)
+    assert asymmetry(m) > 0.01
+    assert asymmetry(direct_path(build(tie_embeddings="decoder"))) == pytest.approx(0.0, abs=1e-6)
+    assert asymmetry(direct_path(build(tie_embeddings="none"))) > 0.5
+
+
+def test_adapter_starts_as_the_plain_tied_model_and_then_changes_its_output():
+    adapted = build(seed=4, embedding_adapter=True).eval()
+    plain = build(seed=9).eval()
+    plain.load_state_dict({k: v for k, v in adapted.state_dict().items() if "adapter" not in k})
+    src, tgt = torch.randint(4, VOCAB, (2, 6)), torch.randint(4, VOCAB, (2, 5))
+    with torch.no_grad():
+        torch.testing.assert_close(adapted(src, tgt, PAD_ID), plain(src, tgt, PAD_ID))
+        adapted.tgt_embed_adapter.weight.mul_(0.5)
+        assert not torch.allclose(adapted(src, tgt, PAD_ID), plain(src, tgt, PAD_ID), atol=1e-3)
+
+
+# --- the bigram ranking ---------------------------------------------------------------------
+def slow_bigram_mrr(scores: torch.Tensor, sentences: list[list[int]]) -> float:
+    following: dict[int, Counter] = {}
+    for ids in sentences:
+        seq = [BOS_ID, *ids, EOS_ID]
+        for a, b in zip(seq, seq[1:]):
+            following.setdefault(a, Counter())[b] += 1
+    total, weight = 0.0, 0
+    for a, counter in following.items():
+        best = max(sorted(counter), key=lambda b: counter[b])  # most frequent, smallest id on ties
+        row = scores[a] if scores.shape[0] > 1 else scores[0]
+        candidates = [b for b in range(scores.shape[1]) if b not in (PAD_ID, BOS_ID)]
+        rank = 1 + sum(1 for b in candidates if row[b] > row[best])
+        rank += sum(0.5 for b in candidates if b != best and row[b] == row[best])
+        occurrences = sum(counter.values())
+        total += occurrences / rank
+        weight += occurrences
+    return total / weight
+
+
+def test_bigram_mrr_equals_a_loop_reference_and_rewards_the_true_order():
+    torch.manual_seed(3)
+    vocab = 12
+    sentences = [[int(t) for t in torch.randint(4, vocab, (int(n),))] for n in torch.randint(1, 9, (40,))]
+    bigrams = target_bigrams(sentences, vocab)
+    scores = torch.randn(vocab, vocab)
+    assert bigram_mrr(scores, bigrams) == pytest.approx(slow_bigram_mrr(scores, sentences), rel=1e-9)
+    unigram = unigram_scores(bigrams)
+    assert bigram_mrr(unigram, bigrams) == pytest.approx(slow_bigram_mrr(unigram, sentences), rel=1e-9)
+
+    ordered = [[4, 5, 6, 7]] * 10  # every token has one successor: a perfect M ranks it first
+    bigrams = target_bigrams(ordered, 8)
+    perfect = torch.zeros(8, 8)
+    for a, b in [(BOS_ID, 4), (4, 5), (5, 6), (6, 7), (7, EOS_ID)]:
+        perfect[a, b] = 1.0
+    assert bigram_mrr(perfect, bigrams) == pytest.approx(1.0)
+    assert bigram_mrr(perfect.T, bigrams) < 0.5, "the reversed order must rank worse"
+    assert bigram_mrr(torch.zeros(8, 8), bigrams) == pytest.approx(1 / 3.5), "ties are not wins"
+
+
+def test_bigrams_refuse_ids_outside_the_vocabulary():
+    with pytest.raises(ValueError, match="outside the vocabulary of 8"):
+        target_bigrams([[4, 9]], 8)
+
+
+# --- parameter counts and storage -------------------------------------------------------------
+def expected_parameters(changes: dict, vocab: int = VOCAB) -> int:
+    """Counted by hand from what each option claims to share, not from the module tree."""
+    cfg = config(**changes)
+    d, f, le, ld = cfg.d_model, cfg.ffn_dim, cfg.encoder_layers, cfg.decoder_layers
+    attention, ffn, layer_norm = 4 * (d * d + d), d * f + f + f * d + d, 2 * d
+    albert, enc_dec = cfg.share_layer_attention, cfg.share_encoder_decoder_layers
+    paired = min(le, ld) if enc_dec else 0  # decoder layers whose self-attention and FFN are the encoder's
+    encoder_attention = min(le, 1) if albert else le
+    if albert and paired:
+        decoder_self = 0  # the decoder's one self-attention is the encoder's one
+    elif albert:
+        decoder_self = min(ld, 1)
+    else:
+        decoder_self = ld - paired
+    decoder_cross = min(ld, 1) if albert else ld
+    embeddings = {"none": 3, "decoder": 2, "src_tgt": 2, "all": 1}[cfg.tie_embeddings] * vocab * d
+    return (
+        attention * (encoder_attention + decoder_self + decoder_cross)
+        + ffn * (le + ld - paired)
+        + layer_norm * (2 * le + 3 * ld + (2 if cfg.norm_first else 0))
+        + embeddings
+        + (d * d if cfg.embedding_adapter else 0)
+    )
+
+
+@pytest.mark.parametrize("changes", all_variants(), ids=variant_id)
+def test_variants_have_the_parameter_count_of_the_formula(changes):
+    model = build(**changes)
+    counts = parameter_counts(model)
+    assert counts["total"] == expected_parameters(changes)
+    assert sum(p.numel() for p in model.parameters()) == expected_parameters(changes)
+    assert counts["adapters"] == (16 * 16 if changes["embedding_adapter"] else 0)
+
+
+def ptr(model: Transformer, name: str) -> int:
+    return dict(model.named_parameters(remove_duplicate=False))[name].data_ptr()
+
+
+def test_shared_attention_is_one_tensor_per_stack():
+    model = build(share_layer_attention=True)
+    for name in ("q_proj.weight", "out_proj.bias"):
+        assert ptr(model, f"encoder_layers.0.self_attn.{name}") == ptr(model, f"encoder_layers.1.self_attn.{name}")
+        decoder = {ptr(model, f"decoder_layers.{i}.self_attn.{name}") for i in range(3)}
+        cross = {ptr(model, f"decoder_layers.{i}.cross_attn.{name}") for i in range(3)}
+        assert len(decoder) == 1 and len(cross) == 1 and decoder != cross
+        assert ptr(model, f"encoder_layers.0.self_attn.{name}") not in decoder
+    assert ptr(model, "encoder_layers.0.ffn.linear1.weight") != ptr(model, "encoder_layers.1.ffn.linear1.weight")
+    assert ptr(model, "decoder_layers.0.self_block.norm.weight") != ptr(model, "decoder_layers.1.self_block.norm.weight")
+
+
+def test_encoder_decoder_sharing_pairs_layer_i_with_layer_i():
+    model = build(share_encoder_decoder_layers=True)  # 2 encoder, 3 decoder layers
+    for i in range(2):
+        for name in ("self_attn.k_proj.weight", "ffn.linear1.weight", "ffn.linear2.bias"):
+            assert ptr(model, f"encoder_layers.{i}.{name}") == ptr(model, f"decoder_layers.{i}.{name}")
+        assert ptr(model, f"encoder_layers.{i}.attn_block.norm.weight") != ptr(model, f"decoder_layers.{i}.self_block.norm.weight")
+    assert ptr(model, "encoder_layers.0.self_attn.q_proj.weight") != ptr(model, "encoder_layers.1.self_attn.q_proj.weight")
+    assert ptr(model, "decoder_layers.2.ffn.linear1.weight") not in {
+        ptr(model, f"encoder_layers.{i}.ffn.linear1.weight") for i in range(2)}
+
+
+@pytest.mark.parametrize("changes", [c for c in all_variants() if c["tie_embeddings"] == "all"], ids=variant_id)
+def test_sharing_survives_loading_and_an_optimizer_step(changes):
+    model = build(seed=1, **changes)
+    groups = sorted(map(sorted, shared_tensors(model)))
+    reloaded = build(seed=2, **changes)
+    reloaded.load_state_dict(model.state_dict(), strict=True)
+    assert sorted(map(sorted, shared_tensors(reloaded))) == groups
+    optimizer = torch.optim.Adam(reloaded.parameters(), lr=0.05)
+    reloaded(torch.randint(4, VOCAB, (2, 6)), torch.randint(4, VOCAB, (2, 5)), pad_id=PAD_ID).sum().backward()
+    optimizer.step()
+    assert sorted(map(sorted, shared_tensors(reloaded))) == groups
+    weights = dict(reloaded.named_parameters(remove_duplicate=False))
+    for names in groups:
+        assert all(torch.equal(weights[names[0]], weights[n]) for n in names)
+
+
+# --- decoding with the variants -----------------------------------------------------------------
+def perturbed(changes: dict) -> Transformer:
+    model = build(seed=5, **changes).eval()
+    if model.tgt_embed_adapter is not None:
+        with torch.no_grad():
+            model.tgt_embed_adapter.weight.add_(0.2 * torch.randn(16, 16))
+    return model
+
+
+def uncached_greedy(model: Transformer, src: torch.Tensor, limit: int) -> list[list[int]]:
+    """Re-reads the whole prefix every step; EOS is forced when the output reaches `limit`."""
+    outputs = []
+    for row in src:
+        tokens: list[int] = []
+        while True:
+            logits = model(row[None], torch.tensor([[BOS_ID] + tokens]), PAD_ID)[0, -1]
+            token = EOS_ID if len(tokens) + 1 >= limit else int(logits.argmax())
+            if token == EOS_ID:
+                break
+            tokens.append(token)
+        outputs.append(tokens)
+    return outputs
+
+
+@pytest.mark.parametrize("changes", all_variants(), ids=variant_id)
+def test_cached_decoding_equals_uncached_with_the_variants(changes):
+    model = perturbed(changes)
+    src, tgt = torch.randint(4, VOCAB, (2, 6)), torch.randint(4, VOCAB, (2, 5))
+    with torch.no_grad():
+        mask = model.source_mask(src, PAD_ID)
+        memory = model.encode(src, mask)
+        full = model.decode(tgt, memory, mask)
+        cache = model.new_cache()
+        steps = [model.decode(tgt[:, i : i + 1], memory, mask, cache, offset=i) for i in range(5)]
+        torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=1e-5)
+
+        src = torch.randint(4, VOCAB, (3, 5))
+        assert greedy_search(model, src, max_len_a=0.0, max_len_b=7) == uncached_greedy(model, src, 7)
+
+
+# --- export refuses what it cannot express --------------------------------------------------------
+@pytest.mark.parametrize("option", SHARING)
+def test_export_refuses_the_sharing_variants(option):
+    model = build(**{option: True})
+    with pytest.raises(ExportError, match=option):
+        huggingface_architecture(model)
+    with pytest.raises(ExportError, match=option):
+        ctranslate2_spec(model, None)
+
+
+# --- translate-inspect --------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def vocab(tmp_path_factory):
+    fixture = REPO / "tests" / "fixtures" / "libreoffice_small"
+    cache = tmp_path_factory.mktemp("vocab")
+    return TranslationDataModule(corpus_dir=str(fixture), vocab_size=300, cache_dir=str(cache)).vocab
+
+
+def save_checkpoint(path: Path, vocab, **changes) -> TranslationModule:
+    torch.manual_seed(0)
+    module = TranslationModule(vocab, config(**changes))
+    module.run_config = "data:\n  src_lang: en\n  tgt_lang: de\n"
+    module.target_tokens = [4, 5, 6, 9]
+    state = {"state_dict": module.state_dict()}
+    module.on_save_checkpoint(state)
+    torch.save(state, path)
+    return module
+
+
+def storage_groups_in_file(path: Path) -> set[frozenset[str]]:
+    """Ties as torch.save stored them: state-dict entries that are one storage in the file."""
+    state = torch.load(path, map_location="cpu", weights_only=True)["state_dict"]
+    groups: dict[tuple, set[str]] = {}
+    for name, tensor in state.items():
+        key = (tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tuple(tensor.shape))
+        groups.setdefault(key, set()).add(name.removeprefix("model."))
+    return {frozenset(names) for names in groups.values() if len(names) > 1}
+
+
+EMBEDDING_TIES = {
+    "none": set(),
+    "decoder": {frozenset({"tgt_embed.weight", "output.weight"})},
+    "src_tgt": {frozenset({"src_embed.weight", "tgt_embed.weight"})},
+    "all": {frozenset({"src_embed.weight", "tgt_embed.weight", "output.weight"})},
+}
+
+
+@pytest.mark.parametrize("tie", sorted(EMBEDDING_TIES))
+def test_inspect_reports_the_embedding_ties_of_each_mode(tie, vocab, tmp_path, capsys):
+    path = tmp_path / f"{tie}.ckpt"
+    save_checkpoint(path, vocab, tie_embeddings=tie)
+    assert inspect_cli.main([str(path), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    reported = {frozenset(names) for names in info["shared_tensors"]}
+    assert reported == EMBEDDING_TIES[tie]
+    assert reported == storage_groups_in_file(path)
+    assert info["parameters"]["total"] == expected_parameters({"tie_embeddings": tie}, vocab=300)
+    assert info["parameters"]["in_embeddings"] == {"none": 3, "decoder": 2, "src_tgt": 2, "all": 1}[tie] * 300 * 16
+    assert info["vocabulary"]["tokens_used"]["de"]["used"] == 4
+    assert info["vocabulary"]["source_size"] == 300
+    assert info["model_config"]["tie_embeddings"] == tie
+    assert (info["direct_path_asymmetry"] < 1e-6) == (tie in ("decoder", "all"))
+
+
+def test_inspect_reports_shared_layers_in_text_and_json(vocab, tmp_path, capsys):
+    path = tmp_path / "shared.ckpt"
+    save_checkpoint(path, vocab, share_layer_attention=True, share_encoder_decoder_layers=True,
+                    embedding_adapter=True)
+    translator = load_translator(path)
+    assert translator.model.decoder_layers[2].self_attn is translator.model.encoder_layers[0].self_attn
+    assert inspect_cli.main([str(path), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert {frozenset(n) for n in info["shared_tensors"]} == storage_groups_in_file(path)
+    self_attention = {f"encoder_layers.{i}.self_attn" for i in range(2)} | {f"decoder_layers.{i}.self_attn" for i in range(3)}
+    assert self_attention in [set(group) for group in info["shared_modules"]]
+    assert {f"decoder_layers.{i}.cross_attn" for i in range(3)} in [set(g) for g in info["shared_modules"]]
+    assert {"encoder_layers.1.ffn", "decoder_layers.1.ffn"} in [set(g) for g in info["shared_modules"]]
+    assert info["parameters"]["adapters"] == 16 * 16
+
+    source = tmp_path / "source.en"
+    source.write_text("Click OK.\nClick Cancel.\n", encoding="utf-8")
+    assert inspect_cli.main([str(path), "--source-text", str(source)]) == 0
+    text = capsys.readouterr().out
+    assert "src_embed = tgt_embed = output" in text
+    assert "encoder_layers.0.ffn = decoder_layers.0.ffn" in text
+    assert "tokens used by de: 4 of 300 (recorded training targets)" in text
+    used = len({i for ids in vocab.source.encode(["Click OK.", "Click Cancel."]) for i in ids})
+    assert f"tokens used by en: {used} of 300 ({source})" in text
+    assert "share_layer_attention: True" in text
+
+
+def test_inspect_names_a_missing_checkpoint(tmp_path, capsys):
+    assert inspect_cli.main([str(tmp_path / "absent.ckpt")]) == 2
+    assert "absent.ckpt: no such checkpoint file" in capsys.readouterr().err
+
+
+def test_shared_modules_lists_a_tensor_tie_outside_whole_modules():
+    model = build(tie_embeddings="all")
+    assert shared_modules(model) == [["src_embed", "tgt_embed", "output"]]
+    assert shared_modules(build(tie_embeddings="none")) == []
+
+
+# --- the study --------------------------------------------------------------------------------
+def test_tying_study_smoke_writes_the_table_and_plot(tmp_path):
+    out = tmp_path / "study"
+    result = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "tying_study.py"), "--smoke", "--out", str(out),
+         "--test-sentences", "12"],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    table = (out / "results.md").read_text()
+    rows = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("| run")]
+    names = ["none", "decoder", "src_tgt", "all", "all+shared-attention", "all+shared-enc-dec", "all+adapter"]
+    assert [row.split(" | ")[0].removeprefix("| ") for row in rows] == names
+    assert "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp" in table
+    assert (out / "results.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    summary = json.loads((out / "results.json").read_text())
+    runs = {run["name"]: run for run in summary["runs"]}
+    assert runs["all"]["embedding_parameters"] * 3 == runs["none"]["embedding_parameters"]
+    assert runs["all+shared-attention"]["parameters"] < runs["all"]["parameters"] < runs["all+adapter"]["parameters"]
+    assert runs["all"]["asymmetry"] < 1e-6 < runs["none"]["asymmetry"]
+    assert all(run["updates"] == 2 and run["test_sentences"] == 12 for run in runs.values())
+    for name in names:
+        assert (out / name / "checkpoints" / "last.ckpt").is_file()
+        assert len((out / name / "test.hyp").read_text().splitlines()) == 12
