@@ -10,7 +10,8 @@ import fcntl
 import hashlib
 import random
 import sys
-from collections.abc import Iterator
+import warnings
+from collections.abc import Callable, Iterator
 from itertools import islice
 from pathlib import Path
 
@@ -34,7 +35,13 @@ class TokenBatchSampler(Sampler[list[int]]):
     Under DDP each rank takes every `world_size`-th batch.  For training every rank must get
     the same number (or one would wait on a collective the others never reach), so the largest
     batches are halved until the count divides evenly: the ranks' data stays disjoint and
-    together covers every example, none dropped or repeated.
+    together covers every example, none dropped or repeated.  For evaluation the counts may
+    differ, but batches are split until every rank has at least one where the data allows.
+
+    The sampler is resumable: `state_dict(consumed)` records the epoch and how many of this
+    rank's batches the trainer has used, and after `load_state_dict` the next iteration starts
+    at the following batch of that epoch's order, so a run stopped mid-epoch carries on with
+    exactly the data it would have seen.
 
     `lengths` is an (N, 2) array-like of (source, target) lengths as they will be padded.
     """
@@ -49,7 +56,7 @@ class TokenBatchSampler(Sampler[list[int]]):
         world_size: int = 1,
         equal_per_rank: bool = True,
     ) -> None:
-        self.shuffle, self.seed, self.epoch = shuffle, seed, 0
+        self.shuffle, self.seed, self.epoch, self._skip = shuffle, seed, 0, 0
         self.rank, self.world_size, self.equal_per_rank = rank, world_size, equal_per_rank
         lengths = np.asarray(lengths, dtype=np.int64).reshape(-1, 2)
         longest = lengths.max(axis=1) if len(lengths) else np.zeros(0, np.int64)
@@ -63,13 +70,21 @@ class TokenBatchSampler(Sampler[list[int]]):
         order = np.lexsort((tiebreak, lengths[:, 0], lengths[:, 1]))
         self.batches: list[np.ndarray] = [order[a:b] for a, b in _budget_bounds(longest[order], max_tokens)]
         while equal_per_rank and len(self.batches) % world_size:
-            largest = max(range(len(self.batches)), key=lambda i: len(self.batches[i]))
-            if len(self.batches[largest]) < 2:
+            if not self._split_largest():
                 raise ValueError(
                     f"{len(lengths)} examples cannot give {world_size} ranks the same number of batches"
                 )
-            half = len(self.batches[largest]) // 2
-            self.batches[largest : largest + 1] = [self.batches[largest][:half], self.batches[largest][half:]]
+        while not equal_per_rank and len(self.batches) < world_size and self._split_largest():
+            pass
+
+    def _split_largest(self) -> bool:
+        """Halve the largest batch (both halves stay within the budget); False if none has two examples."""
+        largest = max(range(len(self.batches)), key=lambda i: len(self.batches[i]), default=None)
+        if largest is None or len(self.batches[largest]) < 2:
+            return False
+        half = len(self.batches[largest]) // 2
+        self.batches[largest : largest + 1] = [self.batches[largest][:half], self.batches[largest][half:]]
+        return True
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
@@ -81,10 +96,53 @@ class TokenBatchSampler(Sampler[list[int]]):
         return batches[self.rank :: self.world_size]
 
     def __iter__(self) -> Iterator[list[int]]:
-        return (batch.tolist() for batch in self._rank_batches())
+        batches = self._rank_batches()[self._skip :]
+        self._skip = 0  # only the first iteration after a resume starts inside the epoch
+        return (batch.tolist() for batch in batches)
+
+    def state_dict(self, consumed: int) -> dict:
+        """The position after `consumed` of this epoch's batches: what a checkpoint must hold."""
+        epoch = self.epoch
+        if consumed >= len(self):
+            epoch, consumed = epoch + 1, 0
+        return {"epoch": epoch, "consumed": consumed, "world_size": self.world_size,
+                "batches": len(self.batches), "seed": self.seed}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Continue where `state` left off.  With another rank count or batch layout the exact
+        order cannot be kept; the same share of the epoch is skipped instead, with a warning."""
+        consumed = int(state["consumed"])
+        layout = (state.get("world_size"), state.get("batches"), state.get("seed"))
+        if layout != (self.world_size, len(self.batches), self.seed):
+            warnings.warn(
+                f"resuming with a different data layout (ranks, batches, seed: {layout} in the "
+                f"checkpoint, {(self.world_size, len(self.batches), self.seed)} now): the data order "
+                "of the interrupted epoch cannot continue exactly; its consumed share is skipped",
+                stacklevel=2,
+            )
+            consumed = consumed * int(state.get("world_size") or 1) // self.world_size
+        self.epoch, self._skip = int(state["epoch"]), min(consumed, len(self))
 
     def __len__(self) -> int:
         return len(self._rank_batches())
+
+
+class ResumableLoader(DataLoader):
+    """A DataLoader over a `TokenBatchSampler` that Lightning treats as stateful.
+
+    Lightning keeps a loader's `state_dict()` in every checkpoint and hands it back through
+    `load_state_dict` before iterating on resume; without it a run resumed mid-epoch would start
+    that epoch again.  The position is the trainer's count of batches used (`consumed`), not what
+    the loader has produced, which runs ahead by the prefetched batches.
+    """
+
+    consumed: Callable[[], int] | None = None
+
+    def state_dict(self) -> dict:
+        return self.batch_sampler.state_dict(self.consumed() if self.consumed is not None else 0)
+
+    def load_state_dict(self, state: dict) -> None:
+        self.batch_sampler.load_state_dict(state)
 
 
 def _budget_bounds(longest_sorted: np.ndarray, max_tokens: int) -> Iterator[tuple[int, int]]:
@@ -185,6 +243,9 @@ class TranslationDataModule(L.LightningDataModule):
         self.cache_dir, self.encode_workers, self.seed = Path(cache_dir), encode_workers, seed
         self.datasets: dict[str, EncodedPairs] = {}
         self.vocab = self._load_or_train_vocab()
+        # A dev set with fewer sentences than ranks leaves some ranks nothing to score; their
+        # metric states stay zero and the sum over ranks is still exact.
+        self.allow_zero_length_dataloader_with_multiple_devices = True
 
     def files(self, split: str) -> list[Path]:
         return split_files(self.corpus_dir, self.splits[split], *self.langs, self.corpus_format)
@@ -254,18 +315,31 @@ class TranslationDataModule(L.LightningDataModule):
         counts = self.datasets["train"].target_token_counts(len(self.vocab.target))
         return np.flatnonzero(counts).tolist()
 
-    def _loader(self, split: str, shuffle: bool) -> DataLoader:
+    def _sampler(self, split: str, shuffle: bool) -> TokenBatchSampler:
+        """This rank's batches: training shards are equal in number, evaluation shards disjoint
+        and complete (no padding samples, so every sentence is scored exactly once)."""
         examples = self.datasets[split]
         rank, world = (self.trainer.global_rank, self.trainer.world_size) if self.trainer else (0, 1)
-        sampler = TokenBatchSampler(
+        return TokenBatchSampler(
             np.stack([examples.src_lengths() + 1, examples.tgt_lengths() + 1], axis=1),
             self.max_tokens, shuffle=shuffle, seed=self.seed, rank=rank, world_size=world,
             equal_per_rank=shuffle,
         )
-        return DataLoader(examples, batch_sampler=sampler, collate_fn=collate)
+
+    def _loader(self, split: str, shuffle: bool) -> DataLoader:
+        return DataLoader(self.datasets[split], batch_sampler=self._sampler(split, shuffle), collate_fn=collate)
+
+    def _consumed_batches(self) -> int:
+        """Batches of the current epoch the trainer has finished (or is finishing, when a
+        checkpoint is written at the end of a batch): where a resumed epoch continues."""
+        return self.trainer.fit_loop.epoch_loop.batch_progress.current.processed
 
     def train_dataloader(self) -> DataLoader:
-        return self._loader("train", shuffle=True)
+        loader = ResumableLoader(self.datasets["train"], batch_sampler=self._sampler("train", True),
+                                 collate_fn=collate)
+        if self.trainer is not None:
+            loader.consumed = self._consumed_batches
+        return loader
 
     def val_dataloader(self) -> DataLoader:
         return self._loader("dev", shuffle=False)

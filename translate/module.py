@@ -3,11 +3,16 @@
 Validation statistics are torchmetrics states (sums of loss, token counts and sacrebleu's
 n-gram counts), so under DDP they are summed over all ranks before the score is computed: the
 figure equals the single-process one on the same data.
+
+Training randomness (dropout) is drawn from a generator reseeded before every batch from the
+run's seed, the batch number and the rank, so a run resumed from a checkpoint draws the same
+masks as one never stopped, whatever else consumed random numbers in between.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import time
 from dataclasses import asdict
 from typing import Literal
@@ -92,8 +97,9 @@ class TranslationModule(L.LightningModule):
         self.target_tokens: list[int] | None = None  # ids seen on the target side of the training data
         self.eval_nll, self.eval_tokens = SumMetric(), SumMetric()
         self.eval_bleu = CorpusBLEU()
-        self._throughput_start: tuple[float, int] | None = None
-        self._tokens_seen = 0
+        self._step_tokens = 0  # target tokens of the optimizer step in progress (this rank)
+        self._window_tokens = 0  # target tokens since the last throughput log (this rank)
+        self._window_start: float | None = None
 
     # --- training -------------------------------------------------------------------
     def on_fit_start(self) -> None:
@@ -102,27 +108,37 @@ class TranslationModule(L.LightningModule):
         if self.target_tokens is None and hasattr(datamodule, "target_tokens"):
             self.target_tokens = datamodule.target_tokens()
 
+    def on_train_start(self) -> None:
+        self._step_tokens, self._window_tokens, self._window_start = 0, 0, time.perf_counter()
+
+    def on_train_batch_start(self, batch: dict, batch_idx: int) -> None:
+        """Reseed from (seed, batch number across the run, rank): resumable, distinct per rank."""
+        index = self.trainer.fit_loop.epoch_loop.total_batch_idx
+        seed = int(os.environ.get("PL_GLOBAL_SEED", 0))
+        torch.manual_seed((seed * 1_000_003 + index * 4099 + self.global_rank) % (2**63 - 1))
+
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
         logits = self.model(batch["src"], batch["tgt_in"], PAD_ID)
         tokens = int((batch["tgt_out"] != PAD_ID).sum())
         loss = label_smoothed_nll(logits, batch["tgt_out"], self.training_config["label_smoothing"]) / tokens
-        self._tokens_seen += tokens
+        self._step_tokens += tokens
+        self._window_tokens += tokens
         self.log("train_loss", loss, prog_bar=True)
         self.log("lr", self.optimizers().param_groups[0]["lr"], prog_bar=True)
         return loss
 
-    def on_train_batch_end(self, outputs, batch, batch_idx: int) -> None:
-        """Target tokens per second over the steps since the last log."""
-        now = time.perf_counter()
-        if self._throughput_start is None:
-            self._throughput_start = (now, self._tokens_seen)
-            return
-        if self.trainer.global_step % max(self.trainer.log_every_n_steps, 1) == 0:
-            start, seen = self._throughput_start
-            if now > start:
-                rate = (self._tokens_seen - seen) / (now - start) * self.trainer.world_size
-                self.log("train_tgt_tokens_per_sec", rate, prog_bar=True)
-            self._throughput_start = (now, self._tokens_seen)
+    def on_before_optimizer_step(self, optimizer) -> None:
+        """On logging steps: the effective batch (target tokens of this update, summed over the
+        accumulated micro-batches and all ranks) and target tokens per second over all ranks."""
+        if (self.trainer.global_step + 1) % max(self.trainer.log_every_n_steps, 1) == 0:
+            counts = torch.tensor([self._step_tokens, self._window_tokens], dtype=torch.long, device=self.device)
+            counts = self.trainer.strategy.reduce(counts, reduce_op="sum")  # one collective per log
+            now = time.perf_counter()
+            self.log("train_batch_tgt_tokens", counts[0].double())
+            if self._window_start is not None and now > self._window_start:
+                self.log("train_tgt_tokens_per_sec", counts[1].double() / (now - self._window_start), prog_bar=True)
+            self._window_tokens, self._window_start = 0, now
+        self._step_tokens = 0
 
     def configure_optimizers(self):
         cfg = self.training_config

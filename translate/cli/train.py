@@ -1,4 +1,9 @@
-"""`translate-train fit|validate|test --config configs/X.yaml`: LightningCLI over the module and data."""
+"""`translate-train fit|validate|test --config configs/X.yaml`: LightningCLI over the module and data.
+
+The same command runs on one device, on all GPUs of a node (`trainer.devices`, `strategy: ddp`)
+and on several nodes (`trainer.num_nodes`, one process per GPU started by torchrun or SLURM's
+srun); `fit --ckpt_path CKPT|last` resumes exactly where a checkpoint left off.
+"""
 
 from __future__ import annotations
 
@@ -20,6 +25,9 @@ class TranslateCLI(LightningCLI):
     def add_arguments_to_parser(self, parser) -> None:
         # The model's embedding shapes come from the vocabulary the data module trains.
         parser.link_arguments("data.vocab", "model.vocab", apply_on="instantiate")
+        # The batch sampler shards batches across ranks itself; Lightning must not wrap it in a
+        # DistributedSampler, which would pad ranks with repeated examples.
+        parser.set_defaults({"trainer.use_distributed_sampler": False})
 
 
 def main() -> None:

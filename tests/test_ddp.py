@@ -1,0 +1,104 @@
+"""Two-process DDP (gloo, CPU) through `translate-train fit --trainer.devices 2 --trainer.strategy ddp`.
+
+One run of 8 updates (2 accumulated batches each) with validation at the end, then checks:
+identical parameters on both ranks, disjoint training data, the effective batch summed over
+ranks and accumulation, and a validation BLEU and loss equal to an independent single-process
+computation over the whole dev set.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from test_resume import FIXTURE, logged, overlay, read_records, train
+from translate.checkpoint import load_translator
+from translate.data import TokenBatchSampler, TranslationDataModule
+from translate.metrics import corpus_scores
+from translate.module import label_smoothed_nll
+from translate.search import greedy_search
+from translate.vocab import PAD_ID
+
+STEPS = 8
+
+
+@pytest.fixture(scope="module")
+def ddp_run(tmp_path_factory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("ddp")
+    run_dir = root / "run"
+    trainer = {"devices": 2, "strategy": "ddp", "max_steps": STEPS, "accumulate_grad_batches": 2,
+               "val_check_interval": 2 * STEPS, "limit_val_batches": 1.0, "num_sanity_val_steps": 0}
+    train(overlay(run_dir, root / "cache", trainer), "fit", timeout=400)
+    return run_dir, root / "cache"
+
+
+def test_ranks_keep_identical_parameters_and_see_disjoint_data(ddp_run):
+    run_dir, _ = ddp_run
+    params = [torch.load(run_dir / f"record.rank{rank}.params.pt", weights_only=True) for rank in (0, 1)]
+    assert torch.equal(params[0], params[1]), "parameters differ between ranks"
+    records = [read_records(run_dir, rank) for rank in (0, 1)]
+    assert len(records[0]) == len(records[1]) == 2 * STEPS
+    assert all(r["plan_matches"] for rank in records for r in rank), "a batch was not the sampler's batch"
+    epochs = sorted({r["epoch"] for rank in records for r in rank})
+    assert len(epochs) >= 2, "the run should cross an epoch boundary"
+    for epoch in epochs:
+        seen = [[i for r in rank if r["epoch"] == epoch for i in r["indices"]] for rank in records]
+        assert all(len(set(s)) == len(s) for s in seen), f"an example repeated within epoch {epoch}"
+        assert not set(seen[0]) & set(seen[1]), f"the ranks saw the same examples in epoch {epoch}"
+        if epoch < epochs[-1]:  # a whole epoch: together the ranks saw every example
+            union = set(seen[0]) | set(seen[1])
+            assert union == set(range(len(union))) and len(union) > 300
+
+
+def test_effective_batch_sums_ranks_and_accumulated_batches(ddp_run):
+    run_dir, _ = ddp_run
+    by_step: dict[int, int] = {}
+    for rank in (0, 1):
+        for record in read_records(run_dir, rank):
+            by_step[record["step"]] = by_step.get(record["step"], 0) + record["tokens"]
+    assert logged(run_dir, "train_batch_tgt_tokens") == {s: float(n) for s, n in by_step.items()}
+    assert len(by_step) == STEPS
+
+
+def test_validation_bleu_equals_single_process_figure_on_the_whole_dev_set(ddp_run):
+    """The logged DDP figures against sacrebleu and a plain loop over every dev sentence, in one process."""
+    run_dir, cache = ddp_run
+    bleu = logged(run_dir, "val_bleu")
+    loss = logged(run_dir, "val_loss")
+    assert list(bleu) == list(loss) == [STEPS - 1]
+
+    translator = load_translator(run_dir / "checkpoints" / "last.ckpt")
+    config = translator.training_config
+    data = TranslationDataModule(corpus_dir=str(FIXTURE), cache_dir=str(cache), vocab_size=1000,
+                                 max_tokens=600, max_length=200, dev_max_sentences=64)
+    data.setup("validate")
+    dev = data.datasets["dev"]
+    assert len(dev) == 40
+    hypotheses, references, nll, tokens = [], [], 0.0, 0
+    with torch.no_grad():
+        for batch in data.val_dataloader():  # the same batches as the ranks, all in one process
+            logits = translator.model(batch["src"], batch["tgt_in"], PAD_ID)
+            nll += float(label_smoothed_nll(logits, batch["tgt_out"], 0.0))
+            tokens += int((batch["tgt_out"] != PAD_ID).sum())
+            output = greedy_search(translator.model, batch["src"], config["max_len_a"], config["max_len_b"])
+            hypotheses += data.vocab.target.decode(output)
+            references += batch["references"]
+    assert sorted(references) == sorted(dev[i][2] for i in range(len(dev))), "dev sentences lost or repeated"
+    expected = corpus_scores(hypotheses, references).bleu
+    assert expected > 0, "a BLEU of 0 would not tell a shard from the whole"
+    assert bleu[STEPS - 1] == pytest.approx(expected, abs=1e-4)
+    assert loss[STEPS - 1] == pytest.approx(nll / tokens, rel=1e-5)
+    assert math.isfinite(loss[STEPS - 1])
+
+
+def test_dev_batches_are_split_so_every_rank_scores_and_none_repeats():
+    lengths = np.array([(5, 6)] * 6)
+    for world in (2, 4, 6):
+        ranks = [TokenBatchSampler(lengths, max_tokens=1000, shuffle=False, rank=r, world_size=world,
+                                   equal_per_rank=False) for r in range(world)]
+        assert all(len(rank) >= 1 for rank in ranks)
+        assert sorted(i for rank in ranks for batch in rank for i in batch) == list(range(6))
