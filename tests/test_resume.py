@@ -46,7 +46,7 @@ class Recorder(L.Callback):
             "step": trainer.global_step, "epoch": trainer.current_epoch, "batch_idx": batch_idx,
             "rank": trainer.global_rank, "lr": trainer.optimizers[0].param_groups[0]["lr"],
             "tokens": int((batch["tgt_out"] != 0).sum()), "digest": digest.hexdigest(),
-            "indices": planned,
+            "indices": planned, "checkpoint_io": type(trainer.strategy.checkpoint_io).__name__,
             "plan_matches": all(torch.equal(expected[k], batch[k]) for k in ("src", "tgt_in", "tgt_out")),
         }
 
@@ -157,6 +157,8 @@ def test_resume_continues_step_schedule_data_order_and_loss(runs):
 
 def test_every_checkpoint_kind_holds_the_resolved_config(runs):
     whole, resumed = runs
+    # translate-train saves through the crash-safe writer unless a config names another
+    assert {r["checkpoint_io"] for r in read_records(whole)} == {"AtomicCheckpointIO"}
     for run in (whole, resumed):
         names = sorted(p.name for p in (run / "checkpoints").glob("*.ckpt"))
         assert "last.ckpt" in names and "step30.ckpt" in names and any(n.startswith("best-") for n in names), names

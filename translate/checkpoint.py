@@ -32,8 +32,8 @@ class Translator:
     path: str | None = None
 
     def target_token_mask(self) -> torch.Tensor:
-        """Bool over the target vocabulary: the training targets' ids plus UNK, BOS and EOS
-        (never PAD), for `allowed_tokens` in search."""
+        """Bool over the target vocabulary: the training targets' ids plus UNK and EOS (never
+        PAD or BOS, which the decoder does not produce), for `allowed_tokens` in search."""
         name = self.path or "the checkpoint"
         if self.target_tokens is None:
             raise CheckpointError(
@@ -50,18 +50,22 @@ class Translator:
             )
         mask = torch.zeros(size, dtype=torch.bool)
         mask[torch.tensor(self.target_tokens, dtype=torch.long)] = True
-        mask[[UNK_ID, BOS_ID, EOS_ID]] = True
-        mask[PAD_ID] = False
+        mask[[UNK_ID, EOS_ID]] = True
+        mask[[PAD_ID, BOS_ID]] = False
         return mask
 
 
-def read_checkpoint(path: str | Path) -> dict:
+def read_checkpoint(path: str | Path, mmap: bool = False) -> dict:
+    """The checkpoint's contents (tensors only, never code); `mmap` maps tensors from the file
+    lazily instead of reading them, for scanning many large checkpoints."""
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"{path}: no such checkpoint file")
     try:
-        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
     except Exception as error:  # corrupt file, or a pickle with code in it
+        if mmap:  # a legacy (non-zip) file cannot be mapped; it may still load normally
+            return read_checkpoint(path)
         raise CheckpointError(f"{path}: not a loadable checkpoint ({error})") from None
     if ARTIFACT_KEY not in checkpoint or "state_dict" not in checkpoint:
         raise CheckpointError(
@@ -103,3 +107,135 @@ def load_translator(path: str | Path, device: str | torch.device = "cpu") -> Tra
         model, vocab, artifact.get("training_config", {}), artifact.get("run_config"),
         target_tokens=target_tokens, path=str(path),
     )
+
+
+# --- checkpoint averaging ---------------------------------------------------------------
+AVERAGED_KEY = "averaged_from"  # marks an averaged checkpoint: [{"path", "global_step"}, ...]
+
+
+def checkpoint_step(checkpoint: dict, path: str | Path) -> int:
+    """The optimizer step a Lightning checkpoint was saved at (what 'the last N' is ordered by)."""
+    step = checkpoint.get("global_step")
+    if not isinstance(step, int):
+        raise CheckpointError(f"{path}: no global_step recorded, so it cannot be ordered by training step")
+    return step
+
+
+def last_checkpoints(directory: str | Path, count: int) -> list[Path]:
+    """The `count` checkpoints (`*.ckpt`) of `directory` with the highest global steps, oldest first.
+
+    Ordered by the step saved inside each file, not by file time (a copy or a restore changes
+    times). Files of one step (`last.ckpt` beside `step5000.ckpt`, a best-BLEU copy) count once,
+    and averaged checkpoints are skipped, so the result is `count` distinct points of training.
+    """
+    directory = Path(directory)
+    if count < 1:
+        raise CheckpointError(f"the number of checkpoints to average must be at least 1, got {count}")
+    if not directory.is_dir():
+        raise CheckpointError(f"{directory}: no such directory")
+    by_step: dict[int, Path] = {}
+    for path in sorted(directory.glob("*.ckpt")):
+        checkpoint = read_checkpoint(path, mmap=True)
+        if AVERAGED_KEY in checkpoint:
+            continue
+        step = checkpoint_step(checkpoint, path)
+        # Of several files of one step, prefer a step-named one over last.ckpt (stable names).
+        if step not in by_step or by_step[step].name == "last.ckpt":
+            by_step[step] = path
+    if len(by_step) < count:
+        raise CheckpointError(
+            f"{directory}: asked for the last {count} checkpoints but it holds checkpoints of only "
+            f"{len(by_step)} distinct training steps ({sorted(by_step)})"
+        )
+    return [by_step[step] for step in sorted(by_step)[-count:]]
+
+
+def _tie_groups(state_dict: dict[str, torch.Tensor]) -> dict[str, str]:
+    """Each key mapped to the first key holding the same tensor (tied weights share storage)."""
+    first: dict[tuple, str] = {}
+    groups = {}
+    for name, value in state_dict.items():
+        identity = (value.untyped_storage().data_ptr(), value.storage_offset(), tuple(value.shape), value.stride())
+        groups[name] = first.setdefault(identity, name)
+    return groups
+
+
+def _check_compatible(reference: dict, checkpoint: dict, reference_path: Path, path: Path) -> None:
+    """CheckpointError unless both checkpoints have one vocabulary and one architecture."""
+    ours, theirs = reference[ARTIFACT_KEY], checkpoint[ARTIFACT_KEY]
+    if ours.get("vocab") != theirs.get("vocab"):
+        raise CheckpointError(
+            f"{path} and {reference_path} were trained with different SentencePiece vocabularies; "
+            "averaging them would mix unrelated embedding rows"
+        )
+    for key in ("model_config", "src_vocab_size", "tgt_vocab_size"):
+        if ours.get(key) != theirs.get(key):
+            raise CheckpointError(
+                f"{path} and {reference_path} have different architectures: {key} is "
+                f"{theirs.get(key)} and {ours.get(key)}"
+            )
+    a, b = reference["state_dict"], checkpoint["state_dict"]
+    if a.keys() != b.keys():
+        differing = sorted(set(a) ^ set(b))
+        raise CheckpointError(
+            f"{path} and {reference_path} have different weights ({len(differing)} names in only "
+            f"one of them, e.g. {differing[0]})"
+        )
+    for name, value in a.items():
+        if value.shape != b[name].shape or value.dtype != b[name].dtype:
+            raise CheckpointError(
+                f"{path} and {reference_path} differ in {name}: {tuple(b[name].shape)} {b[name].dtype} "
+                f"against {tuple(value.shape)} {value.dtype}"
+            )
+    if _tie_groups(a) != _tie_groups(b):
+        raise CheckpointError(f"{path} and {reference_path} tie different weights together")
+
+
+def average_checkpoints(paths: list[str | Path]) -> dict:
+    """The element-wise mean of the checkpoints' weights, as a checkpoint translate-cli loads.
+
+    Sums are kept in float64 and cast back to each tensor's dtype, so averaging many
+    checkpoints does not accumulate rounding. Tied weights (one tensor under several names) are
+    averaged once and stored as one tensor under all their names, so they stay identical and
+    load as one Parameter. Integer tensors are taken from the newest checkpoint. The result
+    holds no optimizer state: it is for translation, evaluation and export, not for resuming.
+    The vocabulary, config and target tokens are those of the newest checkpoint (by step).
+    """
+    if not paths:
+        raise CheckpointError("no checkpoints to average")
+    loaded = []
+    for path in map(Path, paths):
+        checkpoint = read_checkpoint(path, mmap=True)
+        loaded.append((checkpoint_step(checkpoint, path), path))
+    newest_step, newest_path = max(loaded, key=lambda item: item[0])
+    reference = read_checkpoint(newest_path, mmap=True)
+    groups = _tie_groups(reference["state_dict"])
+    sums: dict[str, torch.Tensor] = {}
+    for _, path in loaded:
+        checkpoint = read_checkpoint(path, mmap=True)
+        _check_compatible(reference, checkpoint, newest_path, path)
+        for name, value in checkpoint["state_dict"].items():
+            if groups[name] != name or not value.is_floating_point():
+                continue
+            if name in sums:
+                sums[name] += value.to(torch.float64)
+            else:
+                sums[name] = value.to(torch.float64, copy=True)
+        del checkpoint
+    averaged: dict[str, torch.Tensor] = {}
+    for name, value in reference["state_dict"].items():
+        owner = groups[name]
+        if owner != name:
+            averaged[name] = averaged[owner]  # the same tensor object: saved once, still tied
+        elif name in sums:
+            averaged[name] = (sums.pop(name) / len(loaded)).to(value.dtype)
+        else:
+            averaged[name] = value.clone()
+    return {
+        "state_dict": averaged,
+        ARTIFACT_KEY: reference[ARTIFACT_KEY],
+        "global_step": newest_step,
+        "epoch": reference.get("epoch", 0),
+        "pytorch-lightning_version": reference.get("pytorch-lightning_version"),
+        AVERAGED_KEY: [{"path": str(path), "global_step": step} for step, path in loaded],
+    }

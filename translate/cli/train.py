@@ -28,6 +28,11 @@ class TranslateCLI(LightningCLI):
         # The batch sampler shards batches across ranks itself; Lightning must not wrap it in a
         # DistributedSampler, which would pad ranks with repeated examples.
         parser.set_defaults({"trainer.use_distributed_sampler": False})
+        # Checkpoints are written to a temporary file and renamed, so a kill mid-save never
+        # corrupts the run's only checkpoint.
+        parser.set_defaults(
+            {"trainer.plugins": [{"class_path": "translate.checkpoint_io.AtomicCheckpointIO"}]}
+        )
 
 
 def main() -> None:

@@ -1,0 +1,301 @@
+"""Training-speed benchmark: our Transformer against Hugging Face `MarianMTModel`, same batches.
+
+    .venv/bin/python scripts/benchmark_train.py                      # CPU, configs/default.yaml
+    .venv/bin/python scripts/benchmark_train.py --steps 2 --rounds 1 --no-memory   # quick check
+    .venv/bin/python scripts/benchmark_train.py --device cuda --config configs/base.yaml
+
+Three models, all built from the config's `model.model` section and the data module's
+vocabulary: ours as configured; ours post-norm (`norm_first: false`); and `MarianMTModel` with
+identical dimensions, ties, ReLU, sinusoidal positions and embedding scaling, made from the
+post-norm model by `translate.export.to_huggingface` (so it starts from the same weights: its
+first loss equals our post-norm model's, which the script checks). Marian is post-norm, so the
+post-norm row is the like-for-like comparison; the configured row is what `make train` runs.
+
+Every model trains on the same batches, in the same order: the first `--batches` batches of
+the bundled corpus's shuffled training epoch from `TranslationDataModule` with the config's
+token budget. A step is forward, the label-smoothed loss (the same function for all models,
+on float32 logits), backward and an Adam step, under bf16 autocast in the bf16 rows. The
+machine is shared and noisy, so timing is in rounds of `--steps` steps per model, the models
+interleaved (their order rotated every round), and each model's figure is the median over
+rounds of target (non-pad) tokens per second.
+
+Peak memory is measured per model and precision in a fresh subprocess running the same steps
+over all the batches. On the CPU: the process's resident high-water mark (VmHWM) after the
+steps, having reset it (`/proc/self/clear_refs`) once the data was loaded and before the model
+was built, minus the resident memory at that point: what the model, its gradients, Adam's
+state and the activations added. On a GPU: `torch.cuda.max_memory_allocated`. A subprocess
+per model keeps one model's freed memory (the allocator keeps it) from hiding another's peak.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import statistics
+import subprocess
+import sys
+import time
+from contextlib import nullcontext
+from dataclasses import replace
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+import torch  # noqa: E402
+import yaml  # noqa: E402
+
+MODELS = ("ours", "ours-postnorm", "marian")
+LABELS = {"ours": "ours (as configured)", "ours-postnorm": "ours, post-norm", "marian": "transformers MarianMTModel"}
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", type=Path, default=REPO / "configs" / "default.yaml")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument("--precisions", default=None,
+                        help="comma-separated from fp32,bf16 (default: both on cpu, bf16 on cuda)")
+    parser.add_argument("--batches", type=int, default=20, help="distinct batches, cycled (default 20)")
+    parser.add_argument("--steps", type=int, default=10, help="timed steps per model and round (default 10)")
+    parser.add_argument("--rounds", type=int, default=7, help="timing rounds; the median is reported (default 7)")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed steps per model first (default 3)")
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    parser.add_argument("--no-memory", action="store_true", help="skip the per-model memory subprocesses")
+    parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    parser.add_argument("--memory-worker", nargs=2, metavar=("MODEL", "PRECISION"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.precisions is None:
+        args.precisions = "fp32,bf16" if args.device == "cpu" else "bf16"
+    args.precisions = args.precisions.split(",")
+    for precision in args.precisions:
+        if precision not in ("fp32", "bf16"):
+            parser.error(f"--precisions: unknown precision {precision!r} (choose from fp32, bf16)")
+    for name in ("batches", "steps", "rounds"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name} must be at least 1")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error(f"--device cuda: torch {torch.__version__} sees no CUDA device on this machine "
+                     "(install the CUDA build of torch: make install TORCH=torch)")
+    return args
+
+
+def read_config(path: Path) -> dict:
+    """The model, optimizer and data settings of a training config."""
+    if not path.is_file():
+        raise SystemExit(f"error: {path}: no such config file")
+    config = yaml.safe_load(path.read_text(encoding="utf-8"))
+    model_section = config.get("model", {})
+    return {
+        "model": model_section.get("model", {}),
+        "lr": model_section.get("lr", 7e-4),
+        "betas": tuple(model_section.get("betas", (0.9, 0.98))),
+        "label_smoothing": model_section.get("label_smoothing", 0.1),
+        "data": config.get("data", {}),
+        "seed": config.get("seed_everything", 1),
+    }
+
+
+def load_batches(config: dict, count: int):
+    """The vocabulary and the first `count` batches of the shuffled first training epoch."""
+    from translate.data import TranslationDataModule
+
+    data = TranslationDataModule(**{"seed": config["seed"], **config["data"]})
+    data.setup("fit")
+    batches = []
+    for batch in data.train_dataloader():
+        batches.append({key: batch[key] for key in ("src", "tgt_in", "tgt_out")})
+        if len(batches) == count:
+            break
+    return data.vocab, batches
+
+
+class Trainee:
+    """One model with its optimizer and a training step on our batch format."""
+
+    def __init__(self, name: str, config: dict, vocab, device: torch.device) -> None:
+        from translate.export import to_huggingface
+        from translate.model import ModelConfig, Transformer
+
+        torch.manual_seed(config["seed"])
+        cfg = ModelConfig(**config["model"])
+        if name != "ours":
+            cfg = replace(cfg, norm_first=False)
+        model = Transformer(cfg, len(vocab.source), len(vocab.target), shared_vocab=vocab.joint)
+        if name == "marian":
+            model = to_huggingface(model)  # same dimensions, ties and weights
+        self.name, self.model, self.device = name, model.to(device).train(), device
+        self.parameters = [p for p in self.model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.Adam(self.parameters, lr=config["lr"], betas=config["betas"], eps=1e-9)
+        self.label_smoothing = config["label_smoothing"]
+
+    def logits(self, batch: dict) -> torch.Tensor:
+        from translate.vocab import PAD_ID
+
+        if self.name == "marian":
+            return self.model(input_ids=batch["src"], attention_mask=(batch["src"] != PAD_ID).long(),
+                              decoder_input_ids=batch["tgt_in"], use_cache=False).logits
+        return self.model(batch["src"], batch["tgt_in"], PAD_ID)
+
+    def step(self, batch: dict, precision: str) -> tuple[int, float]:
+        """One update; returns the target tokens trained on and the loss."""
+        from translate.module import label_smoothed_nll
+        from translate.vocab import PAD_ID
+
+        tokens = int((batch["tgt_out"] != PAD_ID).sum())
+        autocast = (torch.autocast(self.device.type, dtype=torch.bfloat16) if precision == "bf16"
+                    else nullcontext())
+        self.optimizer.zero_grad(set_to_none=True)
+        with autocast:
+            logits = self.logits(batch)
+        loss = label_smoothed_nll(logits, batch["tgt_out"], self.label_smoothing) / tokens
+        loss.backward()
+        self.optimizer.step()
+        return tokens, loss.item()
+
+
+def to_device(batches: list[dict], device: torch.device) -> list[dict]:
+    return [{key: value.to(device) for key, value in batch.items()} for batch in batches]
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def time_models(args, config, vocab, batches, precision: str, device: torch.device) -> dict:
+    """Median target tokens/s of each model over interleaved rounds, and the first losses."""
+    trainees = {name: Trainee(name, config, vocab, device) for name in MODELS}
+    first_loss = {name: trainee.step(batches[0], precision)[1] for name, trainee in trainees.items()}
+    for trainee in trainees.values():
+        for index in range(1, args.warmup):
+            trainee.step(batches[index % len(batches)], precision)
+    rates: dict[str, list[float]] = {name: [] for name in MODELS}
+    for round_index in range(args.rounds):
+        shift = round_index % len(MODELS)
+        for name in MODELS[shift:] + MODELS[:shift]:
+            trainee, tokens = trainees[name], 0
+            synchronize(device)
+            start = time.perf_counter()
+            for step in range(args.steps):
+                tokens += trainee.step(batches[(round_index * args.steps + step) % len(batches)], precision)[0]
+            synchronize(device)
+            rates[name].append(tokens / (time.perf_counter() - start))
+        print(f"  {precision} round {round_index + 1}/{args.rounds}: "
+              + ", ".join(f"{name} {rates[name][-1]:,.0f}" for name in MODELS), file=sys.stderr)
+    return {
+        name: {"tokens_per_s": statistics.median(rates[name]), "rounds": rates[name],
+               "first_loss": first_loss[name],
+               "parameters": sum(p.numel() for p in {id(p): p for p in trainees[name].parameters}.values())}
+        for name in MODELS
+    }
+
+
+def memory_status() -> dict[str, float]:
+    status = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines())
+    return {key: int(status[key].split()[0]) / 1024 for key in ("VmHWM", "VmRSS")}
+
+
+def memory_worker(args, config, name: str, precision: str) -> None:
+    """In a fresh process: peak memory of training one model over all the batches; prints JSON."""
+    device = torch.device(args.device)
+    vocab, batches = load_batches(config, args.batches)
+    batches = to_device(batches, device)
+    gc.collect()
+    before = memory_status()["VmRSS"]
+    Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM to the current resident size
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    trainee = Trainee(name, config, vocab, device)
+    for batch in batches:
+        trainee.step(batch, precision)
+    synchronize(device)
+    result = {"peak_rss_mib": memory_status()["VmHWM"], "added_rss_mib": memory_status()["VmHWM"] - before}
+    if device.type == "cuda":
+        result["max_allocated_mib"] = torch.cuda.max_memory_allocated() / 2**20
+    print(json.dumps(result))
+
+
+def measure_memory(args, name: str, precision: str) -> dict:
+    command = [sys.executable, str(Path(__file__).resolve()), "--config", str(args.config),
+               "--device", args.device, "--batches", str(args.batches), "--memory-worker", name, precision]
+    if args.threads:
+        command += ["--threads", str(args.threads)]
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode:
+        raise SystemExit(f"error: the memory measurement of {name} ({precision}) failed:\n{result.stderr[-2000:]}")
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def markdown(results: dict, device: str) -> str:
+    memory_column = "peak GPU memory (max allocated)" if device == "cuda" else "memory added by training (peak RSS)"
+    lines = [
+        f"| precision | model | parameters | target tokens/s{' per GPU' if device == 'cuda' else ''} (median) "
+        f"| vs Marian | {memory_column} | vs Marian |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    key = "max_allocated_mib" if device == "cuda" else "added_rss_mib"
+    for precision, rows in results.items():
+        marian = rows["marian"]
+        for name in MODELS:
+            row = rows[name]
+            memory = row.get("memory")
+            if memory is None:
+                memory_text, memory_ratio = "not measured", ""
+            else:
+                memory_text = f"{memory[key]:,.0f} MiB"
+                if device != "cuda":
+                    memory_text += f" ({memory['peak_rss_mib']:,.0f} MiB)"
+                memory_ratio = f"{memory[key] / marian['memory'][key]:.2f}x"
+            lines.append(f"| {precision} | {LABELS[name]} | {row['parameters']:,} | {row['tokens_per_s']:,.0f} "
+                         f"| {row['tokens_per_s'] / marian['tokens_per_s']:.2f}x | {memory_text} | {memory_ratio} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    config = read_config(args.config)
+    if args.memory_worker:
+        memory_worker(args, config, *args.memory_worker)
+        return 0
+    device = torch.device(args.device)
+    vocab, batches = load_batches(config, args.batches)
+    batches = to_device(batches, device)
+    tokens = [int((b["tgt_out"] != 0).sum()) for b in batches]
+    print(f"{args.config}: {len(batches)} batches of at most {config['data'].get('max_tokens')} padded tokens, "
+          f"{statistics.mean(tokens):,.0f} target tokens on average; device {device}, "
+          f"{torch.get_num_threads()} threads; {args.rounds} rounds x {args.steps} steps", file=sys.stderr)
+    results = {}
+    for precision in args.precisions:
+        results[precision] = time_models(args, config, vocab, batches, precision, device)
+        losses = results[precision]
+        gap = abs(losses["ours-postnorm"]["first_loss"] - losses["marian"]["first_loss"])
+        if gap > 1e-2 * max(1.0, abs(losses["marian"]["first_loss"])):
+            print(f"warning: {precision}: first losses of ours post-norm ({losses['ours-postnorm']['first_loss']:.4f}) "
+                  f"and Marian ({losses['marian']['first_loss']:.4f}) differ: not the same computation",
+                  file=sys.stderr)
+        gc.collect()
+    if not args.no_memory:
+        for precision in args.precisions:
+            for name in MODELS:
+                results[precision][name]["memory"] = measure_memory(args, name, precision)
+    summary = {"config": str(args.config), "device": args.device, "threads": torch.get_num_threads(),
+               "batches": len(batches), "steps": args.steps, "rounds": args.rounds,
+               "torch": torch.__version__, "results": results}
+    if device.type == "cuda":
+        summary["gpu"] = torch.cuda.get_device_name()
+    table = markdown(results, args.device)
+    print(table)
+    for precision, rows in results.items():
+        print(f"{precision} first losses: " + ", ".join(f"{n} {rows[n]['first_loss']:.4f}" for n in MODELS))
+    if args.json:
+        from translate.files import write_atomic
+
+        write_atomic(args.json, json.dumps(summary, indent=2).encode("utf-8"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
