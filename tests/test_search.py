@@ -283,3 +283,26 @@ def test_invalid_settings_are_refused():
         beam_search(model, src, beam=2, n_best=3)
     with pytest.raises(ValueError, match="beam must be at least 1"):
         beam_search(model, src, beam=0)
+
+
+def test_target_token_mask_keeps_pad_and_bos_out_of_every_search():
+    """A model that prefers PAD and BOS to every other token: unrestricted searches produce
+    them, searches restricted by a checkpoint's target-token mask never do."""
+    from translate.checkpoint import Translator
+
+    model = tiny_model(9)
+    with torch.no_grad():
+        model.output.weight[[PAD_ID, BOS_ID], 0] = 6.0  # the constant hidden unit favours them
+    src = random_sources(90, 8)
+    mask = Translator(model, None, {}, None, target_tokens=list(range(VOCAB))).target_token_mask()
+    assert not mask[PAD_ID] and not mask[BOS_ID] and mask[4:].all()
+
+    def produced(allowed):
+        outputs = greedy_search(model, src, max_len_b=4, allowed_tokens=allowed)
+        outputs += [h.tokens for hs in beam_search(model, src, beam=4, n_best=4, max_len_b=4,
+                                                   allowed_tokens=allowed) for h in hs]
+        return {t for tokens in outputs for t in tokens}
+
+    assert produced(None) & {PAD_ID, BOS_ID}, "the model does not produce them: the test would be weak"
+    restricted = produced(mask)
+    assert restricted and not restricted & {PAD_ID, BOS_ID}

@@ -147,8 +147,8 @@ def test_restrict_target_produces_only_training_target_tokens(files, capsys):
     translator = load_translator(files["ckpt"])
     mask = translator.target_token_mask()
     expected = torch.zeros(len(translator.vocab.target), dtype=torch.bool)
-    expected[files["words"] + [UNK_ID, BOS_ID, EOS_ID]] = True
-    assert torch.equal(mask, expected) and not mask[PAD_ID]
+    expected[files["words"] + [UNK_ID, EOS_ID]] = True
+    assert torch.equal(mask, expected) and not mask[PAD_ID] and not mask[BOS_ID]
 
     code, free, err = run(files, capsys, "--beam", "2")
     assert code == 0, err
@@ -178,3 +178,33 @@ def test_precision_flag(files, capsys, tmp_path):
     code, out, err = run(files, capsys, "--precision", "bf16", "--beam", "2", "--n-best", "2")
     assert code == 0, err
     assert len(out.split("\n")[:-1]) == 2 * len(LINES)
+
+
+def test_translate_eval_searches_as_translate_cli_does(files, capsys, tmp_path):
+    from translate.cli.evaluate import build_parser as eval_parser
+    from translate.cli.evaluate import main as eval_main
+    from translate.cli.translate import build_parser as cli_parser
+
+    def options(parser):
+        return {tuple(a.option_strings): (a.default, a.type, a.help) for a in parser._actions
+                if a.dest in ("beam", "length_penalty", "restrict_target", "batch_tokens")}
+
+    assert len(options(eval_parser())) == 4 and options(eval_parser()) == options(cli_parser())
+
+    references = tmp_path / "ref.de"
+    references.write_text("".join(f"Referenz {i}\n" for i in range(len(LINES))), encoding="utf-8")
+    for settings in (["--beam", "1"], ["--beam", "3", "--length-penalty", "0", "--restrict-target"]):
+        code, expected, err = run(files, capsys, *settings, "--batch-tokens", "8")
+        assert code == 0, err
+        code = eval_main(["--checkpoint", str(files["ckpt"]), "--source", str(files["input"]),
+                          "--references", str(references), "--output", str(tmp_path / "hyp"),
+                          "--batch-tokens", "8", *settings])
+        out, err = capsys.readouterr()
+        assert code == 0, err
+        assert "BLEU 0.00" in out and "chrF2" in out
+        assert (tmp_path / "hyp").read_text(encoding="utf-8") == expected
+    assert eval_main(["--checkpoint", str(files["ckpt"]), "--beam", "0"]) == 2
+    assert "--beam must be at least 1" in capsys.readouterr().err
+    assert eval_main(["--checkpoint", str(files["plain"]), "--source", str(files["input"]),
+                      "--references", str(references), "--restrict-target"]) == 2
+    assert "does not record its target-side tokens" in capsys.readouterr().err

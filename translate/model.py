@@ -112,16 +112,36 @@ class MultiHeadAttention(nn.Module):
                 if not static_kv and "k" in cache:
                     k = torch.cat([cache["k"], k], dim=2)
                     v = torch.cat([cache["v"], v], dim=2)
-                cache["k"], cache["v"] = k, v
+                # Contiguous, or every later step's attention would copy the cache first.
+                cache["k"], cache["v"] = k.contiguous(), v.contiguous()
+                k, v = cache["k"], cache["v"]
         # With a self-attention cache the single new query may see every cached key,
         # so causality needs no mask there.
         is_causal = causal and q.shape[2] > 1
-        out = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, is_causal=is_causal,
-            dropout_p=self.dropout if self.training else 0.0,
-        )
-        batch, _, length, _ = out.shape
+        batch, heads, length, dim = q.shape
+        group = batch // k.shape[0]
+        if group > 1:  # `group` consecutive query rows share one key row (the beams of a sentence)
+            q = q.view(-1, group, heads, length, dim).transpose(1, 2).reshape(-1, heads, group * length, dim)
+        if cache is not None and not is_causal and not self.training and q.dtype == torch.float32:
+            out = _attend_step(q, k, v, mask)
+        else:
+            out = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=mask, is_causal=is_causal,
+                dropout_p=self.dropout if self.training else 0.0,
+            )
+        if group > 1:
+            out = out.view(-1, heads, group, length, dim).transpose(1, 2).reshape(batch, heads, length, dim)
         return self.out_proj(out.transpose(1, 2).reshape(batch, length, -1))
+
+
+def _attend_step(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
+    """Attention written out for incremental decoding, where a few queries meet the cache:
+    on the CPU plain matmul-softmax-matmul beats `scaled_dot_product_attention` there.  Used
+    in float32 only; in bf16/fp16 the fused kernel's float accumulation is kept."""
+    scores = torch.matmul(q, k.transpose(-1, -2)).mul_(q.shape[-1] ** -0.5)
+    if mask is not None:
+        scores = scores.masked_fill_(~mask, float("-inf"))
+    return torch.matmul(scores.softmax(dim=-1), v)
 
 
 class FeedForward(nn.Module):
@@ -297,7 +317,12 @@ class Transformer(nn.Module):
         cache: list[dict] | None = None,
         offset: int = 0,
     ) -> Tensor:
-        """Logits for each target position; with `cache`, `tgt_ids` are the new steps only."""
+        """Logits for each target position; with `cache`, `tgt_ids` are the new steps only.
+
+        `memory` may have fewer rows than `tgt_ids`: each memory row then serves that many
+        consecutive target rows (a sentence's beams), so its cross-attention keys and values
+        are computed and cached once per sentence, not once per beam.
+        """
         x = self._embed(self.tgt_embed, tgt_ids, offset, self.tgt_embed_adapter)
         for index, layer in enumerate(self.decoder_layers):
             x = layer(x, memory, src_mask, None if cache is None else cache[index])

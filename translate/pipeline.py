@@ -14,6 +14,11 @@ from translate.vocab import EOS_ID
 from translate.data import pad
 
 
+# Source tokens per batch: with beam 5 about a thousand decoder rows, enough for efficient
+# matrix products, while a batch's slowest sentence holds up few others.
+BATCH_TOKENS = 4096
+
+
 @dataclass
 class Translation:
     """One entry of an n-best list: detokenized text, length-normalized score, total log-prob.
@@ -28,10 +33,29 @@ class Translation:
     log_prob: float | None
 
 
+def length_batches(lengths: list[int], batch_tokens: int) -> list[list[int]]:
+    """Indexes of the non-empty sentences, shortest first, cut into batches of at most
+    `batch_tokens` padded source tokens (EOS counted); a longer sentence goes alone.
+
+    Sorting by length keeps padding, and the steps spent on sentences that finished early,
+    small.  The benchmark uses this too, so every system decodes the same batches.
+    """
+    order = sorted((i for i, length in enumerate(lengths) if length), key=lambda i: lengths[i])
+    batches, start = [], 0
+    while start < len(order):
+        longest = lengths[order[start]] + 1
+        end = start + 1
+        while end < len(order) and (lengths[order[end]] + 1) * (end - start + 1) <= max(batch_tokens, longest):
+            end += 1
+        batches.append(order[start:end])
+        start = end
+    return batches
+
+
 def translate_nbest(
     translator: Translator,
     lines: list[str],
-    batch_tokens: int = 4096,
+    batch_tokens: int = BATCH_TOKENS,
     max_len_a: float | None = None,
     max_len_b: int | None = None,
     max_input_tokens: int | None = None,
@@ -48,7 +72,7 @@ def translate_nbest(
     `batch_tokens` budgets source tokens; beam search decodes `beam` rows per sentence.
     Beam 1 is greedy search (which beam search with beam 1 equals); `length_penalty` is the
     GNMT alpha of `beam_search`.  `restrict_to_target` lets the model produce only the ids
-    seen on the target side of its training data (plus UNK/BOS/EOS).
+    seen on the target side of its training data (plus UNK and EOS).
     """
     if beam < 1:
         raise ValueError(f"beam must be at least 1, got {beam}")
@@ -69,16 +93,10 @@ def translate_nbest(
                   file=sys.stderr)
             encoded[number - 1] = ids[:limit]
     outputs = [[Translation("", 0.0, 0.0)] for _ in lines]
-    order = sorted((i for i, ids in enumerate(encoded) if ids), key=lambda i: len(encoded[i]))
+    batches = length_batches([len(ids) for ids in encoded], batch_tokens)
     bar = tqdm(total=len(lines), unit="sent", disable=not progress, file=sys.stderr)
-    bar.update(len(lines) - len(order))  # empty lines are done already
-    start = 0
-    while start < len(order):
-        longest = len(encoded[order[start]]) + 1
-        end = start + 1
-        while end < len(order) and (len(encoded[order[end]]) + 1) * (end - start + 1) <= max(batch_tokens, longest):
-            end += 1
-        batch = order[start:end]
+    bar.update(len(lines) - sum(map(len, batches)))  # empty lines are done already
+    for batch in batches:
         src = pad([encoded[i] + [EOS_ID] for i in batch]).to(device)
         with torch.inference_mode():
             if beam == 1:
@@ -92,7 +110,6 @@ def translate_nbest(
                     outputs[index] = [Translation(text, h.score, h.log_prob)
                                       for text, h in zip(texts, hypotheses)]
         bar.update(len(batch))
-        start = end
     bar.close()
     for entries in outputs:
         entries.extend(Translation("", float("-inf"), float("-inf")) for _ in range(n_best - len(entries)))
@@ -102,7 +119,7 @@ def translate_nbest(
 def translate_lines(
     translator: Translator,
     lines: list[str],
-    batch_tokens: int = 4096,
+    batch_tokens: int = BATCH_TOKENS,
     max_len_a: float | None = None,
     max_len_b: int | None = None,
     max_input_tokens: int | None = None,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from translate.model import Transformer, reorder_cache
+from translate.model import Transformer
 from translate.vocab import BOS_ID, EOS_ID, PAD_ID
 
 
@@ -39,7 +39,9 @@ def length_penalty(length: int, alpha: float) -> float:
     return ((5.0 + length) / 6.0) ** alpha
 
 
-def _check_allowed(allowed_tokens: Tensor | None, vocab_size: int, device: torch.device) -> Tensor | None:
+def token_bias(allowed_tokens: Tensor | None, vocab_size: int, device: torch.device) -> Tensor | None:
+    """Added to every step's scores: 0 where `allowed_tokens` (a bool over the target
+    vocabulary, which must allow EOS) is True, -inf where it is False; None without it."""
     if allowed_tokens is None:
         return None
     if allowed_tokens.dtype != torch.bool or allowed_tokens.shape != (vocab_size,):
@@ -49,10 +51,23 @@ def _check_allowed(allowed_tokens: Tensor | None, vocab_size: int, device: torch
         )
     if not bool(allowed_tokens[EOS_ID]):
         raise ValueError("allowed_tokens must allow EOS, or no hypothesis could ever end")
-    return allowed_tokens.to(device)
+    return torch.zeros(vocab_size).masked_fill_(~allowed_tokens.cpu(), float("-inf")).to(device)
 
 
-@torch.no_grad()
+def select_rows(cache: list[dict], rows: Tensor, sentences: Tensor | None) -> None:
+    """Keep (and reorder) decoder rows `rows` of the self-attention cache, and, when
+    `sentences` is given, sentences `sentences` of the cross-attention cache (which holds one
+    row per sentence, shared by its beams)."""
+    for layer in cache:
+        for name, part in layer.items():
+            index = sentences if name == "cross" else rows
+            if index is None:
+                continue
+            for key, value in part.items():
+                part[key] = value.index_select(0, index)
+
+
+@torch.inference_mode()
 def greedy_search(
     model: Transformer,
     src_ids: Tensor,
@@ -63,33 +78,40 @@ def greedy_search(
     """Most probable next token at each step, for a batch; returns ids without BOS/EOS.
 
     `allowed_tokens` (bool over the target vocabulary, EOS included) removes every False id
-    from the choice at every step.
+    from the choice at every step.  Finished sentences leave the batch once they are a tenth
+    of it (dropping rows copies the cache, which costs more than decoding a few rows longer;
+    what a finished row produces after its EOS is cut off).
     """
-    allowed = _check_allowed(allowed_tokens, model.tgt_vocab_size, src_ids.device)
+    device = src_ids.device
+    bias = token_bias(allowed_tokens, model.tgt_vocab_size, device)
     src_mask = model.source_mask(src_ids, PAD_ID)
     memory = model.encode(src_ids, src_mask)
-    max_lengths = max_output_lengths(src_ids, max_len_a, max_len_b, model.cfg.max_positions)
+    limits = max_output_lengths(src_ids, max_len_a, max_len_b, model.cfg.max_positions)
     batch = src_ids.shape[0]
     cache = model.new_cache()
-    last = torch.full((batch, 1), BOS_ID, dtype=torch.long, device=src_ids.device)
-    finished = torch.zeros(batch, dtype=torch.bool, device=src_ids.device)
-    steps = []
-    for step in range(int(max_lengths.max())):
+    last = torch.full((batch, 1), BOS_ID, dtype=torch.long, device=device)
+    active = torch.arange(batch, device=device)  # original index of each row still decoding
+    done = torch.zeros(batch, dtype=torch.bool, device=device)  # rows that produced EOS
+    output = torch.full((batch, int(limits.max())), EOS_ID, dtype=torch.long, device=device)
+    for step in range(int(limits.max())):
         logits = model.decode(last, memory, src_mask, cache, offset=step)[:, -1]
-        if allowed is not None:
-            logits = logits.float().masked_fill(~allowed, float("-inf"))
-        token = logits.argmax(dim=-1)
-        token = torch.where(step + 1 >= max_lengths, torch.full_like(token, EOS_ID), token)
-        token = torch.where(finished, torch.full_like(token, PAD_ID), token)
-        steps.append(token)
-        finished |= token == EOS_ID
-        if finished.all():
+        token = (logits if bias is None else logits.float() + bias).argmax(dim=-1)
+        token = token.masked_fill(step + 1 >= limits, EOS_ID)
+        output[active, step] = token
+        done |= token == EOS_ID
+        finished = int(done.sum())
+        if finished == done.numel():
             break
+        if finished * 10 >= done.numel():
+            keep = (~done).nonzero()[:, 0]
+            select_rows(cache, keep, keep)
+            memory, src_mask = memory.index_select(0, keep), src_mask.index_select(0, keep)
+            active, limits, token, done = active[keep], limits[keep], token[keep], done[keep]
         last = token[:, None]
-    return [strip_special(row) for row in torch.stack(steps, dim=1).tolist()]
+    return [strip_special(row) for row in output.tolist()]
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def beam_search(
     model: Transformer,
     src_ids: Tensor,
@@ -117,18 +139,26 @@ def beam_search(
     token are ranked by total log-probability and the best `2 * beam` kept.  An extension by
     EOS that ranks among the first `beam` is finished and set aside with its score; the first
     `beam` extensions by other tokens are the next live hypotheses.  A sentence is done when
-    (a) it has at least `beam` finished hypotheses and its best live hypothesis, scored at its
-    current length, cannot beat the `beam`-th best finished score, or (b) no live hypothesis
-    is left (the length limit, or `allowed_tokens` leaving nothing else).  With alpha 0 rule
-    (a) is exact: a continuation only lowers the log-probability, so no live hypothesis can
-    enter the best `beam`.  With alpha > 0 it is the usual approximation (Hugging Face's
-    default): a longer continuation is divided by a larger penalty and might in principle
-    still score better.  With `beam=1` the search makes `greedy_search`'s choices (an exact
+    (a) it has at least `n_best` finished hypotheses and its best live hypothesis, scored at
+    its current length, cannot beat the `n_best`-th best finished score, or (b) no live
+    hypothesis is left (the length limit, or `allowed_tokens` leaving nothing else).  With
+    alpha 0 rule (a) is exact: a continuation only lowers the log-probability, so no live
+    hypothesis can enter the best `n_best`, and the result is that of the same search run to
+    the length limit.  Waiting for `n_best` rather than `beam` finished hypotheses (as
+    fairseq and Hugging Face do) saves the steps that could only change hypotheses nobody
+    asked for.  With alpha > 0 rule (a) is the usual approximation (Hugging Face's default):
+    a longer continuation is divided by a larger penalty and might in principle still score
+    better.  With `beam=1` the search makes `greedy_search`'s choices (an exact
     tie between two tokens aside): EOS ends it exactly when EOS is the most probable token.
+    A done sentence leaves the batch: its rows are no longer decoded.
 
     `allowed_tokens` (bool over the target vocabulary; EOS must be allowed) gives every False
-    id a log-probability of -inf at every step.  Fewer than `n_best` hypotheses come back only
-    when the search space itself is smaller (a tiny length limit or allowed set).
+    id a log-probability of -inf at every step.  Fewer than
+    `n_best` hypotheses come back only when the search space itself is smaller (a tiny length
+    limit or allowed set).
+
+    The encoder output is not repeated per beam: the cross-attention keys and values are
+    computed once per sentence and shared by its `beam` decoder rows.
     """
     if beam < 1:
         raise ValueError(f"beam must be at least 1, got {beam}")
@@ -136,82 +166,76 @@ def beam_search(
         raise ValueError(f"n_best must be between 1 and the beam size {beam}, got {n_best}")
     device = src_ids.device
     vocab = model.tgt_vocab_size
-    allowed = _check_allowed(allowed_tokens, vocab, device)
+    bias = token_bias(allowed_tokens, vocab, device)
     batch = src_ids.shape[0]
     src_mask = model.source_mask(src_ids, PAD_ID)
-    memory = model.encode(src_ids, src_mask)
-    max_lengths = max_output_lengths(src_ids, max_len_a, max_len_b, model.cfg.max_positions)
+    memory = model.encode(src_ids, src_mask)  # one row per sentence, shared by its beams
+    limits = max_output_lengths(src_ids, max_len_a, max_len_b, model.cfg.max_positions)
+    max_steps = int(limits.max())
 
-    # One row per (sentence, beam), sentence-major; the encoder output is repeated before the
-    # first decoding step, so the cross-attention cache is built with beam rows per sentence.
-    memory = memory.repeat_interleave(beam, dim=0)
-    src_mask = src_mask.repeat_interleave(beam, dim=0)
+    # Decoder rows: `k` per sentence, sentence-major; k is 1 at the first step (every beam
+    # would be the same BOS) and `beam` once the first step has given that many tokens.
     cache = model.new_cache()
     active = torch.arange(batch, device=device)  # original index of each sentence still searched
-    limits = max_lengths.clone()
-    beam_lp = torch.full((batch, beam), float("-inf"), device=device)
-    beam_lp[:, 0] = 0.0  # all beams start as BOS: expand only the first, or the same one k times
-    history = torch.empty((batch * beam, 0), dtype=torch.long, device=device)
-    last = torch.full((batch * beam, 1), BOS_ID, dtype=torch.long, device=device)
+    beam_lp = torch.zeros((batch, 1), device=device)  # (sentences, k): live log-probabilities
+    history = torch.empty((batch, 0), dtype=torch.long, device=device)
+    last = torch.full((batch, 1), BOS_ID, dtype=torch.long, device=device)
     finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
-    rank = torch.arange(2 * beam, device=device)
-    width = min(2 * beam, beam * vocab)
-
-    for step in range(int(max_lengths.max())):
-        n = active.shape[0]
+    # Per sentence, the `n_best` best finished scores (-inf where fewer), for the stopping rule.
+    best_finished = torch.full((batch, n_best), float("-inf"), device=device)
+    for step in range(max_steps):
+        n, k = beam_lp.shape
+        width = min(2 * beam, k * vocab)
+        rank = torch.arange(width, device=device)
         logits = model.decode(last, memory, src_mask, cache, offset=step)[:, -1]
-        lprobs = torch.log_softmax(logits.float(), dim=-1).view(n, beam, vocab)
-        if allowed is not None:
-            lprobs = lprobs.masked_fill(~allowed, float("-inf"))
-        at_limit = step + 1 >= limits
-        if bool(at_limit.any()):
-            only_eos = torch.full_like(lprobs[0, 0], float("-inf"))
-            only_eos[EOS_ID] = 0.0
-            lprobs = torch.where(at_limit[:, None, None], lprobs + only_eos, lprobs)
-        candidates = (beam_lp[:, :, None] + lprobs).view(n, beam * vocab)
+        lprobs = torch.log_softmax(logits.float(), dim=-1)
+        if bias is not None:
+            lprobs.add_(bias)
+        lprobs = lprobs.view(n, k, vocab)
+        at_limit = (step + 1 >= limits).nonzero()[:, 0]
+        if at_limit.numel():  # only EOS may follow
+            eos = lprobs[at_limit, :, EOS_ID]
+            lprobs[at_limit] = float("-inf")
+            lprobs[at_limit, :, EOS_ID] = eos
+        candidates = lprobs.add_(beam_lp[:, :, None]).view(n, k * vocab)
         top_lp, top_index = candidates.topk(width, dim=1)
         top_beam, top_token = top_index // vocab, top_index % vocab
         is_eos = top_token == EOS_ID
-        ends = is_eos & (rank[:width] < beam) & torch.isfinite(top_lp)
-        # The first `beam` non-EOS extensions in rank order (at most `beam` are EOS, one per
-        # live hypothesis, so 2 * beam candidates always hold enough).
-        keep = (is_eos.long() * width + rank[:width]).argsort(dim=1)[:, :beam]
+        ends = is_eos & (rank < beam) & torch.isfinite(top_lp)
+        # The first `beam` non-EOS extensions in rank order (at most k <= `beam` are EOS, one
+        # per live hypothesis, so 2 * beam candidates hold enough where the vocabulary does).
+        keep = (is_eos.long() * width + rank).argsort(dim=1)[:, : min(beam, width)]
         live_lp = top_lp.gather(1, keep).masked_fill(is_eos.gather(1, keep), float("-inf"))
         live_beam, live_token = top_beam.gather(1, keep), top_token.gather(1, keep)
 
-        if bool(ends.any()):
-            sentence = ends.nonzero()[:, 0]
-            tokens = history.index_select(0, sentence * beam + top_beam[ends]).tolist()
-            penalty = length_penalty(step + 1, alpha)
-            for owner, ids, log_prob in zip(active[sentence].tolist(), tokens, top_lp[ends].tolist()):
-                finished[owner].append(Hypothesis(ids, log_prob / penalty, log_prob))
-
-        # Done: no live hypothesis, or `beam` finished ones that the best live cannot beat.
-        best_live = live_lp[:, 0].tolist()
         penalty = length_penalty(step + 1, alpha)
-        done = []
-        for s, owner in enumerate(active.tolist()):
-            if best_live[s] == float("-inf"):
-                done.append(True)
-                continue
-            scores = sorted((h.score for h in finished[owner]), reverse=True)
-            done.append(len(scores) >= beam and best_live[s] / penalty <= scores[beam - 1])
-        done_mask = torch.tensor(done, device=device)
+        ending = ends.nonzero()
+        if ending.numel():
+            sentence, column = ending[:, 0], ending[:, 1]
+            log_probs = top_lp[sentence, column]
+            tokens = history.index_select(0, sentence * k + top_beam[sentence, column]).tolist()
+            for owner, ids, log_prob in zip(active[sentence].tolist(), tokens, log_probs.tolist()):
+                finished[owner].append(Hypothesis(ids, log_prob / penalty, log_prob))
+            new_scores = torch.where(ends, top_lp / penalty, float("-inf"))
+            best_finished = torch.cat([best_finished, new_scores], dim=1).topk(n_best, dim=1).values
 
-        # Reorder to the new live hypotheses and drop the rows of finished sentences.
-        order = (torch.arange(n, device=device)[:, None] * beam + live_beam)[~done_mask].view(-1)
-        if order.numel() == 0:
+        # Done: no live hypothesis, or `n_best` finished ones that the best live cannot beat.
+        best_live = live_lp[:, 0]
+        done = (best_live == float("-inf")) | (best_live / penalty <= best_finished[:, -1])
+        going = (~done).nonzero()[:, 0]
+        if going.numel() == 0:
             break
-        reorder_cache(cache, order)
-        if any(done):  # rows of one sentence share their encoder output: select whole sentences
-            kept = torch.arange(n, device=device)[~done_mask][:, None] * beam + rank[:beam]
-            memory = memory.index_select(0, kept.view(-1))
-            src_mask = src_mask.index_select(0, kept.view(-1))
-        next_tokens = live_token[~done_mask].view(-1, 1)
-        history = torch.cat([history.index_select(0, order), next_tokens], dim=1)
-        last = next_tokens
-        beam_lp = live_lp[~done_mask]
-        active, limits = active[~done_mask], limits[~done_mask]
+        rows = ((going * k)[:, None] + live_beam[going]).view(-1)
+        if going.numel() < n:  # drop the done sentences: their rows, encoder output and cache
+            select_rows(cache, rows, going)
+            memory, src_mask = memory.index_select(0, going), src_mask.index_select(0, going)
+            active, limits, best_finished = active[going], limits[going], best_finished[going]
+            live_lp, live_token = live_lp[going], live_token[going]
+        else:
+            select_rows(cache, rows, None)
+        last = live_token.view(-1, 1)
+        history = torch.cat([history.index_select(0, rows), last], dim=1)
+        beam_lp = live_lp
 
     results = []
     for hypotheses in finished:

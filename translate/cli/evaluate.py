@@ -3,6 +3,10 @@
     translate-eval --hypotheses hyp.de --references test.de
     translate-eval --checkpoint last.ckpt                 # the bundled corpus's test split
     translate-eval --checkpoint last.ckpt --source test.en --references test.de --output hyp.de
+    translate-eval --checkpoint last.ckpt --beam 1 --restrict-target
+
+A checkpoint is translated with translate-cli's search options (--beam, --length-penalty,
+--restrict-target, --batch-tokens), with the same defaults.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from translate.checkpoint import CheckpointError, load_translator
 from translate.corpus import BUNDLED_CORPUS, CorpusError, read_lines, split_paths
 from translate.files import write_lines_atomic
 from translate.metrics import corpus_scores
+from translate.cli.translate import add_search_arguments, search_settings_error
 from translate.pipeline import translate_lines
 
 
@@ -28,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--references", help="raw reference text (default: the bundled test split)")
     parser.add_argument("--split", default="test", help="bundled split used by default")
     parser.add_argument("--output", help="write the checkpoint's translations here (atomically)")
-    parser.add_argument("--batch-tokens", type=int, default=4096)
+    add_search_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print the scores as JSON")
     return parser
 
@@ -38,6 +43,10 @@ def main(argv: list[str] | None = None) -> int:
     if bool(args.hypotheses) == bool(args.checkpoint):
         print("translate-eval: error: give exactly one of --hypotheses or --checkpoint", file=sys.stderr)
         return 2
+    error = search_settings_error(args)
+    if error:
+        print(f"translate-eval: error: {error}", file=sys.stderr)
+        return 2
     bundled_src, bundled_ref = split_paths(BUNDLED_CORPUS, args.split, "en", "de")
     try:
         references = read_lines(args.references or bundled_ref)
@@ -46,7 +55,12 @@ def main(argv: list[str] | None = None) -> int:
         else:
             sources = read_lines(args.source or bundled_src)
             translator = load_translator(args.checkpoint)
-            hypotheses = translate_lines(translator, sources, args.batch_tokens, progress=True)
+            if args.restrict_target:
+                translator.target_token_mask()  # refuse before any work if the checkpoint lacks them
+            hypotheses = translate_lines(
+                translator, sources, args.batch_tokens, progress=True, beam=args.beam,
+                length_penalty=args.length_penalty, restrict_to_target=args.restrict_target,
+            )
             if args.output:
                 write_lines_atomic(args.output, hypotheses)
         scores = corpus_scores(hypotheses, references)

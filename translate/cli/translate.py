@@ -19,9 +19,34 @@ from translate.checkpoint import CheckpointError, load_translator
 from translate.corpus import CorpusError, decode_lines, read_lines
 from translate.files import write_lines_atomic
 from translate.metrics import corpus_scores
-from translate.pipeline import Translation, translate_nbest
+from translate.pipeline import BATCH_TOKENS, Translation, translate_nbest
 
 PRECISIONS = {"32": None, "bf16": torch.bfloat16, "16": torch.float16}
+
+
+def add_search_arguments(parser: argparse.ArgumentParser, beam: int = 5) -> None:
+    """The search settings, shared by translate-cli and translate-eval so both read alike."""
+    parser.add_argument("--batch-tokens", type=int, default=BATCH_TOKENS,
+                        help=f"source tokens per batch (default: {BATCH_TOKENS})")
+    parser.add_argument("--beam", type=int, default=beam,
+                        help=f"beam size (default: {beam}); 1 is greedy search")
+    parser.add_argument("--length-penalty", type=float, default=1.0,
+                        help="GNMT length penalty alpha: hypotheses are ranked by "
+                             "log-prob / ((5 + length) / 6) ** alpha (default: 1.0; 0 = raw log-prob)")
+    parser.add_argument("--restrict-target", action="store_true",
+                        help="produce only tokens seen on the target side of the training data")
+
+
+def search_settings_error(args: argparse.Namespace) -> str | None:
+    """What is wrong with the parsed search settings, or None."""
+    if args.beam < 1:
+        return f"--beam must be at least 1, got {args.beam}"
+    if args.batch_tokens < 1:
+        return f"--batch-tokens must be at least 1, got {args.batch_tokens}"
+    n_best = getattr(args, "n_best", 1)
+    if not 1 <= n_best <= args.beam:
+        return f"--n-best {n_best} must be between 1 and the beam size (--beam {args.beam})"
+    return None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -31,19 +56,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--checkpoint", required=True, help="a checkpoint from translate-train")
     parser.add_argument("--input", default="-", help="text file, one sentence a line (default: stdin)")
     parser.add_argument("--output", default="-", help="file to write, atomically (default: stdout)")
-    parser.add_argument("--batch-tokens", type=int, default=4096, help="source tokens per batch")
+    add_search_arguments(parser)
     parser.add_argument("--max-len-a", type=float, default=None, help="output length limit a*src+b")
     parser.add_argument("--max-len-b", type=int, default=None)
-    parser.add_argument("--beam", type=int, default=5,
-                        help="beam size (default: 5); 1 is greedy search")
-    parser.add_argument("--length-penalty", type=float, default=1.0,
-                        help="GNMT length penalty alpha: hypotheses are ranked by "
-                             "log-prob / ((5 + length) / 6) ** alpha (default: 1.0; 0 = raw log-prob)")
     parser.add_argument("--n-best", type=int, default=1,
                         help="write the N best translations of every line, in the "
                              "'SENTENCE ||| TRANSLATION ||| SCORE ||| LOG_PROB' format (N <= --beam)")
-    parser.add_argument("--restrict-target", action="store_true",
-                        help="produce only tokens seen on the target side of the training data")
     parser.add_argument("--precision", default="32", choices=list(PRECISIONS),
                         help="autocast precision (default: 32; 16 needs --device cuda)")
     parser.add_argument("--reference", default=None,
@@ -72,10 +90,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    if args.beam < 1:
-        return fail(f"--beam must be at least 1, got {args.beam}")
-    if not 1 <= args.n_best <= args.beam:
-        return fail(f"--n-best {args.n_best} must be between 1 and the beam size (--beam {args.beam})")
+    error = search_settings_error(args)
+    if error:
+        return fail(error)
     if args.device == "cuda" and not torch.cuda.is_available():
         return fail("--device cuda asked for, but torch sees no CUDA device")
     if args.precision == "16" and args.device != "cuda":

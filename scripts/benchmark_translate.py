@@ -1,0 +1,248 @@
+"""Decoding benchmark: our search against `transformers` `generate` and CTranslate2, one process, one CPU.
+
+    .venv/bin/python scripts/benchmark_translate.py --checkpoint runs/default/checkpoints/last.ckpt
+    .venv/bin/python scripts/benchmark_translate.py --limit 200 --repeats 1     # a quick look
+
+The checkpoint is exported to a temporary Hugging Face directory and a CTranslate2 directory
+(`translate.export`), then the bundled test split is translated by
+  - ours: `translate_nbest`, what translate-cli runs (tokenize, search, detokenize);
+  - transformers: `generate` on the exported model, `do_sample=False`;
+  - CTranslate2: `Translator.translate_batch` with `intra_threads` = torch's threads,
+all three on the same batches in the same order (`pipeline.length_batches`), at each beam size.
+
+The systems' length penalties differ (ours is GNMT's `((5 + n) / 6) ** alpha`; transformers
+and CTranslate2 divide by `n ** alpha`), so they are compared at length penalty 0, where all
+rank by the raw sum of log-probabilities: the same objective, so the translations, and their
+BLEU, should agree (the table counts identical lines against ours).  Ours is also measured at
+the GNMT default (alpha 1), with and without `--restrict-target`.  The length limit is ours,
+`a * source_length + b` per sentence; transformers and CTranslate2 take one limit per batch,
+its longest sentence's (sentences are sorted by length, so a batch's limits differ little).
+
+Each timing is the best of `--repeats` runs, the systems interleaved so that a slow spell of
+a shared machine hits all of them alike.  Tokens/s counts target SentencePiece tokens of the
+output (EOS included), re-tokenized the same way for every system.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+import torch  # noqa: E402
+
+from translate.checkpoint import Translator, load_translator  # noqa: E402
+from translate.corpus import BUNDLED_CORPUS, read_lines, split_paths  # noqa: E402
+from translate.data import pad  # noqa: E402
+from translate.metrics import corpus_scores  # noqa: E402
+from translate.pipeline import BATCH_TOKENS, length_batches, translate_nbest  # noqa: E402
+from translate.vocab import EOS_ID, PAD_ID  # noqa: E402
+
+
+@dataclass
+class Setting:
+    system: str  # "ours", "transformers" or "ctranslate2"
+    beam: int
+    length_penalty: float
+    restrict: bool = False
+
+    @property
+    def label(self) -> str:
+        extra = " restricted" if self.restrict else ""
+        return f"{self.system} beam {self.beam} lp {self.length_penalty:g}{extra}"
+
+
+@dataclass
+class Row:
+    system: str
+    beam: int
+    length_penalty: float
+    restrict: bool
+    seconds: float
+    sentences_per_s: float
+    tokens_per_s: float
+    bleu: float
+    chrf: float
+    identical_to_ours: int | None
+    differing_at_our_limit: int | None  # of the lines that differ, those where ours hit its length limit
+    sentences: int
+
+
+def batch_limits(translator: Translator, encoded: list[list[int]], batch: list[int]) -> int:
+    """The longest output (EOS included) our search allows any sentence of `batch`."""
+    config = translator.training_config
+    a, b = config.get("max_len_a", 1.5), config.get("max_len_b", 10)
+    limit = translator.model.cfg.max_positions
+    return max(min(int((len(encoded[i]) + 1) * a + b), limit) for i in batch)
+
+
+def ours(translator: Translator, lines: list[str], setting: Setting, batch_tokens: int) -> list[str]:
+    nbest = translate_nbest(translator, lines, batch_tokens, beam=setting.beam,
+                            length_penalty=setting.length_penalty, restrict_to_target=setting.restrict)
+    return [entries[0].text for entries in nbest]
+
+
+def transformers_runner(hf_model, translator: Translator, encoded, batches) -> Callable:
+    def run(setting: Setting) -> list[str]:
+        outputs = [""] * len(encoded)
+        with torch.inference_mode():
+            for batch in batches:
+                src = pad([encoded[i] + [EOS_ID] for i in batch])
+                generated = hf_model.generate(
+                    input_ids=src, attention_mask=src != PAD_ID, num_beams=setting.beam,
+                    do_sample=False, length_penalty=setting.length_penalty, early_stopping=False,
+                    max_new_tokens=batch_limits(translator, encoded, batch), num_return_sequences=1,
+                )
+                rows = [[t for t in row if t > EOS_ID] for row in generated[:, 1:].tolist()]
+                for index, text in zip(batch, translator.vocab.target.decode(rows)):
+                    outputs[index] = text
+        return outputs
+    return run
+
+
+def ctranslate2_runner(ct2_translator, translator: Translator, encoded, batches) -> Callable:
+    source, target = translator.vocab.source.processor, translator.vocab.target.processor
+    pieces = [[source.id_to_piece(t) for t in ids] for ids in encoded]
+
+    def run(setting: Setting) -> list[str]:
+        outputs = [""] * len(encoded)
+        for batch in batches:
+            results = ct2_translator.translate_batch(
+                [pieces[i] for i in batch], beam_size=setting.beam,
+                length_penalty=setting.length_penalty,
+                # CTranslate2 does not count the EOS that our limit counts.
+                max_decoding_length=batch_limits(translator, encoded, batch) - 1, max_batch_size=0,
+            )
+            for index, result in zip(batch, results):
+                outputs[index] = target.decode_pieces(result.hypotheses[0])
+        return outputs
+    return run
+
+
+def export_both(checkpoint: Path, directory: Path):
+    import ctranslate2
+    import transformers
+
+    from translate.export import export_ctranslate2, export_huggingface
+
+    hf_dir = export_huggingface(checkpoint, directory / "hf")
+    ct2_dir = export_ctranslate2(checkpoint, directory / "ct2")
+    hf_model = transformers.AutoModelForSeq2SeqLM.from_pretrained(str(hf_dir)).eval()
+    ct2 = ctranslate2.Translator(str(ct2_dir), device="cpu", inter_threads=1,
+                                 intra_threads=torch.get_num_threads())
+    return hf_model, ct2
+
+
+def markdown(rows: list[Row]) -> str:
+    by_key = {(r.system, r.beam, r.length_penalty, r.restrict): r for r in rows}
+    lines = [
+        "| system | beam | length penalty | restrict | sent/s | tok/s | BLEU | chrF | same as ours | ours / this |",
+        "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        reference = by_key.get(("ours", r.beam, r.length_penalty, False))
+        ratio = "" if r.system == "ours" or reference is None else f"{reference.sentences_per_s / r.sentences_per_s:.2f}x"
+        same = "" if r.identical_to_ours is None else f"{r.identical_to_ours}/{r.sentences}"
+        if r.differing_at_our_limit:
+            same += f" ({r.differing_at_our_limit} at our limit)"
+        penalty = f"{r.length_penalty:g}" + (" (GNMT)" if r.system == "ours" and r.length_penalty else "")
+        lines.append(
+            f"| {r.system} | {r.beam} | {penalty} | {'yes' if r.restrict else 'no'} | "
+            f"{r.sentences_per_s:.1f} | {r.tokens_per_s:.0f} | {r.bleu:.2f} | {r.chrf:.2f} | {same} | {ratio} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--checkpoint", default="runs/default/checkpoints/last.ckpt")
+    parser.add_argument("--split", default="test", help="bundled corpus split (default: test)")
+    parser.add_argument("--limit", type=int, default=None, help="only the first N sentences")
+    parser.add_argument("--beams", default="1,5", help="comma-separated beam sizes (default: 1,5)")
+    parser.add_argument("--repeats", type=int, default=3, help="timed runs per setting; the best counts")
+    parser.add_argument("--threads", type=int, default=1, help="CPU threads for all systems (default: 1)")
+    parser.add_argument("--batch-tokens", type=int, default=None,
+                        help="source tokens per batch (default: translate-cli's)")
+    parser.add_argument("--skip", default="", help="comma-separated systems not to run: transformers,ctranslate2")
+    parser.add_argument("--json", default=None, help="also write the rows here as JSON")
+    args = parser.parse_args(argv)
+
+    torch.set_num_threads(args.threads)
+    torch.set_num_interop_threads(1)
+    src_path, ref_path = split_paths(BUNDLED_CORPUS, args.split, "en", "de")
+    sources, references = read_lines(src_path), read_lines(ref_path)
+    if args.limit:
+        sources, references = sources[: args.limit], references[: args.limit]
+    translator = load_translator(args.checkpoint)
+    batch_tokens = args.batch_tokens or BATCH_TOKENS
+    encoded = translator.vocab.source.encode(sources)
+    batches = length_batches([len(ids) for ids in encoded], batch_tokens)
+    beams = [int(b) for b in args.beams.split(",")]
+    skip = set(filter(None, args.skip.split(",")))
+
+    settings = []
+    for beam in beams:
+        settings.append(Setting("ours", beam, 0.0))
+        if "transformers" not in skip:
+            settings.append(Setting("transformers", beam, 0.0))
+        if "ctranslate2" not in skip:
+            settings.append(Setting("ctranslate2", beam, 0.0))
+        if beam > 1:
+            settings.append(Setting("ours", beam, 1.0))
+        settings.append(Setting("ours", beam, 1.0 if beam > 1 else 0.0, restrict=True))
+
+    with tempfile.TemporaryDirectory(prefix="benchmark_translate.") as tmp:
+        runners: dict[str, Callable[[Setting], list[str]]] = {
+            "ours": lambda setting: ours(translator, sources, setting, batch_tokens)}
+        if {"transformers", "ctranslate2"} - skip:
+            hf_model, ct2 = export_both(Path(args.checkpoint), Path(tmp))
+            runners["transformers"] = transformers_runner(hf_model, translator, encoded, batches)
+            runners["ctranslate2"] = ctranslate2_runner(ct2, translator, encoded, batches)
+        best: dict[str, float] = {}
+        outputs: dict[str, list[str]] = {}
+        for repeat in range(args.repeats):
+            for setting in settings:
+                start = time.perf_counter()
+                texts = runners[setting.system](setting)
+                elapsed = time.perf_counter() - start
+                best[setting.label] = min(elapsed, best.get(setting.label, float("inf")))
+                outputs[setting.label] = texts
+                print(f"run {repeat + 1}/{args.repeats}: {setting.label}: {elapsed:.2f} s",
+                      file=sys.stderr, flush=True)
+
+    limits = [batch_limits(translator, encoded, [i]) for i in range(len(encoded))]
+    rows = []
+    for setting in settings:
+        texts = outputs[setting.label]
+        tokens = sum(len(ids) + 1 for ids in translator.vocab.target.encode(texts))
+        scores = corpus_scores(texts, references)
+        mine = outputs[Setting("ours", setting.beam, setting.length_penalty).label]
+        compared = not (setting.system == "ours" and not setting.restrict)
+        same = sum(a == b for a, b in zip(texts, mine)) if compared else None
+        at_limit = sum(
+            a != b and len(ids) + 1 >= limit
+            for a, b, ids, limit in zip(texts, mine, translator.vocab.target.encode(mine), limits)
+        ) if compared else None
+        seconds = best[setting.label]
+        rows.append(Row(setting.system, setting.beam, setting.length_penalty, setting.restrict, seconds,
+                        len(sources) / seconds, tokens / seconds, scores.bleu, scores.chrf, same, at_limit,
+                        len(sources)))
+    print(f"{len(sources)} sentences of the {args.split} split, {args.threads} thread(s), "
+          f"batches of {batch_tokens} source tokens, best of {args.repeats}; {torch.__version__} torch")
+    print(markdown(rows))
+    print(f"BLEU signature: {scores.bleu_signature}")
+    if args.json:
+        Path(args.json).write_text(json.dumps([asdict(r) for r in rows], indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
