@@ -42,6 +42,12 @@ def test_translate_eval_refuses_line_count_mismatch(tmp_path, fixture_dir, capsy
     assert "1 hypotheses but" in capsys.readouterr().err
 
 
+def test_translate_eval_checks_device_and_precision_like_translate_cli(tmp_path, capsys):
+    # refused before the (missing) checkpoint is opened: the settings are checked first
+    assert eval_main(["--checkpoint", str(tmp_path / "absent.ckpt"), "--precision", "16"]) == 2
+    assert "--precision 16 (float16 autocast) needs --device cuda" in capsys.readouterr().err
+
+
 def test_validation_bleu_metric_equals_sacrebleu_over_parts(fixture_dir):
     refs = read_lines(fixture_dir / "dev.de")
     for hyps in (degrade(refs), [" ".join(r.split()[::2]) for r in refs]):  # the second needs smoothing

@@ -19,7 +19,7 @@ from translate.checkpoint import CheckpointError, load_translator
 from translate.corpus import BUNDLED_CORPUS, CorpusError, read_lines, split_paths
 from translate.files import write_lines_atomic
 from translate.metrics import corpus_scores
-from translate.cli.translate import add_search_arguments, search_settings_error
+from translate.cli.translate import add_search_arguments, autocast, search_settings_error
 from translate.pipeline import translate_lines
 
 
@@ -54,13 +54,14 @@ def main(argv: list[str] | None = None) -> int:
             hypotheses = read_lines(args.hypotheses)
         else:
             sources = read_lines(args.source or bundled_src)
-            translator = load_translator(args.checkpoint)
+            translator = load_translator(args.checkpoint, args.device)
             if args.restrict_target:
                 translator.target_token_mask()  # refuse before any work if the checkpoint lacks them
-            hypotheses = translate_lines(
-                translator, sources, args.batch_tokens, progress=True, beam=args.beam,
-                length_penalty=args.length_penalty, restrict_to_target=args.restrict_target,
-            )
+            with autocast(args):
+                hypotheses = translate_lines(
+                    translator, sources, args.batch_tokens, progress=True, beam=args.beam,
+                    length_penalty=args.length_penalty, restrict_to_target=args.restrict_target,
+                )
             if args.output:
                 write_lines_atomic(args.output, hypotheses)
         scores = corpus_scores(hypotheses, references)

@@ -35,6 +35,9 @@ def add_search_arguments(parser: argparse.ArgumentParser, beam: int = 5) -> None
                              "log-prob / ((5 + length) / 6) ** alpha (default: 1.0; 0 = raw log-prob)")
     parser.add_argument("--restrict-target", action="store_true",
                         help="produce only tokens seen on the target side of the training data")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--precision", default="32", choices=list(PRECISIONS),
+                        help="autocast precision (default: 32; 16 needs --device cuda)")
 
 
 def search_settings_error(args: argparse.Namespace) -> str | None:
@@ -46,7 +49,17 @@ def search_settings_error(args: argparse.Namespace) -> str | None:
     n_best = getattr(args, "n_best", 1)
     if not 1 <= n_best <= args.beam:
         return f"--n-best {n_best} must be between 1 and the beam size (--beam {args.beam})"
+    if args.device == "cuda" and not torch.cuda.is_available():
+        return "--device cuda asked for, but torch sees no CUDA device"
+    if args.precision == "16" and args.device != "cuda":
+        return "--precision 16 (float16 autocast) needs --device cuda; on the CPU use bf16 or 32"
     return None
+
+
+def autocast(args: argparse.Namespace) -> contextlib.AbstractContextManager:
+    """The autocast context `--precision` asks for on `--device` (none for 32)."""
+    dtype = PRECISIONS[args.precision]
+    return contextlib.nullcontext() if dtype is None else torch.autocast(device_type=args.device, dtype=dtype)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -62,12 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--n-best", type=int, default=1,
                         help="write the N best translations of every line, in the "
                              "'SENTENCE ||| TRANSLATION ||| SCORE ||| LOG_PROB' format (N <= --beam)")
-    parser.add_argument("--precision", default="32", choices=list(PRECISIONS),
-                        help="autocast precision (default: 32; 16 needs --device cuda)")
     parser.add_argument("--reference", default=None,
                         help="reference file, one line per input line: print BLEU and chrF of the "
                              "1-best output with their signatures on stderr")
-    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
@@ -93,10 +103,6 @@ def main(argv: list[str] | None = None) -> int:
     error = search_settings_error(args)
     if error:
         return fail(error)
-    if args.device == "cuda" and not torch.cuda.is_available():
-        return fail("--device cuda asked for, but torch sees no CUDA device")
-    if args.precision == "16" and args.device != "cuda":
-        return fail("--precision 16 (float16 autocast) needs --device cuda; on the CPU use bf16 or 32")
     try:
         lines = decode_lines(sys.stdin.buffer, "<stdin>") if args.input == "-" else read_lines(args.input)
         references = None if args.reference is None else read_lines(args.reference)
@@ -109,10 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         translator = load_translator(args.checkpoint, args.device)
         if args.restrict_target:
             translator.target_token_mask()  # refuse before any work if the checkpoint lacks them
-        dtype = PRECISIONS[args.precision]
-        precision = (contextlib.nullcontext() if dtype is None
-                     else torch.autocast(device_type=args.device, dtype=dtype))
-        with precision:
+        with autocast(args):
             translations = translate_nbest(
                 translator, lines, args.batch_tokens, args.max_len_a, args.max_len_b,
                 progress=not args.quiet, beam=args.beam, length_penalty=args.length_penalty,
