@@ -168,6 +168,9 @@ class TranslationModule(L.LightningModule):
             self.eval_bleu.update(hypotheses, batch["references"])
 
     def _evaluation_epoch_end(self, prefix: str) -> None:
+        # The metrics' compute() already sums over all ranks, so every rank logs the same
+        # values: no sync_dist (Lightning's DDP warning about it does not apply; and the BLEU
+        # is a CPU tensor, which NCCL could not all-reduce).
         nll = self.eval_nll.compute() / self.eval_tokens.compute()
         self.log(f"{prefix}_loss", nll)
         self.log(f"{prefix}_ppl", torch.exp(nll))
