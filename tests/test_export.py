@@ -1,6 +1,5 @@
 """Exports (transformers, CTranslate2) compute what our model computes: same logits, same greedy output."""
 
-from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,8 @@ from translate.export import ExportError, export_huggingface  # noqa: E402
 from translate.model import ModelConfig, Transformer  # noqa: E402
 from translate.search import greedy_search, strip_special  # noqa: E402
 from translate.vocab import BOS_ID, EOS_ID, PAD_ID, Vocabularies, train_sentencepiece  # noqa: E402
+
+from test_translate_cli import write_checkpoint  # noqa: E402
 
 FIXTURE = Path(__file__).parent / "fixtures" / "libreoffice_small"
 
@@ -67,17 +68,7 @@ def save_checkpoint(path: Path, cfg: ModelConfig, vocab: Vocabularies, train_ste
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-    torch.save({
-        "state_dict": {f"model.{name}": value for name, value in model.state_dict().items()},
-        "translate": {
-            "model_config": asdict(cfg),
-            "src_vocab_size": len(vocab.source),
-            "tgt_vocab_size": len(vocab.target),
-            "vocab": vocab.state(),
-            "training_config": {},
-            "run_config": None,
-        },
-    }, path)
+    write_checkpoint(path, model, vocab)
     return model.eval()
 
 

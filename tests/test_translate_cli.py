@@ -18,24 +18,31 @@ FIXTURE = Path(__file__).parent / "fixtures" / "libreoffice_small"
 LINES = ["Click OK.", "", "Choose Tools - Macros - Organize Dialogs.", "Last line."]
 
 
+def write_checkpoint(path: Path, model: Transformer, vocab: Vocabularies, **artifact) -> None:
+    """`model` and `vocab` saved in the format TranslationModule writes (what load_translator
+    reads); `artifact` adds or overrides entries (training_config, target_tokens, ...)."""
+    torch.save({
+        "state_dict": {f"model.{name}": value for name, value in model.state_dict().items()},
+        "translate": {
+            "model_config": asdict(model.cfg),
+            "src_vocab_size": len(vocab.source),
+            "tgt_vocab_size": len(vocab.target),
+            "vocab": vocab.state(),
+            "training_config": {},
+            "run_config": None,
+            **artifact,
+        },
+    }, path)
+
+
 def save_checkpoint(path: Path, vocab: Vocabularies, target_tokens: list[int] | None) -> None:
     """A random model in the format TranslationModule saves (what load_translator reads)."""
     torch.manual_seed(0)
     cfg = ModelConfig(d_model=32, heads=2, encoder_layers=1, decoder_layers=1, ffn_dim=32,
                       dropout=0.0, tie_embeddings="none", max_positions=64)
     model = Transformer(cfg, len(vocab.source), len(vocab.target), shared_vocab=vocab.joint)
-    torch.save({
-        "state_dict": {f"model.{name}": value for name, value in model.state_dict().items()},
-        "translate": {
-            "model_config": asdict(cfg),
-            "src_vocab_size": len(vocab.source),
-            "tgt_vocab_size": len(vocab.target),
-            "vocab": vocab.state(),
-            "training_config": {"max_len_a": 1.0, "max_len_b": 5},
-            "run_config": None,
-            "target_tokens": target_tokens,
-        },
-    }, path)
+    write_checkpoint(path, model, vocab, training_config={"max_len_a": 1.0, "max_len_b": 5},
+                     target_tokens=target_tokens)
 
 
 @pytest.fixture(scope="module")

@@ -23,6 +23,8 @@ from translate.module import TranslationModule
 from translate.search import greedy_search
 from translate.vocab import BOS_ID, EOS_ID, PAD_ID
 
+from test_search import uncached_greedy  # the slow reference: whole prefix re-read every step
+
 REPO = Path(__file__).resolve().parent.parent
 VOCAB = 50
 SHARING = ("share_layer_attention", "share_encoder_decoder_layers", "embedding_adapter")
@@ -231,21 +233,6 @@ def perturbed(changes: dict) -> Transformer:
     return model
 
 
-def uncached_greedy(model: Transformer, src: torch.Tensor, limit: int) -> list[list[int]]:
-    """Re-reads the whole prefix every step; EOS is forced when the output reaches `limit`."""
-    outputs = []
-    for row in src:
-        tokens: list[int] = []
-        while True:
-            logits = model(row[None], torch.tensor([[BOS_ID] + tokens]), PAD_ID)[0, -1]
-            token = EOS_ID if len(tokens) + 1 >= limit else int(logits.argmax())
-            if token == EOS_ID:
-                break
-            tokens.append(token)
-        outputs.append(tokens)
-    return outputs
-
-
 @pytest.mark.parametrize("changes", all_variants(), ids=variant_id)
 def test_cached_decoding_equals_uncached_with_the_variants(changes):
     model = perturbed(changes)
@@ -259,7 +246,7 @@ def test_cached_decoding_equals_uncached_with_the_variants(changes):
         torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=1e-5)
 
         src = torch.randint(4, VOCAB, (3, 5))
-        assert greedy_search(model, src, max_len_a=0.0, max_len_b=7) == uncached_greedy(model, src, 7)
+        assert greedy_search(model, src, max_len_a=0.0, max_len_b=7) == uncached_greedy(model, src, 0.0, 7)
 
 
 # --- export refuses what it cannot express --------------------------------------------------------

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import glob
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,8 @@ import torch
 from fsspec.implementations.local import LocalFileSystem
 from lightning.fabric.utilities.cloud_io import get_filesystem
 from lightning.pytorch.plugins.io import TorchCheckpointIO
+
+from translate.files import atomic_output
 
 
 def _fsync_directory(directory: Path) -> None:
@@ -44,17 +45,8 @@ def _fsync_directory(directory: Path) -> None:
 def atomic_torch_save(obj: Any, path: str | Path) -> None:
     """`torch.save(obj, path)` that never leaves `path` partly written, nor a temporary file behind."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            torch.save(obj, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_output(path) as handle:
+        torch.save(obj, handle)
     _fsync_directory(path.parent)
 
 

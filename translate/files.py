@@ -4,23 +4,35 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
 
-def write_atomic(path: str | Path, data: bytes) -> None:
-    """Write to a temporary file beside `path`, fsync, then rename over it."""
+@contextmanager
+def atomic_output(path: str | Path) -> Iterator[BinaryIO]:
+    """A binary handle on a temporary file beside `path` (`.NAME.*.tmp`), fsynced and renamed
+    over `path` when the block ends; on any error the temporary file is removed and `path`
+    keeps what it held."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+            yield handle
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_atomic(path: str | Path, data: bytes) -> None:
+    """Write to a temporary file beside `path`, fsync, then rename over it."""
+    with atomic_output(path) as handle:
+        handle.write(data)
 
 
 def write_lines_atomic(path: str | Path, lines: list[str]) -> None:
