@@ -334,11 +334,3 @@ class Transformer(nn.Module):
     def forward(self, src_ids: Tensor, tgt_in_ids: Tensor, pad_id: int) -> Tensor:
         src_mask = self.source_mask(src_ids, pad_id)
         return self.decode(tgt_in_ids, self.encode(src_ids, src_mask), src_mask)
-
-
-def reorder_cache(cache: list[dict], order: Tensor) -> None:
-    """Select batch rows of every cached tensor in place (beam search reordering)."""
-    for layer in cache:
-        for part in layer.values():
-            for key, value in part.items():
-                part[key] = value.index_select(0, order)
