@@ -203,16 +203,15 @@ def average_checkpoints(paths: list[str | Path]) -> dict:
     """
     if not paths:
         raise CheckpointError("no checkpoints to average")
+    # Memory-mapped: the tensors are read from the files when summed, not held N times over.
     loaded = []
     for path in map(Path, paths):
         checkpoint = read_checkpoint(path, mmap=True)
-        loaded.append((checkpoint_step(checkpoint, path), path))
-    newest_step, newest_path = max(loaded, key=lambda item: item[0])
-    reference = read_checkpoint(newest_path, mmap=True)
+        loaded.append((checkpoint_step(checkpoint, path), path, checkpoint))
+    newest_step, newest_path, reference = max(loaded, key=lambda item: item[0])
     groups = _tie_groups(reference["state_dict"])
     sums: dict[str, torch.Tensor] = {}
-    for _, path in loaded:
-        checkpoint = read_checkpoint(path, mmap=True)
+    for _, path, checkpoint in loaded:
         _check_compatible(reference, checkpoint, newest_path, path)
         for name, value in checkpoint["state_dict"].items():
             if groups[name] != name or not value.is_floating_point():
@@ -221,7 +220,6 @@ def average_checkpoints(paths: list[str | Path]) -> dict:
                 sums[name] += value.to(torch.float64)
             else:
                 sums[name] = value.to(torch.float64, copy=True)
-        del checkpoint
     averaged: dict[str, torch.Tensor] = {}
     for name, value in reference["state_dict"].items():
         owner = groups[name]
@@ -237,5 +235,5 @@ def average_checkpoints(paths: list[str | Path]) -> dict:
         "global_step": newest_step,
         "epoch": reference.get("epoch", 0),
         "pytorch-lightning_version": reference.get("pytorch-lightning_version"),
-        AVERAGED_KEY: [{"path": str(path), "global_step": step} for step, path in loaded],
+        AVERAGED_KEY: [{"path": str(path), "global_step": step} for step, path, _ in loaded],
     }
