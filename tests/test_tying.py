@@ -356,7 +356,7 @@ def test_tying_study_smoke_writes_the_table_and_plot(tmp_path):
     out = tmp_path / "study"
     result = subprocess.run(
         [sys.executable, str(REPO / "scripts" / "tying_study.py"), "--smoke", "--out", str(out),
-         "--test-sentences", "12"],
+         "--test-sentences", "12", "--updates", "3"],
         cwd=REPO, capture_output=True, text=True, timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
@@ -371,7 +371,7 @@ def test_tying_study_smoke_writes_the_table_and_plot(tmp_path):
     assert runs["all"]["embedding_parameters"] * 3 == runs["none"]["embedding_parameters"]
     assert runs["all+shared-attention"]["parameters"] < runs["all"]["parameters"] < runs["all+adapter"]["parameters"]
     assert runs["all"]["asymmetry"] < 1e-6 < runs["none"]["asymmetry"]
-    assert all(run["updates"] == 2 and run["test_sentences"] == 12 for run in runs.values())
+    assert all(run["updates"] == 3 and run["test_sentences"] == 12 for run in runs.values())  # --updates
     for name in names:
         assert (out / name / "checkpoints" / "last.ckpt").is_file()
         assert len((out / name / "test.hyp").read_text().splitlines()) == 12
