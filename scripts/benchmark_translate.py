@@ -6,6 +6,8 @@
 The checkpoint is exported to a temporary Hugging Face directory and a CTranslate2 directory
 (`translate.export`), then the bundled test split is translated by
   - ours: `translate_nbest`, what translate-cli runs (tokenize, search, detokenize);
+  - ours-unpacked: the same with plain `nn.Linear` layers (`load_translator(pack=False)`),
+    which shows what packing the weights (`translate/packing.py`) gains;
   - transformers: `generate` on the exported model, `do_sample=False`;
   - CTranslate2: `Translator.translate_batch` with `intra_threads` = torch's threads,
 all three on the same batches in the same order (`pipeline.length_batches`), at each beam size.
@@ -49,7 +51,7 @@ from translate.vocab import EOS_ID, PAD_ID  # noqa: E402
 
 @dataclass
 class Setting:
-    system: str  # "ours", "transformers" or "ctranslate2"
+    system: str  # "ours", "ours-unpacked", "transformers" or "ctranslate2"
     beam: int
     length_penalty: float
     restrict: bool = False
@@ -171,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1, help="CPU threads for all systems (default: 1)")
     parser.add_argument("--batch-tokens", type=int, default=None,
                         help="source tokens per batch (default: translate-cli's)")
-    parser.add_argument("--skip", default="", help="comma-separated systems not to run: transformers,ctranslate2")
+    parser.add_argument("--skip", default="", help="comma-separated systems not to run: ours-unpacked,transformers,ctranslate2")
     parser.add_argument("--json", default=None, help="also write the rows here as JSON")
     args = parser.parse_args(argv)
 
@@ -182,6 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.limit:
         sources, references = sources[: args.limit], references[: args.limit]
     translator = load_translator(args.checkpoint)
+    unpacked = load_translator(args.checkpoint, pack=False)
     batch_tokens = args.batch_tokens or BATCH_TOKENS
     encoded = translator.vocab.source.encode(sources)
     batches = length_batches([len(ids) for ids in encoded], batch_tokens)
@@ -191,6 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     settings = []
     for beam in beams:
         settings.append(Setting("ours", beam, 0.0))
+        if "ours-unpacked" not in skip:
+            settings.append(Setting("ours-unpacked", beam, 0.0))
         if "transformers" not in skip:
             settings.append(Setting("transformers", beam, 0.0))
         if "ctranslate2" not in skip:
@@ -201,7 +206,8 @@ def main(argv: list[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory(prefix="benchmark_translate.") as tmp:
         runners: dict[str, Callable[[Setting], list[str]]] = {
-            "ours": lambda setting: ours(translator, sources, setting, batch_tokens)}
+            "ours": lambda setting: ours(translator, sources, setting, batch_tokens),
+            "ours-unpacked": lambda setting: ours(unpacked, sources, setting, batch_tokens)}
         if {"transformers", "ctranslate2"} - skip:
             hf_model, ct2 = export_both(Path(args.checkpoint), Path(tmp))
             runners["transformers"] = transformers_runner(hf_model, translator, encoded, batches)

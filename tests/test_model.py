@@ -196,3 +196,21 @@ def test_cached_decoding_equals_full_decoding():
         cache = model.new_cache()
         steps = [model.decode(tgt[:, i : i + 1], memory, mask, cache, offset=i) for i in range(tgt.shape[1])]
     torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=1e-5)
+
+
+def test_cached_decoding_in_uneven_chunks_equals_full_decoding():
+    torch.manual_seed(2)
+    model = build("none", "post-norm").eval()
+    src = torch.randint(4, 50, (3, 7))
+    tgt = torch.randint(4, 50, (3, 45))
+    chunks = [1, 1, 3, 11, 1, 2, 20, 6]  # several new positions after cached ones need a causal mask
+    with torch.no_grad():
+        mask = model.source_mask(src, 0)
+        memory = model.encode(src, mask)
+        full = model.decode(tgt, memory, mask)
+        cache, outputs, offset = model.new_cache(), [], 0
+        for size in chunks:
+            outputs.append(model.decode(tgt[:, offset : offset + size], memory, mask, cache, offset=offset))
+            offset += size
+    assert offset == tgt.shape[1] and cache[0]["self"]["k"].shape[2] == offset
+    torch.testing.assert_close(torch.cat(outputs, dim=1), full, atol=1e-5, rtol=1e-5)

@@ -13,6 +13,7 @@ import torch
 
 from translate.model import ModelConfig, Transformer
 from translate.module import ARTIFACT_KEY
+from translate.packing import pack_linear_layers
 from translate.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocabularies
 
 
@@ -75,7 +76,10 @@ def read_checkpoint(path: str | Path, mmap: bool = False) -> dict:
     return checkpoint
 
 
-def load_translator(path: str | Path, device: str | torch.device = "cpu") -> Translator:
+def load_translator(path: str | Path, device: str | torch.device = "cpu", pack: bool = True) -> Translator:
+    """A checkpoint ready to decode on `device`: weights checked against the vocabulary, the
+    model in eval mode and, on the CPU with `pack`, its linear layers packed for speed
+    (`translate.packing`; the same results, 1e-5)."""
     checkpoint = read_checkpoint(path)
     artifact = checkpoint[ARTIFACT_KEY]
     vocab = Vocabularies.from_state(artifact["vocab"])
@@ -99,6 +103,8 @@ def load_translator(path: str | Path, device: str | torch.device = "cpu") -> Tra
     except RuntimeError as error:
         raise CheckpointError(f"{path}: weights do not match the saved architecture: {error}") from None
     model.to(device).eval()
+    if pack:
+        pack_linear_layers(model)  # a no-op off the CPU or without oneDNN
     target_tokens = artifact.get("target_tokens")
     if isinstance(target_tokens, torch.Tensor):
         target_tokens = target_tokens.tolist()

@@ -110,14 +110,21 @@ class MultiHeadAttention(nn.Module):
             k, v = self._split(self.k_proj(source)), self._split(self.v_proj(source))
             if cache is not None:
                 if not static_kv and "k" in cache:
+                    # Measured faster than writing into a preallocated buffer: attention
+                    # over a contiguous cache outweighs the copy.
                     k = torch.cat([cache["k"], k], dim=2)
                     v = torch.cat([cache["v"], v], dim=2)
                 # Contiguous, or every later step's attention would copy the cache first.
                 cache["k"], cache["v"] = k.contiguous(), v.contiguous()
                 k, v = cache["k"], cache["v"]
-        # With a self-attention cache the single new query may see every cached key,
-        # so causality needs no mask there.
+        # A single new query may see every cached key, so causality needs no mask there.
+        # Several new queries after cached keys (a prompt fed in chunks) need the causal
+        # mask aligned to the end: query i of L new ones sees keys up to (cached + i).
         is_causal = causal and q.shape[2] > 1
+        if is_causal and k.shape[2] > q.shape[2]:
+            mask = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device).tril(
+                k.shape[2] - q.shape[2])
+            is_causal = False
         batch, heads, length, dim = q.shape
         group = batch // k.shape[0]
         if group > 1:  # `group` consecutive query rows share one key row (the beams of a sentence)
@@ -149,10 +156,12 @@ class FeedForward(nn.Module):
         super().__init__()
         self.linear1 = nn.Linear(d_model, ffn_dim)
         self.linear2 = nn.Linear(ffn_dim, d_model)
+        # A module, so that decoding can fuse it into linear1 (translate/packing.py).
+        self.activation = nn.ReLU()
         self.activation_dropout = nn.Dropout(activation_dropout)
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.linear2(self.activation_dropout(F.relu(self.linear1(x))))
+        return self.linear2(self.activation_dropout(self.activation(self.linear1(x))))
 
 
 class Residual(nn.Module):

@@ -1,0 +1,119 @@
+"""Packed linear layers (translate/packing.py): the same numbers as the plain model, the same
+parameters and ties, and a fallback wherever the packed path does not apply."""
+
+import pytest
+import torch
+from torch import nn
+
+from translate.model import FeedForward
+from translate.packing import PackedLinear, pack_linear_layers, packing_available
+from translate.search import beam_search, greedy_search
+from translate.vocab import BOS_ID, EOS_ID, PAD_ID
+
+from test_tying import all_variants, build, variant_id
+
+pytestmark = pytest.mark.skipif(not packing_available(), reason="this PyTorch build has no oneDNN")
+
+
+def reference_linear(x: torch.Tensor, linear: nn.Linear, relu: bool) -> torch.Tensor:
+    """x W^T + b written out in float64, one output feature at a time."""
+    w = linear.weight.detach().double()
+    b = None if linear.bias is None else linear.bias.detach()
+    columns = [(x.double() * w[j]).sum(-1) + (0.0 if b is None else float(b[j])) for j in range(w.shape[0])]
+    out = torch.stack(columns, dim=-1)
+    return out.clamp(min=0) if relu else out
+
+
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("activation", ["none", "relu"])
+@pytest.mark.parametrize("shape", [(1, 24), (7, 24), (300, 24), (3, 5, 24)])
+def test_packed_linear_equals_the_written_out_product(shape, activation, bias):
+    torch.manual_seed(0)
+    linear = nn.Linear(24, 40, bias=bias).eval()
+    packed = PackedLinear(linear, activation=activation)
+    x = torch.randn(shape)
+    with torch.inference_mode():
+        out = packed(x)
+    assert out.shape == (*shape[:-1], 40)
+    torch.testing.assert_close(out.double(), reference_linear(x, linear, activation == "relu"),
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_packed_linear_follows_a_weight_changed_after_packing_and_falls_back_under_autocast():
+    torch.manual_seed(0)
+    linear = nn.Linear(16, 8)
+    packed = PackedLinear(linear)
+    x = torch.randn(4, 16)
+    with torch.no_grad():
+        linear.weight.mul_(-2.0)  # the same Parameter the packed layer holds
+        torch.testing.assert_close(packed(x), nn.functional.linear(x, linear.weight, linear.bias))
+    with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
+        out = packed(x)
+        assert out.dtype == torch.bfloat16  # autocast's own bf16 kernel, not the float32 packed one
+        torch.testing.assert_close(out, nn.functional.linear(x, linear.weight, linear.bias))
+
+
+def test_packed_linear_keeps_gradients_working():
+    torch.manual_seed(0)
+    linear = nn.Linear(6, 3)
+    packed = PackedLinear(linear, activation="relu")
+    packed(torch.randn(5, 6)).sum().backward()
+    assert linear.weight.grad is not None and linear.weight.grad.abs().sum() > 0
+
+
+@pytest.mark.parametrize("changes", all_variants(), ids=variant_id)
+def test_packing_keeps_parameters_ties_and_translations(changes):
+    plain = build(seed=3, **changes).eval()
+    packed = build(seed=3, **changes).eval()
+    names_before = {name: p.data_ptr() for name, p in packed.named_parameters(remove_duplicate=False)}
+    count = pack_linear_layers(packed, min_weights=0)
+
+    distinct_linears = {id(m) for m in plain.modules() if isinstance(m, nn.Linear)}
+    assert count == len(distinct_linears)
+    assert not any(isinstance(m, nn.Linear) for m in packed.modules())
+    # Every parameter keeps its name and storage: the state dict, ties and export are unchanged.
+    assert {name: p.data_ptr() for name, p in packed.named_parameters(remove_duplicate=False)} == names_before
+    assert packed.state_dict().keys() == plain.state_dict().keys()
+    assert sum(p.numel() for p in packed.parameters()) == sum(p.numel() for p in plain.parameters())
+    if changes["tie_embeddings"] == "all":
+        assert packed.output.weight is packed.tgt_embed.weight is packed.src_embed.weight
+    if changes["share_layer_attention"]:
+        assert packed.decoder_layers[1].self_attn.q_proj is packed.decoder_layers[0].self_attn.q_proj
+    if changes["share_encoder_decoder_layers"]:
+        assert packed.decoder_layers[0].ffn is packed.encoder_layers[0].ffn
+        assert isinstance(packed.decoder_layers[0].ffn.linear1, PackedLinear)
+    ffn = next(m for m in packed.modules() if isinstance(m, FeedForward))
+    assert ffn.linear1.activation == "relu" and isinstance(ffn.activation, nn.Identity)
+
+    torch.manual_seed(1)
+    src = torch.randint(EOS_ID + 1, 50, (4, 9))
+    src[1, 6:] = PAD_ID
+    src[:, -1] = EOS_ID
+    src[1, 5] = EOS_ID
+    tgt = torch.cat([torch.full((4, 1), BOS_ID), torch.randint(EOS_ID + 1, 50, (4, 6))], dim=1)
+    with torch.inference_mode():
+        torch.testing.assert_close(packed(src, tgt, PAD_ID), plain(src, tgt, PAD_ID), rtol=1e-5, atol=1e-5)
+        assert greedy_search(packed, src) == greedy_search(plain, src)
+        for ours, theirs in zip(beam_search(packed, src, beam=3, n_best=3), beam_search(plain, src, beam=3, n_best=3)):
+            assert [h.tokens for h in ours] == [h.tokens for h in theirs]
+            for a, b in zip(ours, theirs):
+                assert a.score == pytest.approx(b.score, abs=1e-5)
+
+
+def test_packing_leaves_a_training_model_alone():
+    model = build(seed=0).train()
+    assert pack_linear_layers(model, min_weights=0) == 0
+    assert isinstance(model.output, nn.Linear)
+
+
+def test_only_layers_worth_packing_are_packed():
+    # d_model 16, ffn 24, vocabulary 50, 2 + 3 layers: attention 256 weights, ffn 384, output 800
+    model = build(seed=0).eval()
+    assert pack_linear_layers(model, min_weights=384) == 2 * 5 + 1
+    assert isinstance(model.decoder_layers[0].self_attn.q_proj, nn.Linear)
+    assert model.decoder_layers[0].ffn.linear1.activation == "relu"
+    model = build(seed=0).eval()
+    assert pack_linear_layers(model, min_weights=800) == 1
+    assert isinstance(model.output, PackedLinear)
+    assert isinstance(model.decoder_layers[0].ffn.linear1, nn.Linear)
+    assert isinstance(model.decoder_layers[0].ffn.activation, nn.ReLU)
