@@ -184,12 +184,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.limit:
         sources, references = sources[: args.limit], references[: args.limit]
     translator = load_translator(args.checkpoint)
-    unpacked = load_translator(args.checkpoint, pack=False)
     batch_tokens = args.batch_tokens or BATCH_TOKENS
     encoded = translator.vocab.source.encode(sources)
     batches = length_batches([len(ids) for ids in encoded], batch_tokens)
     beams = [int(b) for b in args.beams.split(",")]
     skip = set(filter(None, args.skip.split(",")))
+    unpacked = None if "ours-unpacked" in skip else load_translator(args.checkpoint, pack=False)
 
     settings = []
     for beam in beams:

@@ -11,10 +11,10 @@ output projection; at 512: every layer).  `pack_linear_layers` swaps a decoding 
 `nn.Linear`s for `PackedLinear`s that do this.
 
 A `PackedLinear` keeps the original `weight` and `bias` Parameters (the state dict, the ties
-between embeddings and the export are unchanged) and falls back to `F.linear` wherever the
-packed path does not apply: gradients, autocast (bf16/fp16 decoding keeps its own kernels),
-another device or dtype, or a weight changed in place after packing.  The ops used are the
-ones PyTorch's own compiler emits for frozen CPU models (`torch.ops.mkldnn`).
+between embeddings and the export are unchanged), falls back to `F.linear` wherever the
+packed path does not apply (gradients, autocast: bf16/fp16 decoding keeps its own kernels,
+another device or dtype), and packs again a weight changed in place since.  The ops used are
+the ones PyTorch's own compiler emits for frozen CPU models (`torch.ops.mkldnn`).
 """
 
 from __future__ import annotations
