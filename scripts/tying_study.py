@@ -148,8 +148,9 @@ def logged_metrics(metrics_csv: Path) -> dict:
     return {"val_ppl": ppl[-1] if ppl else None, "tokens_per_sec": sum(rates) / len(rates) if rates else None}
 
 
-def evaluate_run(run_dir: Path, sources: list[str], references: list[str], bigrams, batch_tokens: int) -> dict:
-    """Test-split scores and direct-path measures of the run's last checkpoint."""
+def evaluate_run(run_dir: Path, sources: list[str], references: list[str], bigrams, batch_tokens: int,
+                 device: str = "cpu") -> dict:
+    """Test-split scores (decoded on `device`) and direct-path measures of the run's last checkpoint."""
     from translate.checkpoint import load_translator, read_checkpoint
     from translate.files import write_lines_atomic
     from translate.metrics import corpus_scores
@@ -157,13 +158,13 @@ def evaluate_run(run_dir: Path, sources: list[str], references: list[str], bigra
 
     checkpoint = run_dir / "checkpoints" / "last.ckpt"
     updates = read_checkpoint(checkpoint).get("global_step")  # fewer than max_steps if max_time hit
-    translator = load_translator(checkpoint)
+    translator = load_translator(checkpoint, device)
     started = time.perf_counter()
     hypotheses = translate_lines(translator, sources, batch_tokens)
     decode_seconds = time.perf_counter() - started
     write_lines_atomic(run_dir / "test.hyp", hypotheses)
     scores = corpus_scores(hypotheses, references)
-    path = direct_path(translator.model)
+    path = direct_path(translator.model).cpu()
     counts = parameter_counts(translator.model)
     return {
         "updates": updates,
@@ -247,6 +248,14 @@ def plot(results: list[dict], baseline_mrr: float, path: Path) -> None:
     write_atomic(path, buffer.getvalue())
 
 
+def decode_device(config: dict) -> str:
+    """Where to decode the test split: the GPU the runs trained on, else the CPU."""
+    import torch
+
+    on_gpu = config["trainer"].get("accelerator") in ("gpu", "cuda")
+    return "cuda" if on_gpu and torch.cuda.is_available() else "cpu"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scale", choices=["cpu", "gpu"], default="cpu")
@@ -305,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
         result = {
             "name": variant.name, "model": variant.model, "config": config, "train_seconds": train_seconds,
             **logged_metrics(run_dir / "logs" / "run" / "metrics.csv"),
-            **evaluate_run(run_dir, sources, references, bigrams, args.batch_tokens),
+            **evaluate_run(run_dir, sources, references, bigrams, args.batch_tokens, decode_device(base)),
         }
         write_atomic(result_path, json.dumps(result, indent=2).encode())
         results.append(result)

@@ -1,6 +1,7 @@
 """The encoded-id cache and the loaders: same ids as SentencePiece, cached once, every pair once."""
 
 import shutil
+import signal
 from collections import Counter
 from types import SimpleNamespace
 
@@ -127,3 +128,30 @@ def test_target_tokens_are_those_of_the_training_targets(tmp_path, fixture_dir, 
     expected = sorted({t for ids in data.vocab.target.encode([t for _, t in fixture_pairs]) for t in ids})
     assert data.target_tokens() == expected
     assert len(expected) < len(data.vocab.target)
+
+
+class _UnloadableModels:
+    """A vocabulary whose SentencePiece models cannot be loaded: every encoding worker fails to start."""
+
+    def __init__(self, vocab: Vocabularies) -> None:
+        self.source = self.target = self
+        self.model_bytes, self._size = b"not a SentencePiece model", len(vocab.target)
+
+    def __len__(self) -> int:
+        return self._size
+
+
+def test_a_worker_that_dies_is_an_error_not_a_hang(tmp_path, fixture_pairs, vocab):
+    def hang(signum, frame):
+        raise TimeoutError("the encoding hung after its worker died")
+
+    previous = signal.signal(signal.SIGALRM, hang)
+    signal.alarm(120)
+    try:
+        with pytest.raises(RuntimeError, match="worker process encoding the corpus died"):
+            encode_to_directory(iter(fixture_pairs), _UnloadableModels(vocab), tmp_path / "ids", workers=2,
+                                chunk_size=37)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert list(tmp_path.iterdir()) == [], "a failed encoding must leave nothing behind"

@@ -18,6 +18,8 @@ import shutil
 import sys
 from collections import deque
 from collections.abc import Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from itertools import chain, islice
 from multiprocessing import get_context
 from pathlib import Path
@@ -195,14 +197,27 @@ def encode_to_directory(
                 for chunk in chain(first, chunks):
                     write(_encode_chunk(chunk, dtype.str))
             else:
-                with get_context("spawn").Pool(workers, _init_worker, (models,)) as pool:
+                # An executor, not multiprocessing.Pool: a worker that dies (killed, out of memory,
+                # a failed start) breaks it with an error, where Pool would wait forever.
+                pool = ProcessPoolExecutor(workers, get_context("spawn"), _init_worker, (models,))
+                try:
                     pending: deque = deque()
                     for chunk in chain(first, chunks):
-                        pending.append(pool.apply_async(_encode_chunk, (chunk, dtype.str)))
+                        pending.append(pool.submit(_encode_chunk, chunk, dtype.str))
                         if len(pending) >= 2 * workers:
-                            write(pending.popleft().get())
+                            write(pending.popleft().result())
                     while pending:
-                        write(pending.popleft().get())
+                        write(pending.popleft().result())
+                except BrokenProcessPool as error:
+                    raise RuntimeError(
+                        f"{description}: a worker process encoding the corpus died ({error}). It was "
+                        "killed or ran out of memory, or it could not start: workers are spawned and "
+                        "import the main module, so a script that starts training at import needs "
+                        "`if __name__ == \"__main__\":`. `data.encode_workers: 1` (`workers=1` here) encodes "
+                        "without workers."
+                    ) from error
+                finally:
+                    pool.shutdown(cancel_futures=True)
         meta = {"format": CACHE_FORMAT, "dtype": dtype.str, "pairs": 0}
         for side in ("src", "tgt"):
             side_lengths = np.concatenate(lengths[side]) if lengths[side] else np.zeros(0, np.int64)
