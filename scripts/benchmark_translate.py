@@ -87,7 +87,9 @@ def batch_limits(translator: Translator, encoded: list[list[int]], batch: list[i
 
 
 def ours(translator: Translator, lines: list[str], setting: Setting, batch_tokens: int) -> list[str]:
+    # Every line whole, as the other systems read it (no sentence-by-sentence over-long lines).
     nbest = translate_nbest(translator, lines, batch_tokens, beam=setting.beam,
+                            max_input_tokens=translator.model.cfg.max_positions - 1,
                             length_penalty=setting.length_penalty, restrict_to_target=setting.restrict)
     return [entries[0].text for entries in nbest]
 

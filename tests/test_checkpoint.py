@@ -83,7 +83,7 @@ def test_cli_keeps_one_line_per_input_line(checkpoint, tmp_path):
     output = (tmp_path / "out.de").read_text(encoding="utf-8").split("\n")
     assert len(output) == len(lines) + 1 and output[-1] == ""
     assert output[1] == "" and output[5] == ""
-    assert b"warning: line 3 has" in result.stderr  # cut, not dropped
+    assert b"warning: line 3 has" in result.stderr  # translated in segments, not dropped
 
 
 def test_cli_refuses_invalid_utf8_before_writing(checkpoint, tmp_path):

@@ -11,7 +11,8 @@ from translate.checkpoint import CheckpointError, load_translator
 from translate.cli.translate import main
 from translate.metrics import corpus_scores
 from translate.model import ModelConfig, Transformer
-from translate.pipeline import translate_lines, translate_nbest
+from translate.pipeline import split_long, translate_lines, translate_nbest
+from translate.search import beam_search
 from translate.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocabularies, train_sentencepiece
 
 FIXTURE = Path(__file__).parent / "fixtures" / "libreoffice_small"
@@ -103,6 +104,83 @@ def test_pipeline_keeps_order_and_n_best_per_line(files):
     assert flat == [text for texts in alone for text in texts]
     assert translate_lines(translator, LINES) == [
         entries[0].text for entries in translate_nbest(translator, LINES, beam=1)]
+
+
+PIECES = ["<pad>", "<unk>", "<s>", "</s>", "▁Click", "▁OK", ".", "▁Save", "▁it", "!", "▁e", "g", "▁3", "5",
+          "\"", "▁word", "s"]
+P = {piece: i for i, piece in enumerate(PIECES)}
+
+
+def ids_of(*pieces: str) -> list[int]:
+    return [P[piece] for piece in pieces]
+
+
+def test_split_long_cuts_at_sentence_ends_then_word_starts():
+    # 'Click OK. Save it!" Click 3.5 e.g" it.': four sentence-like ends, but the one inside a
+    # number and the one a word start does not follow are no cuts; a closing quote stays.
+    line = ids_of("▁Click", "▁OK", ".", "▁Save", "▁it", "!", "\"", "▁Click", "▁3", ".", "5", "▁e", ".", "g",
+                  "\"", "▁it", ".")
+    assert split_long(line, 100, PIECES) == [
+        ids_of("▁Click", "▁OK", "."), ids_of("▁Save", "▁it", "!", "\""),
+        ids_of("▁Click", "▁3", ".", "5", "▁e", ".", "g", "\"", "▁it", ".")]
+    # A sentence over the limit: cut before the last word start in the window's second half ...
+    words = ids_of("▁word", "s", "s", "▁word", "s", "▁word", "s", "s", "s")
+    assert split_long(words, 4, PIECES) == [ids_of("▁word", "s", "s"), ids_of("▁word", "s", "▁word", "s"),
+                                            ids_of("s", "s")]
+    # ... else at the limit.
+    assert split_long(ids_of("▁word", *["s"] * 6), 3, PIECES) == [
+        ids_of("▁word", "s", "s"), ids_of("s", "s", "s"), ids_of("s")]
+    generator = torch.Generator().manual_seed(0)
+    for limit in (1, 2, 5, 9):
+        ids = torch.randint(4, len(PIECES), (200,), generator=generator).tolist()
+        segments = split_long(ids, limit, PIECES)
+        assert [t for segment in segments for t in segment] == ids
+        assert all(1 <= len(segment) <= limit for segment in segments)
+
+
+def one_at_a_time(translator, segments: list[list[int]], beam: int, n_best: int) -> list[tuple[list[int], float]]:
+    """The reference: each segment searched alone (a batch of one), hypotheses joined by rank."""
+    found = []
+    for ids in segments:
+        src = torch.tensor([ids + [EOS_ID]])
+        with torch.inference_mode():
+            found.append(beam_search(translator.model, src, beam, 1.0, n_best, 1.0, 5)[0])
+    return [([t for hyps in found for t in hyps[k].tokens], sum(hyps[k].score for hyps in found))
+            for k in range(n_best)]
+
+
+def test_an_over_long_line_is_translated_sentence_by_sentence(files, capsys):
+    translator = load_translator(files["plain"])
+    sentences = ["Click OK.", "Choose Tools - Macros - Organize Dialogs.", "Last line!", "Click Save."]
+    encoded = translator.vocab.source.encode(sentences)
+    line = " ".join(sentences)
+    assert translator.vocab.source.encode([line])[0] == [t for ids in encoded for t in ids]
+    limit = max(map(len, encoded))
+    nbest = translate_nbest(translator, ["Click OK.", line, ""], beam=3, n_best=2, max_input_tokens=limit)
+    err = capsys.readouterr().err
+    assert f"line 2 has {sum(map(len, encoded))} tokens" in err and "in 4 segments" in err
+    expected = one_at_a_time(translator, encoded, beam=3, n_best=2)
+    assert [entry.text for entry in nbest[1]] == translator.vocab.target.decode([t for t, _ in expected])
+    assert [entry.score for entry in nbest[1]] == pytest.approx([score for _, score in expected], abs=1e-4)
+    alone = translate_nbest(translator, ["Click OK."], beam=3, n_best=2)[0]
+    assert [e.text for e in nbest[0]] == [e.text for e in alone]
+    assert [e.score for e in nbest[0]] == pytest.approx([e.score for e in alone], abs=1e-4)
+    assert [entry.text for entry in nbest[2]] == ["", ""]
+
+
+def test_the_default_limit_is_the_longest_training_sentence(files, capsys, tmp_path):
+    plain = load_translator(files["plain"])
+    assert plain.trained_max_length() is None  # no run config: the model's positions (63)
+    line = " ".join(["Click OK."] * 5)  # 35 tokens
+    translate_nbest(plain, [line])
+    assert "warning" not in capsys.readouterr().err
+    source = torch.load(files["plain"], weights_only=True)
+    source["translate"]["run_config"] = "data:\n  max_length: 12\n"
+    torch.save(source, tmp_path / "trained12.ckpt")
+    trained = load_translator(tmp_path / "trained12.ckpt")
+    assert trained.trained_max_length() == 12
+    translate_nbest(trained, [line])
+    assert "more than the 12 the model was trained on" in capsys.readouterr().err
 
 
 def test_reference_scores_the_one_best_output(files, capsys, tmp_path):

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+import yaml
 
 from translate.model import ModelConfig, Transformer
 from translate.module import ARTIFACT_KEY
@@ -31,6 +32,15 @@ class Translator:
     run_config: str | None
     target_tokens: list[int] | None = None  # ids seen on the target side of the training data
     path: str | None = None
+
+    def trained_max_length(self) -> int | None:
+        """The longest sentence, in tokens, the run trained on (`data.max_length` of its saved
+        config), or None where the checkpoint does not say."""
+        try:
+            length = yaml.safe_load(self.run_config or "")["data"]["max_length"]
+        except (yaml.YAMLError, TypeError, KeyError):
+            return None
+        return length if type(length) is int and length > 0 else None
 
     def target_token_mask(self) -> torch.Tensor:
         """Bool over the target vocabulary: the training targets' ids plus UNK and EOS (never

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -52,6 +54,55 @@ def length_batches(lengths: list[int], batch_tokens: int) -> list[list[int]]:
     return batches
 
 
+# What ends a sentence in a SentencePiece piece (closing quotes and brackets after it allowed):
+# where an over-long line is cut.
+SENTENCE_END = tuple(".!?;:…。！？")
+CLOSING = "\"'»“”’)]"
+WORD_START = "\u2581"  # SentencePiece's word-boundary mark
+
+
+def split_long(ids: list[int], limit: int, pieces: Sequence[str]) -> list[list[int]]:
+    """An over-long line's ids as consecutive segments, which joined give `ids` back.
+
+    Why: a model trained on sentences translates a long line badly or not at all, so the line
+    is cut after every sentence end (closing quotes or brackets after it kept) that a
+    word-initial piece follows; so not inside "3.5" or "e.g.,".  A sentence still over `limit` tokens is cut before the last word-initial
+    piece in the second half of the window that fits, else at the limit.
+    """
+    if limit < 1:
+        raise ValueError(f"the segment limit must be at least 1 token, got {limit}")
+    cuts = [i for i in range(1, len(ids)) if pieces[ids[i]].startswith(WORD_START) and _ends_sentence(ids, i, pieces)]
+    segments = []
+    for start, end in zip([0, *cuts], [*cuts, len(ids)]):
+        while end - start > limit:
+            window = range(start + limit, start + limit // 2, -1)  # cut positions, latest first
+            cut = next((i for i in window if pieces[ids[i]].startswith(WORD_START)), start + limit)
+            segments.append(ids[start:cut])
+            start = cut
+        segments.append(ids[start:end])
+    return segments
+
+
+def _ends_sentence(ids: list[int], end: int, pieces: Sequence[str]) -> bool:
+    """Whether `ids[:end]` ends a sentence: its last piece that is more than closing quotes
+    and brackets ends with a sentence-ending mark."""
+    for k in range(end - 1, -1, -1):
+        text = pieces[ids[k]].rstrip(CLOSING)
+        if text:
+            return text.endswith(SENTENCE_END)
+    return False
+
+
+def _join(parts: list[tuple[list[int], float | None, float | None]]) -> tuple[list[int], float | None, float | None]:
+    """One line's hypothesis from its segments' (tokens, score, log-prob): tokens in order,
+    scores summed (None, as greedy search gives, stays None)."""
+    tokens = [token for part_tokens, _, _ in parts for token in part_tokens]
+    scores, log_probs = [p[1] for p in parts], [p[2] for p in parts]
+    return (tokens,
+            None if None in scores else sum(scores),
+            None if None in log_probs else sum(log_probs))
+
+
 def translate_nbest(
     translator: Translator,
     lines: list[str],
@@ -68,7 +119,10 @@ def translate_nbest(
     """Exactly `n_best` translations for every line, best first; nothing is ever dropped.
 
     Lines are sorted by length so batches carry little padding, then put back in order.
-    A line longer than the model can read is cut to `max_input_tokens` with a warning.
+    A line over `max_input_tokens` (default: the longest training sentence, `data.max_length`
+    of the saved run config, at most the model's positions less EOS) is translated in
+    segments, sentence by sentence (`split_long`), joined again, with a warning; entry k of
+    its n-best list joins every segment's k-th best, with the scores summed.
     `batch_tokens` budgets source tokens; beam search decodes `beam` rows per sentence.
     Beam 1 is greedy search (which beam search with beam 1 equals); `length_penalty` is the
     GNMT alpha of `beam_search`.  `restrict_to_target` lets the model produce only the ids
@@ -82,38 +136,47 @@ def translate_nbest(
     config = translator.training_config
     max_len_a = config.get("max_len_a", 1.5) if max_len_a is None else max_len_a
     max_len_b = config.get("max_len_b", 10) if max_len_b is None else max_len_b
-    limit = max_input_tokens or model.cfg.max_positions - 1
+    limit = max_input_tokens or min(model.cfg.max_positions - 1, translator.trained_max_length() or math.inf)
     device = next(model.parameters()).device
     allowed = translator.target_token_mask().to(device) if restrict_to_target else None
 
-    encoded = vocab.source.encode(lines)
-    for number, ids in enumerate(encoded, start=1):
+    # The units decoded: each line's ids, or the segments of an over-long one.
+    units, owners, pieces = [], [], None
+    for number, ids in enumerate(vocab.source.encode(lines), start=1):
+        segments = [ids]
         if len(ids) > limit:
-            print(f"warning: line {number} has {len(ids)} tokens; translating its first {limit}",
-                  file=sys.stderr)
-            encoded[number - 1] = ids[:limit]
-    outputs = [[Translation("", 0.0, 0.0)] for _ in lines]
-    batches = length_batches([len(ids) for ids in encoded], batch_tokens)
-    bar = tqdm(total=len(lines), unit="sent", disable=not progress, file=sys.stderr)
-    bar.update(len(lines) - sum(map(len, batches)))  # empty lines are done already
+            pieces = pieces or [vocab.source.processor.id_to_piece(i) for i in range(len(vocab.source))]
+            segments = split_long(ids, limit, pieces)
+            print(f"warning: line {number} has {len(ids)} tokens, more than the {limit} the model was "
+                  f"trained on or can read; translating it in {len(segments)} segments", file=sys.stderr)
+        units += segments
+        owners += [number - 1] * len(segments)
+
+    found: list[list[tuple]] = [[([], 0.0, 0.0)] for _ in units]  # an empty unit is not decoded
+    batches = length_batches([len(ids) for ids in units], batch_tokens)
+    bar = tqdm(total=len(units), unit="sent", disable=not progress, file=sys.stderr)
+    bar.update(len(units) - sum(map(len, batches)))  # empty lines are done already
     for batch in batches:
-        src = pad([encoded[i] + [EOS_ID] for i in batch]).to(device)
+        src = pad([units[i] + [EOS_ID] for i in batch]).to(device)
         with torch.inference_mode():
             if beam == 1:
-                for index, text in zip(batch, vocab.target.decode(
-                        greedy_search(model, src, max_len_a, max_len_b, allowed))):
-                    outputs[index] = [Translation(text, None, None)]
+                for index, tokens in zip(batch, greedy_search(model, src, max_len_a, max_len_b, allowed)):
+                    found[index] = [(tokens, None, None)]
             else:
                 nbest = beam_search(model, src, beam, length_penalty, n_best, max_len_a, max_len_b, allowed)
                 for index, hypotheses in zip(batch, nbest):
-                    texts = vocab.target.decode([h.tokens for h in hypotheses])
-                    outputs[index] = [Translation(text, h.score, h.log_prob)
-                                      for text, h in zip(texts, hypotheses)]
+                    found[index] = [(h.tokens, h.score, h.log_prob) for h in hypotheses]
         bar.update(len(batch))
     bar.close()
-    for entries in outputs:
-        entries.extend(Translation("", float("-inf"), float("-inf")) for _ in range(n_best - len(entries)))
-    return outputs
+
+    unfilled = ([], float("-inf"), float("-inf"))  # beyond what the search space held
+    per_line: list[list[list[tuple]]] = [[] for _ in lines]
+    for owner, entries in zip(owners, found):
+        per_line[owner].append(entries + [unfilled] * (n_best - len(entries)))
+    joined = [_join([segment[k] for segment in segments]) for segments in per_line for k in range(n_best)]
+    texts = vocab.target.decode([tokens for tokens, _, _ in joined])
+    flat = [Translation(text, score, log_prob) for text, (_, score, log_prob) in zip(texts, joined)]
+    return [flat[i * n_best : (i + 1) * n_best] for i in range(len(lines))]
 
 
 def translate_lines(
