@@ -183,6 +183,20 @@ def test_the_default_limit_is_the_longest_training_sentence(files, capsys, tmp_p
     assert "more than the 12 the model was trained on" in capsys.readouterr().err
 
 
+def test_max_input_tokens_flag_and_its_cap(files, capsys, tmp_path):
+    code, out, err = run(files, capsys, "--beam", "2", "--max-input-tokens", "3")
+    assert code == 0, err
+    assert len(out.split("\n")) == len(LINES) + 1 and "warning: line 3 has" in err
+    assert "more than the 3 the model was trained on" in err
+    code, _, err = run(files, capsys, "--max-input-tokens", "0")
+    assert code == 2 and "--max-input-tokens must be at least 1" in err
+    # Never more than the model's positions can read (63 here), whatever is asked.
+    (tmp_path / "long.en").write_text(" ".join(["Click OK."] * 12) + "\n", encoding="utf-8")
+    code, out, err = run(files, capsys, "--max-input-tokens", "1000", "--input", str(tmp_path / "long.en"))
+    assert code == 0, err
+    assert "more than the 63" in err and out.count("\n") == 1
+
+
 def test_reference_scores_the_one_best_output(files, capsys, tmp_path):
     code, out, err = run(files, capsys, "--beam", "3")
     assert code == 0, err

@@ -66,12 +66,14 @@ def split_long(ids: list[int], limit: int, pieces: Sequence[str]) -> list[list[i
 
     Why: a model trained on sentences translates a long line badly or not at all, so the line
     is cut after every sentence end (closing quotes or brackets after it kept) that a
-    word-initial piece follows; so not inside "3.5" or "e.g.,".  A sentence still over `limit` tokens is cut before the last word-initial
-    piece in the second half of the window that fits, else at the limit.
+    word-initial piece follows, so not inside "3.5".  A sentence still over `limit` tokens is
+    cut before the last word-initial piece in the second half of the window that fits, else
+    at the limit.
     """
     if limit < 1:
         raise ValueError(f"the segment limit must be at least 1 token, got {limit}")
-    cuts = [i for i in range(1, len(ids)) if pieces[ids[i]].startswith(WORD_START) and _ends_sentence(ids, i, pieces)]
+    cuts = [i for i in range(1, len(ids))
+            if pieces[ids[i]].startswith(WORD_START) and _ends_sentence(ids, i, pieces)]
     segments = []
     for start, end in zip([0, *cuts], [*cuts, len(ids)]):
         while end - start > limit:
@@ -93,9 +95,12 @@ def _ends_sentence(ids: list[int], end: int, pieces: Sequence[str]) -> bool:
     return False
 
 
-def _join(parts: list[tuple[list[int], float | None, float | None]]) -> tuple[list[int], float | None, float | None]:
-    """One line's hypothesis from its segments' (tokens, score, log-prob): tokens in order,
-    scores summed (None, as greedy search gives, stays None)."""
+Found = tuple[list[int], float | None, float | None]  # a hypothesis: tokens, score, log-prob
+
+
+def _join(parts: list[Found]) -> Found:
+    """One line's hypothesis from its segments': tokens in order, scores summed (None, as
+    greedy search gives, stays None)."""
     tokens = [token for part_tokens, _, _ in parts for token in part_tokens]
     scores, log_probs = [p[1] for p in parts], [p[2] for p in parts]
     return (tokens,
@@ -120,7 +125,7 @@ def translate_nbest(
 
     Lines are sorted by length so batches carry little padding, then put back in order.
     A line over `max_input_tokens` (default: the longest training sentence, `data.max_length`
-    of the saved run config, at most the model's positions less EOS) is translated in
+    of the saved run config; at most the model's positions less EOS) is translated in
     segments, sentence by sentence (`split_long`), joined again, with a warning; entry k of
     its n-best list joins every segment's k-th best, with the scores summed.
     `batch_tokens` budgets source tokens; beam search decodes `beam` rows per sentence.
@@ -136,7 +141,7 @@ def translate_nbest(
     config = translator.training_config
     max_len_a = config.get("max_len_a", 1.5) if max_len_a is None else max_len_a
     max_len_b = config.get("max_len_b", 10) if max_len_b is None else max_len_b
-    limit = max_input_tokens or min(model.cfg.max_positions - 1, translator.trained_max_length() or math.inf)
+    limit = min(max_input_tokens or translator.trained_max_length() or math.inf, model.cfg.max_positions - 1)
     device = next(model.parameters()).device
     allowed = translator.target_token_mask().to(device) if restrict_to_target else None
 
@@ -152,7 +157,7 @@ def translate_nbest(
         units += segments
         owners += [number - 1] * len(segments)
 
-    found: list[list[tuple]] = [[([], 0.0, 0.0)] for _ in units]  # an empty unit is not decoded
+    found: list[list[Found]] = [[([], 0.0, 0.0)] for _ in units]  # an empty unit is not decoded
     batches = length_batches([len(ids) for ids in units], batch_tokens)
     bar = tqdm(total=len(units), unit="sent", disable=not progress, file=sys.stderr)
     bar.update(len(units) - sum(map(len, batches)))  # empty lines are done already
@@ -170,7 +175,7 @@ def translate_nbest(
     bar.close()
 
     unfilled = ([], float("-inf"), float("-inf"))  # beyond what the search space held
-    per_line: list[list[list[tuple]]] = [[] for _ in lines]
+    per_line: list[list[list[Found]]] = [[] for _ in lines]
     for owner, entries in zip(owners, found):
         per_line[owner].append(entries + [unfilled] * (n_best - len(entries)))
     joined = [_join([segment[k] for segment in segments]) for segments in per_line for k in range(n_best)]

@@ -59,7 +59,8 @@ def main(argv: list[str] | None = None) -> int:
                 translator.target_token_mask()  # refuse before any work if the checkpoint lacks them
             with autocast(args):
                 hypotheses = translate_lines(
-                    translator, sources, args.batch_tokens, progress=True, beam=args.beam,
+                    translator, sources, args.batch_tokens, max_input_tokens=args.max_input_tokens,
+                    progress=True, beam=args.beam,
                     length_penalty=args.length_penalty, restrict_to_target=args.restrict_target,
                 )
             if args.output:

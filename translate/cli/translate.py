@@ -33,6 +33,9 @@ def add_search_arguments(parser: argparse.ArgumentParser, beam: int = 5) -> None
     parser.add_argument("--length-penalty", type=float, default=1.0,
                         help="GNMT length penalty alpha: hypotheses are ranked by "
                              "log-prob / ((5 + length) / 6) ** alpha (default: 1.0; 0 = raw log-prob)")
+    parser.add_argument("--max-input-tokens", type=int, default=None,
+                        help="translate a line over this many source tokens sentence by sentence "
+                             "(default: the longest training sentence, data.max_length)")
     parser.add_argument("--restrict-target", action="store_true",
                         help="produce only tokens seen on the target side of the training data")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
@@ -46,6 +49,8 @@ def search_settings_error(args: argparse.Namespace) -> str | None:
         return f"--beam must be at least 1, got {args.beam}"
     if args.batch_tokens < 1:
         return f"--batch-tokens must be at least 1, got {args.batch_tokens}"
+    if args.max_input_tokens is not None and args.max_input_tokens < 1:
+        return f"--max-input-tokens must be at least 1, got {args.max_input_tokens}"
     n_best = getattr(args, "n_best", 1)
     if not 1 <= n_best <= args.beam:
         return f"--n-best {n_best} must be between 1 and the beam size (--beam {args.beam})"
@@ -118,7 +123,8 @@ def main(argv: list[str] | None = None) -> int:
         with autocast(args):
             translations = translate_nbest(
                 translator, lines, args.batch_tokens, args.max_len_a, args.max_len_b,
-                progress=not args.quiet, beam=args.beam, length_penalty=args.length_penalty,
+                args.max_input_tokens, progress=not args.quiet, beam=args.beam,
+                length_penalty=args.length_penalty,
                 n_best=args.n_best, restrict_to_target=args.restrict_target,
             )
     except (CorpusError, CheckpointError) as error:
