@@ -1,4 +1,5 @@
-"""translate-cli's search flags: n-best lists, scoring against a reference, restricted output, precision."""
+"""translate-cli: n-best lists, scoring against a reference, restricted output, precision,
+over-long lines, and output that survives a stopped run."""
 
 import math
 from dataclasses import asdict
@@ -8,6 +9,7 @@ import pytest
 import torch
 
 from translate.checkpoint import CheckpointError, load_translator
+import translate.cli.translate as cli
 from translate.cli.translate import main
 from translate.metrics import corpus_scores
 from translate.model import ModelConfig, Transformer
@@ -184,8 +186,9 @@ def test_the_default_limit_is_the_longest_training_sentence(files, capsys, tmp_p
 
 
 def test_max_input_tokens_flag_and_its_cap(files, capsys, tmp_path):
-    code, out, err = run(files, capsys, "--beam", "2", "--max-input-tokens", "3")
+    code, out, err = run(files, capsys, "--beam", "2", "--max-input-tokens", "3", "--chunk-lines", "2")
     assert code == 0, err
+    # Line 3 is the first of the second chunk: warnings number the lines of the whole input.
     assert len(out.split("\n")) == len(LINES) + 1 and "warning: line 3 has" in err
     assert "more than the 3 the model was trained on" in err
     code, _, err = run(files, capsys, "--max-input-tokens", "0")
@@ -218,8 +221,6 @@ def test_reference_scores_the_one_best_output(files, capsys, tmp_path):
 
 
 def test_reference_with_another_line_count_is_refused_before_translating(files, capsys, tmp_path, monkeypatch):
-    import translate.cli.translate as cli
-
     def no_work(*args, **kwargs):
         raise AssertionError("work was done before the reference was checked")
 
@@ -307,3 +308,77 @@ def test_translate_eval_searches_as_translate_cli_does(files, capsys, tmp_path):
     assert eval_main(["--checkpoint", str(files["plain"]), "--source", str(files["input"]),
                       "--references", str(references), "--restrict-target"]) == 2
     assert "does not record its target-side tokens" in capsys.readouterr().err
+
+
+def nbest_rows(path: Path) -> list[tuple[str, str, float]]:
+    return [(number, text, float(score)) for number, text, score, _ in
+            (line.split(" ||| ") for line in read(path))]
+
+
+def test_a_stopped_run_resumes_where_it_stopped_and_gives_one_run_s_output(files, capsys, tmp_path, monkeypatch):
+    source = tmp_path / "input.en"
+    source.write_text("".join(line + "\n" for line in LINES * 3), encoding="utf-8")  # 12 lines
+    references = tmp_path / "ref.de"
+    references.write_text("".join(f"Zeile {i}.\n" for i in range(12)), encoding="utf-8")
+    settings = ["--input", str(source), "--beam", "3", "--n-best", "2", "--reference", str(references)]
+    code, _, err = run(files, capsys, *settings, "--output", str(tmp_path / "whole"))
+    assert code == 0, err
+    whole = nbest_rows(tmp_path / "whole")
+    whole_report = err.strip().splitlines()[0]
+    assert len(whole) == 24
+
+    out = tmp_path / "out"
+    translated = []
+    original = cli.translate_nbest
+
+    def stops_on_second_chunk(translator, lines, *args, **kwargs):
+        if len(translated) == 5:
+            raise KeyboardInterrupt
+        translated.extend(lines)
+        return original(translator, lines, *args, **kwargs)
+
+    monkeypatch.setattr(cli, "translate_nbest", stops_on_second_chunk)
+    code, _, err = run(files, capsys, *settings, "--chunk-lines", "5", "--output", str(out))
+    assert code == 130 and "5 of 12 lines are in" in err
+    assert not out.exists()
+    partial = tmp_path / "out.partial"
+    assert [row[:2] for row in nbest_rows(partial)] == [row[:2] for row in whole[:10]]
+    with open(partial, "ab") as handle:  # a chunk written but not recorded when the run stopped
+        handle.write("5 ||| half a li".encode())
+
+    code, _, err = run(files, capsys, *settings, "--chunk-lines", "5", "--output", str(out))
+    assert code == 2 and "holds the translations of 5 input lines" in err and "--resume" in err
+    code, _, err = run(files, capsys, *settings, "--beam", "4", "--chunk-lines", "5", "--output", str(out),
+                       "--resume")
+    assert code == 2 and "another --beam than" in err
+
+    def counts_lines(translator, lines, *args, **kwargs):
+        translated.extend(lines)
+        return original(translator, lines, *args, **kwargs)
+
+    monkeypatch.setattr(cli, "translate_nbest", counts_lines)
+    translated.clear()
+    code, _, err = run(files, capsys, *settings, "--chunk-lines", "5", "--output", str(out), "--resume")
+    assert code == 0, err
+    assert len(translated) == 7, "only the lines not done were translated"
+    resumed = nbest_rows(out)
+    assert [row[:2] for row in resumed] == [row[:2] for row in whole]
+    assert [row[2] for row in resumed] == pytest.approx([row[2] for row in whole], abs=2e-4)
+    assert whole_report in err, "the scores must cover every line, those of the first run too"
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("out")) == ["out"]
+
+
+def test_resume_and_chunk_lines_are_checked(files, capsys):
+    code, _, err = run(files, capsys, "--resume")
+    assert code == 2 and "--resume continues an --output FILE" in err
+    code, _, err = run(files, capsys, "--chunk-lines", "0")
+    assert code == 2 and "--chunk-lines must be at least 1" in err
+
+
+def test_a_run_stopped_before_its_first_chunk_leaves_nothing(files, capsys, tmp_path, monkeypatch):
+    def stops(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "translate_nbest", stops)
+    code, _, _ = run(files, capsys, "--output", str(tmp_path / "out"))
+    assert code == 130 and list(tmp_path.iterdir()) == []

@@ -120,6 +120,8 @@ def translate_nbest(
     length_penalty: float = 1.0,
     n_best: int = 1,
     restrict_to_target: bool = False,
+    description: str | None = None,
+    first_line: int = 1,
 ) -> list[list[Translation]]:
     """Exactly `n_best` translations for every line, best first; nothing is ever dropped.
 
@@ -131,7 +133,8 @@ def translate_nbest(
     `batch_tokens` budgets source tokens; beam search decodes `beam` rows per sentence.
     Beam 1 is greedy search (which beam search with beam 1 equals); `length_penalty` is the
     GNMT alpha of `beam_search`.  `restrict_to_target` lets the model produce only the ids
-    seen on the target side of its training data (plus UNK and EOS).
+    seen on the target side of its training data (plus UNK and EOS).  `description` labels
+    the progress bar; `first_line` is the number warnings give `lines[0]` (a chunk's place).
     """
     if beam < 1:
         raise ValueError(f"beam must be at least 1, got {beam}")
@@ -147,7 +150,7 @@ def translate_nbest(
 
     # The units decoded: each line's ids, or the segments of an over-long one.
     units, owners, pieces = [], [], None
-    for number, ids in enumerate(vocab.source.encode(lines), start=1):
+    for number, ids in enumerate(vocab.source.encode(lines), start=first_line):
         segments = [ids]
         if len(ids) > limit:
             pieces = pieces or [vocab.source.processor.id_to_piece(i) for i in range(len(vocab.source))]
@@ -155,11 +158,11 @@ def translate_nbest(
             print(f"warning: line {number} has {len(ids)} tokens, more than the {limit} the model was "
                   f"trained on or can read; translating it in {len(segments)} segments", file=sys.stderr)
         units += segments
-        owners += [number - 1] * len(segments)
+        owners += [number - first_line] * len(segments)
 
     found: list[list[Found]] = [[([], 0.0, 0.0)] for _ in units]  # an empty unit is not decoded
     batches = length_batches([len(ids) for ids in units], batch_tokens)
-    bar = tqdm(total=len(units), unit="sent", disable=not progress, file=sys.stderr)
+    bar = tqdm(total=len(units), unit="sent", desc=description, disable=not progress, file=sys.stderr)
     bar.update(len(units) - sum(map(len, batches)))  # empty lines are done already
     for batch in batches:
         src = pad([units[i] + [EOS_ID] for i in batch]).to(device)

@@ -5,6 +5,10 @@ With --n-best N (N > 1) every input line gives N output lines, best first, each
 (as in Moses n-best lists), SCORE the length-normalized score the beam ranks by and LOG_PROB
 the total log-probability (EOS included). An empty input line gives N entries with empty
 text (the first scored 0, the rest -inf).
+
+The input is translated in chunks of --chunk-lines lines. With --output, each chunk is added
+to OUTPUT.partial as soon as it is done, and OUTPUT appears, complete, at the end; after a
+crash or Ctrl-C, the same command with --resume translates only the lines not done yet.
 """
 
 from __future__ import annotations
@@ -15,11 +19,13 @@ import sys
 
 import torch
 
-from translate.checkpoint import CheckpointError, load_translator
+from translate.checkpoint import CheckpointError, Translator, load_translator
 from translate.corpus import CorpusError, decode_lines, read_lines
-from translate.files import write_lines_atomic
 from translate.metrics import corpus_scores
+from translate.partial_output import PartialOutput, PartialOutputError, file_digest, lines_digest
 from translate.pipeline import BATCH_TOKENS, Translation, translate_nbest
+
+CHUNK_LINES = 5000  # lines a chunk: a few minutes of CPU work at most, lost to a crash
 
 PRECISIONS = {"32": None, "bf16": torch.bfloat16, "16": torch.float16}
 
@@ -73,7 +79,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--checkpoint", required=True, help="a checkpoint from translate-train")
     parser.add_argument("--input", default="-", help="text file, one sentence a line (default: stdin)")
-    parser.add_argument("--output", default="-", help="file to write, atomically (default: stdout)")
+    parser.add_argument("--output", default="-",
+                        help="file to write: OUTPUT.partial while running, OUTPUT when complete (default: stdout)")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue the OUTPUT.partial of an earlier run of the same command")
+    parser.add_argument("--chunk-lines", type=int, default=CHUNK_LINES,
+                        help=f"input lines translated, and written, at a time (default: {CHUNK_LINES})")
     add_search_arguments(parser)
     parser.add_argument("--max-len-a", type=float, default=None, help="output length limit a*src+b")
     parser.add_argument("--max-len-b", type=int, default=None)
@@ -88,12 +99,68 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def nbest_lines(translations: list[list[Translation]]) -> list[str]:
+def nbest_lines(translations: list[list[Translation]], first: int = 0) -> list[str]:
+    """The n-best format; `first` is the 0-based input line number of `translations[0]`."""
     return [
         f"{number} ||| {entry.text} ||| {entry.score:.4f} ||| {entry.log_prob:.4f}"
-        for number, entries in enumerate(translations)
+        for number, entries in enumerate(translations, start=first)
         for entry in entries
     ]
+
+
+def one_best(output_lines: list[str], n_best: int) -> list[str]:
+    """The best translation of every input line, from the lines translate-cli wrote."""
+    if n_best == 1:
+        return output_lines
+    return [line.split(" ||| ", 1)[1].rsplit(" ||| ", 2)[0] for line in output_lines[::n_best]]
+
+
+def fingerprint(args: argparse.Namespace, lines: list[str]) -> dict:
+    """What an OUTPUT.partial must have been written with to be continued: the input, the
+    checkpoint and every setting that changes the output (not the device, threads or batch
+    size, which change only rounding)."""
+    return {
+        "input": lines_digest(lines), "checkpoint": file_digest(args.checkpoint),
+        "--beam": args.beam, "--length-penalty": args.length_penalty, "--n-best": args.n_best,
+        "--max-len-a": args.max_len_a, "--max-len-b": args.max_len_b,
+        "--max-input-tokens": args.max_input_tokens, "--restrict-target": args.restrict_target,
+        "--precision": args.precision,
+    }
+
+
+def translate_in_chunks(translator: Translator, lines: list[str], args: argparse.Namespace,
+                        output: PartialOutput | None) -> list[str]:
+    """Translate the lines not done yet, chunk by chunk, each chunk written as soon as it is
+    done (to `output`, else stdout); returns what this call wrote."""
+    written: list[str] = []
+    start = output.lines_done if output else 0
+    try:
+        for first in range(start, len(lines), args.chunk_lines):
+            chunk = lines[first : first + args.chunk_lines]
+            with autocast(args):
+                translations = translate_nbest(
+                    translator, chunk, args.batch_tokens, args.max_len_a, args.max_len_b,
+                    args.max_input_tokens, progress=not args.quiet, beam=args.beam,
+                    length_penalty=args.length_penalty, n_best=args.n_best,
+                    restrict_to_target=args.restrict_target,
+                    description=f"lines {first + 1:,}-{first + len(chunk):,} of {len(lines):,}",
+                    first_line=first + 1,
+                )
+            text = [e[0].text for e in translations] if args.n_best == 1 else nbest_lines(translations, first)
+            if output:
+                output.append(text, len(chunk))
+            else:
+                sys.stdout.write("".join(line + "\n" for line in text))
+                sys.stdout.flush()
+            written += text
+    except BaseException:
+        if output and output.lines_done:
+            print(f"translate-cli: stopped; the translations of {output.lines_done:,} of {len(lines):,} "
+                  f"lines are in {output.partial}: the same command with --resume continues", file=sys.stderr)
+        elif output:
+            output.discard()  # nothing done: nothing to resume
+        raise
+    return written
 
 
 def fail(message: str) -> int:
@@ -106,6 +173,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     error = search_settings_error(args)
+    if args.chunk_lines < 1:
+        error = f"--chunk-lines must be at least 1, got {args.chunk_lines}"
+    if args.resume and args.output == "-":
+        error = "--resume continues an --output FILE; standard output cannot be resumed"
     if error:
         return fail(error)
     try:
@@ -120,26 +191,22 @@ def main(argv: list[str] | None = None) -> int:
         translator = load_translator(args.checkpoint, args.device)
         if args.restrict_target:
             translator.target_token_mask()  # refuse before any work if the checkpoint lacks them
-        with autocast(args):
-            translations = translate_nbest(
-                translator, lines, args.batch_tokens, args.max_len_a, args.max_len_b,
-                args.max_input_tokens, progress=not args.quiet, beam=args.beam,
-                length_penalty=args.length_penalty,
-                n_best=args.n_best, restrict_to_target=args.restrict_target,
-            )
-    except (CorpusError, CheckpointError) as error:
+        output = None
+        if args.output != "-":
+            output = PartialOutput(args.output, fingerprint(args, lines), args.resume)
+            if output.lines_done:
+                print(f"translate-cli: resuming {output.partial}: {output.lines_done:,} of {len(lines):,} "
+                      "lines were done", file=sys.stderr)
+    except (CorpusError, CheckpointError, PartialOutputError) as error:
         return fail(str(error))
-    if args.n_best == 1:
-        outputs = [entries[0].text for entries in translations]
-    else:
-        outputs = nbest_lines(translations)
-    if args.output == "-":
-        sys.stdout.write("".join(line + "\n" for line in outputs))
-        sys.stdout.flush()
-    else:
-        write_lines_atomic(args.output, outputs)
+    try:
+        written = translate_in_chunks(translator, lines, args, output)
+    except KeyboardInterrupt:
+        return 130  # what was done is kept, and translate_in_chunks said where
+    if output:
+        output.finish()
     if references is not None:
-        scores = corpus_scores([entries[0].text for entries in translations], references)
+        scores = corpus_scores(one_best(output.read() if output else written, args.n_best), references)
         print(scores.report(), file=sys.stderr)
     return 0
 
