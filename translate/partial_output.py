@@ -24,15 +24,6 @@ class PartialOutputError(ValueError):
     """A partial output that cannot be continued (or must not be overwritten); says why."""
 
 
-def file_digest(path: str | Path) -> str:
-    """SHA-256 of a file's bytes, read in blocks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def lines_digest(lines: list[str]) -> str:
     """SHA-256 of the lines as text: the same input whatever file or stream it came from."""
     digest = hashlib.sha256()

@@ -16,13 +16,15 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
+from pathlib import Path
 
 import torch
 
 from translate.checkpoint import CheckpointError, Translator, load_translator
 from translate.corpus import CorpusError, decode_lines, read_lines
+from translate.data import file_digest
 from translate.metrics import corpus_scores
-from translate.partial_output import PartialOutput, PartialOutputError, file_digest, lines_digest
+from translate.partial_output import PartialOutput, PartialOutputError, lines_digest
 from translate.pipeline import BATCH_TOKENS, Translation, translate_nbest
 
 CHUNK_LINES = 5000  # lines a chunk: a few minutes of CPU work at most, lost to a crash
@@ -120,7 +122,7 @@ def fingerprint(args: argparse.Namespace, lines: list[str]) -> dict:
     checkpoint and every setting that changes the output (not the device, threads or batch
     size, which change only rounding)."""
     return {
-        "input": lines_digest(lines), "checkpoint": file_digest(args.checkpoint),
+        "input": lines_digest(lines), "checkpoint": file_digest(Path(args.checkpoint)),
         "--beam": args.beam, "--length-penalty": args.length_penalty, "--n-best": args.n_best,
         "--max-len-a": args.max_len_a, "--max-len-b": args.max_len_b,
         "--max-input-tokens": args.max_input_tokens, "--restrict-target": args.restrict_target,
@@ -131,7 +133,7 @@ def fingerprint(args: argparse.Namespace, lines: list[str]) -> dict:
 def translate_in_chunks(translator: Translator, lines: list[str], args: argparse.Namespace,
                         output: PartialOutput | None) -> list[str]:
     """Translate the lines not done yet, chunk by chunk, each chunk written as soon as it is
-    done (to `output`, else stdout); returns what this call wrote."""
+    done (to `output`, else stdout); returns what this call wrote to stdout."""
     written: list[str] = []
     start = output.lines_done if output else 0
     try:
@@ -152,7 +154,7 @@ def translate_in_chunks(translator: Translator, lines: list[str], args: argparse
             else:
                 sys.stdout.write("".join(line + "\n" for line in text))
                 sys.stdout.flush()
-            written += text
+                written += text
     except BaseException:
         if output and output.lines_done:
             print(f"translate-cli: stopped; the translations of {output.lines_done:,} of {len(lines):,} "
