@@ -43,7 +43,7 @@ import torch  # noqa: E402
 
 from translate.checkpoint import Translator, load_translator  # noqa: E402
 from translate.corpus import BUNDLED_CORPUS, read_lines, split_paths  # noqa: E402
-from translate.data import pad  # noqa: E402
+from translate.padding import pad  # noqa: E402
 from translate.metrics import corpus_scores  # noqa: E402
 from translate.pipeline import BATCH_TOKENS, length_batches, translate_nbest  # noqa: E402
 from translate.vocab import EOS_ID, PAD_ID  # noqa: E402

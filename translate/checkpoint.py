@@ -12,13 +12,16 @@ from pathlib import Path
 import torch
 import yaml
 
+from translate.errors import UsageError
 from translate.model import ModelConfig, Transformer
-from translate.module import ARTIFACT_KEY
 from translate.packing import pack_linear_layers
 from translate.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocabularies
 
 
-class CheckpointError(ValueError):
+ARTIFACT_KEY = "translate"  # checkpoint entry holding everything needed to translate
+
+
+class CheckpointError(UsageError):
     """A checkpoint that cannot be used for translation; the message says why."""
 
 

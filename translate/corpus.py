@@ -12,10 +12,12 @@ from typing import Literal
 
 import numpy as np
 
+from translate.errors import UsageError
+
 BUNDLED_CORPUS = Path(__file__).parent / "corpora" / "libreoffice_help_en_de"
 
 
-class CorpusError(ValueError):
+class CorpusError(UsageError):
     """Input text that cannot be used as it is; the message names the file and line."""
 
 
@@ -152,10 +154,38 @@ CorpusFormat = Literal["text", "tsv", "jsonl", "hf"]
 def split_files(
     directory: str | Path, split: str, src_lang: str, tgt_lang: str, format: CorpusFormat = "text"
 ) -> list[Path]:
-    """The file(s) holding one split: `split.src` + `split.tgt`, or `split.tsv`, or `split.jsonl`."""
+    """The file(s) holding one split: `split.src` + `split.tgt`, or `split.tsv`, or `split.jsonl`.
+    A missing one is an error that says what the directory holds for that split instead."""
     if format == "text":
-        return list(split_paths(directory, split, src_lang, tgt_lang))
-    return [plain_or_gzipped(Path(directory) / f"{split}.{format}")]
+        files = list(split_paths(directory, split, src_lang, tgt_lang))
+    else:
+        files = [plain_or_gzipped(Path(directory) / f"{split}.{format}")]
+    for path in files:
+        if not path.is_file():
+            raise CorpusError(f"{path}: no such file{_what_is_there(Path(directory), split, format)}")
+    return files
+
+
+def _what_is_there(directory: Path, split: str, format: str) -> str:
+    """A hint for a missing split file: the directory's other files of that split, and the corpus
+    format or languages they would need."""
+    if not directory.is_dir():
+        return f" ({directory} is not a directory)"
+    names = sorted(p.name for p in directory.glob(f"{split}.*") if p.is_file())
+    if not names:
+        return f" ({directory} holds no {split}.* files)"
+    stems = {name.removesuffix(".gz") for name in names}
+    langs = sorted(stem.split(".", 1)[1] for stem in stems - {f"{split}.tsv", f"{split}.jsonl"})
+    hints = [
+        (format == "text" and len(langs) >= 2, f"languages among {', '.join(langs)} (--data.src_lang, --data.tgt_lang)"),
+        (f"{split}.tsv" in stems, "corpus format 'tsv' (--data.corpus_format tsv)"),
+        (f"{split}.jsonl" in stems, "corpus format 'jsonl' (--data.corpus_format jsonl)"),
+        (len(langs) >= 2, f"corpus format 'text' (--data.corpus_format text) with languages among {', '.join(langs)}"),
+    ]
+    need = next((hint for applies, hint in hints if applies), None)
+    if need is None:
+        return f"; {directory} holds {', '.join(names)}"
+    return f"; {directory} holds {', '.join(names)}: that needs {need}"
 
 
 def read_split(

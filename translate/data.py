@@ -24,7 +24,8 @@ from translate.corpus import (
     BUNDLED_CORPUS, CorpusError, CorpusFormat, filter_by_length, iter_split, load_hf_dataset, split_files,
 )
 from translate.encoded import EncodedPairs, cached_encoding
-from translate.files import write_atomic
+from translate.files import file_digest, write_atomic
+from translate.padding import pad
 from translate.vocab import BOS_ID, EOS_ID, PAD_ID, ModelType, Vocabularies
 
 class TokenBatchSampler(Sampler[list[int]]):
@@ -170,31 +171,6 @@ def collate(examples: list[tuple[np.ndarray, np.ndarray, str | None]]) -> dict:
     if examples and examples[0][2] is not None:
         batch["references"] = [reference for _, _, reference in examples]
     return batch
-
-
-def pad(sequences, before: int | None = None, after: int | None = None) -> torch.Tensor:
-    """A (batch, longest) tensor of ids, PAD-filled, with an optional id added before/after each."""
-    extra = (before is not None) + (after is not None)
-    out = np.full((len(sequences), max(map(len, sequences)) + extra), PAD_ID, dtype=np.int64)
-    start = int(before is not None)
-    for row, sequence in enumerate(sequences):
-        if before is not None:
-            out[row, 0] = before
-        out[row, start : start + len(sequence)] = sequence
-        if after is not None:
-            out[row, start + len(sequence)] = after
-    return torch.from_numpy(out)
-
-
-def file_digest(*paths: Path) -> str:
-    digest = hashlib.sha256()
-    for path in paths:
-        if not path.is_file():
-            raise CorpusError(f"{path}: no such file")
-        with open(path, "rb") as handle:
-            for chunk in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(chunk)
-    return digest.hexdigest()
 
 
 class TranslationDataModule(L.LightningDataModule):

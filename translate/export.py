@@ -49,13 +49,14 @@ import torch
 from torch import Tensor, nn
 
 from translate.checkpoint import load_translator
+from translate.errors import UsageError
 from translate.model import TIE_MODES, MultiHeadAttention, Transformer
 from translate.vocab import BOS_ID, EOS_ID, PAD_ID, SentencePieceVocab, Vocabularies
 
 INSTALL_HINT = "pip install 'translate[export]'"
 
 
-class ExportError(ValueError):
+class ExportError(UsageError):
     """A checkpoint that cannot be exported exactly; the message says why."""
 
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
+
+from translate.errors import UsageError
 
 
 @contextmanager
@@ -37,3 +40,15 @@ def write_atomic(path: str | Path, data: bytes) -> None:
 
 def write_lines_atomic(path: str | Path, lines: list[str]) -> None:
     write_atomic(path, "".join(line + "\n" for line in lines).encode("utf-8"))
+
+
+def file_digest(*paths: str | Path) -> str:
+    """SHA-256 of the files' bytes, one after another: what caches and resumable outputs are keyed on."""
+    digest = hashlib.sha256()
+    for path in map(Path, paths):
+        if not path.is_file():
+            raise UsageError(f"{path}: no such file")
+        with open(path, "rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(chunk)
+    return digest.hexdigest()

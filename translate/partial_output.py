@@ -17,10 +17,11 @@ import json
 import os
 from pathlib import Path
 
+from translate.errors import UsageError
 from translate.files import write_atomic
 
 
-class PartialOutputError(ValueError):
+class PartialOutputError(UsageError):
     """A partial output that cannot be continued (or must not be overwritten); says why."""
 
 

@@ -11,9 +11,9 @@ import torch
 from tqdm import tqdm
 
 from translate.checkpoint import Translator
+from translate.padding import pad
 from translate.search import beam_search, greedy_search
 from translate.vocab import EOS_ID
-from translate.data import pad
 
 
 # Source tokens per batch: with beam 5 about a thousand decoder rows, enough for efficient

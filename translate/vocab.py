@@ -39,7 +39,8 @@ class SentencePieceVocab:
         return self.processor.encode(texts, out_type=int)
 
     def decode(self, ids: list[list[int]]) -> list[str]:
-        return self.processor.decode(ids)
+        # Trailing or leading "▁" pieces would leave spaces around a translation.
+        return [text.strip() for text in self.processor.decode(ids)]
 
     def pieces(self, text: str) -> list[str]:
         return self.processor.encode(text, out_type=str)

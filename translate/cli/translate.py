@@ -22,7 +22,7 @@ import torch
 
 from translate.checkpoint import CheckpointError, Translator, load_translator
 from translate.corpus import CorpusError, decode_lines, read_lines
-from translate.data import file_digest
+from translate.files import file_digest
 from translate.metrics import corpus_scores
 from translate.partial_output import PartialOutput, PartialOutputError, lines_digest
 from translate.pipeline import BATCH_TOKENS, Translation, translate_nbest
