@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import zip_longest
@@ -33,7 +34,18 @@ def iter_lines(path: str | Path) -> Iterator[str]:
         raise CorpusError(f"{path}: no such file")
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rb") as handle:
-        yield from iter_decoded(handle, str(path))
+        yield from iter_decoded(_checked_reads(handle, path), str(path))
+
+
+def _checked_reads(handle: Iterable[bytes], path: Path) -> Iterator[bytes]:
+    """The handle's lines; a truncated or corrupt gzip file, or a failed read, is an error naming
+    the file and the last line read whole."""
+    number = 0
+    try:
+        for number, raw in enumerate(handle, start=1):
+            yield raw
+    except (EOFError, OSError, zlib.error) as error:
+        raise CorpusError(f"{path}: unreadable after line {number} ({error}); is the file truncated?") from None
 
 
 def decode_lines(stream: Iterable[bytes], name: str) -> list[str]:
@@ -42,11 +54,15 @@ def decode_lines(stream: Iterable[bytes], name: str) -> list[str]:
 
 
 def iter_decoded(stream: Iterable[bytes], name: str) -> Iterator[str]:
+    """Strict UTF-8 lines without their line ends; a byte-order mark opening the first line
+    (Windows editors write one) is dropped, or it would reach the model as text."""
     for number, raw in enumerate(stream, start=1):
         try:
             line = raw.decode("utf-8")
         except UnicodeDecodeError as error:
             raise CorpusError(f"{name}:{number}: invalid UTF-8 at byte {error.start} of the line") from None
+        if number == 1:
+            line = line.removeprefix("\ufeff")
         yield line.rstrip("\r\n")
 
 
