@@ -157,7 +157,7 @@ def test_translate_cli_accepts_the_average(vocabs, tmp_path, capsys):
     source = tmp_path / "input.en"
     source.write_text("Click OK.\n\nSelect the cells.\n", encoding="utf-8")
     output = tmp_path / "output.de"
-    code = translate_main(["--checkpoint", str(tmp_path / "avg" / "avg.ckpt"), "--input", str(source),
+    code = translate_main(["--checkpoint", str(tmp_path / "avg" / "avg.ckpt"), "--source", str(source),
                            "--output", str(output), "--quiet", "--max-len-a", "0", "--max-len-b", "4"])
     assert code == 0, capsys.readouterr().err
     assert len(output.read_text(encoding="utf-8").splitlines()) == 3

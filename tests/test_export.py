@@ -181,21 +181,21 @@ def test_cli(vocabularies, tmp_path, capsys):
     from translate.cli.export import main
 
     save_checkpoint(tmp_path / "model.ckpt", small_config(True, "all"), vocabularies["joint"])
-    assert main([str(tmp_path / "model.ckpt"), str(tmp_path / "hf")]) == 0
+    assert main(["--checkpoint", str(tmp_path / "model.ckpt"), "--output", str(tmp_path / "hf")]) == 0
     assert "PegasusForConditionalGeneration" in capsys.readouterr().out
-    assert main([str(tmp_path / "model.ckpt"), str(tmp_path / "hf")]) == 2
+    assert main(["--checkpoint", str(tmp_path / "model.ckpt"), "--output", str(tmp_path / "hf")]) == 2
     assert "not empty" in capsys.readouterr().err
-    assert main([str(tmp_path / "model.ckpt"), str(tmp_path / "hf"), "--overwrite"]) == 0
-    assert main([str(tmp_path / "absent.ckpt"), str(tmp_path / "other")]) == 2
+    assert main(["--checkpoint", str(tmp_path / "model.ckpt"), "--output", str(tmp_path / "hf"), "--overwrite"]) == 0
+    assert main(["--checkpoint", str(tmp_path / "absent.ckpt"), "--output", str(tmp_path / "other")]) == 2
     assert "no such checkpoint file" in capsys.readouterr().err
-    assert main([str(tmp_path / "model.ckpt"), str(tmp_path / "other"), "--quantization", "int8"]) == 2
+    assert main(["--checkpoint", str(tmp_path / "model.ckpt"), "--output", str(tmp_path / "other"), "--quantization", "int8"]) == 2
     assert "--format ctranslate2 only" in capsys.readouterr().err
 
     save_checkpoint(tmp_path / "decoder.ckpt", small_config(True, "decoder"), vocabularies["joint"])
-    assert main([str(tmp_path / "decoder.ckpt"), str(tmp_path / "refused")]) == 2
+    assert main(["--checkpoint", str(tmp_path / "decoder.ckpt"), "--output", str(tmp_path / "refused")]) == 2
     assert "export with tie_embeddings 'all' or 'src_tgt' only" in capsys.readouterr().err
     if __import__("importlib").util.find_spec("ctranslate2"):  # what it refuses, CTranslate2 takes
-        argv = [str(tmp_path / "decoder.ckpt"), str(tmp_path / "ct2"), "--format", "ctranslate2"]
+        argv = ["--checkpoint", str(tmp_path / "decoder.ckpt"), "--output", str(tmp_path / "ct2"), "--format", "ctranslate2"]
         assert main([*argv, "--quantization", "int8"]) == 0
         assert "CTranslate2 model" in capsys.readouterr().out
         assert (tmp_path / "ct2" / "model.bin").is_file()

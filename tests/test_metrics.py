@@ -23,7 +23,7 @@ def test_translate_eval_equals_sacrebleu_cli(tmp_path, fixture_dir, capsys):
     refs = read_lines(fixture_dir / "test.de")
     hyp_path = tmp_path / "hyp.de"
     hyp_path.write_text("".join(h + "\n" for h in degrade(refs)), encoding="utf-8")
-    assert eval_main(["--hypotheses", str(hyp_path), "--references", str(fixture_dir / "test.de"), "--json"]) == 0
+    assert eval_main(["--hypotheses", str(hyp_path), "--reference", str(fixture_dir / "test.de"), "--json"]) == 0
     import json
     ours = json.loads(capsys.readouterr().out)
     cli = subprocess.run(
@@ -39,14 +39,14 @@ def test_translate_eval_equals_sacrebleu_cli(tmp_path, fixture_dir, capsys):
 
 def test_translate_eval_refuses_line_count_mismatch(tmp_path, fixture_dir, capsys):
     (tmp_path / "hyp.de").write_text("nur eine Zeile\n")
-    assert eval_main(["--hypotheses", str(tmp_path / "hyp.de"), "--references", str(fixture_dir / "test.de")]) == 2
-    assert "1 hypotheses but" in capsys.readouterr().err
+    assert eval_main(["--hypotheses", str(tmp_path / "hyp.de"), "--reference", str(fixture_dir / "test.de")]) == 2
+    assert f"{tmp_path / 'hyp.de'} has 1 lines but {fixture_dir / 'test.de'} has" in capsys.readouterr().err
 
 
 def test_translate_eval_checks_device_and_precision_like_translate_cli(tmp_path, capsys):
     # refused before the (missing) checkpoint is opened: the settings are checked first
-    assert eval_main(["--checkpoint", str(tmp_path / "absent.ckpt"), "--precision", "16"]) == 2
-    assert "--precision 16 (float16 autocast) needs --device cuda" in capsys.readouterr().err
+    assert eval_main(["--checkpoint", str(tmp_path / "absent.ckpt"), "--precision", "16-mixed", "--device", "cpu"]) == 2
+    assert "--precision 16-mixed (float16 autocast) needs a CUDA device" in capsys.readouterr().err
 
 
 def test_validation_bleu_metric_equals_sacrebleu_over_parts(fixture_dir):

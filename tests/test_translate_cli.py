@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from translate.checkpoint import CheckpointError, load_translator
-import translate.cli.translate as cli
+import translate.checkpoint
+import translate.pipeline
 from translate.cli.translate import main
 from translate.metrics import corpus_scores
 from translate.model import ModelConfig, Transformer
@@ -66,7 +67,7 @@ def files(tmp_path_factory):
 
 
 def run(files, capsys, *args: str):
-    code = main(["--checkpoint", str(files["ckpt"]), "--input", str(files["input"]), "--quiet", *args])
+    code = main(["--checkpoint", str(files["ckpt"]), "--source", str(files["input"]), "--quiet", *args])
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 
@@ -195,7 +196,7 @@ def test_max_input_tokens_flag_and_its_cap(files, capsys, tmp_path):
     assert code == 2 and "--max-input-tokens must be at least 1" in err
     # Never more than the model's positions can read (63 here), whatever is asked.
     (tmp_path / "long.en").write_text(" ".join(["Click OK."] * 12) + "\n", encoding="utf-8")
-    code, out, err = run(files, capsys, "--max-input-tokens", "1000", "--input", str(tmp_path / "long.en"))
+    code, out, err = run(files, capsys, "--max-input-tokens", "1000", "--source", str(tmp_path / "long.en"))
     assert code == 0, err
     assert "more than the 63" in err and out.count("\n") == 1
 
@@ -224,8 +225,8 @@ def test_reference_with_another_line_count_is_refused_before_translating(files, 
     def no_work(*args, **kwargs):
         raise AssertionError("work was done before the reference was checked")
 
-    monkeypatch.setattr(cli, "load_translator", no_work)
-    monkeypatch.setattr(cli, "translate_nbest", no_work)
+    monkeypatch.setattr(translate.checkpoint, "load_translator", no_work)
+    monkeypatch.setattr(translate.pipeline, "translate_nbest", no_work)
     reference = tmp_path / "short.de"
     reference.write_text("eins\nzwei\n", encoding="utf-8")
     code, out, err = run(files, capsys, "--reference", str(reference), "--output", str(tmp_path / "out"))
@@ -265,7 +266,7 @@ def test_restrict_target_without_recorded_tokens_is_a_clear_error(files, capsys,
     assert load_translator(files["plain"]).target_tokens is None
     with pytest.raises(CheckpointError, match="does not record its target-side tokens"):
         load_translator(files["plain"]).target_token_mask()
-    code = main(["--checkpoint", str(files["plain"]), "--input", str(files["input"]), "--quiet",
+    code = main(["--checkpoint", str(files["plain"]), "--source", str(files["input"]), "--quiet",
                  "--restrict-target", "--output", str(tmp_path / "out")])
     err = capsys.readouterr().err
     assert code == 2 and "plain.ckpt: the checkpoint does not record its target-side tokens" in err
@@ -273,9 +274,9 @@ def test_restrict_target_without_recorded_tokens_is_a_clear_error(files, capsys,
 
 
 def test_precision_flag(files, capsys, tmp_path):
-    code, _, err = run(files, capsys, "--precision", "16")
-    assert code == 2 and "--precision 16 (float16 autocast) needs --device cuda" in err
-    code, out, err = run(files, capsys, "--precision", "bf16", "--beam", "2", "--n-best", "2")
+    code, _, err = run(files, capsys, "--precision", "16-mixed", "--device", "cpu")
+    assert code == 2 and "--precision 16-mixed (float16 autocast) needs a CUDA device" in err
+    code, out, err = run(files, capsys, "--precision", "bf16-mixed", "--beam", "2", "--n-best", "2")
     assert code == 0, err
     assert len(out.split("\n")[:-1]) == 2 * len(LINES)
 
@@ -297,16 +298,17 @@ def test_translate_eval_searches_as_translate_cli_does(files, capsys, tmp_path):
         code, expected, err = run(files, capsys, *settings, "--batch-tokens", "8")
         assert code == 0, err
         code = eval_main(["--checkpoint", str(files["ckpt"]), "--source", str(files["input"]),
-                          "--references", str(references), "--output", str(tmp_path / "hyp"),
+                          "--reference", str(references), "--output", str(tmp_path / "hyp"),
                           "--batch-tokens", "8", *settings])
         out, err = capsys.readouterr()
         assert code == 0, err
         assert "BLEU 0.00" in out and "chrF2" in out
         assert (tmp_path / "hyp").read_text(encoding="utf-8") == expected
-    assert eval_main(["--checkpoint", str(files["ckpt"]), "--beam", "0"]) == 2
+    assert eval_main(["--checkpoint", str(files["ckpt"]), "--source", str(files["input"]), "--reference",
+                      str(references), "--beam", "0"]) == 2
     assert "--beam must be at least 1" in capsys.readouterr().err
     assert eval_main(["--checkpoint", str(files["plain"]), "--source", str(files["input"]),
-                      "--references", str(references), "--restrict-target"]) == 2
+                      "--reference", str(references), "--restrict-target"]) == 2
     assert "does not record its target-side tokens" in capsys.readouterr().err
 
 
@@ -320,7 +322,7 @@ def test_a_stopped_run_resumes_where_it_stopped_and_gives_one_run_s_output(files
     source.write_text("".join(line + "\n" for line in LINES * 3), encoding="utf-8")  # 12 lines
     references = tmp_path / "ref.de"
     references.write_text("".join(f"Zeile {i}.\n" for i in range(12)), encoding="utf-8")
-    settings = ["--input", str(source), "--beam", "3", "--n-best", "2", "--reference", str(references)]
+    settings = ["--source", str(source), "--beam", "3", "--n-best", "2", "--reference", str(references)]
     code, _, err = run(files, capsys, *settings, "--output", str(tmp_path / "whole"))
     assert code == 0, err
     whole = nbest_rows(tmp_path / "whole")
@@ -329,7 +331,7 @@ def test_a_stopped_run_resumes_where_it_stopped_and_gives_one_run_s_output(files
 
     out = tmp_path / "out"
     translated = []
-    original = cli.translate_nbest
+    original = translate.pipeline.translate_nbest
 
     def stops_on_second_chunk(translator, lines, *args, **kwargs):
         if len(translated) == 5:
@@ -337,9 +339,9 @@ def test_a_stopped_run_resumes_where_it_stopped_and_gives_one_run_s_output(files
         translated.extend(lines)
         return original(translator, lines, *args, **kwargs)
 
-    monkeypatch.setattr(cli, "translate_nbest", stops_on_second_chunk)
+    monkeypatch.setattr(translate.pipeline, "translate_nbest", stops_on_second_chunk)
     code, _, err = run(files, capsys, *settings, "--chunk-lines", "5", "--output", str(out))
-    assert code == 130 and "5 of 12 lines are in" in err
+    assert code == 130 and "the translations of the first 5 input lines are in" in err
     assert not out.exists()
     partial = tmp_path / "out.partial"
     assert [row[:2] for row in nbest_rows(partial)] == [row[:2] for row in whole[:10]]
@@ -356,7 +358,7 @@ def test_a_stopped_run_resumes_where_it_stopped_and_gives_one_run_s_output(files
         translated.extend(lines)
         return original(translator, lines, *args, **kwargs)
 
-    monkeypatch.setattr(cli, "translate_nbest", counts_lines)
+    monkeypatch.setattr(translate.pipeline, "translate_nbest", counts_lines)
     translated.clear()
     code, _, err = run(files, capsys, *settings, "--chunk-lines", "5", "--output", str(out), "--resume")
     assert code == 0, err
@@ -379,6 +381,6 @@ def test_a_run_stopped_before_its_first_chunk_leaves_nothing(files, capsys, tmp_
     def stops(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli, "translate_nbest", stops)
+    monkeypatch.setattr(translate.pipeline, "translate_nbest", stops)
     code, _, _ = run(files, capsys, "--output", str(tmp_path / "out"))
     assert code == 130 and list(tmp_path.iterdir()) == []

@@ -300,7 +300,7 @@ EMBEDDING_TIES = {
 def test_inspect_reports_the_embedding_ties_of_each_mode(tie, vocab, tmp_path, capsys):
     path = tmp_path / f"{tie}.ckpt"
     save_checkpoint(path, vocab, tie_embeddings=tie)
-    assert inspect_cli.main([str(path), "--json"]) == 0
+    assert inspect_cli.main(["--checkpoint", str(path), "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
     reported = {frozenset(names) for names in info["shared_tensors"]}
     assert reported == EMBEDDING_TIES[tie]
@@ -319,7 +319,7 @@ def test_inspect_reports_shared_layers_in_text_and_json(vocab, tmp_path, capsys)
                     embedding_adapter=True)
     translator = load_translator(path)
     assert translator.model.decoder_layers[2].self_attn is translator.model.encoder_layers[0].self_attn
-    assert inspect_cli.main([str(path), "--json"]) == 0
+    assert inspect_cli.main(["--checkpoint", str(path), "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
     assert {frozenset(n) for n in info["shared_tensors"]} == storage_groups_in_file(path)
     self_attention = {f"encoder_layers.{i}.self_attn" for i in range(2)} | {f"decoder_layers.{i}.self_attn" for i in range(3)}
@@ -330,7 +330,7 @@ def test_inspect_reports_shared_layers_in_text_and_json(vocab, tmp_path, capsys)
 
     source = tmp_path / "source.en"
     source.write_text("Click OK.\nClick Cancel.\n", encoding="utf-8")
-    assert inspect_cli.main([str(path), "--source-text", str(source)]) == 0
+    assert inspect_cli.main(["--checkpoint", str(path), "--source", str(source)]) == 0
     text = capsys.readouterr().out
     assert "src_embed = tgt_embed = output" in text
     assert "encoder_layers.0.ffn = decoder_layers.0.ffn" in text
@@ -341,7 +341,7 @@ def test_inspect_reports_shared_layers_in_text_and_json(vocab, tmp_path, capsys)
 
 
 def test_inspect_names_a_missing_checkpoint(tmp_path, capsys):
-    assert inspect_cli.main([str(tmp_path / "absent.ckpt")]) == 2
+    assert inspect_cli.main(["--checkpoint", str(tmp_path / "absent.ckpt")]) == 2
     assert "absent.ckpt: no such checkpoint file" in capsys.readouterr().err
 
 

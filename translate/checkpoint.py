@@ -36,14 +36,26 @@ class Translator:
     target_tokens: list[int] | None = None  # ids seen on the target side of the training data
     path: str | None = None
 
+    def data_settings(self) -> dict:
+        """The `data` section of the run's saved config (corpus, languages, splits, lengths),
+        or {} where the checkpoint does not hold one."""
+        try:
+            data = (yaml.safe_load(self.run_config or "") or {}).get("data")
+        except (yaml.YAMLError, AttributeError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
     def trained_max_length(self) -> int | None:
         """The longest sentence, in tokens, the run trained on (`data.max_length` of its saved
         config), or None where the checkpoint does not say."""
-        try:
-            length = yaml.safe_load(self.run_config or "")["data"]["max_length"]
-        except (yaml.YAMLError, TypeError, KeyError):
-            return None
+        length = self.data_settings().get("max_length")
         return length if type(length) is int and length > 0 else None
+
+    def languages(self) -> tuple[str, str] | None:
+        """(source, target) language codes the run trained on, or None where not recorded."""
+        data = self.data_settings()
+        src, tgt = data.get("src_lang"), data.get("tgt_lang")
+        return (src, tgt) if isinstance(src, str) and isinstance(tgt, str) else None
 
     def target_token_mask(self) -> torch.Tensor:
         """Bool over the target vocabulary: the training targets' ids plus UNK and EOS (never

@@ -30,8 +30,10 @@ def read_lines(path: str | Path) -> list[str]:
 def iter_lines(path: str | Path) -> Iterator[str]:
     """Stream the lines of a UTF-8 text file (gzip if it ends in .gz): nothing held in memory."""
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise CorpusError(f"{path}: no such file")
+    if path.is_dir():
+        raise CorpusError(f"{path}: is a directory, not a text file")
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rb") as handle:
         yield from iter_decoded(_checked_reads(handle, path), str(path))

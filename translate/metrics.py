@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 from sacrebleu.metrics import BLEU, CHRF
 
+from translate.errors import UsageError
+
 
 @dataclass
 class Scores:
@@ -24,11 +26,20 @@ class Scores:
         )
 
 
-def corpus_scores(hypotheses: list[str], references: list[str]) -> Scores:
+def corpus_scores(
+    hypotheses: list[str], references: list[str], names: tuple[str, str] = ("the hypotheses", "the references")
+) -> Scores:
+    """sacrebleu's corpus BLEU and chrF2; `names` (of the hypotheses and the references, e.g.
+    their files) are what an error about them says."""
+    hypotheses_name, references_name = names
     if len(hypotheses) != len(references):
-        raise ValueError(
-            f"{len(hypotheses)} hypotheses but {len(references)} references: every line needs one"
+        raise UsageError(
+            f"{hypotheses_name} has {len(hypotheses)} lines but {references_name} has "
+            f"{len(references)}: every line needs one reference"
         )
+    if not any(reference.strip() for reference in references):
+        what = "no lines" if not references else f"{len(references)} lines, all of them empty"
+        raise UsageError(f"nothing to score: {references_name} has {what}")
     bleu, chrf = BLEU(), CHRF()
     bleu_score = bleu.corpus_score(hypotheses, [references])
     chrf_score = chrf.corpus_score(hypotheses, [references])

@@ -3,11 +3,12 @@ picks up where it stopped.
 
 Translating a large file takes hours; written at the end only, a crash, a Ctrl-C or a lost
 node would lose all of it.  Lines go to `OUTPUT.partial` instead, appended and fsynced after
-every chunk, and `OUTPUT.partial.json` records how many input lines and bytes are done and a
-fingerprint of the work (input, checkpoint and the settings that change the output).  When
-all is done the partial file is renamed over OUTPUT, so OUTPUT itself only ever appears
-complete.  A rerun with `resume` checks the fingerprint, drops any bytes written after the
-last recorded chunk and continues from there.
+every chunk, and `OUTPUT.partial.json` records how many input lines and bytes are done, a
+digest of those input lines and a fingerprint of the work (the checkpoint and the settings that
+change the output).  When all is done the partial file is renamed over OUTPUT, so OUTPUT itself
+only ever appears complete.  A rerun with `resume` checks the fingerprint, drops any bytes
+written after the last recorded chunk, checks that the input starts with the lines already done
+(`skip_done`: the input may be a stream, read once) and continues from there.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Iterator
+from itertools import islice
 from pathlib import Path
 
 from translate.errors import UsageError
@@ -25,16 +28,9 @@ class PartialOutputError(UsageError):
     """A partial output that cannot be continued (or must not be overwritten); says why."""
 
 
-def lines_digest(lines: list[str]) -> str:
-    """SHA-256 of the lines as text: the same input whatever file or stream it came from."""
-    digest = hashlib.sha256()
-    for line in lines:
-        digest.update(line.encode("utf-8") + b"\n")
-    return digest.hexdigest()
-
-
 class PartialOutput:
-    """`append` chunks of output lines, then `finish`; `lines_done` says where to start."""
+    """`append` chunks of output lines, then `finish`; `lines_done` says where to start, and
+    `skip_done` reads past those input lines, checking them."""
 
     def __init__(self, path: str | Path, fingerprint: dict, resume: bool) -> None:
         self.path = Path(path)
@@ -42,6 +38,8 @@ class PartialOutput:
         self.state = self.path.with_name(self.path.name + ".partial.json")
         self.fingerprint = fingerprint
         self.lines_done, self.bytes_done = 0, 0
+        self._input = hashlib.sha256()  # of the input lines done, as UTF-8 lines
+        self._saved_input_digest = self._input.hexdigest()
         if self.partial.exists() or self.state.exists():
             saved = self._saved_state()
             if not resume:
@@ -55,10 +53,11 @@ class PartialOutput:
             if changed:
                 raise PartialOutputError(
                     f"{self.partial} was written for another {', '.join(changed)} than this run's: "
-                    "rerun with the same input, checkpoint and settings, or delete it and "
+                    "rerun with the same checkpoint and settings, or delete it and "
                     f"{self.state.name} to start again"
                 )
             self.lines_done, self.bytes_done = saved["lines_done"], saved["bytes"]
+            self._saved_input_digest = saved["input_digest"]
             with open(self.partial, "r+b") as handle:  # bytes after the last recorded chunk
                 handle.truncate(self.bytes_done)
         else:
@@ -70,7 +69,7 @@ class PartialOutput:
         try:
             saved = json.loads(self.state.read_text(encoding="utf-8"))
             size = self.partial.stat().st_size
-            fields = (saved["fingerprint"], saved["lines_done"], saved["bytes"])
+            fields = (saved["fingerprint"], saved["lines_done"], saved["bytes"], saved["input_digest"])
         except (OSError, ValueError, KeyError, TypeError) as error:
             raise PartialOutputError(
                 f"{self.partial} and {self.state.name} do not describe an unfinished run ({error}); "
@@ -84,17 +83,36 @@ class PartialOutput:
         return saved
 
     def _save_state(self) -> None:
-        state = {"fingerprint": self.fingerprint, "lines_done": self.lines_done, "bytes": self.bytes_done}
+        state = {"fingerprint": self.fingerprint, "lines_done": self.lines_done, "bytes": self.bytes_done,
+                 "input_digest": self._input.hexdigest()}
         write_atomic(self.state, json.dumps(state, indent=1).encode("utf-8"))
 
-    def append(self, lines: list[str], input_lines: int) -> None:
-        """Add the output `lines` of the next `input_lines` input lines, durably."""
+    def _hash(self, input_lines: list[str]) -> None:
+        for line in input_lines:
+            self._input.update(line.encode("utf-8") + b"\n")
+
+    def skip_done(self, lines: Iterator[str]) -> None:
+        """Read the `lines_done` input lines already translated off `lines`, and refuse to go
+        on if they are not the lines the partial output was written for."""
+        done = list(islice(lines, self.lines_done))
+        self._hash(done)
+        if len(done) < self.lines_done or self._input.hexdigest() != self._saved_input_digest:
+            found = f"has only {len(done):,} lines" if len(done) < self.lines_done else "differs in them"
+            raise PartialOutputError(
+                f"{self.partial} holds the translations of the first {self.lines_done:,} input lines "
+                f"of another input (this input {found}): rerun with the same input, or delete it and "
+                f"{self.state.name} to start again"
+            )
+
+    def append(self, lines: list[str], input_lines: list[str]) -> None:
+        """Add the output `lines` of the next input lines, `input_lines`, durably."""
         data = "".join(line + "\n" for line in lines).encode("utf-8")
         with open(self.partial, "ab") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        self.lines_done += input_lines
+        self._hash(input_lines)
+        self.lines_done += len(input_lines)
         self.bytes_done += len(data)
         self._save_state()
 

@@ -4,21 +4,24 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Sequence
+import unicodedata
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
-from tqdm import tqdm
 
 from translate.checkpoint import Translator
+from translate.defaults import BATCH_TOKENS
 from translate.padding import pad
 from translate.search import beam_search, greedy_search
 from translate.vocab import EOS_ID
 
 
-# Source tokens per batch: with beam 5 about a thousand decoder rows, enough for efficient
-# matrix products, while a batch's slowest sentence holds up few others.
-BATCH_TOKENS = 4096
+def is_blank(line: str) -> bool:
+    """Nothing to translate: only whitespace (any Unicode space, tabs), control characters such
+    as NUL, or invisible format characters (a stray byte-order mark, zero-width spaces). Such a
+    line gives an empty translation; decoded, it would give invented words."""
+    return all(char.isspace() or unicodedata.category(char) in ("Cc", "Cf") for char in line)
 
 
 @dataclass
@@ -115,15 +118,15 @@ def translate_nbest(
     max_len_a: float | None = None,
     max_len_b: int | None = None,
     max_input_tokens: int | None = None,
-    progress: bool = False,
+    progress: Callable[[int], None] | None = None,
     beam: int = 1,
     length_penalty: float = 1.0,
     n_best: int = 1,
     restrict_to_target: bool = False,
-    description: str | None = None,
     first_line: int = 1,
 ) -> list[list[Translation]]:
     """Exactly `n_best` translations for every line, best first; nothing is ever dropped.
+    A blank line (`is_blank`) gives empty translations and is not decoded.
 
     Lines are sorted by length so batches carry little padding, then put back in order.
     A line over `max_input_tokens` (default: the longest training sentence, `data.max_length`
@@ -133,8 +136,9 @@ def translate_nbest(
     `batch_tokens` budgets source tokens; beam search decodes `beam` rows per sentence.
     Beam 1 is greedy search (which beam search with beam 1 equals); `length_penalty` is the
     GNMT alpha of `beam_search`.  `restrict_to_target` lets the model produce only the ids
-    seen on the target side of its training data (plus UNK and EOS).  `description` labels
-    the progress bar; `first_line` is the number warnings give `lines[0]` (a chunk's place).
+    seen on the target side of its training data (plus UNK and EOS).  `progress` is called with
+    the number of lines finished after each batch; `first_line` is the number warnings give
+    `lines[0]` (a chunk's place in the whole input).
     """
     if beam < 1:
         raise ValueError(f"beam must be at least 1, got {beam}")
@@ -150,7 +154,8 @@ def translate_nbest(
 
     # The units decoded: each line's ids, or the segments of an over-long one.
     units, owners, pieces = [], [], None
-    for number, ids in enumerate(vocab.source.encode(lines), start=first_line):
+    texts = ["" if is_blank(line) else line for line in lines]
+    for number, ids in enumerate(vocab.source.encode(texts), start=first_line):
         segments = [ids]
         if len(ids) > limit:
             pieces = pieces or [vocab.source.processor.id_to_piece(i) for i in range(len(vocab.source))]
@@ -162,8 +167,12 @@ def translate_nbest(
 
     found: list[list[Found]] = [[([], 0.0, 0.0)] for _ in units]  # an empty unit is not decoded
     batches = length_batches([len(ids) for ids in units], batch_tokens)
-    bar = tqdm(total=len(units), unit="sent", desc=description, disable=not progress, file=sys.stderr)
-    bar.update(len(units) - sum(map(len, batches)))  # empty lines are done already
+    units_left = [0] * len(lines)  # per line: its units not decoded yet
+    for batch in batches:
+        for index in batch:
+            units_left[owners[index]] += 1
+    if progress:
+        progress(units_left.count(0))  # empty lines are done already
     for batch in batches:
         src = pad([units[i] + [EOS_ID] for i in batch]).to(device)
         with torch.inference_mode():
@@ -174,8 +183,12 @@ def translate_nbest(
                 nbest = beam_search(model, src, beam, length_penalty, n_best, max_len_a, max_len_b, allowed)
                 for index, hypotheses in zip(batch, nbest):
                     found[index] = [(h.tokens, h.score, h.log_prob) for h in hypotheses]
-        bar.update(len(batch))
-    bar.close()
+        if progress:
+            finished = 0
+            for index in batch:
+                units_left[owners[index]] -= 1
+                finished += units_left[owners[index]] == 0
+            progress(finished)
 
     unfilled = ([], float("-inf"), float("-inf"))  # beyond what the search space held
     per_line: list[list[list[Found]]] = [[] for _ in lines]
@@ -194,7 +207,7 @@ def translate_lines(
     max_len_a: float | None = None,
     max_len_b: int | None = None,
     max_input_tokens: int | None = None,
-    progress: bool = False,
+    progress: Callable[[int], None] | None = None,
     beam: int = 1,
     length_penalty: float = 1.0,
     n_best: int = 1,

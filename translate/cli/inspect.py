@@ -1,4 +1,4 @@
-"""`translate-inspect CHECKPOINT`: what a checkpoint holds and which of its weights are one tensor.
+"""`translate-inspect --checkpoint CKPT`: what a checkpoint holds and which of its weights are one tensor.
 
 Prints the parameters by component (each stored tensor counted once), the groups of modules and
 tensors that share storage, the vocabulary and how many of its tokens each language uses, the
@@ -6,8 +6,10 @@ asymmetry of the direct path, the architecture and the saved run config. The che
 loaded safely (weights only) and the model rebuilt from its saved config, so the ties shown are
 the ones the model really has when it translates.
 
-    translate-inspect runs/default/checkpoints/last.ckpt
-    translate-inspect last.ckpt --source-text train.en --json
+    translate-inspect --checkpoint runs/default/checkpoints/last.ckpt
+    translate-inspect --checkpoint last.ckpt --source train.en --json
+
+Set TRANSLATE_DEBUG=1 for a traceback instead of a one-line error.
 """
 
 from __future__ import annotations
@@ -17,37 +19,30 @@ import json
 import sys
 from dataclasses import asdict
 
-import yaml
-
-from translate.analysis import asymmetry, direct_path, distinct_ids, parameter_counts, shared_modules, shared_tensors
-from translate.checkpoint import CheckpointError, Translator, load_translator
-from translate.corpus import CorpusError, read_lines
+from translate.cli.common import add_checkpoint_argument, run_command
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="translate-inspect", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("checkpoint", help="a checkpoint from translate-train")
-    parser.add_argument("--source-text", help="count the tokens this source-language text uses")
-    parser.add_argument("--target-text", help="count the tokens this target-language text uses "
+    add_checkpoint_argument(parser)
+    parser.add_argument("--source", metavar="FILE", help="count the tokens this source-language text uses")
+    parser.add_argument("--reference", metavar="FILE", help="count the tokens this target-language text uses "
                         "(default: the ids recorded from the training targets)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     return parser
 
 
-def _languages(run_config: str | None) -> tuple[str, str]:
-    try:
-        data = (yaml.safe_load(run_config or "") or {}).get("data") or {}
-    except yaml.YAMLError:
-        data = {}
-    return str(data.get("src_lang") or "source"), str(data.get("tgt_lang") or "target")
+def report(translator, source_text: str | None = None, target_text: str | None = None) -> dict:
+    """Everything `translate-inspect` shows, as plain types, for a loaded `Translator`."""
+    from translate.analysis import (
+        asymmetry, direct_path, distinct_ids, parameter_counts, shared_modules, shared_tensors,
+    )
+    from translate.corpus import read_lines
 
-
-def report(translator: Translator, source_text: str | None = None, target_text: str | None = None) -> dict:
-    """Everything `translate-inspect` shows, as plain types."""
     model, vocab = translator.model, translator.vocab
-    src_lang, tgt_lang = _languages(translator.run_config)
+    src_lang, tgt_lang = translator.languages() or ("source", "target")
     tokens: dict[str, dict] = {}
     if source_text:
         tokens[src_lang] = {"used": distinct_ids(vocab.source, read_lines(source_text)), "from": source_text}
@@ -92,7 +87,7 @@ def format_report(info: dict) -> str:
         if used:
             lines.append(f"  tokens used by {lang}: {used['used']:,} of {size:,} ({used['from']})")
         else:
-            option = "--source-text" if lang == src_lang else "--target-text"
+            option = "--source" if lang == src_lang else "--reference"
             lines.append(f"  tokens used by {lang}: not recorded (give {option} to count them)")
     lines.append(f"direct path W_E A^T W_U^T: asymmetry ||M - M^T|| / ||M|| = {info['direct_path_asymmetry']:.4f}")
     lines.append("model config:")
@@ -103,15 +98,17 @@ def format_report(info: dict) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        info = report(load_translator(args.checkpoint), args.source_text, args.target_text)
-    except (CheckpointError, CorpusError) as error:
-        print(f"translate-inspect: error: {error}", file=sys.stderr)
-        return 2
+def inspect(args: argparse.Namespace) -> int:
+    from translate.checkpoint import load_translator
+
+    info = report(load_translator(args.checkpoint), args.source, args.reference)
     print(json.dumps(info, indent=2) if args.json else format_report(info))
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return run_command("translate-inspect", lambda: inspect(args))
 
 
 if __name__ == "__main__":

@@ -1,4 +1,8 @@
-"""`translate-cli --checkpoint C [--input F] [--output F]`: batch translation, one line out per line in.
+"""`translate-cli --checkpoint CKPT [--source FILE] [--output FILE]`: one line out per line in.
+
+Standard input is translated as it arrives: a line typed at the prompt is answered at once, and
+a pipe is read in chunks of up to --chunk-lines lines without waiting for its end. Every input
+line gives one output line, in order; a blank line (spaces, tabs, NUL) gives an empty line.
 
 With --n-best N (N > 1) every input line gives N output lines, best first, each
 `SENTENCE ||| TRANSLATION ||| SCORE ||| LOG_PROB`: SENTENCE is the 0-based input line number
@@ -6,102 +10,69 @@ With --n-best N (N > 1) every input line gives N output lines, best first, each
 the total log-probability (EOS included). An empty input line gives N entries with empty
 text (the first scored 0, the rest -inf).
 
-The input is translated in chunks of --chunk-lines lines. With --output, each chunk is added
-to OUTPUT.partial as soon as it is done, and OUTPUT appears, complete, at the end; after a
-crash or Ctrl-C, the same command with --resume translates only the lines not done yet.
+With --output FILE, each chunk is added to FILE.partial as soon as it is done, and FILE
+appears, complete, at the end; after a crash or Ctrl-C, the same command with --resume
+translates only the lines not done yet. A symlink is written through; a FIFO or a character
+device (/dev/stdout, /dev/null) is written to as a stream; a directory is refused.
+
+Set TRANSLATE_DEBUG=1 for a traceback instead of a one-line error.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
+import os
+import stat
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TextIO
 
-import torch
-
-from translate.checkpoint import CheckpointError, Translator, load_translator
-from translate.corpus import CorpusError, decode_lines, read_lines
-from translate.files import file_digest
-from translate.metrics import corpus_scores
-from translate.partial_output import PartialOutput, PartialOutputError, lines_digest
-from translate.pipeline import BATCH_TOKENS, Translation, translate_nbest
+from translate.cli.common import (
+    add_checkpoint_argument, add_search_arguments, autocast, resolve_device, run_command, search_settings_error,
+)
+from translate.errors import UsageError
 
 CHUNK_LINES = 5000  # lines a chunk: a few minutes of CPU work at most, lost to a crash
-
-PRECISIONS = {"32": None, "bf16": torch.bfloat16, "16": torch.float16}
-
-
-def add_search_arguments(parser: argparse.ArgumentParser, beam: int = 5) -> None:
-    """The search settings, shared by translate-cli and translate-eval so both read alike."""
-    parser.add_argument("--batch-tokens", type=int, default=BATCH_TOKENS,
-                        help=f"source tokens per batch (default: {BATCH_TOKENS})")
-    parser.add_argument("--beam", type=int, default=beam,
-                        help=f"beam size (default: {beam}); 1 is greedy search")
-    parser.add_argument("--length-penalty", type=float, default=1.0,
-                        help="GNMT length penalty alpha: hypotheses are ranked by "
-                             "log-prob / ((5 + length) / 6) ** alpha (default: 1.0; 0 = raw log-prob)")
-    parser.add_argument("--max-input-tokens", type=int, default=None,
-                        help="translate a line over this many source tokens sentence by sentence "
-                             "(default: the longest training sentence, data.max_length)")
-    parser.add_argument("--restrict-target", action="store_true",
-                        help="produce only tokens seen on the target side of the training data")
-    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    parser.add_argument("--precision", default="32", choices=list(PRECISIONS),
-                        help="autocast precision (default: 32; 16 needs --device cuda)")
-
-
-def search_settings_error(args: argparse.Namespace) -> str | None:
-    """What is wrong with the parsed search settings, or None."""
-    if args.beam < 1:
-        return f"--beam must be at least 1, got {args.beam}"
-    if args.batch_tokens < 1:
-        return f"--batch-tokens must be at least 1, got {args.batch_tokens}"
-    if args.max_input_tokens is not None and args.max_input_tokens < 1:
-        return f"--max-input-tokens must be at least 1, got {args.max_input_tokens}"
-    n_best = getattr(args, "n_best", 1)
-    if not 1 <= n_best <= args.beam:
-        return f"--n-best {n_best} must be between 1 and the beam size (--beam {args.beam})"
-    if args.device == "cuda" and not torch.cuda.is_available():
-        return "--device cuda asked for, but torch sees no CUDA device"
-    if args.precision == "16" and args.device != "cuda":
-        return "--precision 16 (float16 autocast) needs --device cuda; on the CPU use bf16 or 32"
-    return None
-
-
-def autocast(args: argparse.Namespace) -> contextlib.AbstractContextManager:
-    """The autocast context `--precision` asks for on `--device` (none for 32)."""
-    dtype = PRECISIONS[args.precision]
-    return contextlib.nullcontext() if dtype is None else torch.autocast(device_type=args.device, dtype=dtype)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="translate-cli", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--checkpoint", required=True, help="a checkpoint from translate-train")
-    parser.add_argument("--input", default="-", help="text file, one sentence a line (default: stdin)")
-    parser.add_argument("--output", default="-",
-                        help="file to write: OUTPUT.partial while running, OUTPUT when complete (default: stdout)")
+    add_checkpoint_argument(parser)
+    parser.add_argument("--source", default="-", metavar="FILE",
+                        help="text to translate, one sentence a line (default: standard input)")
+    parser.add_argument("--output", default="-", metavar="FILE",
+                        help="file to write: FILE.partial while running, FILE when complete (default: standard output)")
     parser.add_argument("--resume", action="store_true",
-                        help="continue the OUTPUT.partial of an earlier run of the same command")
+                        help="continue the FILE.partial of an earlier run of the same command")
     parser.add_argument("--chunk-lines", type=int, default=CHUNK_LINES,
-                        help=f"input lines translated, and written, at a time (default: {CHUNK_LINES})")
+                        help=f"input lines translated, and written, at a time at most (default: {CHUNK_LINES})")
     add_search_arguments(parser)
-    parser.add_argument("--max-len-a", type=float, default=None, help="output length limit a*src+b")
-    parser.add_argument("--max-len-b", type=int, default=None)
+    parser.add_argument("--max-len-a", type=float, default=None,
+                        help="at most A * source length + B output tokens (default: the checkpoint's training setting)")
+    parser.add_argument("--max-len-b", type=int, default=None, help="see --max-len-a")
     parser.add_argument("--n-best", type=int, default=1,
                         help="write the N best translations of every line, in the "
                              "'SENTENCE ||| TRANSLATION ||| SCORE ||| LOG_PROB' format (N <= --beam)")
-    parser.add_argument("--reference", default=None,
-                        help="reference file, one line per input line: print BLEU and chrF of the "
+    parser.add_argument("--reference", default=None, metavar="FILE",
+                        help="reference translations, one line per input line: print BLEU and chrF of the "
                              "1-best output with their signatures on stderr")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar and no prompt")
     return parser
 
 
-def nbest_lines(translations: list[list[Translation]], first: int = 0) -> list[str]:
+def settings_error(args: argparse.Namespace) -> str | None:
+    if args.chunk_lines < 1:
+        return f"--chunk-lines must be at least 1, got {args.chunk_lines}"
+    if args.threads is not None and args.threads < 1:
+        return f"--threads must be at least 1, got {args.threads}"
+    return search_settings_error(args)
+
+
+def nbest_lines(translations: list, first: int = 0) -> list[str]:
     """The n-best format; `first` is the 0-based input line number of `translations[0]`."""
     return [
         f"{number} ||| {entry.text} ||| {entry.score:.4f} ||| {entry.log_prob:.4f}"
@@ -117,12 +88,12 @@ def one_best(output_lines: list[str], n_best: int) -> list[str]:
     return [line.split(" ||| ", 1)[1].rsplit(" ||| ", 2)[0] for line in output_lines[::n_best]]
 
 
-def fingerprint(args: argparse.Namespace, lines: list[str]) -> dict:
-    """What an OUTPUT.partial must have been written with to be continued: the input, the
-    checkpoint and every setting that changes the output (not the device, threads or batch
-    size, which change only rounding)."""
+def fingerprint(args: argparse.Namespace, checkpoint_digest: str) -> dict:
+    """What an OUTPUT.partial must have been written with to be continued: the checkpoint and
+    every setting that changes the output (not the device, threads or batch size, which change
+    only rounding). The input is checked line by line as it is read again (`skip_done`)."""
     return {
-        "input": lines_digest(lines), "checkpoint": file_digest(Path(args.checkpoint)),
+        "checkpoint": checkpoint_digest,
         "--beam": args.beam, "--length-penalty": args.length_penalty, "--n-best": args.n_best,
         "--max-len-a": args.max_len_a, "--max-len-b": args.max_len_b,
         "--max-input-tokens": args.max_input_tokens, "--restrict-target": args.restrict_target,
@@ -130,87 +101,136 @@ def fingerprint(args: argparse.Namespace, lines: list[str]) -> dict:
     }
 
 
-def translate_in_chunks(translator: Translator, lines: list[str], args: argparse.Namespace,
-                        output: PartialOutput | None) -> list[str]:
-    """Translate the lines not done yet, chunk by chunk, each chunk written as soon as it is
-    done (to `output`, else stdout); returns what this call wrote to stdout."""
-    written: list[str] = []
-    start = output.lines_done if output else 0
+class StreamOutput:
+    """Standard output, a FIFO or a character device: each chunk written and flushed at once;
+    the lines are kept only where they will be scored."""
+
+    def __init__(self, handle: TextIO, keep: bool, owned: bool) -> None:
+        self.handle, self.keep, self.owned = handle, keep, owned
+        self.lines_done, self.written = 0, []
+
+    def append(self, lines: list[str], input_lines: list[str]) -> None:
+        self.handle.write("".join(line + "\n" for line in lines))
+        self.handle.flush()
+        self.lines_done += len(input_lines)
+        if self.keep:
+            self.written += lines
+
+    def finish(self) -> None:
+        if self.owned:
+            self.handle.close()
+
+    def read(self) -> list[str]:
+        return self.written
+
+
+def is_stream(path: str) -> bool:
+    """A FIFO or a character device (after symlinks): written to as it is, never replaced."""
     try:
-        for first in range(start, len(lines), args.chunk_lines):
-            chunk = lines[first : first + args.chunk_lines]
-            with autocast(args):
-                translations = translate_nbest(
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)
+
+
+def read_source(path: str) -> tuple[Iterator[str], bool, int | None]:
+    """The input's lines, whether it is live (a terminal or pipe: chunks of what has arrived),
+    and its line count where it is a file (counted, and checked as UTF-8, before any work)."""
+    from translate.corpus import iter_decoded, iter_lines
+
+    if path == "-":
+        mode = os.fstat(sys.stdin.fileno()).st_mode
+        return iter_decoded(sys.stdin.buffer, "<stdin>"), not stat.S_ISREG(mode), None
+    if is_stream(path):
+        return iter_lines(path), True, None
+    count = sum(1 for _ in iter_lines(path))
+    return iter_lines(path), False, count
+
+
+def translate_command(args: argparse.Namespace) -> int:
+    error = settings_error(args)
+    if not error and args.resume and (args.output == "-" or is_stream(args.output)):
+        error = "--resume continues an --output FILE; a stream (standard output, a FIFO, a device) cannot be resumed"
+    if error:
+        raise UsageError(error)
+    # Imported after parsing, so that --help and a mistyped flag answer without loading torch.
+    import torch
+    from tqdm import tqdm
+
+    from translate import checkpoint, pipeline
+    from translate.corpus import read_lines
+    from translate.files import check_writable, file_digest
+    from translate.line_feed import chunks
+    from translate.metrics import corpus_scores
+    from translate.partial_output import PartialOutput
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    sources, live, count = read_source(args.source)
+    source_name = "<stdin>" if args.source == "-" else args.source
+    references = None if args.reference is None else read_lines(args.reference)
+    if references is not None and count is not None and len(references) != count:
+        raise UsageError(f"--reference {args.reference} has {len(references)} lines but the input "
+                         f"{source_name} has {count}: every input line needs one reference line")
+    to_file = args.output != "-" and not is_stream(args.output)
+    target = check_writable(args.output) if to_file else None
+    device = resolve_device(args)
+    translator = checkpoint.load_translator(args.checkpoint, device)
+    if args.restrict_target:
+        translator.target_token_mask()  # refuse before any work if the checkpoint lacks them
+
+    keep = references is not None
+    if to_file:
+        output = PartialOutput(target, fingerprint(args, file_digest(args.checkpoint)), args.resume)
+    elif args.output == "-":
+        output = StreamOutput(sys.stdout, keep, owned=False)
+    else:
+        output = StreamOutput(open(args.output, "w", encoding="utf-8"), keep, owned=True)
+    interactive = args.source == "-" and sys.stdin.isatty()
+    if isinstance(output, PartialOutput) and output.lines_done:
+        output.skip_done(sources)
+        print(f"translate-cli: resuming {output.partial}: {output.lines_done:,} lines were done", file=sys.stderr)
+    bar = tqdm(total=count, initial=output.lines_done, unit=" lines", file=sys.stderr,
+               disable=args.quiet or interactive, mininterval=1.0)
+    try:
+        if interactive and not args.quiet:
+            languages = " → ".join(translator.languages() or ("source", "target"))
+            print(f"translate-cli: {languages} with {args.checkpoint}; type a line and press Enter "
+                  "(Ctrl-D ends)", file=sys.stderr)
+        for chunk in chunks(sources, args.chunk_lines, live):
+            first = output.lines_done
+            with autocast(device, args.precision):
+                translations = pipeline.translate_nbest(
                     translator, chunk, args.batch_tokens, args.max_len_a, args.max_len_b,
-                    args.max_input_tokens, progress=not args.quiet, beam=args.beam,
+                    args.max_input_tokens, progress=bar.update, beam=args.beam,
                     length_penalty=args.length_penalty, n_best=args.n_best,
-                    restrict_to_target=args.restrict_target,
-                    description=f"lines {first + 1:,}-{first + len(chunk):,} of {len(lines):,}",
-                    first_line=first + 1,
+                    restrict_to_target=args.restrict_target, first_line=first + 1,
                 )
             text = [e[0].text for e in translations] if args.n_best == 1 else nbest_lines(translations, first)
-            if output:
-                output.append(text, len(chunk))
-            else:
-                sys.stdout.write("".join(line + "\n" for line in text))
-                sys.stdout.flush()
-                written += text
+            output.append(text, chunk)
     except BaseException:
-        if output and output.lines_done:
-            print(f"translate-cli: stopped; the translations of {output.lines_done:,} of {len(lines):,} "
-                  f"lines are in {output.partial}: the same command with --resume continues", file=sys.stderr)
-        elif output:
-            output.discard()  # nothing done: nothing to resume
+        if isinstance(output, PartialOutput):
+            if output.lines_done:
+                print(f"translate-cli: stopped; the translations of the first {output.lines_done:,} input "
+                      f"lines are in {output.partial}: the same command with --resume continues", file=sys.stderr)
+            else:
+                output.discard()  # nothing done: nothing to resume
         raise
-    return written
-
-
-def fail(message: str) -> int:
-    print(f"translate-cli: error: {message}", file=sys.stderr)
-    return 2
+    finally:
+        bar.close()
+    output.finish()
+    if references is not None:
+        if len(references) != output.lines_done:
+            raise UsageError(f"--reference {args.reference} has {len(references)} lines but the input "
+                             f"{source_name} had {output.lines_done}: the translations are complete, "
+                             "but they are not scored")
+        print(corpus_scores(one_best(output.read(), args.n_best), references).report(), file=sys.stderr)
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    error = search_settings_error(args)
-    if args.chunk_lines < 1:
-        error = f"--chunk-lines must be at least 1, got {args.chunk_lines}"
-    if args.resume and args.output == "-":
-        error = "--resume continues an --output FILE; standard output cannot be resumed"
-    if error:
-        return fail(error)
-    try:
-        lines = decode_lines(sys.stdin.buffer, "<stdin>") if args.input == "-" else read_lines(args.input)
-        references = None if args.reference is None else read_lines(args.reference)
-        if references is not None and len(references) != len(lines):
-            return fail(
-                f"--reference {args.reference} has {len(references)} lines but the input "
-                f"{'<stdin>' if args.input == '-' else args.input} has {len(lines)}: "
-                "every input line needs one reference line"
-            )
-        translator = load_translator(args.checkpoint, args.device)
-        if args.restrict_target:
-            translator.target_token_mask()  # refuse before any work if the checkpoint lacks them
-        output = None
-        if args.output != "-":
-            output = PartialOutput(args.output, fingerprint(args, lines), args.resume)
-            if output.lines_done:
-                print(f"translate-cli: resuming {output.partial}: {output.lines_done:,} of {len(lines):,} "
-                      "lines were done", file=sys.stderr)
-    except (CorpusError, CheckpointError, PartialOutputError) as error:
-        return fail(str(error))
-    try:
-        written = translate_in_chunks(translator, lines, args, output)
-    except KeyboardInterrupt:
-        return 130  # what was done is kept, and translate_in_chunks said where
-    if output:
-        output.finish()
-    if references is not None:
-        scores = corpus_scores(one_best(output.read() if output else written, args.n_best), references)
-        print(scores.report(), file=sys.stderr)
-    return 0
+    return run_command("translate-cli", lambda: translate_command(args))
 
 
 if __name__ == "__main__":

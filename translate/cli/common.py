@@ -1,0 +1,124 @@
+"""What the commands share: one spelling of each flag, and one way to fail.
+
+Nothing heavy is imported here: torch and the model load only after the arguments are parsed,
+so `--help` and a mistyped flag answer at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+from collections.abc import Callable
+
+from translate.defaults import BATCH_TOKENS
+
+PRECISIONS = ("32-true", "bf16-mixed", "16-mixed")  # spelled as in training (trainer.precision)
+DEBUG_VARIABLE = "TRANSLATE_DEBUG"  # set to 1 for a traceback instead of a one-line error
+
+
+def add_checkpoint_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--checkpoint", required=True, metavar="CKPT", help="a checkpoint from translate-train")
+
+
+def add_device_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
+                        help="where to translate (default: auto, CUDA where torch sees a GPU, else the CPU)")
+    parser.add_argument("--precision", default="32-true", choices=PRECISIONS,
+                        help="as trainer.precision: 32-true (default), bf16-mixed, or 16-mixed (CUDA only); "
+                             "scores are computed in float32 either way")
+
+
+def add_search_arguments(parser: argparse.ArgumentParser, beam: int = 5) -> None:
+    """The search settings, shared by translate-cli and translate-eval so both read alike."""
+    parser.add_argument("--batch-tokens", type=int, default=BATCH_TOKENS,
+                        help=f"source tokens per batch (default: {BATCH_TOKENS})")
+    parser.add_argument("--beam", type=int, default=beam,
+                        help=f"beam size (default: {beam}); 1 is greedy search")
+    parser.add_argument("--length-penalty", type=float, default=1.0,
+                        help="GNMT length penalty alpha: hypotheses are ranked by "
+                             "log-prob / ((5 + length) / 6) ** alpha (default: 1.0; 0 = raw log-prob)")
+    parser.add_argument("--max-input-tokens", type=int, default=None,
+                        help="translate a line over this many source tokens sentence by sentence "
+                             "(default: the longest training sentence, data.max_length)")
+    parser.add_argument("--restrict-target", action="store_true",
+                        help="produce only tokens seen on the target side of the training data")
+    add_device_arguments(parser)
+
+
+SEARCH_FLAGS = ("--batch-tokens", "--beam", "--length-penalty", "--max-input-tokens", "--restrict-target",
+                "--device", "--precision")
+
+
+def search_settings_error(args: argparse.Namespace) -> str | None:
+    """What is wrong with the parsed search settings, or None (checked before any work)."""
+    if args.beam < 1:
+        return f"--beam must be at least 1, got {args.beam}"
+    if args.batch_tokens < 1:
+        return f"--batch-tokens must be at least 1, got {args.batch_tokens}"
+    if args.max_input_tokens is not None and args.max_input_tokens < 1:
+        return f"--max-input-tokens must be at least 1, got {args.max_input_tokens}"
+    n_best = getattr(args, "n_best", 1)
+    if not 1 <= n_best <= args.beam:
+        return f"--n-best {n_best} must be between 1 and the beam size (--beam {args.beam})"
+    if args.precision == "16-mixed" and args.device == "cpu":
+        return "--precision 16-mixed (float16 autocast) needs a CUDA device; on the CPU use bf16-mixed or 32-true"
+    return None
+
+
+def resolve_device(args: argparse.Namespace) -> str:
+    """`--device` made concrete (auto: CUDA where torch sees a GPU); a UsageError where the
+    device or the precision cannot run here."""
+    import torch
+
+    from translate.errors import UsageError
+
+    device = args.device
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    elif device == "cuda" and not torch.cuda.is_available():
+        raise UsageError("--device cuda asked for, but torch sees no CUDA device")
+    if args.precision == "16-mixed" and device != "cuda":
+        raise UsageError("--precision 16-mixed (float16 autocast) needs a CUDA device; torch sees none")
+    return device
+
+
+def autocast(device: str, precision: str) -> contextlib.AbstractContextManager:
+    """The autocast context `precision` asks for on `device` (none for 32-true)."""
+    import torch
+
+    dtype = {"bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}.get(precision)
+    return contextlib.nullcontext() if dtype is None else torch.autocast(device_type=device, dtype=dtype)
+
+
+def given_flags(argv: list[str] | None, flags: tuple[str, ...]) -> list[str]:
+    """Those of `flags` that appear on the command line (`--flag` or `--flag=value`)."""
+    words = sys.argv[1:] if argv is None else argv
+    return [flag for flag in flags if any(w == flag or w.startswith(flag + "=") for w in words)]
+
+
+def run_command(prog: str, main: Callable[[], int]) -> int:
+    """`main()`, with the failures a user can act on reported in one line (no traceback unless
+    TRANSLATE_DEBUG=1): a UsageError as `PROG: error: ...` (status 2), Ctrl-C as status 130, and
+    a closed output pipe (`| head`) silently."""
+    from translate.errors import UsageError
+
+    debug = os.environ.get(DEBUG_VARIABLE, "") not in ("", "0")
+    try:
+        return main()
+    except UsageError as error:
+        if debug:
+            raise
+        print(f"{prog}: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        if debug:
+            raise
+        return 130
+    except BrokenPipeError:
+        # The reader left: nothing more can be shown. Point stdout at /dev/null so that the
+        # interpreter's final flush does not fail again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, as a shell reports a process a closed pipe ended
