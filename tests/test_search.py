@@ -10,6 +10,7 @@ from translate.search import Hypothesis, beam_search, greedy_search, length_pena
 from translate.vocab import BOS_ID, EOS_ID, PAD_ID
 
 VOCAB = 12
+OUTPUTS = [t for t in range(VOCAB) if t not in (PAD_ID, BOS_ID)]  # what a search may produce
 
 
 def tiny_model(seed: int, eos_bias: float = 1.0) -> Transformer:
@@ -112,7 +113,8 @@ def uncached_greedy(model: Transformer, src: torch.Tensor, max_len_a: float, max
         tokens = []
         while True:
             logits = model(row, torch.tensor([[BOS_ID] + tokens]), PAD_ID)[0, -1]
-            token = EOS_ID if len(tokens) + 1 >= limit else int(logits.argmax())
+            candidates = [t for t in range(len(logits)) if t not in (PAD_ID, BOS_ID)]
+            token = EOS_ID if len(tokens) + 1 >= limit else max(candidates, key=lambda t: float(logits[t]))
             if token == EOS_ID:
                 break
             tokens.append(token)
@@ -148,7 +150,7 @@ def test_wide_beam_finds_the_exhaustive_best(alpha, allowed, max_len):
     model = tiny_model(3, eos_bias=0.5)
     src = random_sources(20, 3, max_len=5)
     if allowed is None:
-        tokens, mask = [t for t in range(VOCAB) if t != EOS_ID], None
+        tokens, mask = [t for t in OUTPUTS if t != EOS_ID], None
     else:
         tokens = list(allowed)
         mask = torch.zeros(VOCAB, dtype=torch.bool)
@@ -224,7 +226,7 @@ def reference_beam_search(model: Transformer, src_row: torch.Tensor, beam: int, 
         for tokens, log_prob in live:
             logits = model(src, torch.tensor([[BOS_ID] + tokens]), PAD_ID)[0, -1]
             lprobs = torch.log_softmax(logits.float(), dim=-1).tolist()
-            for token in ([EOS_ID] if step + 1 >= max_len else range(VOCAB)):
+            for token in ([EOS_ID] if step + 1 >= max_len else OUTPUTS):
                 candidates.append((log_prob + lprobs[token], tokens, token))
         top = sorted(candidates, key=lambda c: c[0], reverse=True)[: 2 * beam]
         finished += [(tokens, lp) for rank, (lp, tokens, token) in enumerate(top)
@@ -285,24 +287,43 @@ def test_invalid_settings_are_refused():
         beam_search(model, src, beam=0)
 
 
-def test_target_token_mask_keeps_pad_and_bos_out_of_every_search():
-    """A model that prefers PAD and BOS to every other token: unrestricted searches produce
-    them, searches restricted by a checkpoint's target-token mask never do."""
+def test_pad_and_bos_are_never_produced():
+    """A model that prefers PAD and BOS to every other token: no search produces them, and
+    each gives what it gives when they are explicitly disallowed; a checkpoint's target-token
+    mask leaves them out too."""
     from translate.checkpoint import Translator
 
     model = tiny_model(9)
     with torch.no_grad():
         model.output.weight[[PAD_ID, BOS_ID], 0] = 6.0  # the constant hidden unit favours them
     src = random_sources(90, 8)
+    with torch.no_grad():  # the model's own first choice is PAD or BOS: the test is not vacuous
+        mask_ = model.source_mask(src, PAD_ID)
+        first = model.decode(torch.full((8, 1), BOS_ID), model.encode(src, mask_), mask_)[:, -1].argmax(-1)
+    assert set(first.tolist()) <= {PAD_ID, BOS_ID}
+    others = torch.ones(VOCAB, dtype=torch.bool)
+    others[[PAD_ID, BOS_ID]] = False
+
+    def search(allowed):
+        outputs = greedy_search(model, src, max_len_b=4, allowed_tokens=allowed)
+        nbest = beam_search(model, src, beam=4, n_best=4, max_len_b=4, allowed_tokens=allowed)
+        return outputs, [[(h.tokens, round(h.score, 5)) for h in hs] for hs in nbest]
+
+    free = search(None)
+    produced = {t for tokens in free[0] for t in tokens} | {t for hs in free[1] for tokens, _ in hs for t in tokens}
+    assert produced and not produced & {PAD_ID, BOS_ID}
+    assert free == search(others)
     mask = Translator(model, None, {}, None, target_tokens=list(range(VOCAB))).target_token_mask()
     assert not mask[PAD_ID] and not mask[BOS_ID] and mask[4:].all()
+    assert search(mask) == free
 
-    def produced(allowed):
-        outputs = greedy_search(model, src, max_len_b=4, allowed_tokens=allowed)
-        outputs += [h.tokens for hs in beam_search(model, src, beam=4, n_best=4, max_len_b=4,
-                                                   allowed_tokens=allowed) for h in hs]
-        return {t for tokens in outputs for t in tokens}
 
-    assert produced(None) & {PAD_ID, BOS_ID}, "the model does not produce them: the test would be weak"
-    restricted = produced(mask)
-    assert restricted and not restricted & {PAD_ID, BOS_ID}
+def test_query_rows_must_divide_among_key_rows():
+    model = tiny_model(0)
+    src = random_sources(0, 3)
+    mask = model.source_mask(src, PAD_ID)
+    memory = model.encode(src, mask)
+    with torch.no_grad():
+        assert model.decode(torch.full((6, 1), BOS_ID), memory, mask).shape[0] == 6  # 2 beams a sentence
+        with pytest.raises(ValueError, match="4 query rows cannot share 3 key rows"):
+            model.decode(torch.full((4, 1), BOS_ID), memory, mask)

@@ -126,7 +126,10 @@ class MultiHeadAttention(nn.Module):
                 k.shape[2] - q.shape[2])
             is_causal = False
         batch, heads, length, dim = q.shape
-        group = batch // k.shape[0]
+        group, rest = divmod(batch, k.shape[0])
+        if rest:
+            raise ValueError(f"{batch} query rows cannot share {k.shape[0]} key rows: each key row "
+                             "serves the same whole number of consecutive query rows (a sentence's beams)")
         if group > 1:  # `group` consecutive query rows share one key row (the beams of a sentence)
             q = q.view(-1, group, heads, length, dim).transpose(1, 2).reshape(-1, heads, group * length, dim)
         if cache is not None and not is_causal and not self.training and q.dtype == torch.float32:

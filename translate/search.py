@@ -16,6 +16,10 @@ from torch import Tensor
 from translate.model import Transformer
 from translate.vocab import BOS_ID, EOS_ID, PAD_ID
 
+# Ids the decoder is never asked for: PAD fills batches and BOS starts the decoder, so a model
+# gives them no trained probability, and an output holding them would decode to nonsense.
+NEVER_GENERATED = [PAD_ID, BOS_ID]
+
 
 @dataclass
 class Hypothesis:
@@ -78,7 +82,7 @@ def greedy_search(
     """Most probable next token at each step, for a batch; returns ids without BOS/EOS.
 
     `allowed_tokens` (bool over the target vocabulary, EOS included) removes every False id
-    from the choice at every step.  Finished sentences leave the batch once they are a tenth
+    from the choice at every step; PAD and BOS are never chosen.  Finished sentences leave the batch once they are a tenth
     of it (dropping rows copies the cache, which costs more than decoding a few rows longer;
     what a finished row produces after its EOS is cut off).
     """
@@ -95,6 +99,7 @@ def greedy_search(
     output = torch.full((batch, int(limits.max())), EOS_ID, dtype=torch.long, device=device)
     for step in range(int(limits.max())):
         logits = model.decode(last, memory, src_mask, cache, offset=step)[:, -1]
+        logits[:, NEVER_GENERATED] = float("-inf")
         token = (logits if bias is None else logits.float() + bias).argmax(dim=-1)
         token = token.masked_fill(step + 1 >= limits, EOS_ID)
         output[active, step] = token
@@ -153,7 +158,7 @@ def beam_search(
     A done sentence leaves the batch: its rows are no longer decoded.
 
     `allowed_tokens` (bool over the target vocabulary; EOS must be allowed) gives every False
-    id a log-probability of -inf at every step.  Fewer than
+    id a log-probability of -inf at every step, as PAD and BOS always get.  Fewer than
     `n_best` hypotheses come back only when the search space itself is smaller (a tiny length
     limit or allowed set).
 
@@ -189,6 +194,7 @@ def beam_search(
         rank = torch.arange(width, device=device)
         logits = model.decode(last, memory, src_mask, cache, offset=step)[:, -1]
         lprobs = torch.log_softmax(logits.float(), dim=-1)
+        lprobs[:, NEVER_GENERATED] = float("-inf")
         if bias is not None:
             lprobs.add_(bias)
         lprobs = lprobs.view(n, k, vocab)
