@@ -161,7 +161,6 @@ def translate_command(args: argparse.Namespace) -> int:
     from translate.corpus import read_lines
     from translate.files import check_writable, file_digest
     from translate.line_feed import chunks
-    from translate.metrics import corpus_scores
     from translate.partial_output import PartialOutput
 
     if args.threads:
@@ -224,6 +223,8 @@ def translate_command(args: argparse.Namespace) -> int:
             raise UsageError(f"--reference {args.reference} has {len(references)} lines but the input "
                              f"{source_name} had {output.lines_done}: the translations are complete, "
                              "but they are not scored")
+        from translate.metrics import corpus_scores  # sacrebleu: only when there is something to score
+
         print(corpus_scores(one_best(output.read(), args.n_best), references).report(), file=sys.stderr)
     return 0
 
