@@ -21,10 +21,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from translate.checkpoint import (  # noqa: E402
-    AVERAGED_KEY, CheckpointError, average_checkpoints, last_checkpoints,
-)
+from translate.checkpoint import AVERAGED_KEY, average_checkpoints, last_checkpoints  # noqa: E402
 from translate.checkpoint_io import atomic_torch_save  # noqa: E402
+from translate.errors import UsageError  # noqa: E402
+from translate.files import check_writable  # noqa: E402
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -41,14 +41,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
+        check_writable(args.output)  # before reading gigabytes of checkpoints, not after
         paths = last_checkpoints(args.dir, args.last) if args.dir else list(args.checkpoints)
         averaged = average_checkpoints(paths)
         atomic_torch_save(averaged, args.output)
-    except CheckpointError as error:
+    except UsageError as error:
         print(f"error: {error}", file=sys.stderr)
-        return 2
-    except OSError as error:  # e.g. an output directory that cannot be written
-        print(f"error: {args.output}: {error}", file=sys.stderr)
         return 2
     for entry in averaged[AVERAGED_KEY]:
         print(f"averaged step {entry['global_step']:>8}  {entry['path']}", file=sys.stderr)

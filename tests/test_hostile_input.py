@@ -250,3 +250,29 @@ def test_help_loads_no_torch_and_no_command_loads_the_training_stack(ckpt, tmp_p
                 "'pytorch_lightning'}))")
         result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
         assert result.stdout.strip().splitlines()[-1] == "0 []", (module, result.stdout, result.stderr)
+
+
+def test_translate_eval_scores_a_checkpoint_on_its_own_corpus(ckpt, capsys, tmp_path):
+    """A Spanish-English checkpoint is scored on the test split it records, never the bundled en-de one."""
+    import torch
+
+    corpus = tmp_path / "bible"
+    corpus.mkdir()
+    write(corpus / "test.es", ["Y llamó su nombre.", "En el principio."])
+    write(corpus / "test.en", ["And he called his name.", "In the beginning."])
+    state = torch.load(ckpt, weights_only=True)
+    state["translate"]["run_config"] = (f"data:\n  corpus_dir: {corpus}\n  src_lang: es\n  tgt_lang: en\n"
+                                        "  test_split: test\n")
+    torch.save(state, tmp_path / "es-en.ckpt")
+    assert eval_main(["--checkpoint", str(tmp_path / "es-en.ckpt"), "--beam", "1", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert f"es→en, split 'test' of {corpus} (2 lines)" in captured.err
+    own = captured.out
+    assert eval_main(["--checkpoint", str(tmp_path / "es-en.ckpt"), "--beam", "1", "--json",
+                      "--source", str(corpus / "test.es"), "--reference", str(corpus / "test.en")]) == 0
+    assert capsys.readouterr().out == own
+
+    (corpus / "test.en").unlink()
+    assert eval_main(["--checkpoint", str(tmp_path / "es-en.ckpt")]) == 2
+    one_line_error(capsys.readouterr().err, "test.en: no such file", "es-en.ckpt was trained on this corpus",
+                   "give --source and --reference")
