@@ -1,5 +1,8 @@
 # Two commands on a fresh machine: `make train` and `make test`.
 # On a GPU cluster, install the CUDA build of torch instead: make train TORCH=torch CONFIG=configs/base.yaml
+#   PRECISION=32-true|bf16-mixed|16-mixed  overrides the precision chosen for the hardware
+#   RUN_DIR=DIR                            where logs and checkpoints go (default runs/CONFIG-NAME)
+#   TRAIN_ARGS="--data.corpus_dir ..."     any other translate-train setting
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -7,6 +10,8 @@ TORCH ?= torch==2.13.0
 CONFIG ?= configs/default.yaml
 RUN_DIR ?= runs/$(basename $(notdir $(CONFIG)))
 CHECKPOINT ?= $(RUN_DIR)/checkpoints/last.ckpt
+PRECISION ?=
+TRAIN_ARGS ?=
 BIN ?= $(VENV)/bin
 STAMP := $(VENV)/.installed
 CORPUS := translate/corpora/libreoffice_help_en_de/train.en.gz
@@ -28,8 +33,9 @@ $(CORPUS):
 corpus: install $(CORPUS)
 
 train: corpus
-	$(BIN)/translate-train fit --config $(CONFIG)
-	$(BIN)/translate-eval --checkpoint $(CHECKPOINT) --output $(RUN_DIR)/test.hyp.de
+	$(BIN)/translate-train fit --config $(CONFIG) --run_dir $(RUN_DIR) \
+		$(if $(PRECISION),--trainer.precision $(PRECISION)) $(TRAIN_ARGS)
+	$(BIN)/translate-eval --checkpoint $(CHECKPOINT) --output $(RUN_DIR)/test.hyp
 	printf '%s\n' "Click the OK button to close the dialog." \
 		"Select the cells that you want to copy." \
 		"This function is not available in Basic." \

@@ -6,6 +6,8 @@ import torch
 
 FIXTURE = Path(__file__).parent / "fixtures" / "libreoffice_small"
 REPO = Path(__file__).resolve().parent.parent
+# A user's own work: `make test` must leave these as it found them.
+USER_OUTPUTS = (REPO / "runs", REPO / ".cache")
 
 torch.set_num_threads(min(2, os.cpu_count() or 1))
 
@@ -13,3 +15,32 @@ torch.set_num_threads(min(2, os.cpu_count() or 1))
 @pytest.fixture(scope="session")
 def fixture_dir() -> Path:
     return FIXTURE
+
+
+def user_outputs() -> dict[str, int]:
+    """Every path under runs/ and .cache/ with its modification time."""
+    return {str(path): path.stat().st_mtime_ns
+            for root in USER_OUTPUTS if root.exists() for path in [root, *root.rglob("*")]}
+
+
+def pytest_sessionstart(session) -> None:
+    session.config.stash[OUTPUTS_KEY] = user_outputs()
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    """Fail the run if a test wrote into the repository's runs/ or .cache/."""
+    before = session.config.stash.get(OUTPUTS_KEY, None)
+    if before is None:
+        return
+    after = user_outputs()
+    touched = sorted(path for path in after.keys() | before.keys() if before.get(path) != after.get(path))
+    if touched:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        message = (f"tests wrote into the repository's runs/ or .cache/ ({len(touched)} paths, e.g. "
+                   f"{', '.join(touched[:3])}): tests must use temporary directories")
+        if reporter is not None:
+            reporter.write_line(message, red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+OUTPUTS_KEY = pytest.StashKey[dict]()

@@ -1,7 +1,11 @@
 """The encoded-id cache and the loaders: same ids as SentencePiece, cached once, every pair once."""
 
+import os
 import shutil
 import signal
+import socket
+import subprocess
+import sys
 from collections import Counter
 from types import SimpleNamespace
 
@@ -10,7 +14,7 @@ import pytest
 
 from translate.corpus import read_parallel
 from translate.data import TranslationDataModule
-from translate.encoded import EncodedPairs, cached_encoding, encode_to_directory
+from translate.encoded import EncodedPairs, available_cpus, cached_encoding, default_workers, encode_to_directory
 from translate.vocab import EOS_ID, PAD_ID, Vocabularies
 
 
@@ -128,6 +132,56 @@ def test_target_tokens_are_those_of_the_training_targets(tmp_path, fixture_dir, 
     expected = sorted({t for ids in data.vocab.target.encode([t for _, t in fixture_pairs]) for t in ids})
     assert data.target_tokens() == expected
     assert len(expected) < len(data.vocab.target)
+
+
+def test_target_tokens_leave_out_pairs_the_length_filter_removed(tmp_path, fixture_dir):
+    """A character that occurs only in a pair too long to train on is not a training target."""
+    corpus = tmp_path / "corpus"
+    shutil.copytree(fixture_dir, corpus)
+    with open(corpus / "train.en", "a", encoding="utf-8") as en, open(corpus / "train.de", "a", encoding="utf-8") as de:
+        en.write("word " * 60 + "\n")
+        de.write("Ω " * 60 + "\n")
+    data = TranslationDataModule(corpus_dir=str(corpus), vocab_size=300, max_length=50, cache_dir=str(tmp_path / "cache"))
+    [omega] = [i for i in data.vocab.target.encode(["Ω"])[0] if data.vocab.target.processor.id_to_piece(i).strip("▁")]
+    data.setup("fit")
+    assert len(data.datasets["train"]) < 401, "the long pair must be filtered out"
+    assert omega not in data.target_tokens()
+    kept = {t for _, tgt, _ in data.datasets["train"] for t in tgt.tolist()}
+    assert data.target_tokens() == sorted(kept)
+    assert np.bincount(np.asarray(data.datasets["train"].tgt_tokens))[omega] == 60, "the cache still holds the pair"
+
+
+def test_a_killed_encodings_leftovers_are_removed_once_its_process_is_gone(tmp_path, fixture_pairs, vocab):
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    host = socket.gethostname()
+    stale = tmp_path / f"ids-k.partial-{host}-{gone.pid}"
+    alive = tmp_path / f"ids-k.partial-{host}-{os.getppid()}"  # still running: left alone
+    elsewhere = tmp_path / "ids-k.partial-another-host-1"  # cannot be checked from here
+    for directory in (stale, alive, elsewhere):
+        directory.mkdir()
+        (directory / "src.tokens").write_bytes(b"half")
+    cached_encoding("k", iter(fixture_pairs), vocab, tmp_path, workers=1)
+    assert not stale.exists() and alive.exists() and elsewhere.exists()
+    assert (tmp_path / "ids-k" / "meta.json").is_file()
+
+
+def test_encoding_needs_neither_fcntl_nor_cpu_affinity(tmp_path, fixture_dir, monkeypatch):
+    """macOS has no os.sched_getaffinity and Windows no fcntl: the data path runs without them."""
+    monkeypatch.delattr(os, "sched_getaffinity", raising=False)
+    assert available_cpus() == (os.cpu_count() or 1) and default_workers() >= 1
+    script = (
+        "import sys; sys.modules['fcntl'] = None\n"
+        "import os; del os.sched_getaffinity\n"
+        "from translate.data import TranslationDataModule\n"
+        "import translate.cli.translate, translate.cli.evaluate, translate.cli.export, translate.cli.inspect\n"
+        f"data = TranslationDataModule(corpus_dir={str(fixture_dir)!r}, vocab_size=300, cache_dir={str(tmp_path)!r}, encode_workers=2)\n"
+        "data.setup('fit')\n"
+        "print(len(data.datasets['train']))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert int(result.stdout.split()[-1]) > 300
 
 
 class _UnloadableModels:

@@ -95,6 +95,27 @@ def test_validation_bleu_equals_single_process_figure_on_the_whole_dev_set(ddp_r
     assert math.isfinite(loss[STEPS - 1])
 
 
+def test_a_rank_without_dev_sentences_still_validates(tmp_path):
+    """One dev sentence, two ranks: the rank with nothing to score must still take part in the
+    validation's collectives (the metrics' sums over ranks), or the other waits for it forever."""
+    run_dir = tmp_path / "run"
+    trainer = {"devices": 2, "strategy": "ddp", "max_steps": 2, "val_check_interval": 2,
+               "limit_val_batches": 1.0, "num_sanity_val_steps": 0}
+    train(overlay(run_dir, tmp_path / "cache", trainer, data={"dev_max_sentences": 1}), "fit", timeout=240)
+    bleu, loss = logged(run_dir, "val_bleu"), logged(run_dir, "val_loss")
+    assert list(bleu) == list(loss) == [1]
+
+    translator = load_translator(run_dir / "checkpoints" / "last.ckpt")
+    data = TranslationDataModule(corpus_dir=str(FIXTURE), cache_dir=str(tmp_path / "cache"), vocab_size=1000,
+                                 max_tokens=600, max_length=200, dev_max_sentences=1)
+    data.setup("validate")
+    [batch] = list(data.val_dataloader())
+    with torch.no_grad():
+        logits = translator.model(batch["src"], batch["tgt_in"], PAD_ID)
+    expected = float(label_smoothed_nll(logits, batch["tgt_out"], 0.0)) / batch["tgt_tokens"]
+    assert loss[1] == pytest.approx(expected, rel=1e-5), "the stand-in batch must not be scored"
+
+
 def test_dev_batches_are_split_so_every_rank_scores_and_none_repeats():
     lengths = np.array([(5, 6)] * 6)
     for world in (2, 4, 6):

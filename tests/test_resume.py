@@ -74,6 +74,7 @@ def logged(run_dir: Path, name: str) -> dict[int, float]:
 def overlay(run_dir: Path, cache: Path, trainer: dict, data: dict | None = None) -> Path:
     """A config layered over configs/tiny.yaml (JSON is YAML): logs, checkpoints and the recorder in run_dir."""
     config = {
+        "run_dir": str(run_dir),
         "trainer": {
             "log_every_n_steps": 1,
             "logger": {"class_path": "lightning.pytorch.loggers.CSVLogger",

@@ -8,15 +8,19 @@ import time
 from pathlib import Path
 
 import lightning as L
+import numpy as np
 import pytest
 import torch
 
 from translate.corpus import read_parallel
-from translate.data import TokenBatchSampler, TranslationDataModule
+from translate.data import TokenBatchSampler, TranslationDataModule, collate
+from translate.errors import UsageError
 from translate.model import ModelConfig
 from translate.module import TranslationModule, inverse_sqrt_schedule, label_smoothed_nll, linear_decay_schedule
+from translate.vocab import Vocabularies
 
 REPO = Path(__file__).resolve().parent.parent
+FIXTURE = Path(__file__).parent / "fixtures" / "libreoffice_small"
 
 
 def test_label_smoothed_loss_equals_explicit_formula():
@@ -49,6 +53,66 @@ def test_linear_schedule_warms_up_then_reaches_zero_at_the_last_step():
     assert factor(9) == pytest.approx(1.0)
     assert factor(59) == pytest.approx(0.5)
     assert factor(109) == 0.0 and factor(500) == 0.0
+
+
+def test_no_warm_up_starts_at_the_peak():
+    inverse_sqrt = inverse_sqrt_schedule(warmup_steps=0)
+    assert inverse_sqrt(0) == 1.0 and inverse_sqrt(3) == pytest.approx(0.5)
+    linear = linear_decay_schedule(warmup_steps=0, total_steps=10)
+    assert linear(0) == pytest.approx(0.9) and linear(9) == 0.0
+    with pytest.raises(UsageError, match="warmup_steps must be 0"):
+        TranslationModule(Vocabularies.train([("a b", "c d")] * 50, vocab_size=30), warmup_steps=-1)
+
+
+class GradientRecorder(TranslationModule):
+    """Keeps the gradient the optimizer would step with (after the module's normalisation)."""
+
+    def on_before_optimizer_step(self, optimizer) -> None:
+        super().on_before_optimizer_step(optimizer)
+        self.gradient = {name: p.grad.clone() for name, p in self.model.named_parameters()}
+
+
+def one_update(module: TranslationModule, batches: list[dict], accumulate: int) -> dict:
+    trainer = L.Trainer(accelerator="cpu", precision="64-true", max_steps=1, accumulate_grad_batches=accumulate,
+                        logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                        enable_model_summary=False, limit_val_batches=0)
+    trainer.fit(module, torch.utils.data.DataLoader(batches, batch_size=None))
+    return module.gradient
+
+
+def test_the_loss_of_an_update_is_the_mean_over_all_its_tokens():
+    """One batch of 2N tokens and two accumulated batches (of very different sizes) give the same
+    gradient: that of the summed loss over every target token divided by their count, computed
+    here independently with autograd (a mean of the two batches' means would differ)."""
+    pairs = read_parallel(FIXTURE / "train.en", FIXTURE / "train.de")
+    vocab = Vocabularies.train(pairs, vocab_size=300)
+    short = [p for p in pairs if len(p[1].split()) <= 4][:6]
+    long = [p for p in pairs if len(p[1].split()) >= 15][:2]
+
+    def batch(chosen):
+        return collate([(np.array(vocab.source.encode([s])[0]), np.array(vocab.target.encode([t])[0]), None)
+                        for s, t in chosen])
+
+    first, second, both = batch(short), batch(long), batch(short + long)
+    assert first["tgt_tokens"] + second["tgt_tokens"] == both["tgt_tokens"]
+    assert abs(first["tgt_tokens"] - second["tgt_tokens"]) > 10, "the batches must differ in size"
+
+    def module():
+        torch.manual_seed(0)
+        config = ModelConfig(d_model=32, heads=2, encoder_layers=1, decoder_layers=1, ffn_dim=64, dropout=0.0)
+        return GradientRecorder(vocab, config, warmup_steps=1, label_smoothing=0.1, val_bleu=False)
+
+    accumulated = one_update(module(), [first, second], accumulate=2)
+    whole = one_update(module(), [both], accumulate=1)
+
+    reference = module().double()
+    loss = sum(label_smoothed_nll(reference.model(b["src"], b["tgt_in"], 0), b["tgt_out"], 0.1) for b in (first, second))
+    (loss / both["tgt_tokens"]).backward()
+    names = [name for name, _ in reference.model.named_parameters()]
+    expected = torch.cat([p.grad.reshape(-1) for p in reference.model.parameters()])
+    scale = expected.abs().max()
+    for gradient in (accumulated, whole):
+        assert (torch.cat([gradient[name].reshape(-1) for name in names]) - expected).abs().max() <= 1e-6 * scale
 
 
 def test_token_batches_respect_budget_cover_everything_and_shard():
@@ -128,20 +192,24 @@ def test_translate_cli_reports_missing_checkpoint(tmp_path):
 
 
 @pytest.mark.skipif(not (REPO / "Makefile").is_file(), reason="needs the source tree")
-def test_tiny_config_runs_the_whole_make_train_path():
-    """corpus → vocabulary → training → checkpoint → translation → BLEU, as `make train` runs it."""
+def test_tiny_config_runs_the_whole_make_train_path(tmp_path):
+    """corpus → vocabulary → training → checkpoint → translation → BLEU, as `make train` runs it
+    (into a temporary run directory and cache: a user's runs/ and .cache/ are never touched)."""
     bin_dir = Path(sys.executable).parent
+    run_dir = tmp_path / "run"
     started = time.time()
     result = subprocess.run(
-        ["make", "-s", "-o", "install", "train", "CONFIG=configs/tiny.yaml", f"BIN={bin_dir}"],
+        ["make", "-s", "-o", "install", "train", "CONFIG=configs/tiny.yaml", f"BIN={bin_dir}",
+         f"RUN_DIR={run_dir}", f"TRAIN_ARGS=--data.cache_dir {tmp_path / 'cache'}"],
         cwd=REPO, capture_output=True, text=True, timeout=600,
         env={**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"},
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "signature: nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp" in result.stdout
-    checkpoint = REPO / "runs" / "tiny" / "checkpoints" / "last.ckpt"
+    checkpoint = run_dir / "checkpoints" / "last.ckpt"
     assert checkpoint.is_file() and checkpoint.stat().st_mtime >= started, "last.ckpt was not rewritten"
-    hypotheses = (REPO / "runs" / "tiny" / "test.hyp.de").read_text(encoding="utf-8").split("\n")[:-1]
+    assert f"run directory {run_dir}" in result.stderr and f"checkpoint {checkpoint}" in result.stderr
+    hypotheses = (run_dir / "test.hyp").read_text(encoding="utf-8").split("\n")[:-1]
     references = read_parallel(*[REPO / "translate/corpora/libreoffice_help_en_de" / f"test.{l}.gz" for l in ("en", "de")])
     assert len(hypotheses) == len(references)
     saved = torch.load(checkpoint, weights_only=True)["translate"]

@@ -356,7 +356,8 @@ def test_tying_study_smoke_writes_the_table_and_plot(tmp_path):
     out = tmp_path / "study"
     result = subprocess.run(
         [sys.executable, str(REPO / "scripts" / "tying_study.py"), "--smoke", "--out", str(out),
-         "--test-sentences", "12", "--updates", "3"],
+         "--test-sentences", "12", "--updates", "3",
+         "--cache-dir", str(tmp_path / "cache")],
         cwd=REPO, capture_output=True, text=True, timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]

@@ -2,7 +2,7 @@
 
 import pytest
 
-from translate.corpus import read_parallel
+from translate.corpus import CorpusError, read_parallel
 from translate.data import TranslationDataModule
 from translate.model import ModelConfig
 from translate.module import TranslationModule
@@ -71,3 +71,22 @@ def test_data_module_names_a_missing_training_file(tmp_path):
 
     with pytest.raises(CorpusError, match=r"train\.en: no such file"):
         TranslationDataModule(corpus_dir=str(tmp_path), cache_dir=str(tmp_path / "cache"))
+
+
+def test_a_bad_line_met_while_training_the_vocabulary_is_reported_as_it_is(tmp_path):
+    """SentencePiece wraps an error raised by its input in `RuntimeError: INTERNAL: ...`; the data
+    module reports the corpus error itself, with its file and line."""
+    (tmp_path / "train.tsv").write_text("a b\tc d\n" * 50 + "only one field\n", encoding="utf-8")
+    with pytest.raises(CorpusError) as error:
+        TranslationDataModule(corpus_dir=str(tmp_path), corpus_format="tsv", vocab_size=30, cache_dir=str(tmp_path / "c"))
+    assert str(error.value) == f"{tmp_path / 'train.tsv'}:51: expected 2 tab-separated fields, found 1"
+
+
+@pytest.mark.parametrize("content", ["", "\n \n\t\n"])
+def test_an_empty_training_split_names_its_files(tmp_path, content):
+    for lang in ("en", "de"):
+        (tmp_path / f"train.{lang}").write_text(content, encoding="utf-8")
+    with pytest.raises(CorpusError) as error:
+        TranslationDataModule(corpus_dir=str(tmp_path), vocab_size=30, cache_dir=str(tmp_path / "c"))
+    assert str(error.value) == (f"{tmp_path / 'train.en'} and {tmp_path / 'train.de'}: no text to train the "
+                                "SentencePiece vocabulary on: the train split is empty")

@@ -39,11 +39,7 @@ class Translator:
     def data_settings(self) -> dict:
         """The `data` section of the run's saved config (corpus, languages, splits, lengths),
         or {} where the checkpoint does not hold one."""
-        try:
-            data = (yaml.safe_load(self.run_config or "") or {}).get("data")
-        except (yaml.YAMLError, AttributeError):
-            return {}
-        return data if isinstance(data, dict) else {}
+        return data_settings(self.run_config)
 
     def trained_max_length(self) -> int | None:
         """The longest sentence, in tokens, the run trained on (`data.max_length` of its saved
@@ -79,6 +75,21 @@ class Translator:
         mask[[UNK_ID, EOS_ID]] = True
         mask[[PAD_ID, BOS_ID]] = False
         return mask
+
+
+def run_settings(run_config: str | None) -> dict:
+    """A run's saved config (the YAML translate-train resolved), or {} where there is none."""
+    try:
+        settings = yaml.safe_load(run_config or "")
+    except yaml.YAMLError:
+        return {}
+    return settings if isinstance(settings, dict) else {}
+
+
+def data_settings(run_config: str | None) -> dict:
+    """The `data` section of a run's saved config, or {} where there is none."""
+    data = run_settings(run_config).get("data")
+    return data if isinstance(data, dict) else {}
 
 
 def read_checkpoint(path: str | Path, mmap: bool = False) -> dict:

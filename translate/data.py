@@ -6,7 +6,6 @@ text --(corpus.py)--> pairs --(vocab.py)--> SentencePiece model
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import random
 import sys
@@ -18,6 +17,7 @@ from pathlib import Path
 import lightning as L
 import numpy as np
 import torch
+from filelock import FileLock
 from torch.utils.data import DataLoader, Sampler
 
 from translate.corpus import (
@@ -26,7 +26,7 @@ from translate.corpus import (
 from translate.encoded import EncodedPairs, cached_encoding
 from translate.files import file_digest, write_atomic
 from translate.padding import pad
-from translate.vocab import BOS_ID, EOS_ID, PAD_ID, ModelType, Vocabularies
+from translate.vocab import BOS_ID, EOS_ID, PAD_ID, EmptyTextError, ModelType, Vocabularies
 
 class TokenBatchSampler(Sampler[list[int]]):
     """Batches of similar length whose padded size never exceeds `max_tokens` on either side.
@@ -160,17 +160,42 @@ def _budget_bounds(longest_sorted: np.ndarray, max_tokens: int) -> Iterator[tupl
 
 
 def collate(examples: list[tuple[np.ndarray, np.ndarray, str | None]]) -> dict:
-    """Pad a list of examples: source ends in EOS; the decoder reads BOS+y and predicts y+EOS."""
+    """Pad a list of examples: source ends in EOS; the decoder reads BOS+y and predicts y+EOS.
+
+    `tgt_tokens` (the predicted tokens, EOS included) is counted here, on the host, so the loss
+    normalisation never waits on the device for it.
+    """
     sources = [src for src, _, _ in examples]
     targets = [tgt for _, tgt, _ in examples]
     batch = {
         "src": pad(sources, after=EOS_ID),
         "tgt_in": pad(targets, before=BOS_ID),
         "tgt_out": pad(targets, after=EOS_ID),
+        "tgt_tokens": sum(len(tgt) + 1 for tgt in targets),
     }
     if examples and examples[0][2] is not None:
         batch["references"] = [reference for _, _, reference in examples]
     return batch
+
+
+class PaddedRank(torch.utils.data.Dataset):
+    """An evaluation split seen by a rank that has no sentence of its own (fewer dev sentences
+    than ranks): position `len(dataset)` is a copy of sentence 0 marked not to be scored. The
+    rank still runs validation, and so takes part in the metrics' collectives instead of leaving
+    the others waiting for it."""
+
+    def __init__(self, dataset: EncodedPairs) -> None:
+        self.dataset = dataset
+
+    def __len__(self) -> int:
+        return len(self.dataset) + 1
+
+    def __getitem__(self, position: int):
+        return self.dataset[position % len(self.dataset)]
+
+
+def collate_unscored(examples: list) -> dict:
+    return {**collate(examples), "scored": False}
 
 
 class TranslationDataModule(L.LightningDataModule):
@@ -183,6 +208,29 @@ class TranslationDataModule(L.LightningDataModule):
     (`encoded.py`), keyed by the corpus and the SentencePiece model, so a corpus of millions of
     pairs never sits in Python lists; dev and test are small and are kept in memory with their
     reference text.  File locks let the processes of one node share the work.
+
+    Args:
+        corpus_dir: directory of the corpus (default: the bundled English-German LibreOffice
+            help), or with corpus_format hf a dataset name or save_to_disk directory.
+        corpus_format: text ({split}.{lang} file pairs), tsv, jsonl or hf.
+        hf_config: the Hugging Face dataset's config, e.g. de-en.
+        hf_streaming: stream a hub dataset instead of downloading it whole.
+        src_lang: source language code (file suffix or translation key).
+        tgt_lang: target language code.
+        train_split: name of the training split.
+        dev_split: name of the validation split.
+        test_split: name of the test split.
+        vocab_size: SentencePiece vocabulary size.
+        vocab_type: SentencePiece model type.
+        joint_vocab: one vocabulary over both languages (needed by tie_embeddings src_tgt and all).
+        max_tokens: padded tokens per batch (the longer side x sentences), per device.
+        max_length: longest training sentence in tokens; longer pairs are dropped (and counted).
+        max_length_ratio: longest allowed length ratio of a training pair (pairs of up to 5 tokens
+            exempt).
+        dev_max_sentences: validate on the first N dev sentences only (all if unset).
+        cache_dir: where the SentencePiece model and encoded ids are cached.
+        encode_workers: processes that encode the training split (default: CPUs, at most 8).
+        seed: seed of batch order and tie-breaking.
     """
 
     def __init__(
@@ -219,12 +267,15 @@ class TranslationDataModule(L.LightningDataModule):
         self.cache_dir, self.encode_workers, self.seed = Path(cache_dir), encode_workers, seed
         self.datasets: dict[str, EncodedPairs] = {}
         self.vocab = self._load_or_train_vocab()
-        # A dev set with fewer sentences than ranks leaves some ranks nothing to score; their
-        # metric states stay zero and the sum over ranks is still exact.
-        self.allow_zero_length_dataloader_with_multiple_devices = True
 
     def files(self, split: str) -> list[Path]:
         return split_files(self.corpus_dir, self.splits[split], *self.langs, self.corpus_format)
+
+    def describe(self, split: str) -> str:
+        """The split's files, or its dataset, as an error names them."""
+        if self.corpus_format == "hf":
+            return f"dataset {str(self.corpus_dir)!r} (config {self.hf_config!r}, split {self.splits[split]!r})"
+        return " and ".join(map(str, self.files(split)))
 
     def pairs(self, split: str) -> Iterator[tuple[str, str]]:
         """A fresh stream of the split's pairs (read lazily: nothing is held)."""
@@ -250,11 +301,14 @@ class TranslationDataModule(L.LightningDataModule):
         names = ["joint"] if self.joint_vocab else ["source", "target"]
         files = {name: self.cache_dir / f"spm-{key}-{name}.model" for name in names}
         self.cache_dir.mkdir(parents=True, exist_ok=True)
-        with open(self.cache_dir / f"spm-{key}.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
+        with FileLock(self.cache_dir / f"spm-{key}.lock"):
             if all(path.is_file() for path in files.values()):
                 return Vocabularies.from_state({n: p.read_bytes() for n, p in files.items()})
-            vocab = Vocabularies.train(lambda: self.pairs("train"), self.vocab_size, self.vocab_type, self.joint_vocab)
+            try:
+                vocab = Vocabularies.train(lambda: self.pairs("train"), self.vocab_size, self.vocab_type,
+                                           self.joint_vocab, name=self.describe("train"))
+            except EmptyTextError as error:
+                raise CorpusError(f"{error}: the {self.splits['train']} split is empty") from None
             for name, model_bytes in vocab.state().items():
                 write_atomic(files[name], model_bytes)
             return vocab
@@ -267,12 +321,18 @@ class TranslationDataModule(L.LightningDataModule):
         keep, report = filter_by_length(encoded.src_lengths(), encoded.tgt_lengths(),
                                         self.max_length, self.max_length_ratio)
         print(f"training data {self.corpus_dir}: {report}", file=sys.stderr)
+        if not len(keep):
+            raise CorpusError(f"{self.describe('train')}: no training pair is left ({report}); "
+                              "check the files, or raise data.max_length or data.max_length_ratio")
         return encoded.select(keep)
 
     def _encode_evaluation(self, split: str) -> EncodedPairs:
         """Dev/test in memory with their references; sentences longer than the model can read
         are cut, never dropped, so every reference is scored."""
         pairs = list(islice(self.pairs(split), self.dev_max_sentences if split == "dev" else None))
+        if not pairs:
+            raise CorpusError(f"{self.describe(split)}: the {self.splits[split]} split is empty; "
+                              f"there is nothing to {'validate' if split == 'dev' else 'test'} on")
         src_ids = self.vocab.source.encode([src for src, _ in pairs])
         tgt_ids = self.vocab.target.encode([tgt for _, tgt in pairs])
         return EncodedPairs.from_lists(src_ids, tgt_ids, max_length=self.max_length,
@@ -303,7 +363,12 @@ class TranslationDataModule(L.LightningDataModule):
         )
 
     def _loader(self, split: str, shuffle: bool) -> DataLoader:
-        return DataLoader(self.datasets[split], batch_sampler=self._sampler(split, shuffle), collate_fn=collate)
+        sampler = self._sampler(split, shuffle)
+        if len(sampler) == 0 and len(self.datasets[split]) and self.trainer is not None and self.trainer.world_size > 1:
+            # This rank has nothing to score, but must still take part in validation.
+            return DataLoader(PaddedRank(self.datasets[split]), batch_sampler=[[len(self.datasets[split])]],
+                              collate_fn=collate_unscored)
+        return DataLoader(self.datasets[split], batch_sampler=sampler, collate_fn=collate)
 
     def _consumed_batches(self) -> int:
         """Batches of the current epoch the trainer has finished (or is finishing, when a

@@ -11,10 +11,11 @@ This module needs no torch: worker processes start fast and the arrays stay plai
 
 from __future__ import annotations
 
-import fcntl
+import glob
 import json
 import os
 import shutil
+import socket
 import sys
 from collections import deque
 from collections.abc import Iterable, Iterator
@@ -26,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 import sentencepiece as spm
+from filelock import FileLock
 from tqdm import tqdm
 
 from translate.vocab import Vocabularies
@@ -100,8 +102,15 @@ class EncodedPairs:
         return self._lengths(self.tgt_offsets)
 
     def target_token_counts(self, vocab_size: int) -> np.ndarray:
-        """How often each id occurs on the target side of all the stored pairs."""
-        return np.bincount(np.asarray(self.tgt_tokens), minlength=vocab_size)
+        """How often each id occurs on the target side of the pairs this view exposes (those
+        the length filter kept, not every stored pair)."""
+        tokens = np.asarray(self.tgt_tokens)
+        starts, ends = self.tgt_offsets[self.index], self.tgt_offsets[self.index + 1]
+        # +1 where a kept pair's tokens start, -1 where they end: the running sum marks them.
+        edges = np.zeros(len(tokens) + 1, dtype=np.int64)
+        np.add.at(edges, starts, 1)
+        np.add.at(edges, ends, -1)
+        return np.bincount(tokens[np.cumsum(edges[:-1]) > 0], minlength=vocab_size)
 
     def __len__(self) -> int:
         return len(self.index)
@@ -154,8 +163,49 @@ def _chunks(pairs: Iterable[tuple[str, str]], size: int) -> Iterator[tuple[list[
         yield [src for src, _ in chunk], [tgt for _, tgt in chunk]
 
 
+def available_cpus() -> int:
+    """CPUs this process may run on: its affinity where the platform has one (Linux), else all."""
+    if hasattr(os, "sched_getaffinity"):  # not on macOS or Windows
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def default_workers() -> int:
-    return max(1, min(len(os.sched_getaffinity(0)), 8))
+    return max(1, min(available_cpus(), 8))
+
+
+PARTIAL_MARK = ".partial-"  # a cache directory being written: NAME.partial-HOST-PID
+
+
+def partial_name(directory: Path) -> Path:
+    return directory.with_name(f"{directory.name}{PARTIAL_MARK}{socket.gethostname()}-{os.getpid()}")
+
+
+def _process_gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)  # signal 0: only asks whether the process exists
+    except ProcessLookupError:
+        return True
+    except OSError:  # it exists, under another user
+        return False
+    return False
+
+
+def remove_stale_partials(directory: Path) -> list[Path]:
+    """Delete what encodings of `directory` killed before they could clean up left behind (a
+    process killed with SIGKILL or by the out-of-memory killer runs no cleanup): those of this
+    host whose process is gone. Another host's cannot be checked and are left alone, as is
+    everything on platforms without a way to ask whether a process exists."""
+    if os.name != "posix":  # os.kill(pid, 0) would terminate the process on Windows
+        return []
+    removed = []
+    prefix = f"{directory.name}{PARTIAL_MARK}{socket.gethostname()}-"
+    for path in directory.parent.glob(f"{glob.escape(prefix)}*"):
+        pid = path.name[len(prefix):]
+        if pid.isdigit() and int(pid) != os.getpid() and _process_gone(int(pid)):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
 
 
 def encode_to_directory(
@@ -174,7 +224,8 @@ def encode_to_directory(
     directory = Path(directory)
     workers = default_workers() if workers is None else workers
     dtype = token_dtype(max(len(vocab.source), len(vocab.target)))
-    partial = directory.with_name(f"{directory.name}.partial-{os.getpid()}")
+    partial = partial_name(directory)
+    remove_stale_partials(directory)
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
     models = {"src": vocab.source.model_bytes, "tgt": vocab.target.model_bytes}
@@ -251,8 +302,7 @@ def cached_encoding(
     cache_dir = Path(cache_dir)
     cache_dir.mkdir(parents=True, exist_ok=True)
     directory = cache_dir / f"ids-{key}"
-    with open(cache_dir / f"ids-{key}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with FileLock(cache_dir / f"ids-{key}.lock"):
         meta = directory / "meta.json"
         if meta.is_file() and json.loads(meta.read_text()).get("format") == CACHE_FORMAT:
             return EncodedPairs.open(directory)

@@ -29,7 +29,29 @@ TIE_MODES: dict[str, dict[str, bool]] = {
 
 @dataclass
 class ModelConfig:
-    """Architecture hyper-parameters; the single source of their defaults."""
+    """Architecture hyper-parameters; the single source of their defaults.
+
+    Args:
+        d_model: width of the model: embeddings, attention and residual stream.
+        heads: attention heads (d_model must divide by it).
+        encoder_layers: layers of the encoder.
+        decoder_layers: layers of the decoder.
+        ffn_dim: inner width of each feed-forward block.
+        dropout: dropout on embeddings and residual branches.
+        attention_dropout: dropout on attention weights.
+        activation_dropout: dropout after the feed-forward activation.
+        norm_first: pre-norm layers (stable at high learning rates) instead of post-norm.
+        tie_embeddings: which embedding matrices are one parameter: none, decoder (decoder input =
+            pre-softmax), src_tgt (encoder input = decoder input) or all (three-way; needs one
+            joint vocabulary).
+        max_positions: longest sequence the sinusoidal positions cover (data.max_length + 1 at least).
+        share_layer_attention: one self-attention per stack and one cross-attention, used by every
+            layer (ALBERT-style; for the tying study).
+        share_encoder_decoder_layers: encoder layer i and decoder layer i share self-attention and
+            feed-forward blocks (for the tying study).
+        embedding_adapter: a d_model x d_model map, initialised to the identity, on the decoder's
+            input embedding, so a tied model can learn an asymmetric direct path.
+    """
 
     d_model: int = 512
     heads: int = 8

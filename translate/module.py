@@ -7,12 +7,17 @@ figure equals the single-process one on the same data.
 Training randomness (dropout) is drawn from a generator reseeded before every batch from the
 run's seed, the batch number and the rank, so a run resumed from a checkpoint draws the same
 masks as one never stopped, whatever else consumed random numbers in between.
+
+The loss of an update is the mean over every target token of the update: all its accumulated
+micro-batches on all ranks (as fairseq normalises), not a mean of per-batch means, which would
+weight a token of a short batch more than one of a long batch.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import sys
 import time
 from dataclasses import asdict
 from typing import Literal
@@ -24,6 +29,7 @@ from sacrebleu.metrics import BLEU
 from torchmetrics import Metric, SumMetric
 
 from translate.checkpoint import ARTIFACT_KEY
+from translate.errors import UsageError
 from translate.model import ModelConfig, Transformer
 from translate.search import greedy_search
 from translate.vocab import PAD_ID, Vocabularies
@@ -70,11 +76,13 @@ def label_smoothed_nll(logits: torch.Tensor, target: torch.Tensor, smoothing: fl
 
 
 def inverse_sqrt_schedule(warmup_steps: int):
-    """Linear warm-up to 1, then decay as sqrt(warmup / step) (Vaswani et al., 2017)."""
+    """Linear warm-up to 1, then decay as sqrt(warmup / step) (Vaswani et al., 2017); with no
+    warm-up (0) the first update takes the peak rate and the decay starts from there."""
+    warmup = max(warmup_steps, 1)
 
     def factor(step: int) -> float:
         step = step + 1
-        return min(step / warmup_steps, math.sqrt(warmup_steps / step))
+        return min(step / warmup, math.sqrt(warmup / step))
 
     return factor
 
@@ -96,7 +104,22 @@ LrSchedule = Literal["inverse_sqrt", "linear"]
 
 
 class TranslationModule(L.LightningModule):
-    """Trains a `Transformer`; `vocab` comes from the data module (linked by the CLI)."""
+    """Trains a `Transformer`; `vocab` comes from the data module (linked by the CLI).
+
+    Args:
+        vocab: the SentencePiece vocabularies (set by the CLI from the data module).
+        model: the architecture.
+        lr: peak learning rate of Adam.
+        warmup_steps: updates of linear warm-up to the peak (0: none).
+        lr_schedule: inverse_sqrt (Vaswani et al.) or linear decay to 0 at trainer.max_steps.
+        betas: Adam's betas.
+        weight_decay: Adam's L2 weight decay.
+        label_smoothing: label smoothing of the training loss (0.1 in Vaswani et al.).
+        val_bleu: translate the dev set greedily at each validation and log sacrebleu BLEU.
+        max_len_a: output length limit a * source length + b, for validation and (as the
+            checkpoint's default) translation.
+        max_len_b: see max_len_a.
+    """
 
     def __init__(
         self,
@@ -113,6 +136,8 @@ class TranslationModule(L.LightningModule):
         max_len_b: int = 10,
     ) -> None:
         super().__init__()
+        if warmup_steps < 0:
+            raise UsageError(f"model.warmup_steps must be 0 (no warm-up) or more, got {warmup_steps}")
         self.vocab = vocab
         self.model_config = model or ModelConfig()
         self.model = Transformer(
@@ -128,19 +153,34 @@ class TranslationModule(L.LightningModule):
         self.target_tokens: list[int] | None = None  # ids seen on the target side of the training data
         self.eval_nll, self.eval_tokens = SumMetric(), SumMetric()
         self.eval_bleu = CorpusBLEU()
-        self._step_tokens = 0  # target tokens of the optimizer step in progress (this rank)
+        self._update_tokens = 0  # target tokens of the update in progress (this rank)
+        self._update_nll: torch.Tensor | float = 0.0  # their summed loss (this rank)
         self._window_tokens = 0  # target tokens since the last throughput log (this rank)
         self._window_start: float | None = None
 
     # --- training -------------------------------------------------------------------
     def on_fit_start(self) -> None:
-        """Record which ids the training targets use, so decoding can be restricted to them."""
+        """Record which ids the training targets use, so decoding can be restricted to them;
+        say what is being trained."""
         datamodule = getattr(self.trainer, "datamodule", None)
         if self.target_tokens is None and hasattr(datamodule, "target_tokens"):
             self.target_tokens = datamodule.target_tokens()
+        if self.trainer.is_global_zero:
+            print(f"translate-train: model {self.summary()}", file=sys.stderr, flush=True)
+
+    def summary(self) -> str:
+        """One line: parameters (tied tensors counted once), tying, size, vocabulary."""
+        from translate.analysis import parameter_counts
+
+        counts, cfg = parameter_counts(self.model), self.model_config
+        vocab = f"{len(self.vocab.target):,} joint" if self.vocab.joint else f"{len(self.vocab.source):,}/{len(self.vocab.target):,}"
+        return (f"{counts['total']:,} parameters ({counts.get('in_embeddings', 0):,} in embeddings, "
+                f"tie_embeddings {cfg.tie_embeddings}), d_model {cfg.d_model}, "
+                f"{cfg.encoder_layers}+{cfg.decoder_layers} layers, vocabulary {vocab}")
 
     def on_train_start(self) -> None:
-        self._step_tokens, self._window_tokens, self._window_start = 0, 0, time.perf_counter()
+        self._update_tokens, self._update_nll = 0, 0.0
+        self._window_tokens, self._window_start = 0, time.perf_counter()
 
     def on_train_batch_start(self, batch: dict, batch_idx: int) -> None:
         """Reseed from (seed, batch number across the run, rank): resumable, distinct per rank."""
@@ -150,26 +190,37 @@ class TranslationModule(L.LightningModule):
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
         logits = self.model(batch["src"], batch["tgt_in"], PAD_ID)
-        tokens = int((batch["tgt_out"] != PAD_ID).sum())
-        loss = label_smoothed_nll(logits, batch["tgt_out"], self.training_config["label_smoothing"]) / tokens
-        self._step_tokens += tokens
-        self._window_tokens += tokens
-        self.log("train_loss", loss, prog_bar=True)
-        self.log("lr", self.optimizers().param_groups[0]["lr"], prog_bar=True)
-        return loss
+        nll = label_smoothed_nll(logits, batch["tgt_out"], self.training_config["label_smoothing"])
+        self._update_nll = self._update_nll + nll.detach()
+        self._update_tokens += batch["tgt_tokens"]
+        self._window_tokens += batch["tgt_tokens"]
+        # A sum: the update's token count is known only after its last micro-batch, so the
+        # gradient is divided by it in on_before_optimizer_step.
+        return nll
 
     def on_before_optimizer_step(self, optimizer) -> None:
-        """On logging steps: the effective batch (target tokens of this update, summed over the
-        accumulated micro-batches and all ranks) and target tokens per second over all ranks."""
+        """Turn the accumulated gradient into that of the mean loss over the update's target
+        tokens (all micro-batches, all ranks), before clipping; log that loss, the effective
+        batch and, on logging steps, target tokens per second over all ranks."""
+        update = torch.tensor([self._update_tokens, self._window_tokens, 0.0], dtype=torch.float64, device=self.device)
+        update[2] = self._update_nll  # stays on the device: no host sync on steps that do not log
+        update = self.trainer.strategy.reduce(update, reduce_op="sum")  # one small collective per update
+        tokens = update[0].clamp(min=1)
+        # Lightning divided each micro-batch's loss by accumulate_grad_batches and DDP averaged
+        # the gradients over ranks: undo both, then divide by the tokens.
+        scale = self.trainer.accumulate_grad_batches * self.trainer.world_size / tokens
+        grads = [p.grad for p in self.parameters() if p.grad is not None]
+        if grads:
+            torch._foreach_mul_(grads, scale.to(device=grads[0].device, dtype=grads[0].dtype))
+        self.log("train_loss", (update[2] / tokens).float(), prog_bar=True)
+        self.log("lr", optimizer.param_groups[0]["lr"], prog_bar=True)
         if (self.trainer.global_step + 1) % max(self.trainer.log_every_n_steps, 1) == 0:
-            counts = torch.tensor([self._step_tokens, self._window_tokens], dtype=torch.long, device=self.device)
-            counts = self.trainer.strategy.reduce(counts, reduce_op="sum")  # one collective per log
             now = time.perf_counter()
-            self.log("train_batch_tgt_tokens", counts[0].double())
+            self.log("train_batch_tgt_tokens", update[0])
             if self._window_start is not None and now > self._window_start:
-                self.log("train_tgt_tokens_per_sec", counts[1].double() / (now - self._window_start), prog_bar=True)
+                self.log("train_tgt_tokens_per_sec", update[1] / (now - self._window_start), prog_bar=True)
             self._window_tokens, self._window_start = 0, now
-        self._step_tokens = 0
+        self._update_tokens, self._update_nll = 0, 0.0
 
     def configure_optimizers(self):
         cfg = self.training_config
@@ -188,6 +239,8 @@ class TranslationModule(L.LightningModule):
 
     # --- validation and test ----------------------------------------------------------
     def _evaluation_step(self, batch: dict) -> None:
+        if not batch.get("scored", True):  # a stand-in batch of a rank with no sentence to score
+            return
         logits = self.model(batch["src"], batch["tgt_in"], PAD_ID)
         self.eval_nll.update(label_smoothed_nll(logits, batch["tgt_out"], 0.0))
         self.eval_tokens.update((batch["tgt_out"] != PAD_ID).sum())

@@ -56,30 +56,64 @@ def train_sentencepiece(
     threads: int = 2,
     seed: int = 1,
     normalization: str = "identity",
+    name: str = "the training text",
 ) -> SentencePieceVocab:
     """Train one SentencePiece model in memory and return it (seeded: same text, same model).
 
     `normalization` defaults to "identity" so that the model can write every character of its
     references back exactly (NFKC would turn "…" into "..." and cost BLEU against raw text).
+    `name` says where the text comes from, for the error an empty text gives.
     """
     spm.set_random_generator_seed(seed)
     model = io.BytesIO()
-    spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(sentences),
-        model_writer=model,
-        vocab_size=vocab_size,
-        model_type=model_type,
-        character_coverage=character_coverage,
-        normalization_rule_name=normalization,
-        pad_id=PAD_ID, unk_id=UNK_ID, bos_id=BOS_ID, eos_id=EOS_ID,
-        input_sentence_size=max_sentences,
-        shuffle_input_sentence=True,
-        seed_sentencepiece_size=seed_sentencepiece_size,
-        num_threads=threads,
-        hard_vocab_limit=False,
-        minloglevel=2,
-    )
+    text = _Watched(sentences)
+    try:
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(text),
+            model_writer=model,
+            vocab_size=vocab_size,
+            model_type=model_type,
+            character_coverage=character_coverage,
+            normalization_rule_name=normalization,
+            pad_id=PAD_ID, unk_id=UNK_ID, bos_id=BOS_ID, eos_id=EOS_ID,
+            input_sentence_size=max_sentences,
+            shuffle_input_sentence=True,
+            seed_sentencepiece_size=seed_sentencepiece_size,
+            num_threads=threads,
+            hard_vocab_limit=False,
+            minloglevel=2,
+        )
+    except RuntimeError:
+        # SentencePiece wraps an error raised while reading the text (a corpus error naming its
+        # file and line) in its own "INTERNAL: ..."; the original says what to fix.
+        if text.error is not None:
+            raise text.error from None
+        if text.count == 0:
+            raise EmptyTextError(f"{name}: no text to train the SentencePiece vocabulary on") from None
+        raise
+    if text.count == 0:  # only blank lines: SentencePiece builds a model of nothing
+        raise EmptyTextError(f"{name}: no text to train the SentencePiece vocabulary on")
     return SentencePieceVocab(model.getvalue())
+
+
+class EmptyTextError(ValueError):
+    """No sentence to train a vocabulary on."""
+
+
+class _Watched:
+    """The sentences, counted, with the error that reading them raised kept."""
+
+    def __init__(self, sentences: Iterable[str]) -> None:
+        self.sentences, self.count, self.error = iter(sentences), 0, None
+
+    def __iter__(self) -> Iterator[str]:
+        try:
+            for sentence in self.sentences:
+                self.count += bool(sentence.strip())
+                yield sentence
+        except Exception as error:
+            self.error = error
+            raise
 
 
 @dataclass
@@ -113,6 +147,7 @@ class Vocabularies:
         vocab_size: int,
         model_type: ModelType = "unigram",
         joint: bool = True,
+        name: str = "the training text",
     ) -> Vocabularies:
         """A joint model sees source and target text together: one id space for both.
 
@@ -121,11 +156,11 @@ class Vocabularies:
         """
         read = pairs if callable(pairs) else lambda: pairs
         if joint:
-            vocab = train_sentencepiece(_both_sides(read()), vocab_size, model_type)
+            vocab = train_sentencepiece(_both_sides(read()), vocab_size, model_type, name=name)
             return cls(vocab, vocab)
         return cls(
-            train_sentencepiece((src for src, _ in read()), vocab_size, model_type),
-            train_sentencepiece((tgt for _, tgt in read()), vocab_size, model_type),
+            train_sentencepiece((src for src, _ in read()), vocab_size, model_type, name=name),
+            train_sentencepiece((tgt for _, tgt in read()), vocab_size, model_type, name=name),
         )
 
 
