@@ -203,7 +203,7 @@ def test_cli(vocabularies, tmp_path, capsys):
 
 def test_missing_transformers_is_a_clear_error(monkeypatch, tmp_path):
     monkeypatch.setitem(__import__("sys").modules, "transformers", None)
-    with pytest.raises(ExportError, match=r"pip install 'tiedmt\[export\]'"):
+    with pytest.raises(ExportError, match=r"pip install transformers safetensors"):
         export_huggingface(tmp_path / "model.ckpt", tmp_path / "hf")
 
 

@@ -53,7 +53,7 @@ from translate.errors import UsageError
 from translate.model import TIE_MODES, MultiHeadAttention, Transformer
 from translate.vocab import BOS_ID, EOS_ID, PAD_ID, SentencePieceVocab, Vocabularies
 
-INSTALL_HINT = "pip install 'tiedmt[export]'"
+INSTALL_HINT = "pip install transformers safetensors (or, in the project directory, pip install -e '.[export]')"
 
 
 class ExportError(UsageError):

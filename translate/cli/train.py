@@ -227,7 +227,7 @@ class TranslateCLI(LightningCLI):
         max_steps = trainer.max_steps
         if max_steps and max_steps > 0 and trainer.global_step < max_steps and not trainer.interrupted:
             stopper = "an early-stopping callback" if trainer.should_stop and not _timer_expired(trainer) else None
-            reason = stopper or ("trainer.max_time" if _timer_expired(trainer) else "the end of the data")
+            reason = stopper or ("trainer.max_time" if _timer_expired(trainer) else "trainer.max_epochs")
             say(f"WARNING: training stopped after {trainer.global_step:,} of {max_steps:,} updates ({reason}); "
                 "the results are not those of the full budget")
         checkpoint = _last_checkpoint(trainer)
