@@ -30,7 +30,12 @@ install: $(STAMP)
 $(CORPUS):
 	$(BIN)/python scripts/build_corpus.py
 
+# make corpus LANGS="de fr ja zh-CN ru ko": a multi-way corpus of English and those languages
+# from Debian's libreoffice-help-* packages, built into MULTIWAY (7-15 s a language).
+LANGS ?=
+MULTIWAY ?= data/libreoffice_help
 corpus: install $(CORPUS)
+	$(if $(LANGS),$(BIN)/python scripts/build_corpus.py --langs $(LANGS) --out $(MULTIWAY))
 
 train: corpus
 	$(BIN)/translate-train fit --config $(CONFIG) --run_dir $(RUN_DIR) \

@@ -166,7 +166,9 @@ def iter_hf_dataset(
             ) from None
 
 
-CorpusFormat = Literal["text", "tsv", "jsonl", "hf"]
+# text: {split}.{lang} file pairs; multiway: the same, one file per language of a multi-way
+# corpus, where a blank line means that language lacks the sentence (the pair is skipped).
+CorpusFormat = Literal["text", "multiway", "tsv", "jsonl", "hf"]
 
 
 def split_files(
@@ -174,7 +176,7 @@ def split_files(
 ) -> list[Path]:
     """The file(s) holding one split: `split.src` + `split.tgt`, or `split.tsv`, or `split.jsonl`.
     A missing one is an error that says what the directory holds for that split instead."""
-    if format == "text":
+    if format in ("text", "multiway"):
         files = list(split_paths(directory, split, src_lang, tgt_lang))
     else:
         files = [plain_or_gzipped(Path(directory) / f"{split}.{format}")]
@@ -195,7 +197,8 @@ def _what_is_there(directory: Path, split: str, format: str) -> str:
     stems = {name.removesuffix(".gz") for name in names}
     langs = sorted(stem.split(".", 1)[1] for stem in stems - {f"{split}.tsv", f"{split}.jsonl"})
     hints = [
-        (format == "text" and len(langs) >= 2, f"languages among {', '.join(langs)} (--data.src_lang, --data.tgt_lang)"),
+        (format in ("text", "multiway") and len(langs) >= 2,
+         f"languages among {', '.join(langs)} (--data.src_lang, --data.tgt_lang)"),
         (f"{split}.tsv" in stems, "corpus format 'tsv' (--data.corpus_format tsv)"),
         (f"{split}.jsonl" in stems, "corpus format 'jsonl' (--data.corpus_format jsonl)"),
         (len(langs) >= 2, f"corpus format 'text' (--data.corpus_format text) with languages among {', '.join(langs)}"),
@@ -227,11 +230,13 @@ def iter_split(
     files = split_files(source, split, src_lang, tgt_lang, format)
     if format == "text":
         return iter_parallel(*files)
+    if format == "multiway":
+        return ((src, tgt) for src, tgt in iter_parallel(*files) if src.strip() and tgt.strip())
     if format == "tsv":
         return iter_tsv(files[0])
     if format == "jsonl":
         return iter_jsonl(files[0], src_lang, tgt_lang)
-    raise CorpusError(f"unknown corpus format {format!r}: expected 'text', 'tsv', 'jsonl' or 'hf'")
+    raise CorpusError(f"unknown corpus format {format!r}: expected 'text', 'multiway', 'tsv', 'jsonl' or 'hf'")
 
 
 def split_paths(directory: str | Path, split: str, src_lang: str, tgt_lang: str) -> tuple[Path, Path]:
