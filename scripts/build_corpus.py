@@ -281,15 +281,15 @@ def multiway_rows(html_root: Path, langs: list[str]) -> tuple[list[Row], dict[st
                     dropped[lang][reason] += 1
                 else:
                     texts[lang] = text
-            if len(texts) > 1:
-                rows.append((document, texts))
+            rows.append((document, texts))  # English alone too: held-out English is all of it
     return rows, dropped
 
 
 def split_rows(rows: list[Row], langs: list[str], dropped: dict[str, Counter]) -> dict[str, list[dict[str, str]]]:
     """Rows by document split. A row whose English also stands in test (or, for training, in
-    dev) leaves the later splits, so no test sentence is trained on; and a training pair
-    (English, X) seen before is left out for X, so no pair is repeated."""
+    dev) leaves the later splits, so no test sentence is trained on; and a pair (English, X)
+    seen before in the split is left out for X, so no pair is repeated. Each language's pairs
+    depend only on English and that language, not on which other languages are built."""
     splits: dict[str, list[dict[str, str]]] = {"train": [], "dev": [], "test": []}
     for document, texts in rows:
         splits[document_split(document)].append(texts)
@@ -346,6 +346,18 @@ Built by `python scripts/build_corpus.py --langs {' '.join(langs)}`.
 
 
 
+MULTIWAY_FIXTURE_SIZES = {"train": 600, "dev": 40, "test": 40}
+
+
+def write_multiway_fixture(directory: Path, splits: dict[str, list[dict[str, str]]], langs: list[str]) -> None:
+    """The tests' multi-way fixture: the first rows of each split that every language has, with
+    at most 20 English words, as plain `{split}.{lang}` files."""
+    for split, size in MULTIWAY_FIXTURE_SIZES.items():
+        rows = [row for row in splits[split] if all(lang in row for lang in langs) and len(row["en"].split()) <= 20]
+        for lang in ["en", *langs]:
+            write_atomic(directory / f"{split}.{lang}", text([row[lang] for row in rows[:size]]))
+
+
 def build_multiway(html_root: Path | None, langs: list[str], out: Path) -> dict[str, list[dict[str, str]]]:
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as workdir:
@@ -367,10 +379,14 @@ def main() -> None:
                         help="build a multi-way corpus of English and these languages (LibreOffice's codes: de fr ja zh-CN ...)")
     parser.add_argument("--out", type=Path, default=Path("data/libreoffice_help"),
                         help="with --langs: the directory to write (default: data/libreoffice_help)")
+    parser.add_argument("--fixture", type=Path,
+                        help="with --langs: also write the tests' small multi-way fixture here")
     args = parser.parse_args()
     if args.langs:
         langs = list(dict.fromkeys(lang for lang in args.langs if lang != "en"))
-        build_multiway(args.html_root, langs, args.out)
+        splits = build_multiway(args.html_root, langs, args.out)
+        if args.fixture:
+            write_multiway_fixture(args.fixture, splits, langs)
         return
     with tempfile.TemporaryDirectory() as workdir:
         html_root = args.html_root or download_html(Path(workdir))

@@ -119,3 +119,12 @@ def test_a_language_missing_from_the_help_tree_is_named(built):
                             capture_output=True, text=True)
     assert result.returncode == 1
     assert result.stderr.strip().endswith("holds the languages de, en-US, ja")
+
+
+def test_a_languages_pairs_do_not_depend_on_the_other_languages_built(built, tmp_path):
+    root, _ = built
+    build_corpus.build_multiway(root / "help", ["ja"], tmp_path / "ja")
+    for split in ("train", "dev", "test"):
+        alone = [(e, j) for e, j in zip(lines(tmp_path / "ja" / f"{split}.en.gz"), lines(tmp_path / "ja" / f"{split}.ja.gz")) if j]
+        both = [(e, j) for e, j in zip(lines(root / "out" / f"{split}.en.gz"), lines(root / "out" / f"{split}.ja.gz")) if j]
+        assert alone == both

@@ -35,6 +35,7 @@ class Translator:
     run_config: str | None
     target_tokens: list[int] | None = None  # ids seen on the target side of the training data
     path: str | None = None
+    target_tokens_by_language: dict[str, list[int]] | None = None  # the same, per target language
 
     def data_settings(self) -> dict:
         """The `data` section of the run's saved config (corpus, languages, splits, lengths),
@@ -53,27 +54,55 @@ class Translator:
         src, tgt = data.get("src_lang"), data.get("tgt_lang")
         return (src, tgt) if isinstance(src, str) and isinstance(tgt, str) else None
 
-    def target_token_mask(self) -> torch.Tensor:
-        """Bool over the target vocabulary: the training targets' ids plus UNK and EOS (never
-        PAD or BOS, which the decoder does not produce), for `allowed_tokens` in search."""
+    def directions(self) -> list[tuple[str, str]]:
+        """The (source, target) directions the model was trained on: one for a bilingual model,
+        several for a many-to-many one (which chooses its output language by a tag)."""
+        from translate.languages import english_centric
+
+        data = self.data_settings()
+        if data.get("directions"):
+            return [tuple(direction) for direction in data["directions"]]
+        if data.get("languages"):
+            return english_centric(data.get("src_lang") or "en", data["languages"])
+        return [self.languages()] if self.languages() else []
+
+    def multilingual(self) -> bool:
+        return bool(self.vocab.target.tag_ids()) and bool(self.data_settings().get("directions")
+                                                            or self.data_settings().get("languages"))
+
+    def tag_position(self) -> str:
+        """Where a many-to-many model reads its target-language tag: "source" or "decoder"."""
+        return self.data_settings().get("lang_tag") or "source"
+
+    def target_languages(self) -> list[str]:
+        return list(dict.fromkeys(tgt for _, tgt in self.directions()))
+
+    def target_token_mask(self, lang: str | None = None) -> torch.Tensor:
+        """Bool over the target vocabulary: the training targets' ids (of `lang`'s targets, for a
+        many-to-many model) plus UNK and EOS (never PAD, BOS or a language tag, which the decoder
+        does not produce), for `allowed_tokens` in search."""
         name = self.path or "the checkpoint"
-        if self.target_tokens is None:
+        tokens = self.target_tokens
+        if lang is not None and self.target_tokens_by_language is not None:
+            tokens = self.target_tokens_by_language.get(lang)
+        if tokens is None:
             raise CheckpointError(
                 f"{name}: the checkpoint does not record its target-side tokens (the ids seen on "
-                "the target side of its training data), so the output cannot be restricted to "
-                "them; translate without restricting, or use a checkpoint saved with them"
+                f"the target side of its training data{f' in {lang}' if lang else ''}), so the output "
+                "cannot be restricted to them; translate without restricting, or use a checkpoint saved with them"
             )
         size = self.model.tgt_vocab_size
-        outside = [i for i in self.target_tokens if not 0 <= i < size]
+        outside = [i for i in tokens if not 0 <= i < size]
         if outside:
             raise CheckpointError(
                 f"{name}: its recorded target-side tokens include ids outside the target "
                 f"vocabulary of {size} tokens (e.g. {outside[0]})"
             )
         mask = torch.zeros(size, dtype=torch.bool)
-        mask[torch.tensor(self.target_tokens, dtype=torch.long)] = True
+        mask[torch.tensor(tokens, dtype=torch.long)] = True
         mask[[UNK_ID, EOS_ID]] = True
-        mask[[PAD_ID, BOS_ID]] = False
+        tags = self.vocab.target.tag_ids().values() if self.vocab is not None else ()
+        mask[[PAD_ID, BOS_ID, *tags]] = False
         return mask
 
 
@@ -145,9 +174,12 @@ def load_translator(path: str | Path, device: str | torch.device = "cpu", pack: 
     if isinstance(target_tokens, torch.Tensor):
         target_tokens = target_tokens.tolist()
     target_tokens = [int(i) for i in target_tokens] if isinstance(target_tokens, (list, tuple)) else None
+    by_language = artifact.get("target_tokens_by_language")
+    by_language = ({str(lang): [int(i) for i in ids] for lang, ids in by_language.items()}
+                   if isinstance(by_language, dict) else None)
     return Translator(
         model, vocab, artifact.get("training_config", {}), artifact.get("run_config"),
-        target_tokens=target_tokens, path=str(path),
+        target_tokens=target_tokens, path=str(path), target_tokens_by_language=by_language,
     )
 
 

@@ -11,7 +11,8 @@ import random
 import sys
 import warnings
 from collections.abc import Callable, Iterator
-from itertools import islice
+from functools import partial
+from itertools import chain, islice
 from pathlib import Path
 
 import lightning as L
@@ -20,13 +21,17 @@ import torch
 from filelock import FileLock
 from torch.utils.data import DataLoader, Sampler
 
+from translate.batching import budget_batches
 from translate.corpus import (
     BUNDLED_CORPUS, CorpusError, CorpusFormat, filter_by_length, iter_split, load_hf_dataset, split_files,
 )
+from translate.directions import TaggedPairs, TemperatureBatchSampler
 from translate.encoded import EncodedPairs, cached_encoding
+from translate.errors import UsageError
+from translate.languages import Direction, TagPosition, direction_name, english_centric
 from translate.files import file_digest, write_atomic
 from translate.padding import pad
-from translate.vocab import BOS_ID, EOS_ID, PAD_ID, EmptyTextError, ModelType, Vocabularies
+from translate.vocab import BOS_ID, EOS_ID, PAD_ID, EmptyTextError, ModelType, Vocabularies, language_tag
 
 class TokenBatchSampler(Sampler[list[int]]):
     """Batches of similar length whose padded size never exceeds `max_tokens` on either side.
@@ -60,16 +65,7 @@ class TokenBatchSampler(Sampler[list[int]]):
         self.shuffle, self.seed, self.epoch, self._skip = shuffle, seed, 0, 0
         self.rank, self.world_size, self.equal_per_rank = rank, world_size, equal_per_rank
         lengths = np.asarray(lengths, dtype=np.int64).reshape(-1, 2)
-        longest = lengths.max(axis=1) if len(lengths) else np.zeros(0, np.int64)
-        too_long = np.flatnonzero(longest > max_tokens)
-        if len(too_long):
-            raise ValueError(
-                f"{len(too_long)} examples are longer than max_tokens={max_tokens} "
-                f"(first: example {too_long[0]}, {longest[too_long[0]]} tokens)"
-            )
-        tiebreak = np.random.default_rng(seed).random(len(lengths))
-        order = np.lexsort((tiebreak, lengths[:, 0], lengths[:, 1]))
-        self.batches: list[np.ndarray] = [order[a:b] for a, b in _budget_bounds(longest[order], max_tokens)]
+        self.batches: list[np.ndarray] = budget_batches(lengths, max_tokens, seed)
         while equal_per_rank and len(self.batches) % world_size:
             if not self._split_largest():
                 raise ValueError(
@@ -146,35 +142,32 @@ class ResumableLoader(DataLoader):
         self.batch_sampler.load_state_dict(state)
 
 
-def _budget_bounds(longest_sorted: np.ndarray, max_tokens: int) -> Iterator[tuple[int, int]]:
-    """Greedy cut of a length-sorted sequence: each batch as long as its padded size fits."""
-    start, longest = 0, 0
-    for position, length in enumerate(longest_sorted.tolist()):
-        candidate = max(longest, length)
-        if position > start and candidate * (position - start + 1) > max_tokens:
-            yield start, position
-            start, candidate = position, length
-        longest = candidate
-    if start < len(longest_sorted):
-        yield start, len(longest_sorted)
-
-
-def collate(examples: list[tuple[np.ndarray, np.ndarray, str | None]]) -> dict:
+def collate(examples: list[tuple], tag_position: TagPosition = "source") -> dict:
     """Pad a list of examples: source ends in EOS; the decoder reads BOS+y and predicts y+EOS.
 
+    An example is (source ids, target ids, reference or None[, tag id]). A many-to-many
+    example's target-language tag goes before the source (`tag_position` "source") or takes
+    BOS's place as the decoder's first token ("decoder").
     `tgt_tokens` (the predicted tokens, EOS included) is counted here, on the host, so the loss
     normalisation never waits on the device for it.
     """
-    sources = [src for src, _, _ in examples]
-    targets = [tgt for _, tgt, _ in examples]
+    sources = [example[0] for example in examples]
+    targets = [example[1] for example in examples]
+    tags = [example[3] if len(example) > 3 else None for example in examples]
+    if tag_position == "source" and any(tag is not None for tag in tags):
+        sources = [np.concatenate([[tag], src]) if tag is not None else src for tag, src in zip(tags, sources)]
     batch = {
         "src": pad(sources, after=EOS_ID),
         "tgt_in": pad(targets, before=BOS_ID),
         "tgt_out": pad(targets, after=EOS_ID),
         "tgt_tokens": sum(len(tgt) + 1 for tgt in targets),
     }
+    if tag_position == "decoder":
+        for row, tag in enumerate(tags):
+            if tag is not None:
+                batch["tgt_in"][row, 0] = tag
     if examples and examples[0][2] is not None:
-        batch["references"] = [reference for _, _, reference in examples]
+        batch["references"] = [example[2] for example in examples]
     return batch
 
 
@@ -194,8 +187,8 @@ class PaddedRank(torch.utils.data.Dataset):
         return self.dataset[position % len(self.dataset)]
 
 
-def collate_unscored(examples: list) -> dict:
-    return {**collate(examples), "scored": False}
+def collate_unscored(examples: list, tag_position: TagPosition = "source") -> dict:
+    return {**collate(examples, tag_position), "scored": False}
 
 
 class TranslationDataModule(L.LightningDataModule):
@@ -231,6 +224,14 @@ class TranslationDataModule(L.LightningDataModule):
         cache_dir: where the SentencePiece model and encoded ids are cached.
         encode_workers: processes that encode the training split (default: CPUs, at most 8).
         seed: seed of batch order and tie-breaking.
+        languages: a many-to-many model of these languages: every direction between src_lang
+            (the pivot) and each of them, unless `directions` lists others.
+        directions: a many-to-many model of these (source, target) directions, e.g.
+            [[en, de], [de, en], [en, ja]]; each target language gets a tag <2xx>.
+        lang_tag: where the target-language tag goes: first source token (source) or first
+            decoder token in place of BOS (decoder).
+        temperature: directions are drawn with probability proportional to pairs ** (1/T).
+        character_coverage: share of characters the SentencePiece model covers (CJK: 0.9995).
     """
 
     def __init__(
@@ -254,12 +255,30 @@ class TranslationDataModule(L.LightningDataModule):
         cache_dir: str = ".cache/translate",
         encode_workers: int | None = None,
         seed: int = 1,
+        languages: list[str] | None = None,
+        directions: list[tuple[str, str]] | None = None,
+        lang_tag: TagPosition = "source",
+        temperature: float = 5.0,
+        character_coverage: float = 1.0,
     ) -> None:
         super().__init__()
         self.corpus_dir = Path(corpus_dir) if corpus_dir else BUNDLED_CORPUS
         self.corpus_format = corpus_format
         self.hf_config, self.hf_streaming = hf_config, hf_streaming
         self.langs = (src_lang, tgt_lang)
+        self.multilingual = bool(languages or directions)
+        if directions:
+            self.directions = [tuple(direction) for direction in directions]
+        elif languages:
+            self.directions = english_centric(src_lang, languages)
+        else:
+            self.directions = [self.langs]
+        if self.multilingual and not joint_vocab:
+            raise UsageError("a many-to-many model (data.languages or data.directions) needs one joint "
+                             "vocabulary: data.joint_vocab true")
+        if lang_tag not in ("source", "decoder"):
+            raise UsageError(f"data.lang_tag must be 'source' or 'decoder', got {lang_tag!r}")
+        self.lang_tag, self.temperature, self.character_coverage = lang_tag, temperature, character_coverage
         self.splits = {"train": train_split, "dev": dev_split, "test": test_split}
         self.vocab_size, self.vocab_type, self.joint_vocab = vocab_size, vocab_type, joint_vocab
         self.max_tokens, self.max_length, self.max_length_ratio = max_tokens, max_length, max_length_ratio
@@ -268,19 +287,30 @@ class TranslationDataModule(L.LightningDataModule):
         self.datasets: dict[str, EncodedPairs] = {}
         self.vocab = self._load_or_train_vocab()
 
-    def files(self, split: str) -> list[Path]:
-        return split_files(self.corpus_dir, self.splits[split], *self.langs, self.corpus_format)
+    def files(self, split: str, direction: Direction | None = None) -> list[Path]:
+        """The files of a split (of every direction, or of one)."""
+        directions = [direction] if direction else self.directions
+        files = [f for d in directions for f in split_files(self.corpus_dir, self.splits[split], *d, self.corpus_format)]
+        return list(dict.fromkeys(files))
 
-    def describe(self, split: str) -> str:
+    def describe(self, split: str, direction: Direction | None = None) -> str:
         """The split's files, or its dataset, as an error names them."""
         if self.corpus_format == "hf":
             return f"dataset {str(self.corpus_dir)!r} (config {self.hf_config!r}, split {self.splits[split]!r})"
-        return " and ".join(map(str, self.files(split)))
+        return " and ".join(map(str, self.files(split, direction)))
 
-    def pairs(self, split: str) -> Iterator[tuple[str, str]]:
-        """A fresh stream of the split's pairs (read lazily: nothing is held)."""
-        return iter_split(self.corpus_dir, self.splits[split], *self.langs, self.corpus_format,
-                          self.hf_config, self.hf_streaming)
+    def pairs(self, split: str, direction: Direction | None = None) -> Iterator[tuple[str, str]]:
+        """A fresh stream of the split's pairs (read lazily: nothing is held): of one direction,
+        or of all of them one after another."""
+        return chain.from_iterable(
+            iter_split(self.corpus_dir, self.splits[split], *d, self.corpus_format, self.hf_config, self.hf_streaming)
+            for d in ([direction] if direction else self.directions))
+
+    def tags(self) -> dict[str, int]:
+        """A many-to-many model's target languages and their tag ids ({} for one direction)."""
+        if not self.multilingual:
+            return {}
+        return {lang: self.vocab.target.tag_id(lang) for lang in dict.fromkeys(t for _, t in self.directions)}
 
     def fingerprint(self, split: str) -> str:
         """What caches of a split are keyed on: its files' bytes, or the dataset's identity.
@@ -297,6 +327,9 @@ class TranslationDataModule(L.LightningDataModule):
 
     def _load_or_train_vocab(self) -> Vocabularies:
         settings = f"{self.langs}-{self.corpus_format}-{self.vocab_size}-{self.vocab_type}-{'joint' if self.joint_vocab else 'separate'}"
+        tags = [language_tag(lang) for lang in dict.fromkeys(t for _, t in self.directions)] if self.multilingual else []
+        if self.multilingual or self.character_coverage != 1.0:
+            settings += f"-{self.directions}-{self.character_coverage}-{tags}"
         key = hashlib.sha256(f"{self.fingerprint('train')}-{settings}".encode()).hexdigest()[:16]
         names = ["joint"] if self.joint_vocab else ["source", "target"]
         files = {name: self.cache_dir / f"spm-{key}-{name}.model" for name in names}
@@ -306,32 +339,36 @@ class TranslationDataModule(L.LightningDataModule):
                 return Vocabularies.from_state({n: p.read_bytes() for n, p in files.items()})
             try:
                 vocab = Vocabularies.train(lambda: self.pairs("train"), self.vocab_size, self.vocab_type,
-                                           self.joint_vocab, name=self.describe("train"))
+                                           self.joint_vocab, name=self.describe("train"),
+                                           character_coverage=self.character_coverage, tags=tags)
             except EmptyTextError as error:
                 raise CorpusError(f"{error}: the {self.splits['train']} split is empty") from None
             for name, model_bytes in vocab.state().items():
                 write_atomic(files[name], model_bytes)
             return vocab
 
-    def _encode_train(self) -> EncodedPairs:
+    def _encode_train(self, direction: Direction) -> EncodedPairs:
         vocab_digest = hashlib.sha256(b"".join(self.vocab.state().values())).hexdigest()
-        key = hashlib.sha256(f"{self.fingerprint('train')}-{self.langs}-{vocab_digest}".encode()).hexdigest()[:16]
-        encoded = cached_encoding(key, self.pairs("train"), self.vocab, self.cache_dir, self.encode_workers,
-                                  description=f"encoding {self.splits['train']}")
+        files = self.fingerprint("train") if not self.multilingual else file_digest(*self.files("train", direction))
+        key = hashlib.sha256(f"{files}-{direction}-{vocab_digest}".encode()).hexdigest()[:16]
+        name = self.splits["train"] + (f" {direction_name(direction)}" if self.multilingual else "")
+        encoded = cached_encoding(key, self.pairs("train", direction), self.vocab, self.cache_dir,
+                                  self.encode_workers, description=f"encoding {name}")
         keep, report = filter_by_length(encoded.src_lengths(), encoded.tgt_lengths(),
                                         self.max_length, self.max_length_ratio)
-        print(f"training data {self.corpus_dir}: {report}", file=sys.stderr)
+        print(f"training data {self.corpus_dir}{' ' + direction_name(direction) if self.multilingual else ''}: "
+              f"{report}", file=sys.stderr)
         if not len(keep):
-            raise CorpusError(f"{self.describe('train')}: no training pair is left ({report}); "
+            raise CorpusError(f"{self.describe('train', direction)}: no training pair is left ({report}); "
                               "check the files, or raise data.max_length or data.max_length_ratio")
         return encoded.select(keep)
 
-    def _encode_evaluation(self, split: str) -> EncodedPairs:
+    def _encode_evaluation(self, split: str, direction: Direction) -> EncodedPairs:
         """Dev/test in memory with their references; sentences longer than the model can read
         are cut, never dropped, so every reference is scored."""
-        pairs = list(islice(self.pairs(split), self.dev_max_sentences if split == "dev" else None))
+        pairs = list(islice(self.pairs(split, direction), self.dev_max_sentences if split == "dev" else None))
         if not pairs:
-            raise CorpusError(f"{self.describe(split)}: the {self.splits[split]} split is empty; "
+            raise CorpusError(f"{self.describe(split, direction)}: the {self.splits[split]} split is empty; "
                               f"there is nothing to {'validate' if split == 'dev' else 'test'} on")
         src_ids = self.vocab.source.encode([src for src, _ in pairs])
         tgt_ids = self.vocab.target.encode([tgt for _, tgt in pairs])
@@ -341,34 +378,63 @@ class TranslationDataModule(L.LightningDataModule):
     def setup(self, stage: str) -> None:
         wanted = {"fit": ["train", "dev"], "validate": ["dev"], "test": ["test"]}.get(stage, [])
         for split in wanted:
-            if split not in self.datasets:
-                self.datasets[split] = self._encode_train() if split == "train" else self._encode_evaluation(split)
+            if split in self.datasets:
+                continue
+            encode = self._encode_train if split == "train" else partial(self._encode_evaluation, split)
+            parts = [encode(direction) for direction in self.directions]
+            tags = self.tags()
+            if self.multilingual and None in tags.values():
+                missing = [lang for lang, tag in tags.items() if tag is None]
+                raise UsageError(f"the vocabulary has no tag for {', '.join(missing)}: it was not trained "
+                                 "for these directions")
+            self.datasets[split] = TaggedPairs(parts, [tags[t] for _, t in self.directions]) if self.multilingual else parts[0]
 
     def target_tokens(self) -> list[int]:
         """Ids that occur on the target side of the training data (saved for restricted decoding)."""
+        return sorted({i for ids in self.target_tokens_by_language().values() for i in ids})
+
+    def target_tokens_by_language(self) -> dict[str, list[int]]:
+        """Per target language, the ids its training targets use."""
         if "train" not in self.datasets:
             self.setup("fit")
-        counts = self.datasets["train"].target_token_counts(len(self.vocab.target))
-        return np.flatnonzero(counts).tolist()
+        train = self.datasets["train"]
+        parts = train.parts if self.multilingual else [train]
+        counts: dict[str, np.ndarray] = {}
+        for (_, tgt), part in zip(self.directions, parts):
+            counts[tgt] = counts.get(tgt, 0) + part.target_token_counts(len(self.vocab.target))
+        return {lang: np.flatnonzero(count).tolist() for lang, count in counts.items()}
 
-    def _sampler(self, split: str, shuffle: bool) -> TokenBatchSampler:
+    def _lengths(self, split: str) -> np.ndarray:
+        """(examples, 2) lengths as padded: the source with EOS (and a source tag), the target
+        with BOS or EOS."""
+        data = self.datasets[split]
+        parts = data.parts if self.multilingual else [data]
+        lengths = np.concatenate([np.stack([p.src_lengths(), p.tgt_lengths()], axis=1) for p in parts])
+        return lengths + [1 + (self.multilingual and self.lang_tag == "source"), 1]
+
+    def _sampler(self, split: str, shuffle: bool) -> Sampler:
         """This rank's batches: training shards are equal in number, evaluation shards disjoint
-        and complete (no padding samples, so every sentence is scored exactly once)."""
-        examples = self.datasets[split]
+        and complete (no padding samples, so every sentence is scored exactly once). A
+        many-to-many model's training batches are drawn by direction (`TemperatureBatchSampler`)."""
         rank, world = (self.trainer.global_rank, self.trainer.world_size) if self.trainer else (0, 1)
-        return TokenBatchSampler(
-            np.stack([examples.src_lengths() + 1, examples.tgt_lengths() + 1], axis=1),
-            self.max_tokens, shuffle=shuffle, seed=self.seed, rank=rank, world_size=world,
-            equal_per_rank=shuffle,
-        )
+        lengths = self._lengths(split)
+        if shuffle and self.multilingual:
+            bounds = self.datasets[split].offsets
+            return TemperatureBatchSampler([lengths[a:b] for a, b in zip(bounds[:-1], bounds[1:])], self.max_tokens,
+                                           self.temperature, seed=self.seed, rank=rank, world_size=world)
+        return TokenBatchSampler(lengths, self.max_tokens, shuffle=shuffle, seed=self.seed, rank=rank,
+                                 world_size=world, equal_per_rank=shuffle)
+
+    def collate(self, examples: list) -> dict:
+        return collate(examples, self.lang_tag)
 
     def _loader(self, split: str, shuffle: bool) -> DataLoader:
         sampler = self._sampler(split, shuffle)
         if len(sampler) == 0 and len(self.datasets[split]) and self.trainer is not None and self.trainer.world_size > 1:
             # This rank has nothing to score, but must still take part in validation.
             return DataLoader(PaddedRank(self.datasets[split]), batch_sampler=[[len(self.datasets[split])]],
-                              collate_fn=collate_unscored)
-        return DataLoader(self.datasets[split], batch_sampler=sampler, collate_fn=collate)
+                              collate_fn=partial(collate_unscored, tag_position=self.lang_tag))
+        return DataLoader(self.datasets[split], batch_sampler=sampler, collate_fn=self.collate)
 
     def _consumed_batches(self) -> int:
         """Batches of the current epoch the trainer has finished (or is finishing, when a
@@ -377,7 +443,7 @@ class TranslationDataModule(L.LightningDataModule):
 
     def train_dataloader(self) -> DataLoader:
         loader = ResumableLoader(self.datasets["train"], batch_sampler=self._sampler("train", True),
-                                 collate_fn=collate)
+                                 collate_fn=self.collate)
         if self.trainer is not None:
             loader.consumed = self._consumed_batches
         return loader

@@ -151,6 +151,8 @@ class TranslationModule(L.LightningModule):
         self.val_bleu_enabled = val_bleu
         self.run_config: str | None = None  # the resolved CLI config, set by the CLI
         self.target_tokens: list[int] | None = None  # ids seen on the target side of the training data
+        self.target_tokens_by_language: dict[str, list[int]] | None = None  # the same per target language
+        self.tag_ids = sorted(vocab.target.tag_ids().values())  # a many-to-many model's language tags
         self.eval_nll, self.eval_tokens = SumMetric(), SumMetric()
         self.eval_bleu = CorpusBLEU()
         self._update_tokens = 0  # target tokens of the update in progress (this rank)
@@ -163,8 +165,9 @@ class TranslationModule(L.LightningModule):
         """Record which ids the training targets use, so decoding can be restricted to them;
         say what is being trained."""
         datamodule = getattr(self.trainer, "datamodule", None)
-        if self.target_tokens is None and hasattr(datamodule, "target_tokens"):
-            self.target_tokens = datamodule.target_tokens()
+        if self.target_tokens is None and hasattr(datamodule, "target_tokens_by_language"):
+            self.target_tokens_by_language = datamodule.target_tokens_by_language()
+            self.target_tokens = sorted({i for ids in self.target_tokens_by_language.values() for i in ids})
         if self.trainer.is_global_zero:
             print(f"translate-train: model {self.summary()}", file=sys.stderr, flush=True)
 
@@ -247,7 +250,8 @@ class TranslationModule(L.LightningModule):
         if self.val_bleu_enabled:
             hypotheses = self.vocab.target.decode(
                 greedy_search(self.model, batch["src"], self.training_config["max_len_a"],
-                              self.training_config["max_len_b"])
+                              self.training_config["max_len_b"], start=batch["tgt_in"][:, 0],
+                              never=self.tag_ids)
             )
             self.eval_bleu.update(hypotheses, batch["references"])
 
@@ -286,12 +290,14 @@ class TranslationModule(L.LightningModule):
             "training_config": self.training_config,
             "run_config": self.run_config,
             "target_tokens": self.target_tokens,
+            "target_tokens_by_language": self.target_tokens_by_language,
         }
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         """Resuming with another vocabulary would silently scramble every embedding row."""
         artifact = checkpoint.get(ARTIFACT_KEY, {})
         self.target_tokens = artifact.get("target_tokens", self.target_tokens)
+        self.target_tokens_by_language = artifact.get("target_tokens_by_language", self.target_tokens_by_language)
         saved = artifact.get("vocab")
         if saved is not None and saved != self.vocab.state():
             raise ValueError(

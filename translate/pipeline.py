@@ -14,7 +14,8 @@ from translate.checkpoint import Translator
 from translate.defaults import BATCH_TOKENS
 from translate.padding import pad
 from translate.search import beam_search, greedy_search
-from translate.vocab import EOS_ID
+from translate.errors import UsageError
+from translate.vocab import EOS_ID, language_tag
 
 
 def is_blank(line: str) -> bool:
@@ -22,6 +23,50 @@ def is_blank(line: str) -> bool:
     as NUL, or invisible format characters (a stray byte-order mark, zero-width spaces). Such a
     line gives an empty translation; decoded, it would give invented words."""
     return all(char.isspace() or unicodedata.category(char) in ("Cc", "Cf") for char in line)
+
+
+@dataclass
+class Direction:
+    """How to ask a model for one output language: a tag before the source (`prefix`) or as the
+    decoder's first token (`start`); the tags it must never produce; its allowed targets."""
+
+    prefix: list[int]
+    start: int | None
+    never: list[int]
+    target_lang: str | None
+
+
+_zero_shot_warned: set[tuple[str | None, str, str]] = set()  # (checkpoint, source, target)
+
+
+def direction_for(translator: Translator, target_lang: str | None, source_lang: str | None = None) -> Direction:
+    """The tag settings that make `translator` write `target_lang`; a UsageError for a language
+    it does not know. A direction it was not trained on (zero-shot) is allowed, said once."""
+    tags = translator.vocab.target.tag_ids()
+    if not translator.multilingual():
+        trained = translator.languages()
+        if target_lang is not None and trained and target_lang != trained[1]:
+            raise UsageError(f"--target-lang {target_lang}: {translator.path} translates "
+                             f"{trained[0]}→{trained[1]} only")
+        return Direction([], None, [], None)
+    known = translator.target_languages()
+    if target_lang is None:
+        if len(known) > 1:
+            raise UsageError(f"{translator.path} is a many-to-many model: choose the output language "
+                             f"with --target-lang (one of {', '.join(known)})")
+        target_lang = known[0]
+    if target_lang not in tags:
+        raise UsageError(f"--target-lang {target_lang}: {translator.path} knows the target languages "
+                         f"{', '.join(known)} (no tag {language_tag(target_lang)} in its vocabulary)")
+    directions = translator.directions()
+    if source_lang is not None and (source_lang, target_lang) not in directions:
+        if (translator.path, source_lang, target_lang) not in _zero_shot_warned:
+            _zero_shot_warned.add((translator.path, source_lang, target_lang))
+            print(f"warning: {translator.path} was not trained on {source_lang}→{target_lang}: "
+                  "translating zero-shot", file=sys.stderr)
+    tag = tags[target_lang]
+    at_source = translator.tag_position() == "source"
+    return Direction([tag] if at_source else [], None if at_source else tag, sorted(tags.values()), target_lang)
 
 
 @dataclass
@@ -124,6 +169,8 @@ def translate_nbest(
     n_best: int = 1,
     restrict_to_target: bool = False,
     first_line: int = 1,
+    target_lang: str | None = None,
+    source_lang: str | None = None,
 ) -> list[list[Translation]]:
     """Exactly `n_best` translations for every line, best first; nothing is ever dropped.
     A blank line (`is_blank`) gives empty translations and is not decoded.
@@ -138,7 +185,8 @@ def translate_nbest(
     GNMT alpha of `beam_search`.  `restrict_to_target` lets the model produce only the ids
     seen on the target side of its training data (plus UNK and EOS).  `progress` is called with
     the number of lines finished after each batch; `first_line` is the number warnings give
-    `lines[0]` (a chunk's place in the whole input).
+    `lines[0]` (a chunk's place in the whole input). A many-to-many model writes `target_lang`
+    (`direction_for`); `source_lang`, where known, lets a zero-shot direction be said.
     """
     if beam < 1:
         raise ValueError(f"beam must be at least 1, got {beam}")
@@ -148,9 +196,12 @@ def translate_nbest(
     config = translator.training_config
     max_len_a = config.get("max_len_a", 1.5) if max_len_a is None else max_len_a
     max_len_b = config.get("max_len_b", 10) if max_len_b is None else max_len_b
-    limit = min(max_input_tokens or translator.trained_max_length() or math.inf, model.cfg.max_positions - 1)
+    direction = direction_for(translator, target_lang, source_lang)
+    limit = min(max_input_tokens or translator.trained_max_length() or math.inf,
+                model.cfg.max_positions - 1 - len(direction.prefix))
     device = next(model.parameters()).device
-    allowed = translator.target_token_mask().to(device) if restrict_to_target else None
+    allowed = translator.target_token_mask(direction.target_lang).to(device) if restrict_to_target else None
+    tagged = {"never": direction.never}
 
     # The units decoded: each line's ids, or the segments of an over-long one.
     units, owners, pieces = [], [], None
@@ -174,13 +225,15 @@ def translate_nbest(
     if progress:
         progress(units_left.count(0))  # empty lines are done already
     for batch in batches:
-        src = pad([units[i] + [EOS_ID] for i in batch]).to(device)
+        src = pad([direction.prefix + units[i] + [EOS_ID] for i in batch]).to(device)
+        if direction.start is not None:
+            tagged["start"] = torch.full((len(batch),), direction.start, dtype=torch.long)
         with torch.inference_mode():
             if beam == 1:
-                for index, tokens in zip(batch, greedy_search(model, src, max_len_a, max_len_b, allowed)):
+                for index, tokens in zip(batch, greedy_search(model, src, max_len_a, max_len_b, allowed, **tagged)):
                     found[index] = [(tokens, None, None)]
             else:
-                nbest = beam_search(model, src, beam, length_penalty, n_best, max_len_a, max_len_b, allowed)
+                nbest = beam_search(model, src, beam, length_penalty, n_best, max_len_a, max_len_b, allowed, **tagged)
                 for index, hypotheses in zip(batch, nbest):
                     found[index] = [(h.tokens, h.score, h.log_prob) for h in hypotheses]
         if progress:
@@ -212,6 +265,8 @@ def translate_lines(
     length_penalty: float = 1.0,
     n_best: int = 1,
     restrict_to_target: bool = False,
+    target_lang: str | None = None,
+    source_lang: str | None = None,
 ) -> list[str]:
     """Translate every line; an empty line gives an empty line and nothing is ever dropped.
 
@@ -221,6 +276,6 @@ def translate_lines(
     """
     nbest = translate_nbest(
         translator, lines, batch_tokens, max_len_a, max_len_b, max_input_tokens, progress,
-        beam, length_penalty, n_best, restrict_to_target,
+        beam, length_penalty, n_best, restrict_to_target, target_lang=target_lang, source_lang=source_lang,
     )
     return [entry.text for entries in nbest for entry in entries]

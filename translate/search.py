@@ -8,6 +8,7 @@ model runs in bf16 or fp16 (the logits are cast before the log-softmax).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -58,6 +59,13 @@ def token_bias(allowed_tokens: Tensor | None, vocab_size: int, device: torch.dev
     return torch.zeros(vocab_size).masked_fill_(~allowed_tokens.cpu(), float("-inf")).to(device)
 
 
+def first_tokens(start: Tensor | None, batch: int, device: torch.device) -> Tensor:
+    """(batch, 1) first decoder tokens: `start` where given, else BOS."""
+    if start is None:
+        return torch.full((batch, 1), BOS_ID, dtype=torch.long, device=device)
+    return start.reshape(batch, 1).to(device=device, dtype=torch.long)
+
+
 def select_rows(cache: list[dict], rows: Tensor, sentences: Tensor | None) -> None:
     """Keep (and reorder) decoder rows `rows` of the self-attention cache, and, when
     `sentences` is given, sentences `sentences` of the cross-attention cache (which holds one
@@ -78,28 +86,33 @@ def greedy_search(
     max_len_a: float = 1.5,
     max_len_b: int = 10,
     allowed_tokens: Tensor | None = None,
+    start: Tensor | None = None,
+    never: Sequence[int] = (),
 ) -> list[list[int]]:
     """Most probable next token at each step, for a batch; returns ids without BOS/EOS.
 
     `allowed_tokens` (bool over the target vocabulary, EOS included) removes every False id
-    from the choice at every step; PAD and BOS are never chosen.  Finished sentences leave the batch once they are a tenth
-    of it (dropping rows copies the cache, which costs more than decoding a few rows longer;
-    what a finished row produces after its EOS is cut off).
+    from the choice at every step; PAD and BOS are never chosen, nor the ids in `never` (a
+    many-to-many model's language tags). `start` gives each row's first decoder token (a
+    target-language tag) in place of BOS.  Finished sentences leave the batch once they are a
+    tenth of it (dropping rows copies the cache, which costs more than decoding a few rows
+    longer; what a finished row produces after its EOS is cut off).
     """
     device = src_ids.device
     bias = token_bias(allowed_tokens, model.tgt_vocab_size, device)
+    blocked = NEVER_GENERATED + list(never)
     src_mask = model.source_mask(src_ids, PAD_ID)
     memory = model.encode(src_ids, src_mask)
     limits = max_output_lengths(src_ids, max_len_a, max_len_b, model.cfg.max_positions)
     batch = src_ids.shape[0]
     cache = model.new_cache()
-    last = torch.full((batch, 1), BOS_ID, dtype=torch.long, device=device)
+    last = first_tokens(start, batch, device)
     active = torch.arange(batch, device=device)  # original index of each row still decoding
     done = torch.zeros(batch, dtype=torch.bool, device=device)  # rows that produced EOS
     output = torch.full((batch, int(limits.max())), EOS_ID, dtype=torch.long, device=device)
     for step in range(int(limits.max())):
         logits = model.decode(last, memory, src_mask, cache, offset=step)[:, -1]
-        logits[:, NEVER_GENERATED] = float("-inf")
+        logits[:, blocked] = float("-inf")
         token = (logits if bias is None else logits.float() + bias).argmax(dim=-1)
         token = token.masked_fill(step + 1 >= limits, EOS_ID)
         output[active, step] = token
@@ -126,6 +139,8 @@ def beam_search(
     max_len_a: float = 1.5,
     max_len_b: int = 10,
     allowed_tokens: Tensor | None = None,
+    start: Tensor | None = None,
+    never: Sequence[int] = (),
 ) -> list[list[Hypothesis]]:
     """Beam search for a batch of (PAD-padded) sources; per sentence, up to `n_best`
     hypotheses, best first.
@@ -158,7 +173,8 @@ def beam_search(
     A done sentence leaves the batch: its rows are no longer decoded.
 
     `allowed_tokens` (bool over the target vocabulary; EOS must be allowed) gives every False
-    id a log-probability of -inf at every step, as PAD and BOS always get.  Fewer than
+    id a log-probability of -inf at every step, as PAD, BOS and the ids in `never` always get.
+    `start` gives each sentence's first decoder token in place of BOS (see `greedy_search`).  Fewer than
     `n_best` hypotheses come back only when the search space itself is smaller (a tiny length
     limit or allowed set).
 
@@ -172,6 +188,7 @@ def beam_search(
     device = src_ids.device
     vocab = model.tgt_vocab_size
     bias = token_bias(allowed_tokens, vocab, device)
+    blocked = NEVER_GENERATED + list(never)
     batch = src_ids.shape[0]
     src_mask = model.source_mask(src_ids, PAD_ID)
     memory = model.encode(src_ids, src_mask)  # one row per sentence, shared by its beams
@@ -184,7 +201,7 @@ def beam_search(
     active = torch.arange(batch, device=device)  # original index of each sentence still searched
     beam_lp = torch.zeros((batch, 1), device=device)  # (sentences, k): live log-probabilities
     history = torch.empty((batch, 0), dtype=torch.long, device=device)
-    last = torch.full((batch, 1), BOS_ID, dtype=torch.long, device=device)
+    last = first_tokens(start, batch, device)
     finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
     # Per sentence, the `n_best` best finished scores (-inf where fewer), for the stopping rule.
     best_finished = torch.full((batch, n_best), float("-inf"), device=device)
@@ -194,7 +211,7 @@ def beam_search(
         rank = torch.arange(width, device=device)
         logits = model.decode(last, memory, src_mask, cache, offset=step)[:, -1]
         lprobs = torch.log_softmax(logits.float(), dim=-1)
-        lprobs[:, NEVER_GENERATED] = float("-inf")
+        lprobs[:, blocked] = float("-inf")
         if bias is not None:
             lprobs.add_(bias)
         lprobs = lprobs.view(n, k, vocab)

@@ -7,13 +7,21 @@ checkpoint alone is enough to translate.  The special ids are fixed here and now
 from __future__ import annotations
 
 import io
+import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Literal
 
 import sentencepiece as spm
 
+from translate.errors import UsageError
+
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
+
+
+def language_tag(lang: str) -> str:
+    """The piece that asks a many-to-many model for output in `lang`: `<2de>` (Johnson et al. 2017)."""
+    return f"<2{lang}>"
 
 ModelType = Literal["unigram", "bpe"]
 
@@ -45,6 +53,20 @@ class SentencePieceVocab:
     def pieces(self, text: str) -> list[str]:
         return self.processor.encode(text, out_type=str)
 
+    def tag_ids(self) -> dict[str, int]:
+        """Every language tag piece (`<2xx>`) of the vocabulary, by language."""
+        if not hasattr(self, "_tags"):
+            pieces = (self.processor.id_to_piece(i) for i in range(len(self)))
+            self._tags = {piece[2:-1]: index for index, piece in enumerate(pieces)
+                          if piece.startswith("<2") and piece.endswith(">") and len(piece) > 3}
+        return self._tags
+
+    def tag_id(self, lang: str) -> int | None:
+        """The id of `lang`'s tag, or None where the vocabulary has no such piece."""
+        piece = language_tag(lang)
+        index = self.processor.piece_to_id(piece)
+        return None if index == UNK_ID or self.processor.id_to_piece(index) != piece else index
+
 
 def train_sentencepiece(
     sentences: Iterable[str],
@@ -57,13 +79,16 @@ def train_sentencepiece(
     seed: int = 1,
     normalization: str = "identity",
     name: str = "the training text",
+    user_defined_symbols: Iterable[str] = (),
 ) -> SentencePieceVocab:
     """Train one SentencePiece model in memory and return it (seeded: same text, same model).
 
     `normalization` defaults to "identity" so that the model can write every character of its
     references back exactly (NFKC would turn "…" into "..." and cost BLEU against raw text).
     `name` says where the text comes from, for the error an empty text gives.
+    `user_defined_symbols` are pieces kept whole (language tags), each with its own id.
     """
+    extra = {"user_defined_symbols": list(user_defined_symbols)} if user_defined_symbols else {}
     spm.set_random_generator_seed(seed)
     model = io.BytesIO()
     text = _Watched(sentences)
@@ -82,14 +107,21 @@ def train_sentencepiece(
             num_threads=threads,
             hard_vocab_limit=False,
             minloglevel=2,
+            **extra,
         )
-    except RuntimeError:
+    except RuntimeError as error:
         # SentencePiece wraps an error raised while reading the text (a corpus error naming its
         # file and line) in its own "INTERNAL: ..."; the original says what to fix.
         if text.error is not None:
             raise text.error from None
         if text.count == 0:
             raise EmptyTextError(f"{name}: no text to train the SentencePiece vocabulary on") from None
+        needed = re.search(r"Vocabulary size is smaller than required_chars\. (\d+) vs (\d+)", str(error))
+        if needed:
+            raise UsageError(
+                f"{name}: data.vocab_size {needed[1]} is smaller than the {needed[2]} characters (and special "
+                f"pieces) the text needs at character_coverage {character_coverage}: raise data.vocab_size or "
+                "lower data.character_coverage") from None
         raise
     if text.count == 0:  # only blank lines: SentencePiece builds a model of nothing
         raise EmptyTextError(f"{name}: no text to train the SentencePiece vocabulary on")
@@ -148,19 +180,28 @@ class Vocabularies:
         model_type: ModelType = "unigram",
         joint: bool = True,
         name: str = "the training text",
+        character_coverage: float = 1.0,
+        tags: Iterable[str] = (),
     ) -> Vocabularies:
         """A joint model sees source and target text together: one id space for both.
 
         `pairs` may be a function returning a fresh stream, so a corpus larger than memory
         is read once per model trained (SentencePiece samples at most `max_sentences`).
+        `tags` (language tags of a many-to-many model) become pieces of their own; they need
+        one joint model. `character_coverage` below 1 maps the rarest characters to UNK (CJK
+        text wants about 0.9995).
         """
         read = pairs if callable(pairs) else lambda: pairs
+        settings = {"name": name, "character_coverage": character_coverage}
         if joint:
-            vocab = train_sentencepiece(_both_sides(read()), vocab_size, model_type, name=name)
+            vocab = train_sentencepiece(_both_sides(read()), vocab_size, model_type,
+                                        user_defined_symbols=tags, **settings)
             return cls(vocab, vocab)
+        if tags:
+            raise ValueError("language tags need one joint vocabulary (joint_vocab: true)")
         return cls(
-            train_sentencepiece((src for src, _ in read()), vocab_size, model_type, name=name),
-            train_sentencepiece((tgt for _, tgt in read()), vocab_size, model_type, name=name),
+            train_sentencepiece((src for src, _ in read()), vocab_size, model_type, **settings),
+            train_sentencepiece((tgt for _, tgt in read()), vocab_size, model_type, **settings),
         )
 
 

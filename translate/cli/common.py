@@ -47,6 +47,14 @@ def add_search_arguments(parser: argparse.ArgumentParser, beam: int = 5) -> None
     add_device_arguments(parser)
 
 
+def add_language_arguments(parser: argparse.ArgumentParser) -> None:
+    """The output language of a many-to-many model, and the input's language where known."""
+    parser.add_argument("--target-lang", default=None, metavar="LANG",
+                        help="a many-to-many model's output language (one of those it was trained on)")
+    parser.add_argument("--source-lang", default=None, metavar="LANG",
+                        help="the input's language: a direction the model was not trained on is said (zero-shot)")
+
+
 SEARCH_FLAGS = ("--batch-tokens", "--beam", "--length-penalty", "--max-input-tokens", "--restrict-target",
                 "--device", "--precision")
 

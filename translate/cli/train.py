@@ -53,7 +53,9 @@ def quiet_third_party_noise() -> None:
     for name in ("lightning.pytorch", "lightning.fabric", "lightning.pytorch.utilities.rank_zero"):
         logging.getLogger(name).addFilter(NoAdverts())
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)` is deprecated")
-    warnings.filterwarnings("ignore", message=r"\s*skip_none parameter was deprecated")  # Lightning's own calls
+    # jsonargparse deprecations that Lightning's own calls trigger
+    warnings.filterwarnings("ignore", message=r"\s*skip_none parameter was deprecated")
+    warnings.filterwarnings("ignore", message=r"\s*``(ArgumentParser.add_instantiator|instantiate_classes)`` was deprecated")
     # run_cli(argv) from Python (the tying study, tests) is meant: argv replaces the command line.
     warnings.filterwarnings("ignore", message=r"LightningCLI's args parameter is intended to run from within Python")
 
@@ -154,9 +156,12 @@ class TranslateCLI(LightningCLI):
         """A sentence of data.max_length tokens plus EOS (or BOS) must fit the model's positions,
         or the first long batch would stop the run."""
         max_length, positions = config.data.max_length, config.model.model.max_positions
-        if max_length + 1 > positions:
+        many_to_many = config.data.get("languages") or config.data.get("directions")
+        added = 1 + bool(many_to_many and config.data.get("lang_tag", "source") == "source")  # EOS or BOS, a tag
+        if max_length + added > positions:
+            what = "EOS or BOS added" if added == 1 else "EOS and the language tag added"
             raise UsageError(
-                f"data.max_length {max_length} needs {max_length + 1} positions (EOS or BOS added), "
+                f"data.max_length {max_length} needs {max_length + added} positions ({what}), "
                 f"but model.model.max_positions is {positions}: lower --data.max_length or raise "
                 "--model.model.max_positions"
             )

@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import TextIO
 
 from translate.cli.common import (
-    add_checkpoint_argument, add_search_arguments, autocast, resolve_device, run_command, search_settings_error,
+    add_checkpoint_argument, add_language_arguments, add_search_arguments, autocast, resolve_device, run_command,
+    search_settings_error,
 )
 from translate.errors import UsageError
 
@@ -50,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--chunk-lines", type=int, default=CHUNK_LINES,
                         help=f"input lines translated, and written, at a time at most (default: {CHUNK_LINES})")
     add_search_arguments(parser)
+    add_language_arguments(parser)
     parser.add_argument("--max-len-a", type=float, default=None,
                         help="at most A * source length + B output tokens (default: the checkpoint's training setting)")
     parser.add_argument("--max-len-b", type=int, default=None, help="see --max-len-a")
@@ -97,7 +99,7 @@ def fingerprint(args: argparse.Namespace, checkpoint_digest: str) -> dict:
         "--beam": args.beam, "--length-penalty": args.length_penalty, "--n-best": args.n_best,
         "--max-len-a": args.max_len_a, "--max-len-b": args.max_len_b,
         "--max-input-tokens": args.max_input_tokens, "--restrict-target": args.restrict_target,
-        "--precision": args.precision,
+        "--precision": args.precision, "--target-lang": args.target_lang,
     }
 
 
@@ -175,8 +177,9 @@ def translate_command(args: argparse.Namespace) -> int:
     target = check_writable(args.output) if to_file else None
     device = resolve_device(args)
     translator = checkpoint.load_translator(args.checkpoint, device)
+    direction = pipeline.direction_for(translator, args.target_lang, args.source_lang)  # refuse before any work
     if args.restrict_target:
-        translator.target_token_mask()  # refuse before any work if the checkpoint lacks them
+        translator.target_token_mask(direction.target_lang)  # refuse before any work if the checkpoint lacks them
 
     keep = references is not None
     if to_file:
@@ -193,7 +196,8 @@ def translate_command(args: argparse.Namespace) -> int:
                disable=args.quiet or interactive, mininterval=1.0)
     try:
         if interactive and not args.quiet:
-            languages = " → ".join(translator.languages() or ("source", "target"))
+            languages = (f"{args.source_lang or 'any'} → {direction.target_lang}" if direction.target_lang
+                         else " → ".join(translator.languages() or ("source", "target")))
             print(f"translate-cli: {languages} with {args.checkpoint}; type a line and press Enter "
                   "(Ctrl-D ends)", file=sys.stderr)
         for chunk in chunks(sources, args.chunk_lines, live):
@@ -204,6 +208,7 @@ def translate_command(args: argparse.Namespace) -> int:
                     args.max_input_tokens, progress=bar.update, beam=args.beam,
                     length_penalty=args.length_penalty, n_best=args.n_best,
                     restrict_to_target=args.restrict_target, first_line=first + 1,
+                    target_lang=args.target_lang, source_lang=args.source_lang,
                 )
             text = [e[0].text for e in translations] if args.n_best == 1 else nbest_lines(translations, first)
             output.append(text, chunk)
