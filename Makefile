@@ -16,7 +16,7 @@ BIN ?= $(VENV)/bin
 STAMP := $(VENV)/.installed
 CORPUS := translate/corpora/libreoffice_help_en_de/train.en.gz
 
-.PHONY: install corpus train test translate eval clean tying-study
+.PHONY: install corpus train test translate eval clean tying-study distant-study
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -59,6 +59,11 @@ eval: install
 # CPU cores); results under runs/tying-study/.  On a GPU: make tying-study STUDY_ARGS="--scale gpu"
 tying-study: corpus
 	$(BIN)/python scripts/tying_study.py $(STUDY_ARGS)
+
+# Three-way tying into a close, a medium and two distant languages (de, ru, ja, zh-CN), every
+# cell on 2 seeds, plus a multilingual model: a few hours on 2 CPU cores; runs/distant-study/.
+distant-study: install
+	$(BIN)/python scripts/distant_study.py $(STUDY_ARGS)
 
 clean:
 	rm -rf runs .cache

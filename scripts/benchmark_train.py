@@ -19,6 +19,14 @@ machine is shared and noisy, so timing is in rounds of `--steps` steps per model
 interleaved (their order rotated every round), and each model's figure is the median over
 rounds of target (non-pad) tokens per second.
 
+Utilisation. Each batch's model FLOPs are counted from the architecture (`translate.flops`:
+every matrix product of forward and backward, attention scores and the output projection
+included; a test checks the count against torch's FlopCounterMode), so a row's FLOP/s is the
+FLOPs of the steps it ran over their time, and its MFU that rate over the device's peak: on a
+GPU the data-sheet dense peak of its precision (`--peak-tflops` for another device); on the CPU
+the peak of this machine measured here, the best of several large matrix products in the same
+precision and thread count (a CPU has no data-sheet figure that holds for a shared machine).
+
 Peak memory is measured per model and precision in a fresh subprocess running the same steps
 over all the batches. On the CPU: the process's resident high-water mark (VmHWM) after the
 steps, having reset it (`/proc/self/clear_refs`) once the data was loaded and before the model
@@ -63,6 +71,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     parser.add_argument("--no-memory", action="store_true", help="skip the per-model memory subprocesses")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    parser.add_argument("--peak-tflops", type=float, default=None,
+                        help="the device's peak TFLOP/s in the benchmark's precision (default: measured on the "
+                             "CPU, the data sheet's for known GPUs)")
     parser.add_argument("--memory-worker", nargs=2, metavar=("MODEL", "PRECISION"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.precisions is None:
@@ -154,6 +165,42 @@ class Trainee:
         return tokens, loss.item()
 
 
+def batch_flops(config: dict, vocab, batch: dict) -> int:
+    """Model FLOPs of one training step on `batch` (its padded shapes)."""
+    from translate.flops import training_flops
+    from translate.model import ModelConfig
+
+    rows, src_len = batch["src"].shape
+    return training_flops(ModelConfig(**config["model"]), len(vocab.target), rows, src_len, batch["tgt_in"].shape[1])
+
+
+def measured_peak_tflops(device: torch.device, precision: str, size: int = 2048, repeats: int = 5) -> float:
+    """The best TFLOP/s of `repeats` (size x size) @ (size x size) products in `precision`."""
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    a, b = (torch.randn(size, size, device=device, dtype=dtype) for _ in range(2))
+    a @ b  # warm-up: allocations, kernel choice
+    best = 0.0
+    for _ in range(repeats):
+        synchronize(device)
+        start = time.perf_counter()
+        a @ b
+        synchronize(device)
+        best = max(best, 2 * size**3 / (time.perf_counter() - start) / 1e12)
+    return best
+
+
+def peak_tflops(args, device: torch.device, precision: str) -> tuple[float | None, str]:
+    """The peak MFU is measured against, and where it comes from."""
+    if args.peak_tflops:
+        return args.peak_tflops, "--peak-tflops"
+    if device.type == "cuda":
+        from translate.flops import device_peak
+
+        name = torch.cuda.get_device_name()
+        return device_peak(name, precision), f"{name} data sheet, dense {precision}"
+    return measured_peak_tflops(device, precision), f"best 2048x2048 {precision} matrix product here"
+
+
 def to_device(batches: list[dict], device: torch.device) -> list[dict]:
     return [{key: value.to(device) for key, value in batch.items()} for batch in batches]
 
@@ -170,21 +217,30 @@ def time_models(args, config, vocab, batches, precision: str, device: torch.devi
     for trainee in trainees.values():
         for index in range(1, args.warmup):
             trainee.step(batches[index % len(batches)], precision)
+    flops = [batch_flops(config, vocab, batch) for batch in batches]
     rates: dict[str, list[float]] = {name: [] for name in MODELS}
+    flop_rates: dict[str, list[float]] = {name: [] for name in MODELS}
     for round_index in range(args.rounds):
         shift = round_index % len(MODELS)
         for name in MODELS[shift:] + MODELS[:shift]:
-            trainee, tokens = trainees[name], 0
+            trainee, tokens, work = trainees[name], 0, 0
             synchronize(device)
             start = time.perf_counter()
             for step in range(args.steps):
-                tokens += trainee.step(batches[(round_index * args.steps + step) % len(batches)], precision)[0]
+                index = (round_index * args.steps + step) % len(batches)
+                tokens += trainee.step(batches[index], precision)[0]
+                work += flops[index]
             synchronize(device)
-            rates[name].append(tokens / (time.perf_counter() - start))
+            elapsed = time.perf_counter() - start
+            rates[name].append(tokens / elapsed)
+            flop_rates[name].append(work / elapsed)
         print(f"  {precision} round {round_index + 1}/{args.rounds}: "
               + ", ".join(f"{name} {rates[name][-1]:,.0f}" for name in MODELS), file=sys.stderr)
+    tokens_total = sum(int((b["tgt_out"] != 0).sum()) for b in batches)
     return {
         name: {"tokens_per_s": statistics.median(rates[name]), "rounds": rates[name],
+               "tflops": statistics.median(flop_rates[name]) / 1e12,
+               "flops_per_token": sum(flops) / tokens_total,
                "first_loss": first_loss[name],
                "parameters": sum(p.numel() for p in {id(p): p for p in trainees[name].parameters}.values())}
         for name in MODELS
@@ -231,8 +287,8 @@ def markdown(results: dict, device: str) -> str:
     memory_column = "peak GPU memory (max allocated)" if device == "cuda" else "memory added by training (peak RSS)"
     lines = [
         f"| precision | model | parameters | target tokens/s{' per GPU' if device == 'cuda' else ''} (median) "
-        f"| vs Marian | {memory_column} | vs Marian |",
-        "|---|---|---|---|---|---|---|",
+        f"| vs Marian | model GFLOP per target token | TFLOP/s | MFU | {memory_column} | vs Marian |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     key = "max_allocated_mib" if device == "cuda" else "added_rss_mib"
     for precision, rows in results.items():
@@ -247,8 +303,13 @@ def markdown(results: dict, device: str) -> str:
                 if device != "cuda":
                     memory_text += f" ({memory['peak_rss_mib']:,.0f} MiB)"
                 memory_ratio = f"{memory[key] / marian['memory'][key]:.2f}x"
+            mfu = f"{100 * row['tflops'] / row['peak_tflops']:.1f}%" if row.get("peak_tflops") else "no peak known"
             lines.append(f"| {precision} | {LABELS[name]} | {row['parameters']:,} | {row['tokens_per_s']:,.0f} "
-                         f"| {row['tokens_per_s'] / marian['tokens_per_s']:.2f}x | {memory_text} | {memory_ratio} |")
+                         f"| {row['tokens_per_s'] / marian['tokens_per_s']:.2f}x | {row['flops_per_token'] / 1e9:.3f} "
+                         f"| {row['tflops']:.3f} | {mfu} | {memory_text} | {memory_ratio} |")
+    peaks = {precision: (rows["ours"].get("peak_tflops"), rows["ours"].get("peak_source")) for precision, rows in results.items()}
+    lines += ["", "MFU against: " + "; ".join(f"{precision} {peak:.3f} TFLOP/s ({source})" if peak else f"{precision}: none"
+                                             for precision, (peak, source) in peaks.items())]
     return "\n".join(lines)
 
 
@@ -270,6 +331,9 @@ def main(argv: list[str] | None = None) -> int:
     results = {}
     for precision in args.precisions:
         results[precision] = time_models(args, config, vocab, batches, precision, device)
+        peak, source = peak_tflops(args, device, precision)
+        for row in results[precision].values():
+            row["peak_tflops"], row["peak_source"] = peak, source
         losses = results[precision]
         gap = abs(losses["ours-postnorm"]["first_loss"] - losses["marian"]["first_loss"])
         if gap > 1e-2 * max(1.0, abs(losses["marian"]["first_loss"])):

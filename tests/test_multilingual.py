@@ -246,3 +246,19 @@ def test_the_off_target_rate_uses_a_real_language_identifier():
                "Wählen Sie die Zellen aus, die Sie kopieren möchten.", ""]
     assert off_target_rate(outputs, "de", ["en", "ja"]) == pytest.approx(1 / 3)
     assert off_target_rate(["OKボタンをクリックします。"], "ja", ["en", "de"]) == 0.0
+
+
+def test_bilingual_corpora_combine_into_one_model(tmp_path):
+    """Each direction may name its own corpus: here the bundled-style en-de fixture and an en-ja one."""
+    en_ja = tmp_path / "en-ja"
+    en_ja.mkdir()
+    for split in ("train", "dev", "test"):
+        for lang in ("en", "ja"):
+            (en_ja / f"{split}.{lang}").write_bytes((MULTIWAY / f"{split}.{lang}").read_bytes())
+    en_de = Path(__file__).parent / "fixtures" / "libreoffice_small"
+    data = TranslationDataModule(directions=[("en", "de", str(en_de)), ("en", "ja", str(en_ja))], vocab_size=800,
+                                 character_coverage=0.9995, cache_dir=str(tmp_path / "cache"))
+    data.setup("fit")
+    assert [len(part) for part in data.datasets["dev"].parts] == [40, 40]
+    assert data.datasets["dev"].parts[0][0][2] == (en_de / "dev.de").read_text().splitlines()[0]
+    assert data.datasets["dev"].parts[1][0][2] == (en_ja / "dev.ja").read_text().splitlines()[0]

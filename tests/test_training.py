@@ -225,3 +225,37 @@ def test_every_config_parses_with_the_cli(config):
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "tie_embeddings:" in result.stdout
+
+
+def test_a_compiled_model_computes_what_the_eager_one_does():
+    """`model.compile: true` (torch.compile, in place): same loss and gradients, same parameter names."""
+    vocab = Vocabularies.train(read_parallel(FIXTURE / "train.en", FIXTURE / "train.de"), vocab_size=300)
+    pairs = read_parallel(FIXTURE / "dev.en", FIXTURE / "dev.de")[:6]
+    batch = collate([(np.array(vocab.source.encode([s])[0]), np.array(vocab.target.encode([t])[0]), None)
+                     for s, t in pairs])
+
+    def loss_and_gradients(compiled: bool):
+        torch.manual_seed(0)
+        module = TranslationModule(vocab, ModelConfig(d_model=32, heads=2, encoder_layers=1, decoder_layers=1,
+                                                      ffn_dim=64, dropout=0.0), compile=compiled, val_bleu=False)
+        module.configure_model()
+        loss = label_smoothed_nll(module.model(batch["src"], batch["tgt_in"], 0), batch["tgt_out"], 0.1)
+        loss.backward()
+        return loss.item(), {n: p.grad.clone() for n, p in module.model.named_parameters()}, module.state_dict().keys()
+
+    eager_loss, eager_grads, eager_keys = loss_and_gradients(False)
+    compiled_loss, compiled_grads, compiled_keys = loss_and_gradients(True)
+    assert compiled_keys == eager_keys
+    assert compiled_loss == pytest.approx(eager_loss, rel=1e-5)
+    for name, gradient in eager_grads.items():
+        assert torch.allclose(compiled_grads[name], gradient, rtol=1e-4, atol=1e-6), name
+
+
+def test_weight_decay_spares_biases_and_norms():
+    vocab = Vocabularies.train([("a b", "c d")] * 50, vocab_size=30)
+    module = TranslationModule(vocab, ModelConfig(d_model=16, heads=2, encoder_layers=1, decoder_layers=1, ffn_dim=32),
+                               weight_decay=0.01, optimizer="adamw")
+    decayed, spared = module.parameter_groups()
+    assert decayed["weight_decay"] == 0.01 and spared["weight_decay"] == 0.0
+    assert all(p.ndim >= 2 for p in decayed["params"]) and all(p.ndim < 2 for p in spared["params"])
+    assert len(decayed["params"]) + len(spared["params"]) == len(list(module.parameters()))

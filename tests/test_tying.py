@@ -376,3 +376,25 @@ def test_tying_study_smoke_writes_the_table_and_plot(tmp_path):
     for name in names:
         assert (out / name / "checkpoints" / "last.ckpt").is_file()
         assert len((out / name / "test.hyp").read_text().splitlines()) == 12
+
+
+def test_distant_pair_study_smoke_writes_the_table_and_plot(tmp_path):
+    out = tmp_path / "distant"
+    result = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "distant_study.py"), "--smoke", "--out", str(out), "--seeds", "1", "2",
+         "--corpus", str(REPO / "tests" / "fixtures" / "libreoffice_multiway"), "--langs", "de", "ja",
+         "--cells", "all", "separate-decoder", "multilingual", "--cache-dir", str(tmp_path / "cache")],
+        cwd=REPO, capture_output=True, text=True, timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = json.loads((out / "results.json").read_text())
+    assert sorted({(r["lang"], r["cell"]) for r in rows}) == [
+        (lang, cell) for lang in ("de", "ja") for cell in ("all", "multilingual", "separate-decoder")]
+    assert len(rows) == 12, "two seeds of every cell"
+    by = {(r["lang"], r["cell"], r["seed"]): r for r in rows}
+    assert by[("ja", "all", 1)]["foreign_share"] > by[("ja", "separate-decoder", 1)]["foreign_share"]
+    assert by[("ja", "all", 1)]["bleu_signature"].split("|tok:")[1].startswith("ja-mecab")
+    assert by[("de", "multilingual", 1)]["updates"] == 2 * by[("de", "all", 1)]["updates"]
+    table = (out / "results.md").read_text()
+    assert "| ja | separate-decoder | 2 |" in table and " ± " in table
+    assert (out / "results.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

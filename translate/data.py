@@ -227,11 +227,15 @@ class TranslationDataModule(L.LightningDataModule):
         languages: a many-to-many model of these languages: every direction between src_lang
             (the pivot) and each of them, unless `directions` lists others.
         directions: a many-to-many model of these (source, target) directions, e.g.
-            [[en, de], [de, en], [en, ja]]; each target language gets a tag <2xx>.
+            [[en, de], [de, en], [en, ja]]; each target language gets a tag <2xx>. A third item
+            names the direction's own corpus directory (read in corpus_format), so bilingual
+            corpora combine: [[en, de, /data/wmt14], [en, ja, /data/kftt]].
         lang_tag: where the target-language tag goes: first source token (source) or first
             decoder token in place of BOS (decoder).
         temperature: directions are drawn with probability proportional to pairs ** (1/T).
         character_coverage: share of characters the SentencePiece model covers (CJK: 0.9995).
+        loader_workers: processes that assemble training batches (0: the training process);
+            batches go to a GPU through pinned memory.
     """
 
     def __init__(
@@ -256,10 +260,11 @@ class TranslationDataModule(L.LightningDataModule):
         encode_workers: int | None = None,
         seed: int = 1,
         languages: list[str] | None = None,
-        directions: list[tuple[str, str]] | None = None,
+        directions: list[tuple[str, str] | tuple[str, str, str]] | None = None,
         lang_tag: TagPosition = "source",
         temperature: float = 5.0,
         character_coverage: float = 1.0,
+        loader_workers: int = 0,
     ) -> None:
         super().__init__()
         self.corpus_dir = Path(corpus_dir) if corpus_dir else BUNDLED_CORPUS
@@ -267,8 +272,10 @@ class TranslationDataModule(L.LightningDataModule):
         self.hf_config, self.hf_streaming = hf_config, hf_streaming
         self.langs = (src_lang, tgt_lang)
         self.multilingual = bool(languages or directions)
+        # A direction's own corpus, where `directions` names one (else corpus_dir).
+        self.corpora = {tuple(d[:2]): Path(d[2]) for d in directions or [] if len(d) > 2}
         if directions:
-            self.directions = [tuple(direction) for direction in directions]
+            self.directions = [tuple(direction[:2]) for direction in directions]
         elif languages:
             self.directions = english_centric(src_lang, languages)
         else:
@@ -279,6 +286,7 @@ class TranslationDataModule(L.LightningDataModule):
         if lang_tag not in ("source", "decoder"):
             raise UsageError(f"data.lang_tag must be 'source' or 'decoder', got {lang_tag!r}")
         self.lang_tag, self.temperature, self.character_coverage = lang_tag, temperature, character_coverage
+        self.loader_workers = loader_workers
         self.splits = {"train": train_split, "dev": dev_split, "test": test_split}
         self.vocab_size, self.vocab_type, self.joint_vocab = vocab_size, vocab_type, joint_vocab
         self.max_tokens, self.max_length, self.max_length_ratio = max_tokens, max_length, max_length_ratio
@@ -290,8 +298,11 @@ class TranslationDataModule(L.LightningDataModule):
     def files(self, split: str, direction: Direction | None = None) -> list[Path]:
         """The files of a split (of every direction, or of one)."""
         directions = [direction] if direction else self.directions
-        files = [f for d in directions for f in split_files(self.corpus_dir, self.splits[split], *d, self.corpus_format)]
+        files = [f for d in directions for f in split_files(self.corpus_of(d), self.splits[split], *d, self.corpus_format)]
         return list(dict.fromkeys(files))
+
+    def corpus_of(self, direction: Direction) -> Path:
+        return self.corpora.get(tuple(direction), self.corpus_dir)
 
     def describe(self, split: str, direction: Direction | None = None) -> str:
         """The split's files, or its dataset, as an error names them."""
@@ -303,7 +314,7 @@ class TranslationDataModule(L.LightningDataModule):
         """A fresh stream of the split's pairs (read lazily: nothing is held): of one direction,
         or of all of them one after another."""
         return chain.from_iterable(
-            iter_split(self.corpus_dir, self.splits[split], *d, self.corpus_format, self.hf_config, self.hf_streaming)
+            iter_split(self.corpus_of(d), self.splits[split], *d, self.corpus_format, self.hf_config, self.hf_streaming)
             for d in ([direction] if direction else self.directions))
 
     def tags(self) -> dict[str, int]:
@@ -329,7 +340,7 @@ class TranslationDataModule(L.LightningDataModule):
         settings = f"{self.langs}-{self.corpus_format}-{self.vocab_size}-{self.vocab_type}-{'joint' if self.joint_vocab else 'separate'}"
         tags = [language_tag(lang) for lang in dict.fromkeys(t for _, t in self.directions)] if self.multilingual else []
         if self.multilingual or self.character_coverage != 1.0:
-            settings += f"-{self.directions}-{self.character_coverage}-{tags}"
+            settings += f"-{self.directions}-{self.character_coverage}-{tags}-{sorted(self.corpora.items())}"
         key = hashlib.sha256(f"{self.fingerprint('train')}-{settings}".encode()).hexdigest()[:16]
         names = ["joint"] if self.joint_vocab else ["source", "target"]
         files = {name: self.cache_dir / f"spm-{key}-{name}.model" for name in names}
@@ -356,7 +367,7 @@ class TranslationDataModule(L.LightningDataModule):
                                   self.encode_workers, description=f"encoding {name}")
         keep, report = filter_by_length(encoded.src_lengths(), encoded.tgt_lengths(),
                                         self.max_length, self.max_length_ratio)
-        print(f"training data {self.corpus_dir}{' ' + direction_name(direction) if self.multilingual else ''}: "
+        print(f"training data {self.corpus_of(direction)}{' ' + direction_name(direction) if self.multilingual else ''}: "
               f"{report}", file=sys.stderr)
         if not len(keep):
             raise CorpusError(f"{self.describe('train', direction)}: no training pair is left ({report}); "
@@ -442,8 +453,10 @@ class TranslationDataModule(L.LightningDataModule):
         return self.trainer.fit_loop.epoch_loop.batch_progress.current.processed
 
     def train_dataloader(self) -> DataLoader:
+        on_gpu = self.trainer is not None and self.trainer.strategy.root_device.type == "cuda"
         loader = ResumableLoader(self.datasets["train"], batch_sampler=self._sampler("train", True),
-                                 collate_fn=self.collate)
+                                 collate_fn=self.collate, num_workers=self.loader_workers,
+                                 persistent_workers=self.loader_workers > 0, pin_memory=on_gpu)
         if self.trainer is not None:
             loader.consumed = self._consumed_batches
         return loader

@@ -113,12 +113,16 @@ class TranslationModule(L.LightningModule):
         warmup_steps: updates of linear warm-up to the peak (0: none).
         lr_schedule: inverse_sqrt (Vaswani et al.) or linear decay to 0 at trainer.max_steps.
         betas: Adam's betas.
-        weight_decay: Adam's L2 weight decay.
+        weight_decay: weight decay of the matrices (not of biases and norms): L2 for adam,
+            decoupled for adamw.
         label_smoothing: label smoothing of the training loss (0.1 in Vaswani et al.).
         val_bleu: translate the dev set greedily at each validation and log sacrebleu BLEU.
         max_len_a: output length limit a * source length + b, for validation and (as the
             checkpoint's default) translation.
         max_len_b: see max_len_a.
+        optimizer: adam, or adamw (decoupled weight decay).
+        fused_optimizer: the fused optimizer kernel (default: on a GPU).
+        compile: torch.compile the model's forward pass (the training step; search is not compiled).
     """
 
     def __init__(
@@ -134,6 +138,9 @@ class TranslationModule(L.LightningModule):
         val_bleu: bool = True,
         max_len_a: float = 1.5,
         max_len_b: int = 10,
+        optimizer: Literal["adam", "adamw"] = "adam",
+        fused_optimizer: bool | None = None,
+        compile: bool = False,
     ) -> None:
         super().__init__()
         if warmup_steps < 0:
@@ -147,7 +154,9 @@ class TranslationModule(L.LightningModule):
             "lr": lr, "warmup_steps": warmup_steps, "lr_schedule": lr_schedule, "betas": list(betas),
             "weight_decay": weight_decay, "label_smoothing": label_smoothing,
             "max_len_a": max_len_a, "max_len_b": max_len_b,
+            "optimizer": optimizer, "fused_optimizer": fused_optimizer,
         }
+        self.compile_model = compile
         self.val_bleu_enabled = val_bleu
         self.run_config: str | None = None  # the resolved CLI config, set by the CLI
         self.target_tokens: list[int] | None = None  # ids seen on the target side of the training data
@@ -215,22 +224,37 @@ class TranslationModule(L.LightningModule):
         grads = [p.grad for p in self.parameters() if p.grad is not None]
         if grads:
             torch._foreach_mul_(grads, scale.to(device=grads[0].device, dtype=grads[0].dtype))
-        self.log("train_loss", (update[2] / tokens).float(), prog_bar=True)
-        self.log("lr", optimizer.param_groups[0]["lr"], prog_bar=True)
+        # Logged (and so read back to the host) on logging steps only: the rest run without a sync.
         if (self.trainer.global_step + 1) % max(self.trainer.log_every_n_steps, 1) == 0:
             now = time.perf_counter()
+            self.log("train_loss", (update[2] / tokens).float(), prog_bar=True)
+            self.log("lr", optimizer.param_groups[0]["lr"], prog_bar=True)
             self.log("train_batch_tgt_tokens", update[0])
             if self._window_start is not None and now > self._window_start:
                 self.log("train_tgt_tokens_per_sec", update[1] / (now - self._window_start), prog_bar=True)
             self._window_tokens, self._window_start = 0, now
         self._update_tokens, self._update_nll = 0, 0.0
 
+    def configure_model(self) -> None:
+        if self.compile_model:  # in place: the parameter names, and so the checkpoints, stay the same
+            self.model.compile(dynamic=True)
+
+    def parameter_groups(self) -> list[dict]:
+        """Weight decay for the matrices only: biases and LayerNorm gains are not decayed."""
+        decay = self.training_config["weight_decay"]
+        parameters = [p for p in self.parameters() if p.requires_grad]
+        if not decay:
+            return [{"params": parameters, "weight_decay": 0.0}]
+        return [{"params": [p for p in parameters if p.ndim >= 2], "weight_decay": decay},
+                {"params": [p for p in parameters if p.ndim < 2], "weight_decay": 0.0}]
+
     def configure_optimizers(self):
         cfg = self.training_config
-        optimizer = torch.optim.Adam(
-            self.parameters(), lr=cfg["lr"], betas=tuple(cfg["betas"]), eps=1e-9,
-            weight_decay=cfg["weight_decay"],
-        )
+        # Fused kernels (one launch for every tensor) where the parameters are on a GPU.
+        fused = cfg["fused_optimizer"] if cfg["fused_optimizer"] is not None else self.device.type == "cuda"
+        kind = torch.optim.AdamW if cfg["optimizer"] == "adamw" else torch.optim.Adam
+        optimizer = kind(self.parameter_groups(), lr=cfg["lr"], betas=tuple(cfg["betas"]), eps=1e-9,
+                         **({"fused": True} if fused else {}))
         if cfg["lr_schedule"] == "linear":
             if self.trainer.max_steps <= 0:
                 raise ValueError("lr_schedule 'linear' decays to 0 at trainer.max_steps, which is not set")

@@ -84,7 +84,8 @@ def corpus_split(translator, split: str | None, direction: tuple[str, str]) -> t
 
     data = translator.data_settings()
     name = data.get(f"{split or 'test'}_split") or split or "test"
-    corpus = data.get("corpus_dir") or BUNDLED_CORPUS
+    own = {tuple(d[:2]): d[2] for d in data.get("directions") or [] if len(d) > 2}  # a direction's own corpus
+    corpus = own.get(tuple(direction)) or data.get("corpus_dir") or BUNDLED_CORPUS
     try:
         pairs = read_split(corpus, name, *direction, data.get("corpus_format") or "text", data.get("hf_config"))
     except UsageError as error:

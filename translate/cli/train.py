@@ -115,7 +115,11 @@ class TranslateCLI(LightningCLI):
             saved = checkpoint_settings(ckpt_path)
             self.take_data_from_checkpoint(config, ckpt_path, saved.get("data"))
             saved_run_dir = saved.get("run_dir")  # a resumed or evaluated run stays in its directory
-        config.data.corpus_dir = self.absolute_corpus(config.data)
+        data = config.data
+        data.corpus_dir = self.absolute_corpus(data.corpus_dir, data.corpus_format)
+        if data.get("directions"):  # a direction's own corpus, too
+            data.directions = [[*d[:2], *(self.absolute_corpus(c, data.corpus_format) for c in d[2:])]
+                               for d in data.directions]
         run_dir = Path(config.run_dir or saved_run_dir or default_run_dir(
             [Path(p) for p in config.get("config") or []], config.data,
             data_given=bool(given_data_flags(self.argv) & DATA_IDENTITY)))
@@ -167,11 +171,10 @@ class TranslateCLI(LightningCLI):
             )
 
     @staticmethod
-    def absolute_corpus(data) -> str | None:
+    def absolute_corpus(corpus: str | None, corpus_format: str) -> str | None:
         """A local corpus directory as an absolute path, so the saved config still finds it from
         another working directory (translate-eval reads it from the checkpoint)."""
-        corpus = data.corpus_dir
-        if corpus and (data.corpus_format != "hf" or Path(corpus).is_dir()) and Path(corpus).exists():
+        if corpus and (corpus_format != "hf" or Path(corpus).is_dir()) and Path(corpus).exists():
             return str(Path(corpus).resolve())
         return corpus
 
