@@ -8,9 +8,11 @@ The checkpoint is exported to a temporary Hugging Face directory and a CTranslat
   - ours: `translate_nbest`, what translate-cli runs (tokenize, search, detokenize);
   - ours-unpacked: the same with plain `nn.Linear` layers (`load_translator(pack=False)`),
     which shows what packing the weights (`translate/packing.py`) gains;
+  - ours-int8: the same with int8 linear layers (`translate-cli --quantize int8`);
   - transformers: `generate` on the exported model, `do_sample=False`;
-  - CTranslate2: `Translator.translate_batch` with `intra_threads` = torch's threads,
-all three on the same batches in the same order (`pipeline.length_batches`), at each beam size.
+  - CTranslate2: `Translator.translate_batch` with `intra_threads` = torch's threads, in
+    float32 and (ctranslate2-int8) with `compute_type="int8"`,
+all on the same batches in the same order (`pipeline.length_batches`), at each beam size.
 
 The systems' length penalties differ (ours is GNMT's `((5 + n) / 6) ** alpha`; transformers
 and CTranslate2 divide by `n ** alpha`), so they are compared at length penalty 0, where all
@@ -46,12 +48,13 @@ from translate.corpus import BUNDLED_CORPUS, read_lines, split_paths  # noqa: E4
 from translate.padding import pad  # noqa: E402
 from translate.metrics import corpus_scores  # noqa: E402
 from translate.pipeline import BATCH_TOKENS, length_batches, translate_nbest  # noqa: E402
+from translate.quantize import linear_bytes  # noqa: E402
 from translate.vocab import EOS_ID, PAD_ID  # noqa: E402
 
 
 @dataclass
 class Setting:
-    system: str  # "ours", "ours-unpacked", "transformers" or "ctranslate2"
+    system: str  # ours, ours-unpacked, ours-int8, transformers, ctranslate2 or ctranslate2-int8
     beam: int
     length_penalty: float
     restrict: bool = False
@@ -140,20 +143,23 @@ def export_both(checkpoint: Path, directory: Path):
     hf_dir = export_huggingface(checkpoint, directory / "hf")
     ct2_dir = export_ctranslate2(checkpoint, directory / "ct2")
     hf_model = transformers.AutoModelForSeq2SeqLM.from_pretrained(str(hf_dir)).eval()
-    ct2 = ctranslate2.Translator(str(ct2_dir), device="cpu", inter_threads=1,
-                                 intra_threads=torch.get_num_threads())
+    ct2 = {compute: ctranslate2.Translator(str(ct2_dir), device="cpu", inter_threads=1, compute_type=compute,
+                                           intra_threads=torch.get_num_threads())
+           for compute in ("float32", "int8")}
     return hf_model, ct2
 
 
 def markdown(rows: list[Row]) -> str:
     by_key = {(r.system, r.beam, r.length_penalty, r.restrict): r for r in rows}
     lines = [
-        "| system | beam | length penalty | restrict | sent/s | tok/s | BLEU | chrF | same as ours | ours / this |",
+        "| system | beam | length penalty | restrict | sent/s | tok/s | BLEU | chrF | same as ours | ours / this "
+        "(int8: ours-int8 / this) |",
         "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
-        reference = by_key.get(("ours", r.beam, r.length_penalty, False))
-        ratio = "" if r.system == "ours" or reference is None else f"{reference.sentences_per_s / r.sentences_per_s:.2f}x"
+        counterpart = "ours-int8" if r.system == "ctranslate2-int8" else "ours"
+        reference = by_key.get((counterpart, r.beam, r.length_penalty, False))
+        ratio = "" if r.system in ("ours", "ours-int8") or reference is None else f"{reference.sentences_per_s / r.sentences_per_s:.2f}x"
         same = "" if r.identical_to_ours is None else f"{r.identical_to_ours}/{r.sentences}"
         if r.differing_at_our_limit:
             same += f" ({r.differing_at_our_limit} at our limit)"
@@ -175,7 +181,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1, help="CPU threads for all systems (default: 1)")
     parser.add_argument("--batch-tokens", type=int, default=None,
                         help="source tokens per batch (default: translate-cli's)")
-    parser.add_argument("--skip", default="", help="comma-separated systems not to run: ours-unpacked,transformers,ctranslate2")
+    parser.add_argument("--skip", default="", help="comma-separated systems not to run: "
+                        "ours-unpacked,ours-int8,transformers,ctranslate2,ctranslate2-int8")
     parser.add_argument("--json", default=None, help="also write the rows here as JSON")
     args = parser.parse_args(argv)
 
@@ -192,6 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     beams = [int(b) for b in args.beams.split(",")]
     skip = set(filter(None, args.skip.split(",")))
     unpacked = None if "ours-unpacked" in skip else load_translator(args.checkpoint, pack=False)
+    int8 = None if "ours-int8" in skip else load_translator(args.checkpoint, quantize="int8")
 
     settings = []
     for beam in beams:
@@ -202,6 +210,10 @@ def main(argv: list[str] | None = None) -> int:
             settings.append(Setting("transformers", beam, 0.0))
         if "ctranslate2" not in skip:
             settings.append(Setting("ctranslate2", beam, 0.0))
+        if "ours-int8" not in skip:
+            settings.append(Setting("ours-int8", beam, 0.0))
+        if "ctranslate2-int8" not in skip:
+            settings.append(Setting("ctranslate2-int8", beam, 0.0))
         if beam > 1:
             settings.append(Setting("ours", beam, 1.0))
         settings.append(Setting("ours", beam, 1.0 if beam > 1 else 0.0, restrict=True))
@@ -209,11 +221,13 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="benchmark_translate.") as tmp:
         runners: dict[str, Callable[[Setting], list[str]]] = {
             "ours": lambda setting: ours(translator, sources, setting, batch_tokens),
-            "ours-unpacked": lambda setting: ours(unpacked, sources, setting, batch_tokens)}
-        if {"transformers", "ctranslate2"} - skip:
+            "ours-unpacked": lambda setting: ours(unpacked, sources, setting, batch_tokens),
+            "ours-int8": lambda setting: ours(int8, sources, setting, batch_tokens)}
+        if {"transformers", "ctranslate2", "ctranslate2-int8"} - skip:
             hf_model, ct2 = export_both(Path(args.checkpoint), Path(tmp))
             runners["transformers"] = transformers_runner(hf_model, translator, encoded, batches)
-            runners["ctranslate2"] = ctranslate2_runner(ct2, translator, encoded, batches)
+            runners["ctranslate2"] = ctranslate2_runner(ct2["float32"], translator, encoded, batches)
+            runners["ctranslate2-int8"] = ctranslate2_runner(ct2["int8"], translator, encoded, batches)
         best: dict[str, float] = {}
         outputs: dict[str, list[str]] = {}
         for repeat in range(args.repeats):
@@ -247,6 +261,9 @@ def main(argv: list[str] | None = None) -> int:
           f"batches of {batch_tokens} source tokens, best of {args.repeats}; {torch.__version__} torch")
     print(markdown(rows))
     print(f"BLEU signature: {scores.bleu_signature}")
+    print(f"model in memory: float32 {linear_bytes(translator.model) / 2**20:.1f} MiB"
+          + ("" if int8 is None else f", int8 {linear_bytes(int8.model) / 2**20:.1f} MiB")
+          + f"; checkpoint on disk {Path(args.checkpoint).stat().st_size / 2**20:.1f} MiB")
     if args.json:
         Path(args.json).write_text(json.dumps([asdict(r) for r in rows], indent=2) + "\n", encoding="utf-8")
     return 0

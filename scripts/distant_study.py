@@ -84,7 +84,7 @@ def aligned_subset(corpus: Path, langs: list[str], out: Path, limit: int | None 
 
 # --- one run ------------------------------------------------------------------------------------
 def run_config(base: dict, cell: str, lang: str | None, langs: list[str], seed: int, run_dir: Path,
-               lang_tag: str = "source") -> dict:
+               lang_tag: str = "decoder") -> dict:
     config = merge(base, CELLS[cell])
     config["seed_everything"] = seed
     config["run_dir"] = str(run_dir)
@@ -253,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cells", nargs="+", choices=list(CELLS), default=list(CELLS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2])
     parser.add_argument("--updates", type=int, default=None, help="updates per bilingual run (default 800)")
-    parser.add_argument("--lang-tag", choices=["source", "decoder"], default="source",
+    parser.add_argument("--lang-tag", choices=["source", "decoder"], default="decoder",
                         help="the multilingual model's tag position")
     parser.add_argument("--config", default=str(REPO / "configs" / "default.yaml"), help="the base config")
     parser.add_argument("--out", type=Path, default=Path("runs/distant-study"))

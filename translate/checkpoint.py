@@ -15,10 +15,13 @@ import yaml
 from translate.errors import UsageError
 from translate.model import ModelConfig, Transformer
 from translate.packing import pack_linear_layers
+from translate.quantize import quantize_int8
 from translate.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocabularies
 
 
 ARTIFACT_KEY = "translate"  # checkpoint entry holding everything needed to translate
+SEARCH_KEY = "search"  # its entry of search settings tuned on the dev set (translate-tune)
+DEFAULT_BEAM, DEFAULT_LENGTH_PENALTY = 5, 1.0  # where a checkpoint holds no tuned settings
 
 
 class CheckpointError(UsageError):
@@ -36,6 +39,34 @@ class Translator:
     target_tokens: list[int] | None = None  # ids seen on the target side of the training data
     path: str | None = None
     target_tokens_by_language: dict[str, list[int]] | None = None  # the same, per target language
+    search: dict | None = None  # the search settings tuned for this model (translate-tune)
+
+    def search_defaults(self) -> dict:
+        """Beam size and length penalty to translate with where no flag says otherwise: those
+        tuned on the dev set and stored in the checkpoint, else beam 5 and GNMT alpha 1.0."""
+        tuned = self.search or {}
+        return {"beam": int(tuned.get("beam", DEFAULT_BEAM)),
+                "length_penalty": float(tuned.get("length_penalty", DEFAULT_LENGTH_PENALTY))}
+
+    def corpus_split(self, split: str | None, direction: tuple[str, str]) -> tuple[list[str], list[str], str]:
+        """Source and reference lines of one direction of a split of the corpus the model was
+        trained on, and their description; an error naming the checkpoint where that corpus is
+        not at hand."""
+        from translate.corpus import BUNDLED_CORPUS, read_split
+
+        data = self.data_settings()
+        name = data.get(f"{split or 'test'}_split") or split or "test"
+        own = {tuple(d[:2]): d[2] for d in data.get("directions") or [] if len(d) > 2}  # a direction's own corpus
+        corpus = own.get(tuple(direction)) or data.get("corpus_dir") or BUNDLED_CORPUS
+        try:
+            pairs = read_split(corpus, name, *direction, data.get("corpus_format") or "text", data.get("hf_config"))
+        except UsageError as error:
+            raise UsageError(f"{error} ({self.path} was trained on this corpus; give --source and "
+                             "--reference to score other text)") from None
+        if not pairs:
+            raise UsageError(f"split '{name}' of {corpus} has no {direction[0]}→{direction[1]} pairs")
+        description = f"{direction[0]}→{direction[1]}, split '{name}' of {corpus}"
+        return [src for src, _ in pairs], [tgt for _, tgt in pairs], description
 
     def data_settings(self) -> dict:
         """The `data` section of the run's saved config (corpus, languages, splits, lengths),
@@ -72,7 +103,7 @@ class Translator:
 
     def tag_position(self) -> str:
         """Where a many-to-many model reads its target-language tag: "source" or "decoder"."""
-        return self.data_settings().get("lang_tag") or "source"
+        return self.data_settings().get("lang_tag") or "decoder"
 
     def target_languages(self) -> list[str]:
         return list(dict.fromkeys(tgt for _, tgt in self.directions()))
@@ -141,10 +172,12 @@ def read_checkpoint(path: str | Path, mmap: bool = False) -> dict:
     return checkpoint
 
 
-def load_translator(path: str | Path, device: str | torch.device = "cpu", pack: bool = True) -> Translator:
+def load_translator(path: str | Path, device: str | torch.device = "cpu", pack: bool = True,
+                    quantize: str = "none") -> Translator:
     """A checkpoint ready to decode on `device`: weights checked against the vocabulary, the
     model in eval mode and, on the CPU with `pack`, its linear layers packed for speed
-    (`translate.packing`; the same results, 1e-5)."""
+    (`translate.packing`; the same results, 1e-5), or with `quantize="int8"` made int8
+    (`translate.quantize`)."""
     checkpoint = read_checkpoint(path)
     artifact = checkpoint[ARTIFACT_KEY]
     vocab = Vocabularies.from_state(artifact["vocab"])
@@ -168,7 +201,9 @@ def load_translator(path: str | Path, device: str | torch.device = "cpu", pack: 
     except RuntimeError as error:
         raise CheckpointError(f"{path}: weights do not match the saved architecture: {error}") from None
     model.to(device).eval()
-    if pack:
+    if quantize == "int8":
+        model = quantize_int8(model)
+    elif pack:
         pack_linear_layers(model)  # a no-op off the CPU or without oneDNN
     target_tokens = artifact.get("target_tokens")
     if isinstance(target_tokens, torch.Tensor):
@@ -180,6 +215,7 @@ def load_translator(path: str | Path, device: str | torch.device = "cpu", pack: 
     return Translator(
         model, vocab, artifact.get("training_config", {}), artifact.get("run_config"),
         target_tokens=target_tokens, path=str(path), target_tokens_by_language=by_language,
+        search=artifact.get(SEARCH_KEY) if isinstance(artifact.get(SEARCH_KEY), dict) else None,
     )
 
 

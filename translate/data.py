@@ -230,8 +230,8 @@ class TranslationDataModule(L.LightningDataModule):
             [[en, de], [de, en], [en, ja]]; each target language gets a tag <2xx>. A third item
             names the direction's own corpus directory (read in corpus_format), so bilingual
             corpora combine: [[en, de, /data/wmt14], [en, ja, /data/kftt]].
-        lang_tag: where the target-language tag goes: first source token (source) or first
-            decoder token in place of BOS (decoder).
+        lang_tag: where the target-language tag goes: first decoder token in place of BOS
+            (decoder; better in a measured comparison, docs/training.md) or first source token (source).
         temperature: directions are drawn with probability proportional to pairs ** (1/T).
         character_coverage: share of characters the SentencePiece model covers (CJK: 0.9995).
         loader_workers: processes that assemble training batches (0: the training process);
@@ -261,7 +261,7 @@ class TranslationDataModule(L.LightningDataModule):
         seed: int = 1,
         languages: list[str] | None = None,
         directions: list[tuple[str, str] | tuple[str, str, str]] | None = None,
-        lang_tag: TagPosition = "source",
+        lang_tag: TagPosition = "decoder",
         temperature: float = 5.0,
         character_coverage: float = 1.0,
         loader_workers: int = 0,
@@ -453,7 +453,8 @@ class TranslationDataModule(L.LightningDataModule):
         return self.trainer.fit_loop.epoch_loop.batch_progress.current.processed
 
     def train_dataloader(self) -> DataLoader:
-        on_gpu = self.trainer is not None and self.trainer.strategy.root_device.type == "cuda"
+        strategy = getattr(self.trainer, "strategy", None)
+        on_gpu = strategy is not None and strategy.root_device.type == "cuda"
         loader = ResumableLoader(self.datasets["train"], batch_sampler=self._sampler("train", True),
                                  collate_fn=self.collate, num_workers=self.loader_workers,
                                  persistent_workers=self.loader_workers > 0, pin_memory=on_gpu)

@@ -3,3 +3,8 @@
 # Source tokens per batch: with beam 5 about a thousand decoder rows, enough for efficient
 # matrix products, while a batch's slowest sentence holds up few others.
 BATCH_TOKENS = 4096
+
+# Length penalties translate-tune tries, and the brevity penalty a choice must reach (BLEU's BP:
+# under it, beam search is cutting translations short).
+LENGTH_PENALTY_CANDIDATES = (0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0)
+MIN_BREVITY_PENALTY = 0.95

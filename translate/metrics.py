@@ -16,6 +16,7 @@ class Scores:
     bleu_signature: str
     chrf_signature: str
     bleu_detail: str
+    brevity_penalty: float = 1.0
 
     def report(self) -> str:
         return (
@@ -65,4 +66,5 @@ def corpus_scores(
         bleu_signature=str(bleu.get_signature()),
         chrf_signature=str(chrf.get_signature()),
         bleu_detail=str(bleu_score),
+        brevity_penalty=bleu_score.bp,
     )

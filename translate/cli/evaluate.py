@@ -25,6 +25,7 @@ import json
 import sys
 
 from translate.cli.common import (
+    apply_search_defaults,
     SEARCH_FLAGS, add_language_arguments, add_search_arguments, autocast, given_flags, resolve_device, run_command,
     search_settings_error,
 )
@@ -75,26 +76,6 @@ def arguments_error(args: argparse.Namespace, argv: list[str] | None) -> str | N
     if args.output and args.directions and len(args.directions) > 1:
         return "--output writes one direction's translations: give one of --directions, or --source"
     return search_settings_error(args)
-
-
-def corpus_split(translator, split: str | None, direction: tuple[str, str]) -> tuple[list[str], list[str], str]:
-    """Source and reference lines of one direction of a split of the corpus the checkpoint was
-    trained on, and its description; an error naming the checkpoint where that corpus is not at hand."""
-    from translate.corpus import BUNDLED_CORPUS, read_split
-
-    data = translator.data_settings()
-    name = data.get(f"{split or 'test'}_split") or split or "test"
-    own = {tuple(d[:2]): d[2] for d in data.get("directions") or [] if len(d) > 2}  # a direction's own corpus
-    corpus = own.get(tuple(direction)) or data.get("corpus_dir") or BUNDLED_CORPUS
-    try:
-        pairs = read_split(corpus, name, *direction, data.get("corpus_format") or "text", data.get("hf_config"))
-    except UsageError as error:
-        raise UsageError(f"{error} ({translator.path} was trained on this corpus; give --source and "
-                         "--reference to score other text)") from None
-    if not pairs:
-        raise UsageError(f"split '{name}' of {corpus} has no {direction[0]}→{direction[1]} pairs")
-    description = f"{direction[0]}→{direction[1]}, split '{name}' of {corpus}"
-    return [src for src, _ in pairs], [tgt for _, tgt in pairs], description
 
 
 def scored_directions(translator, args: argparse.Namespace) -> list[tuple[str, str]]:
@@ -176,7 +157,8 @@ def evaluate(args: argparse.Namespace, argv: list[str] | None) -> int:
     if args.output:
         check_writable(args.output)  # before translating, not after
     device = resolve_device(args)
-    translator = checkpoint.load_translator(args.checkpoint, device)
+    translator = checkpoint.load_translator(args.checkpoint, device, quantize=args.quantize)
+    apply_search_defaults(args, translator)
     if args.source:
         direction = pipeline.direction_for(translator, args.target_lang, args.source_lang)  # refuse before any work
         if args.restrict_target:
@@ -188,7 +170,7 @@ def evaluate(args: argparse.Namespace, argv: list[str] | None) -> int:
         pair = (args.source_lang or "?", direction.target_lang) if direction.target_lang else translator.languages()
         jobs = [(pair or ("?", None), sources, references, f"{args.source} against {args.reference}")]
     else:
-        jobs = [(direction, *corpus_split(translator, args.split, direction))
+        jobs = [(direction, *translator.corpus_split(args.split, direction))
                 for direction in scored_directions(translator, args)]
     if args.restrict_target:
         for direction, *_ in jobs:

@@ -15,11 +15,9 @@ What this layer adds to LightningCLI, all decided before anything is built:
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 import time
-import warnings
 from pathlib import Path
 
 from lightning.pytorch.callbacks import ModelCheckpoint
@@ -27,6 +25,7 @@ from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
 from lightning.pytorch.utilities import rank_zero_only
 
 from translate.cli.common import run_command
+from translate.quiet import quiet_third_party_noise
 from translate.data import TranslationDataModule
 from translate.errors import UsageError
 from translate.module import TranslationModule
@@ -39,25 +38,6 @@ PROG = "translate-train"
 # Settings of a checkpoint's `data` section that belong to this machine, not to the data.
 MACHINE_DATA_SETTINGS = {"cache_dir", "encode_workers"}
 RESUME_KEYWORDS = {"last", "best", "hpc", "registry"}  # Lightning's named checkpoints
-
-
-def quiet_third_party_noise() -> None:
-    """Silence what third parties print that says nothing about this run: Lightning's adverts
-    for its cloud products, and warnings about its own internals (deprecations in its pytree
-    helper). Warnings about the run itself are kept."""
-
-    class NoAdverts(logging.Filter):
-        def filter(self, record: logging.LogRecord) -> bool:
-            return not str(record.getMessage()).startswith("💡 Tip:")
-
-    for name in ("lightning.pytorch", "lightning.fabric", "lightning.pytorch.utilities.rank_zero"):
-        logging.getLogger(name).addFilter(NoAdverts())
-    warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)` is deprecated")
-    # jsonargparse deprecations that Lightning's own calls trigger
-    warnings.filterwarnings("ignore", message=r"\s*skip_none parameter was deprecated")
-    warnings.filterwarnings("ignore", message=r"\s*``(ArgumentParser.add_instantiator|instantiate_classes)`` was deprecated")
-    # run_cli(argv) from Python (the tying study, tests) is meant: argv replaces the command line.
-    warnings.filterwarnings("ignore", message=r"LightningCLI's args parameter is intended to run from within Python")
 
 
 def say(message: str) -> None:
@@ -86,6 +66,11 @@ class TranslateCLI(LightningCLI):
         super().__init__(*args, args=argv, **kwargs)
 
     def add_arguments_to_parser(self, parser) -> None:
+        parser.add_argument(
+            "--tune_search", type=bool, default=True,
+            help="at the end of fit, choose the length penalty on the dev set and store it in the last "
+                 "checkpoint (translate-tune)",
+        )
         parser.add_argument(
             "--run_dir", type=str | None, default=None,
             help="directory for this run's logs and checkpoints (default: runs/CONFIG, or "
@@ -241,6 +226,22 @@ class TranslateCLI(LightningCLI):
         checkpoint = _last_checkpoint(trainer)
         say(f"done: {trainer.global_step:,} updates in {clock(elapsed)}"
             + (f"; checkpoint {checkpoint} (translate-eval --checkpoint scores it)" if checkpoint else ""))
+        if checkpoint and self.config[self.subcommand].get("tune_search"):
+            self.tune_search(checkpoint)
+
+    def tune_search(self, checkpoint: str) -> None:
+        """translate-tune on the last checkpoint: its length penalty chosen on the dev set."""
+        from translate.checkpoint import load_translator
+        from translate.cli.tune import report
+        from translate.tuning import dev_jobs, store, tune_length_penalty
+
+        device = self.trainer.strategy.root_device
+        translator = load_translator(checkpoint, device)
+        sentences = self.config[self.subcommand].data.get("dev_max_sentences") or 300
+        settings = tune_length_penalty(translator, dev_jobs(translator, "dev", sentences))
+        store(checkpoint, settings)
+        say(f"length penalty {settings['length_penalty']:.1f} chosen on the dev set and stored in {checkpoint}:\n"
+            + report(settings))
 
 
 RUN_DIR_PLACEHOLDER = "{run_dir}"

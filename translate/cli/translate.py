@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TextIO
 
 from translate.cli.common import (
+    apply_search_defaults,
     add_checkpoint_argument, add_language_arguments, add_search_arguments, autocast, resolve_device, run_command,
     search_settings_error,
 )
@@ -99,7 +100,7 @@ def fingerprint(args: argparse.Namespace, checkpoint_digest: str) -> dict:
         "--beam": args.beam, "--length-penalty": args.length_penalty, "--n-best": args.n_best,
         "--max-len-a": args.max_len_a, "--max-len-b": args.max_len_b,
         "--max-input-tokens": args.max_input_tokens, "--restrict-target": args.restrict_target,
-        "--precision": args.precision, "--target-lang": args.target_lang,
+        "--precision": args.precision, "--target-lang": args.target_lang, "--quantize": args.quantize,
     }
 
 
@@ -176,7 +177,8 @@ def translate_command(args: argparse.Namespace) -> int:
     to_file = args.output != "-" and not is_stream(args.output)
     target = check_writable(args.output) if to_file else None
     device = resolve_device(args)
-    translator = checkpoint.load_translator(args.checkpoint, device)
+    translator = checkpoint.load_translator(args.checkpoint, device, quantize=args.quantize)
+    apply_search_defaults(args, translator)
     direction = pipeline.direction_for(translator, args.target_lang, args.source_lang)  # refuse before any work
     if args.restrict_target:
         translator.target_token_mask(direction.target_lang)  # refuse before any work if the checkpoint lacks them

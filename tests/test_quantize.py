@@ -1,0 +1,72 @@
+"""int8 decoding: every linear layer quantized, outputs close to float32, flags checked."""
+
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from translate.checkpoint import load_translator
+from translate.cli.translate import main
+from translate.model import ModelConfig, Transformer
+from translate.quantize import linear_bytes, quantization_available
+from translate.vocab import Vocabularies, train_sentencepiece
+
+from test_translate_cli import FIXTURE, write_checkpoint
+
+pytestmark = pytest.mark.skipif(not quantization_available(), reason="no quantized CPU engine in this torch")
+
+
+@pytest.fixture(scope="module")
+def checkpoint_path(tmp_path_factory) -> Path:
+    directory = tmp_path_factory.mktemp("int8")
+    lines = FIXTURE.joinpath("train.en").read_text(encoding="utf-8").splitlines()
+    lines += FIXTURE.joinpath("train.de").read_text(encoding="utf-8").splitlines()
+    joint = train_sentencepiece(lines, 200)
+    vocab = Vocabularies(joint, joint)
+    torch.manual_seed(0)
+    cfg = ModelConfig(d_model=64, heads=2, encoder_layers=2, decoder_layers=2, ffn_dim=128,
+                      dropout=0.0, tie_embeddings="all", max_positions=64)
+    model = Transformer(cfg, len(vocab.source), len(vocab.target), shared_vocab=True)
+    path = directory / "model.ckpt"
+    write_checkpoint(path, model, vocab, training_config={"max_len_a": 1.0, "max_len_b": 5})
+    return path
+
+
+def test_every_linear_layer_becomes_int8_and_the_logits_stay_close(checkpoint_path):
+    fp32 = load_translator(checkpoint_path, pack=False)
+    int8 = load_translator(checkpoint_path, quantize="int8")
+    assert not any(type(m) is nn.Linear for m in int8.model.modules())
+    quantized = [m for m in int8.model.modules() if type(m).__name__ == "Linear" and "quantized" in type(m).__module__]
+    assert len(quantized) == sum(type(m) is nn.Linear for m in fp32.model.modules())
+    # the tie survives in the float32 part: one embedding matrix for source and target
+    assert int8.model.src_embed.weight is int8.model.tgt_embed.weight
+    assert linear_bytes(int8.model) < linear_bytes(fp32.model)
+
+    torch.manual_seed(1)
+    src = torch.randint(4, len(fp32.vocab.source), (3, 9))
+    tgt = torch.randint(4, len(fp32.vocab.target), (3, 7))
+    with torch.no_grad():
+        reference = fp32.model(src, tgt, 0).log_softmax(-1)
+        quantized_out = int8.model(src, tgt, 0).log_softmax(-1)
+    # int8 weights and activations: close to float32, not equal to it
+    assert not torch.equal(reference, quantized_out)
+    assert (reference.exp() - quantized_out.exp()).abs().max() < 0.05
+
+
+def test_translate_cli_int8_keeps_every_line(checkpoint_path, tmp_path, capsys):
+    source = tmp_path / "in.en"
+    source.write_text("Click OK.\n\nChoose Tools - Options.\n", encoding="utf-8")
+    output = tmp_path / "out.de"
+    code = main(["--checkpoint", str(checkpoint_path), "--source", str(source), "--output", str(output),
+                 "--quantize", "int8", "--device", "cpu", "--quiet"])
+    assert code == 0
+    lines = output.read_text(encoding="utf-8").split("\n")
+    assert len(lines) == 4 and lines[-1] == "" and lines[1] == ""
+
+
+def test_int8_with_another_precision_is_refused_before_loading(checkpoint_path, tmp_path, capsys):
+    code = main(["--checkpoint", str(tmp_path / "missing.ckpt"), "--quantize", "int8", "--precision", "bf16-mixed",
+                 "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2 and "--quantize int8" in err and "32-true" in err and len(err.strip().splitlines()) == 1

@@ -1,0 +1,79 @@
+"""`translate-tune --checkpoint CKPT`: choose the length penalty on the dev set and keep it in CKPT.
+
+Beam search with too small a length penalty prefers translations that stop early. This tries
+each candidate alpha at the beam size on up to --sentences dev sentences of the corpus the
+checkpoint was trained on (every direction of a many-to-many model), keeps the one with the
+best BLEU among those with a brevity penalty of at least 0.95, and writes it into the
+checkpoint: translate-cli and translate-eval then use it where --length-penalty is not given.
+translate-train runs this on a run's last checkpoint at the end of training.
+
+Set TRANSLATE_DEBUG=1 for a traceback instead of a one-line error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from translate.cli.common import add_checkpoint_argument, add_device_arguments, autocast, resolve_device, run_command
+from translate.defaults import LENGTH_PENALTY_CANDIDATES as CANDIDATES
+from translate.errors import UsageError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="translate-tune", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_checkpoint_argument(parser)
+    parser.add_argument("--beam", type=int, default=5, help="beam size to tune for (default: 5)")
+    parser.add_argument("--candidates", type=float, nargs="+", default=list(CANDIDATES), metavar="ALPHA",
+                        help=f"length penalties to try (default: {' '.join(map(str, CANDIDATES))})")
+    parser.add_argument("--split", default="dev", help="the split of the checkpoint's corpus (default: dev)")
+    parser.add_argument("--sentences", type=int, default=300, help="dev sentences per direction (default: 300)")
+    parser.add_argument("--dry-run", action="store_true", help="print the table, do not write the checkpoint")
+    add_device_arguments(parser)
+    return parser
+
+
+def tune(args: argparse.Namespace) -> int:
+    if args.beam < 2:
+        raise UsageError(f"--beam must be at least 2 to tune a length penalty, got {args.beam}")
+    if args.sentences < 1:
+        raise UsageError(f"--sentences must be at least 1, got {args.sentences}")
+    from translate import checkpoint
+    from translate.files import check_writable
+    from translate.tuning import dev_jobs, store, tune_length_penalty
+
+    if not args.dry_run:
+        check_writable(args.checkpoint)
+    device = resolve_device(args)
+    translator = checkpoint.load_translator(args.checkpoint, device)
+    jobs = dev_jobs(translator, args.split, args.sentences)
+    with autocast(device, args.precision):
+        settings = tune_length_penalty(translator, jobs, args.beam, args.candidates,
+                                       progress=lambda line: print(f"translate-tune: {line}", file=sys.stderr))
+    print(report(settings))
+    if not args.dry_run:
+        store(args.checkpoint, settings)
+        print(f"translate-tune: {args.checkpoint} now translates with beam {settings['beam']} and length penalty "
+              f"{settings['length_penalty']:.1f} unless --beam or --length-penalty says otherwise", file=sys.stderr)
+    return 0
+
+
+def report(settings: dict) -> str:
+    greedy = settings["greedy"]
+    lines = [f"dev: {settings['sentences']:,} sentences", "", "| search | BLEU | chrF | BP |", "|---|---:|---:|---:|",
+             f"| greedy | {greedy['bleu']:.2f} | {greedy['chrf']:.2f} | {greedy['brevity_penalty']:.3f} |"]
+    for row in settings["candidates"]:
+        chosen = " (chosen)" if row["length_penalty"] == settings["length_penalty"] else ""
+        lines.append(f"| beam {row['beam']}, alpha {row['length_penalty']:.1f}{chosen} | {row['bleu']:.2f} | "
+                     f"{row['chrf']:.2f} | {row['brevity_penalty']:.3f} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return run_command("translate-tune", lambda: tune(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
