@@ -223,7 +223,8 @@ def answers_for(process: subprocess.Popen, answers: queue.Queue, line: str) -> b
 
 
 # --- start-up ----------------------------------------------------------------------------------------
-LEAN = ["translate.cli.translate", "translate.cli.evaluate", "translate.cli.export", "translate.cli.inspect"]
+LEAN = ["translate.cli.translate", "translate.cli.evaluate", "translate.cli.export", "translate.cli.inspect",
+        "translate.cli.serve", "translate.cli.tune"]
 
 
 def test_help_loads_no_torch_and_no_command_loads_the_training_stack(ckpt, tmp_path):

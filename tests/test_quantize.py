@@ -8,29 +8,16 @@ from torch import nn
 
 from translate.checkpoint import load_translator
 from translate.cli.translate import main
-from translate.model import ModelConfig, Transformer
 from translate.quantize import linear_bytes, quantization_available
-from translate.vocab import Vocabularies, train_sentencepiece
 
-from test_translate_cli import FIXTURE, write_checkpoint
+from test_translate_cli import random_tied_checkpoint
 
 pytestmark = pytest.mark.skipif(not quantization_available(), reason="no quantized CPU engine in this torch")
 
 
 @pytest.fixture(scope="module")
 def checkpoint_path(tmp_path_factory) -> Path:
-    directory = tmp_path_factory.mktemp("int8")
-    lines = FIXTURE.joinpath("train.en").read_text(encoding="utf-8").splitlines()
-    lines += FIXTURE.joinpath("train.de").read_text(encoding="utf-8").splitlines()
-    joint = train_sentencepiece(lines, 200)
-    vocab = Vocabularies(joint, joint)
-    torch.manual_seed(0)
-    cfg = ModelConfig(d_model=64, heads=2, encoder_layers=2, decoder_layers=2, ffn_dim=128,
-                      dropout=0.0, tie_embeddings="all", max_positions=64)
-    model = Transformer(cfg, len(vocab.source), len(vocab.target), shared_vocab=True)
-    path = directory / "model.ckpt"
-    write_checkpoint(path, model, vocab, training_config={"max_len_a": 1.0, "max_len_b": 5})
-    return path
+    return random_tied_checkpoint(tmp_path_factory.mktemp("int8") / "model.ckpt", d_model=64, layers=2)
 
 
 def test_every_linear_layer_becomes_int8_and_the_logits_stay_close(checkpoint_path):

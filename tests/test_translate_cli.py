@@ -39,6 +39,21 @@ def write_checkpoint(path: Path, model: Transformer, vocab: Vocabularies, **arti
     }, path)
 
 
+def random_tied_checkpoint(path: Path, d_model: int, layers: int, **artifact) -> Path:
+    """A random three-way-tied model over a joint vocabulary of the fixture corpus, saved as
+    TranslationModule saves it."""
+    lines = FIXTURE.joinpath("train.en").read_text(encoding="utf-8").splitlines()
+    lines += FIXTURE.joinpath("train.de").read_text(encoding="utf-8").splitlines()
+    joint = train_sentencepiece(lines, 200)
+    vocab = Vocabularies(joint, joint)
+    torch.manual_seed(0)
+    cfg = ModelConfig(d_model=d_model, heads=2, encoder_layers=layers, decoder_layers=layers, ffn_dim=2 * d_model,
+                      dropout=0.0, tie_embeddings="all", max_positions=64)
+    model = Transformer(cfg, len(vocab.source), len(vocab.target), shared_vocab=True)
+    write_checkpoint(path, model, vocab, training_config={"max_len_a": 1.0, "max_len_b": 5}, **artifact)
+    return path
+
+
 def save_checkpoint(path: Path, vocab: Vocabularies, target_tokens: list[int] | None) -> None:
     """A random model in the format TranslationModule saves (what load_translator reads)."""
     torch.manual_seed(0)

@@ -1,0 +1,163 @@
+"""translate-serve under load: closed-loop clients over loopback, batched against unbatched,
+beside translate-cli on the same lines as one file (the batch ceiling).
+
+    .venv/bin/python scripts/benchmark_serve.py --checkpoint runs/default/checkpoints/last.ckpt
+    .venv/bin/python scripts/benchmark_serve.py --clients 32 --seconds 600 --modes batched   # soak: RSS at start and end
+
+Each client (an httpx.AsyncClient coroutine) sends one test-split sentence a request and the
+next as soon as the answer comes, for --seconds per level. Modes: `batched` (translate-serve's
+defaults: requests pooled up to --batch-tokens, waiting at most 10 ms) and `unbatched`
+(`--max-wait-ms 0 --batch-tokens 1`: one request at a time, as a server without batching).
+Servers run with --threads; translate-cli translates the same sentences as one file with the
+same threads (its start-up, timed on one line, left out).  Figures: sentences/s, latency p50/p95/p99, errors, the server's RSS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from translate.corpus import BUNDLED_CORPUS, read_lines, split_paths  # noqa: E402
+
+MODES = {"batched": [], "unbatched": ["--max-wait-ms", "0", "--batch-tokens", "1"]}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def start_server(checkpoint: str, threads: int, flags: list[str]) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "translate.cli.serve", "--checkpoint", checkpoint,
+                               "--port", str(port), "--threads", str(threads), "--device", "cpu",
+                               "--max-queued-lines", "100000", *flags])
+    base = f"http://127.0.0.1:{port}"
+    for _ in range(1200):
+        try:
+            if httpx.get(f"{base}/ready", timeout=1).status_code == 200:
+                return server, base
+        except httpx.TransportError:
+            pass
+        if server.poll() is not None:
+            raise SystemExit("translate-serve exited before it was ready")
+        time.sleep(0.1)
+    server.kill()
+    raise SystemExit("translate-serve was not ready after 120 s")
+
+
+async def load(base: str, sentences: list[str], clients: int, seconds: float) -> dict:
+    latencies: list[float] = []
+    errors = 0
+    deadline = time.perf_counter() + seconds
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+
+    async with httpx.AsyncClient(base_url=base, limits=limits, timeout=120) as http:
+        async def client(index: int) -> None:
+            nonlocal errors
+            position = index
+            while time.perf_counter() < deadline:
+                started = time.perf_counter()
+                try:
+                    response = await http.post("/translate", json={"text": [sentences[position % len(sentences)]]})
+                    ok = response.status_code == 200
+                except httpx.HTTPError:
+                    ok = False
+                if ok:
+                    latencies.append(time.perf_counter() - started)
+                else:
+                    errors += 1
+                position += clients
+
+        began = time.perf_counter()
+        await asyncio.gather(*(client(i) for i in range(clients)))
+        elapsed = time.perf_counter() - began
+    quantiles = statistics.quantiles(latencies, n=100) if len(latencies) > 1 else [float("nan")] * 99
+    return {"sentences_per_s": len(latencies) / elapsed, "p50": quantiles[49], "p95": quantiles[94],
+            "p99": quantiles[98], "errors": errors, "requests": len(latencies)}
+
+
+def cli_seconds(checkpoint: str, sentences: list[str], threads: int) -> float:
+    with tempfile.TemporaryDirectory() as tmp:
+        source = Path(tmp) / "in.txt"
+        source.write_text("".join(s + "\n" for s in sentences), encoding="utf-8")
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "translate.cli.translate", "--checkpoint", checkpoint, "--source",
+                        str(source), "--output", str(Path(tmp) / "out.txt"), "--quiet", "--threads", str(threads),
+                        "--device", "cpu"], check=True)
+        return time.perf_counter() - started
+
+
+def cli_throughput(checkpoint: str, sentences: list[str], threads: int) -> float:
+    """translate-cli's sentences/s on the file, its start-up (the time for one line) left out."""
+    start_up = cli_seconds(checkpoint, sentences[:1], threads)
+    return len(sentences) / (cli_seconds(checkpoint, sentences, threads) - start_up)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--checkpoint", default="runs/default/checkpoints/last.ckpt")
+    parser.add_argument("--clients", default="1,8,32,128", help="concurrency levels (default: 1,8,32,128)")
+    parser.add_argument("--seconds", type=float, default=20, help="load time per level (default: 20)")
+    parser.add_argument("--modes", default="batched,unbatched")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads of the server and the CLI")
+    parser.add_argument("--sentences", type=int, default=None, help="only the first N test sentences")
+    args = parser.parse_args(argv)
+
+    sources = read_lines(split_paths(BUNDLED_CORPUS, "test", "en", "de")[0])[: args.sentences]
+    print(f"{len(sources)} test sentences; {args.threads} thread(s); {os.cpu_count()} CPUs; "
+          f"{args.seconds:g} s a level", flush=True)
+    ceiling = cli_throughput(args.checkpoint, sources, args.threads)
+    print(f"translate-cli, one file: {ceiling:.1f} sentences/s", flush=True)
+    rows = []
+    for mode in args.modes.split(","):
+        server, base = start_server(args.checkpoint, args.threads, MODES[mode])
+        try:
+            for clients in map(int, args.clients.split(",")):
+                rss_start = rss_mib(server.pid)
+                result = asyncio.run(load(base, sources, clients, args.seconds))
+                rows.append({"mode": mode, "clients": clients, "rss_start": rss_start, "rss_end": rss_mib(server.pid),
+                             **result})
+                print(rows[-1], flush=True)
+        finally:
+            server.terminate()
+            server.wait(60)
+
+    print("\n| server | clients | sent/s | of translate-cli | p50 ms | p95 ms | p99 ms | errors | RSS MiB start → end |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
+    for row in rows:
+        print(f"| {row['mode']} | {row['clients']} | {row['sentences_per_s']:.1f} | "
+              f"{row['sentences_per_s'] / ceiling:.0%} | {1000 * row['p50']:.0f} | {1000 * row['p95']:.0f} | "
+              f"{1000 * row['p99']:.0f} | {row['errors']} | {row['rss_start']:.0f} → {row['rss_end']:.0f} |")
+    batched = {r["clients"]: r for r in rows if r["mode"] == "batched"}
+    unbatched = {r["clients"]: r for r in rows if r["mode"] == "unbatched"}
+    for clients in sorted(set(batched) & set(unbatched)):
+        ratio = batched[clients]["sentences_per_s"] / unbatched[clients]["sentences_per_s"]
+        print(f"{clients} clients: batched / unbatched {ratio:.2f}x")
+    print(f"translate-cli ceiling: {ceiling:.1f} sentences/s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,277 @@
+"""translate-serve: the API in-process, batching across requests, limits, the API key, metrics,
+and the real server on a loopback port (concurrent clients, SIGTERM)."""
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+fastapi = pytest.importorskip("fastapi")
+httpx = pytest.importorskip("httpx")
+from fastapi.testclient import TestClient  # noqa: E402
+
+from translate.checkpoint import load_translator  # noqa: E402
+from translate.files import file_digest  # noqa: E402
+from translate.pipeline import translate_lines  # noqa: E402
+from translate.serve_app import ServeSettings, create_app  # noqa: E402
+from translate.serve_batching import Batcher, SearchKey  # noqa: E402
+
+from test_translate_cli import random_tied_checkpoint  # noqa: E402
+
+LINES = ["Click OK.", "", "Choose Tools - Options.", "\t", "Last line of the test."]
+
+
+@pytest.fixture(scope="module")
+def checkpoint_path(tmp_path_factory) -> Path:
+    return random_tied_checkpoint(tmp_path_factory.mktemp("serve") / "model.ckpt", d_model=32, layers=1,
+                                  run_config="data:\n  src_lang: en\n  tgt_lang: de\n")
+
+
+@pytest.fixture(scope="module")
+def translator(checkpoint_path):
+    return load_translator(checkpoint_path)
+
+
+def client_for(translator, **settings) -> TestClient:
+    return TestClient(create_app(translator, ServeSettings(**settings)))
+
+
+def alone(translator, line: str, beam: int = 5) -> str:
+    """What translate-cli gives one line on its own (checkpoint defaults: beam 5, alpha 1)."""
+    return translate_lines(translator, [line], beam=beam, length_penalty=1.0)[0]
+
+
+def test_translations_come_back_in_order_one_per_line(translator):
+    with client_for(translator) as client:
+        assert client.get("/ready").json() == {"status": "ready"}
+        assert client.get("/health").status_code == 200
+        response = client.post("/translate", json={"text": LINES})
+        assert response.status_code == 200, response.text
+        body = response.json()
+        assert body["beam"] == 5 and body["target_lang"] is None
+        assert body["translations"] == [alone(translator, line) for line in LINES]
+        assert body["translations"][1] == body["translations"][3] == ""
+        greedy = client.post("/translate", json={"text": LINES[:1], "beam": 1}).json()
+        assert greedy["translations"] == [alone(translator, LINES[0], beam=1)]
+
+
+def test_concurrent_requests_share_batches_and_match_lines_translated_alone(translator):
+    calls = []
+
+    def translate(lines, key):
+        calls.append(len(lines))
+        return translate_lines(translator, lines, beam=key.beam, length_penalty=key.length_penalty)
+
+    async def scenario():
+        batcher = Batcher(translate, lambda line: len(line.split()) + 1, batch_tokens=10_000, max_wait=0.2,
+                          max_queued_lines=100)
+        batcher.start()
+        try:
+            key = SearchKey(beam=5, length_penalty=1.0)
+            return await asyncio.gather(*(batcher.submit([line], key) for line in LINES))
+        finally:
+            await batcher.stop()
+
+    results = asyncio.run(scenario())
+    assert [r[0] for r in results] == [alone(translator, line) for line in LINES]
+    assert calls == [len(LINES)]  # one batch for the five requests
+
+
+def test_a_client_that_left_does_not_break_the_batch(translator):
+    async def scenario():
+        release = threading.Event()
+
+        def translate(lines, key):
+            release.wait(5)
+            return [line.upper() for line in lines]
+
+        batcher = Batcher(translate, lambda line: 1, batch_tokens=100, max_wait=0.05, max_queued_lines=100)
+        batcher.start()
+        key = SearchKey(beam=1, length_penalty=0.0)
+        leaving = asyncio.ensure_future(batcher.submit(["a"], key))
+        staying = asyncio.ensure_future(batcher.submit(["b"], key))
+        await asyncio.sleep(0.1)
+        leaving.cancel()
+        release.set()
+        result = await staying
+        await batcher.stop()
+        return result, leaving.cancelled()
+
+    assert asyncio.run(scenario()) == (["B"], True)
+
+
+@pytest.mark.parametrize("body, status, words", [
+    ({"text": ["a"] * 4}, 413, "--max-lines"),
+    ({"text": ["x" * 51]}, 413, "text[0] has 51 characters"),
+    ({"text": ["a", 3]}, 422, "text"),
+    ({"text": "a"}, 422, "text"),
+    ({"lines": ["a"]}, 422, "lines"),
+    ({"text": ["a"], "beam": 0}, 422, "beam"),
+    ({"text": ["a"], "beam": 17}, 422, "--max-beam"),
+    ({"text": ["a"], "target_lang": "fr"}, 422, "target_lang fr: "),
+])
+def test_bad_requests_are_refused_naming_the_field_or_limit(translator, body, status, words):
+    with client_for(translator, max_lines=3, max_line_chars=50) as client:
+        response = client.post("/translate", json=body)
+        assert response.status_code == status
+        assert words in response.text
+
+
+def test_invalid_json_and_oversized_bodies(translator):
+    with client_for(translator, max_body_bytes=100) as client:
+        response = client.post("/translate", content=b"{not json", headers={"content-type": "application/json"})
+        assert response.status_code == 422 and "json" in response.text.lower()
+        response = client.post("/translate", json={"text": ["a" * 200]})
+        assert response.status_code == 413 and "--max-body-bytes" in response.json()["error"]
+
+
+def test_a_full_queue_answers_503_with_retry_after(translator):
+    with client_for(translator, max_queued_lines=2, max_lines=10) as client:
+        response = client.post("/translate", json={"text": ["a", "b", "c"]})
+        assert response.status_code == 503 and response.headers["retry-after"] == "1"
+        assert client.post("/translate", json={"text": ["a", "b"]}).status_code == 200
+
+
+def test_the_api_key_is_required_where_set(translator):
+    with client_for(translator, api_key="s3cret") as client:
+        assert client.post("/translate", json={"text": ["a"]}).status_code == 401
+        assert client.post("/translate", json={"text": ["a"]}, headers={"X-API-Key": "s3cre"}).status_code == 401
+        assert client.get("/metrics").status_code == 401
+        assert client.post("/translate", json={"text": ["a"]}, headers={"X-API-Key": "s3cret"}).status_code == 200
+        assert client.get("/info", headers={"Authorization": "Bearer s3cret"}).status_code == 200
+        assert client.get("/health").status_code == 200 and client.get("/ready").status_code == 200
+        assert "keyRequired = true" in client.get("/").text
+
+
+def test_info_metrics_and_the_page(translator, checkpoint_path):
+    with client_for(translator, checkpoint_digest=file_digest(checkpoint_path)) as client:
+        info = client.get("/info").json()
+        assert info["tie_embeddings"] == "all" and info["joint_vocab"] is True
+        assert info["checkpoint_sha256"] == file_digest(checkpoint_path)
+        client.post("/translate", json={"text": LINES})
+        client.post("/translate", json={"text": ["a"], "beam": 0})
+        metrics = client.get("/metrics").text
+        # the warm-up line and the five lines of the request
+        assert "translate_sentences_total 6.0" in metrics
+        assert 'translate_requests_total{path="/translate",status="200"} 1.0' in metrics
+        assert 'translate_requests_total{path="/translate",status="422"} 1.0' in metrics
+        assert "translate_batch_sentences_bucket" in metrics and "translate_queued_lines 0.0" in metrics
+        page = client.get("/")
+        assert page.status_code == 200 and 'id="translate"' in page.text and "keyRequired = false" in page.text
+        assert client.get("/docs").status_code == 200
+
+
+def test_serving_does_not_load_the_training_stack():
+    code = ("import sys, translate.serve_app, translate.cli.serve\n"
+            "print(sorted({n.split('.')[0] for n in sys.modules} & {'lightning', 'torchmetrics', 'pytorch_lightning'}))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.stdout.strip() == "[]", result.stderr
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start_server(checkpoint_path: Path, *flags: str, env: dict | None = None) -> tuple[subprocess.Popen, str]:
+    """translate-serve on a free loopback port, returned once /ready answers (at most 30 s)."""
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "translate.cli.serve", "--checkpoint", str(checkpoint_path), "--port", str(port),
+         "--threads", "1", *flags], stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})})
+    base = f"http://127.0.0.1:{port}"
+    for _ in range(300):
+        try:
+            if httpx.get(f"{base}/ready", timeout=1).status_code == 200:
+                return server, base
+        except httpx.TransportError:
+            pass
+        if server.poll() is not None:
+            pytest.fail(f"translate-serve exited: {server.stderr.read()}")
+        time.sleep(0.1)
+    server.kill()
+    pytest.fail("translate-serve did not become ready in 30 s")
+
+
+def stop(server: subprocess.Popen) -> None:
+    if server.poll() is None:
+        server.kill()
+        server.wait()
+
+
+def test_the_real_server_batches_concurrent_clients_and_drains_on_sigterm(checkpoint_path, translator):
+    server, base = start_server(checkpoint_path, "--api-key-env", "SERVE_TEST_KEY", "--max-wait-ms", "50",
+                                env={"SERVE_TEST_KEY": "k"})
+    try:
+        results: dict[int, list[str]] = {}
+
+        def client(index: int) -> None:
+            lines = LINES[index % len(LINES):] + [f"Line {index}."]
+            response = httpx.post(f"{base}/translate", json={"text": lines}, headers={"X-API-Key": "k"}, timeout=60)
+            results[index] = (lines, response.json()["translations"])
+
+        threads = [threading.Thread(target=client, args=(i,)) for i in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert len(results) == 8
+        for lines, translations in results.values():
+            assert translations == [alone(translator, line) for line in lines]
+        metrics = httpx.get(f"{base}/metrics", headers={"X-API-Key": "k"}).text
+        batches = [line for line in metrics.splitlines() if line.startswith("translate_batch_sentences_count")]
+        assert float(batches[0].split()[-1]) < 9  # the warm-up, then fewer batches than the 8 requests
+
+        # a request in flight when SIGTERM comes is still answered; then the server exits
+        slow_lines = [f"Sentence number {i} of a long request." for i in range(200)]
+        results.clear()
+
+        def long_request() -> None:
+            response = httpx.post(f"{base}/translate", json={"text": slow_lines, "beam": 16},
+                                  headers={"X-API-Key": "k"}, timeout=120)
+            results[0] = (response.status_code, len(response.json()["translations"]))
+
+        slow = threading.Thread(target=long_request)
+        slow.start()
+        time.sleep(0.5)
+        server.send_signal(signal.SIGTERM)
+        slow.join(120)
+        assert results[0] == (200, 200)
+        assert server.wait(60) in (0, -signal.SIGTERM)  # uvicorn re-raises the signal once drained
+    finally:
+        stop(server)
+
+
+CHROMIUM = next((path for path in ("/usr/bin/chromium", "/usr/bin/chromium-browser") if os.path.exists(path)), None)
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (.ci/run installs it)")
+def test_the_page_translates_in_a_real_browser(checkpoint_path, translator, tmp_path):
+    playwright = pytest.importorskip("playwright.sync_api")
+    server, base = start_server(checkpoint_path)
+    try:
+        with playwright.sync_playwright() as driver:
+            browser = driver.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+            try:
+                page = browser.new_page()
+                page.goto(base + "/")
+                page.wait_for_function("document.getElementById('model').textContent.includes('tie_embeddings')")
+                page.fill("#source", "Click OK.\nChoose Tools - Options.")
+                page.click("#translate")
+                page.wait_for_function("/ s$/.test(document.getElementById('status').textContent)", timeout=30_000)
+                page.screenshot(path=str(tmp_path / "page.png"))
+                output = page.inner_text("#output")
+            finally:
+                browser.close()
+        assert output.split("\n") == [alone(translator, "Click OK."), alone(translator, "Choose Tools - Options.")]
+        assert (tmp_path / "page.png").stat().st_size > 0
+    finally:
+        stop(server)

@@ -1,0 +1,112 @@
+"""`translate-serve --checkpoint CKPT`: an HTTP translation service.
+
+    POST /translate   {"text": ["...", ...], "beam": 5, "target_lang": "de"} -> {"translations": [...]}
+    GET  /            a page to type text into and translate
+    GET  /health      alive;  GET /ready: ready once the model has translated a warm-up line
+    GET  /info        languages, tie mode, vocabulary, checkpoint digest, limits
+    GET  /metrics     Prometheus metrics;  GET /docs: the OpenAPI page
+
+Lines of concurrent requests are translated together in length-sorted batches under
+--batch-tokens, each request waiting at most --max-wait-ms for others to join; every line's
+translation is what translate-cli gives it. SIGTERM or Ctrl-C stops accepting requests and
+finishes those in flight.
+
+Set TRANSLATE_DEBUG=1 for a traceback instead of a one-line error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from translate.cli.common import add_checkpoint_argument, resolve_device, run_command
+from translate.defaults import BATCH_TOKENS
+from translate.errors import UsageError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="translate-serve", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_checkpoint_argument(parser)
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1, this machine only)")
+    parser.add_argument("--port", type=int, default=8000, help="port (default: 8000; 0 picks a free one)")
+    parser.add_argument("--api-key-env", default=None, metavar="NAME",
+                        help="require the API key held by environment variable NAME (header X-API-Key)")
+    parser.add_argument("--batch-tokens", type=int, default=BATCH_TOKENS,
+                        help=f"source tokens per batch (default: {BATCH_TOKENS})")
+    parser.add_argument("--max-wait-ms", type=float, default=10.0,
+                        help="how long a request waits for others to share its batch (default: 10; 0: no batching "
+                             "across requests)")
+    parser.add_argument("--max-lines", type=int, default=256, help="lines a request (default: 256)")
+    parser.add_argument("--max-line-chars", type=int, default=4000, help="characters a line (default: 4000)")
+    parser.add_argument("--max-body-bytes", type=int, default=1 << 20, help="bytes a request body (default: 1 MiB)")
+    parser.add_argument("--max-queued-lines", type=int, default=4096,
+                        help="lines waiting at most; beyond, requests get 503 with Retry-After (default: 4096)")
+    parser.add_argument("--max-beam", type=int, default=16, help="largest beam a request may ask for (default: 16)")
+    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
+                        help="where to translate (default: auto, CUDA where torch sees a GPU)")
+    parser.add_argument("--quantize", default="none", choices=["none", "int8"],
+                        help="int8 linear layers (CPU only; default: none)")
+    parser.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
+    return parser
+
+
+def settings_error(args: argparse.Namespace) -> str | None:
+    for flag in ("batch_tokens", "max_lines", "max_line_chars", "max_body_bytes", "max_queued_lines", "max_beam"):
+        if getattr(args, flag) < 1:
+            return f"--{flag.replace('_', '-')} must be at least 1, got {getattr(args, flag)}"
+    if args.max_lines > args.max_queued_lines:
+        return (f"--max-lines {args.max_lines} is over --max-queued-lines {args.max_queued_lines}: such a request "
+                "could never be queued")
+    if args.max_wait_ms < 0:
+        return f"--max-wait-ms must be 0 or more, got {args.max_wait_ms}"
+    if not 0 <= args.port < 65536:
+        return f"--port must be between 0 and 65535, got {args.port}"
+    return None
+
+
+def api_key(name: str | None) -> str | None:
+    if name is None:
+        return None
+    key = os.environ.get(name, "")
+    if not key:
+        raise UsageError(f"--api-key-env {name}: the environment variable {name} is not set or empty")
+    return key
+
+
+def serve(args: argparse.Namespace) -> int:
+    error = settings_error(args)
+    if error:
+        raise UsageError(error)
+    key = api_key(args.api_key_env)
+    import torch
+    import uvicorn
+
+    from translate import checkpoint
+    from translate.files import file_digest
+    from translate.serve_app import ServeSettings, create_app
+
+    args.precision = "32-true"
+    device = resolve_device(args)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    translator = checkpoint.load_translator(args.checkpoint, device, quantize=args.quantize)
+    settings = ServeSettings(batch_tokens=args.batch_tokens, max_wait_ms=args.max_wait_ms, max_lines=args.max_lines,
+                             max_line_chars=args.max_line_chars, max_body_bytes=args.max_body_bytes,
+                             max_queued_lines=args.max_queued_lines, max_beam=args.max_beam, api_key=key,
+                             checkpoint_digest=file_digest(args.checkpoint))
+    app = create_app(translator, settings)
+    print(f"translate-serve: {args.checkpoint} on {device}; http://{args.host}:{args.port}/ "
+          f"(API docs at /docs){'; API key required' if key else ''}", file=sys.stderr)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", timeout_graceful_shutdown=30)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return run_command("translate-serve", lambda: serve(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,120 @@
+"""Dynamic batching for translate-serve: the sentences of concurrent requests translated together.
+
+Requests wait in one queue. The batching task takes the first, then keeps taking requests
+until their source tokens reach the token budget or `max_wait` has passed since the first,
+and translates all their lines in one call of the same length-sorted, token-budgeted search
+translate-cli runs (requests asking for other search settings go in their own call). The
+model runs in one worker thread, so the event loop keeps accepting requests meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+
+class QueueFull(Exception):
+    """More lines are waiting than the server accepts; the client should retry later."""
+
+
+@dataclass(frozen=True)
+class SearchKey:
+    """The settings a group of lines is translated with."""
+
+    beam: int
+    length_penalty: float
+    target_lang: str | None = None
+    source_lang: str | None = None
+
+
+@dataclass
+class Job:
+    lines: list[str]
+    key: SearchKey
+    tokens: int
+    future: asyncio.Future = field(repr=False)
+
+
+class Batcher:
+    def __init__(self, translate: Callable[[list[str], SearchKey], list[str]], count_tokens: Callable[[str], int],
+                 batch_tokens: int, max_wait: float, max_queued_lines: int,
+                 on_batch: Callable[[int, int], None] | None = None) -> None:
+        self.translate = translate
+        self.count_tokens = count_tokens
+        self.batch_tokens = batch_tokens
+        self.max_wait = max_wait
+        self.max_queued_lines = max_queued_lines
+        self.on_batch = on_batch  # (sentences, source tokens) of each batch, for the metrics
+        self.queued_lines = 0
+        self._queue: asyncio.Queue[Job] = asyncio.Queue()
+        self._worker = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="translate")
+        self._task: asyncio.Task | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        self._worker.shutdown(wait=True)
+
+    async def submit(self, lines: list[str], key: SearchKey) -> list[str]:
+        """The translations of `lines`, in order; QueueFull when the queue is at its bound."""
+        if not lines:
+            return []
+        if self.queued_lines + len(lines) > self.max_queued_lines:
+            raise QueueFull(f"{self.queued_lines} lines are waiting (at most {self.max_queued_lines})")
+        future = asyncio.get_running_loop().create_future()
+        self.queued_lines += len(lines)
+        await self._queue.put(Job(lines, key, sum(map(self.count_tokens, lines)), future))
+        return await future  # cancelled with the request when its client goes away
+
+    async def _collect(self) -> list[Job]:
+        """The first waiting job and those that arrive within `max_wait`, up to the token budget."""
+        jobs = [await self._queue.get()]
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.max_wait
+        tokens = jobs[0].tokens
+        while tokens < self.batch_tokens:
+            try:
+                job = self._queue.get_nowait()
+            except asyncio.QueueEmpty:
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    break
+                try:
+                    job = await asyncio.wait_for(self._queue.get(), remaining)
+                except TimeoutError:
+                    break
+            jobs.append(job)
+            tokens += job.tokens
+        return jobs
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            jobs = await self._collect()
+            self.queued_lines -= sum(len(job.lines) for job in jobs)
+            groups: dict[SearchKey, list[Job]] = {}
+            for job in jobs:
+                if not job.future.done():  # a client that left is not translated for
+                    groups.setdefault(job.key, []).append(job)
+            for key, group in groups.items():
+                lines = [line for job in group for line in job.lines]
+                try:
+                    outputs = await loop.run_in_executor(self._worker, self.translate, lines, key)
+                except Exception as error:  # one bad batch fails its own requests, not the server
+                    for job in group:
+                        if not job.future.done():
+                            job.future.set_exception(error)
+                    continue
+                if self.on_batch is not None:
+                    self.on_batch(len(lines), sum(job.tokens for job in group))
+                start = 0
+                for job in group:
+                    if not job.future.done():
+                        job.future.set_result(outputs[start:start + len(job.lines)])
+                    start += len(job.lines)
