@@ -104,3 +104,47 @@ def pack_linear_layers(model: nn.Module, min_weights: int = PACK_MIN_WEIGHTS) ->
                     packed[id(child)] = PackedLinear(child)
                 setattr(module, name, packed[id(child)])
     return len(packed)
+
+
+class FusedQKV:
+    """A self-attention's query, key and value projections as one (3 d x d) product: one call
+    where decoding made three. Kept outside the module tree (not a submodule), so the state
+    dict stays the checkpoint's; used only while the three weights are unchanged and no
+    gradient is wanted."""
+
+    def __init__(self, attention: nn.Module, min_weights: int) -> None:
+        layers = [attention.q_proj, attention.k_proj, attention.v_proj]
+        self.sources = [layer.weight for layer in layers]
+        self.versions = [weight._version for weight in self.sources]
+        with torch.no_grad():
+            linear = nn.Linear(layers[0].in_features, 3 * layers[0].out_features)
+            linear.weight = nn.Parameter(torch.cat([layer.weight for layer in layers]).detach(), requires_grad=False)
+            linear.bias = nn.Parameter(torch.cat([layer.bias for layer in layers]).detach(), requires_grad=False)
+        linear.to(self.sources[0].device)
+        cpu_float = linear.weight.device.type == "cpu" and linear.weight.dtype == torch.float32
+        packs = packing_available() and cpu_float and linear.weight.numel() >= min_weights
+        self.linear = PackedLinear(linear) if packs else linear
+
+    def applies(self, attention: nn.Module) -> bool:
+        return (not attention.training and not torch.is_grad_enabled()
+                and [weight._version for weight in self.sources] == self.versions)
+
+    def __call__(self, x: Tensor) -> Tensor:
+        return self.linear(x)
+
+
+def fuse_self_attention(model: nn.Module, min_weights: int = PACK_MIN_WEIGHTS) -> int:
+    """Give every self-attention of a decoding model (eval mode) one fused QKV projection;
+    returns how many. Call after `pack_linear_layers` and after moving the model."""
+    from translate.model import DecoderLayer, EncoderLayer
+
+    if model.training:
+        return 0
+    fused = {}
+    for module in model.modules():
+        if isinstance(module, (EncoderLayer, DecoderLayer)):
+            attention = module.self_attn
+            if id(attention) not in fused:
+                fused[id(attention)] = FusedQKV(attention, min_weights)
+                object.__setattr__(attention, "fused_qkv", fused[id(attention)])  # not a submodule
+    return len(fused)
