@@ -156,3 +156,14 @@ def test_the_fused_projection_is_not_used_once_a_weight_changes_or_gradients_are
     with torch.no_grad():
         attention.k_proj.weight.add_(1.0)
         assert not attention.fused_qkv.applies(attention)  # stale: the unfused path follows the change
+
+
+def test_a_model_loaded_under_inference_mode_packs_and_fuses():
+    """Trainer.predict (translate-batch) builds the decoding model inside inference mode."""
+    plain = build(seed=6, tie_embeddings="all").eval()
+    with torch.inference_mode():
+        model = build(seed=6, tie_embeddings="all").eval()
+        assert pack_linear_layers(model, min_weights=0) > 0 and fuse_self_attention(model, min_weights=0) > 0
+        src = torch.randint(EOS_ID + 1, 50, (2, 7))
+        src[:, -1] = EOS_ID
+        assert greedy_search(model, src) == greedy_search(plain, src)

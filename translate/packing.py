@@ -28,6 +28,12 @@ from translate.model import FeedForward
 PACK_MIN_WEIGHTS = 256 * 1024
 
 
+def version(tensor: Tensor) -> int:
+    """How often `tensor` was changed in place; inference tensors (loaded under
+    `torch.inference_mode`, as `Trainer.predict` does) keep no count and cannot change outside it."""
+    return -1 if tensor.is_inference() else tensor._version
+
+
 def packing_available() -> bool:
     """oneDNN is built into every x86/ARM CPU wheel of PyTorch, but not into every build."""
     mkldnn = torch.ops.mkldnn
@@ -54,7 +60,7 @@ class PackedLinear(nn.Module):
     def _pack(self) -> None:
         with torch.no_grad():
             self._packed = torch.ops.mkldnn._reorder_linear_weight(self.weight.detach(), None)
-        self._packed_version = self.weight._version
+        self._packed_version = version(self.weight)
 
     def _packed_path_applies(self, x: Tensor) -> bool:
         weight = self.weight
@@ -68,7 +74,7 @@ class PackedLinear(nn.Module):
         if not self._packed_path_applies(x):
             out = F.linear(x, self.weight, self.bias)
             return F.relu(out) if self.activation == "relu" else out
-        if self.weight._version != self._packed_version:  # changed in place since packing
+        if version(self.weight) != self._packed_version:  # changed in place since packing
             self._pack()
         return torch.ops.mkldnn._linear_pointwise(x, self._packed, self.bias, self.activation, [], "")
 
@@ -115,7 +121,7 @@ class FusedQKV:
     def __init__(self, attention: nn.Module, min_weights: int) -> None:
         layers = [attention.q_proj, attention.k_proj, attention.v_proj]
         self.sources = [layer.weight for layer in layers]
-        self.versions = [weight._version for weight in self.sources]
+        self.versions = [version(weight) for weight in self.sources]
         with torch.no_grad():
             linear = nn.Linear(layers[0].in_features, 3 * layers[0].out_features)
             linear.weight = nn.Parameter(torch.cat([layer.weight for layer in layers]).detach(), requires_grad=False)
@@ -127,7 +133,7 @@ class FusedQKV:
 
     def applies(self, attention: nn.Module) -> bool:
         return (not attention.training and not torch.is_grad_enabled()
-                and [weight._version for weight in self.sources] == self.versions)
+                and [version(weight) for weight in self.sources] == self.versions)
 
     def __call__(self, x: Tensor) -> Tensor:
         return self.linear(x)
