@@ -6,10 +6,8 @@
 The checkpoint is exported to a temporary Hugging Face directory and a CTranslate2 directory
 (`translate.export`), then the bundled test split is translated by
   - ours: `translate_nbest`, what translate-cli runs (tokenize, search, detokenize);
-  - ours-unpacked: the same with plain `nn.Linear` layers and no fusing (`load_translator(pack=False, fuse=False)`),
+  - ours-unpacked: the same with plain `nn.Linear` layers (`load_translator(pack=False)`),
     which shows what packing the weights (`translate/packing.py`) gains;
-  - ours-unfused: ours without the fused query/key/value projection of self-attention
-    (`load_translator(fuse=False)`), which shows what fusing gains;
   - ours-int8: the same with int8 linear layers (`translate-cli --quantize int8`);
   - transformers: `generate` on the exported model, `do_sample=False`;
   - CTranslate2: `Translator.translate_batch` with `intra_threads` = torch's threads, in
@@ -184,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-tokens", type=int, default=None,
                         help="source tokens per batch (default: translate-cli's)")
     parser.add_argument("--skip", default="", help="comma-separated systems not to run: "
-                        "ours-unpacked,ours-unfused,ours-int8,transformers,ctranslate2,ctranslate2-int8")
+                        "ours-unpacked,ours-int8,transformers,ctranslate2,ctranslate2-int8")
     parser.add_argument("--json", default=None, help="also write the rows here as JSON")
     args = parser.parse_args(argv)
 
@@ -200,8 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     batches = length_batches([len(ids) for ids in encoded], batch_tokens)
     beams = [int(b) for b in args.beams.split(",")]
     skip = set(filter(None, args.skip.split(",")))
-    unpacked = None if "ours-unpacked" in skip else load_translator(args.checkpoint, pack=False, fuse=False)
-    unfused = None if "ours-unfused" in skip else load_translator(args.checkpoint, fuse=False)
+    unpacked = None if "ours-unpacked" in skip else load_translator(args.checkpoint, pack=False)
     int8 = None if "ours-int8" in skip else load_translator(args.checkpoint, quantize="int8")
 
     settings = []
@@ -209,8 +206,6 @@ def main(argv: list[str] | None = None) -> int:
         settings.append(Setting("ours", beam, 0.0))
         if "ours-unpacked" not in skip:
             settings.append(Setting("ours-unpacked", beam, 0.0))
-        if "ours-unfused" not in skip:
-            settings.append(Setting("ours-unfused", beam, 0.0))
         if "transformers" not in skip:
             settings.append(Setting("transformers", beam, 0.0))
         if "ctranslate2" not in skip:
@@ -227,7 +222,6 @@ def main(argv: list[str] | None = None) -> int:
         runners: dict[str, Callable[[Setting], list[str]]] = {
             "ours": lambda setting: ours(translator, sources, setting, batch_tokens),
             "ours-unpacked": lambda setting: ours(unpacked, sources, setting, batch_tokens),
-            "ours-unfused": lambda setting: ours(unfused, sources, setting, batch_tokens),
             "ours-int8": lambda setting: ours(int8, sources, setting, batch_tokens)}
         if {"transformers", "ctranslate2", "ctranslate2-int8"} - skip:
             hf_model, ct2 = export_both(Path(args.checkpoint), Path(tmp))

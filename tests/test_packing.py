@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from translate.model import FeedForward
-from translate.packing import PackedLinear, fuse_self_attention, pack_linear_layers, packing_available
+from translate.packing import PackedLinear, pack_linear_layers, packing_available
 from translate.search import beam_search, greedy_search
 from translate.vocab import BOS_ID, EOS_ID, PAD_ID
 
@@ -119,51 +119,12 @@ def test_only_layers_worth_packing_are_packed():
     assert isinstance(model.decoder_layers[0].ffn.activation, nn.ReLU)
 
 
-@pytest.mark.parametrize("changes", all_variants(), ids=variant_id)
-def test_fused_self_attention_keeps_the_state_dict_and_translations(changes):
-    plain = build(seed=4, **changes).eval()
-    fused = build(seed=4, **changes).eval()
-    pack_linear_layers(fused, min_weights=0)
-    count = fuse_self_attention(fused, min_weights=0)
-    assert count == len({id(layer.self_attn) for layer in [*plain.encoder_layers, *plain.decoder_layers]})
-    assert fused.state_dict().keys() == plain.state_dict().keys()  # the fused weights are not parameters
-
-    torch.manual_seed(2)
-    src = torch.randint(EOS_ID + 1, 50, (3, 8))
-    src[0, 5:] = PAD_ID
-    src[:, -1] = EOS_ID
-    src[0, 4] = EOS_ID
-    tgt = torch.cat([torch.full((3, 1), BOS_ID), torch.randint(EOS_ID + 1, 50, (3, 5))], dim=1)
-    calls = []
-    attention = fused.decoder_layers[0].self_attn
-    original = attention.fused_qkv.linear.forward
-    attention.fused_qkv.linear.forward = lambda x: calls.append(x.shape) or original(x)
-    with torch.inference_mode():
-        torch.testing.assert_close(fused(src, tgt, PAD_ID), plain(src, tgt, PAD_ID), rtol=1e-5, atol=1e-5)
-        assert calls  # the fused product ran
-        assert greedy_search(fused, src) == greedy_search(plain, src)
-        for ours, theirs in zip(beam_search(fused, src, beam=3, n_best=3), beam_search(plain, src, beam=3, n_best=3)):
-            assert [h.tokens for h in ours] == [h.tokens for h in theirs]
-
-
-def test_the_fused_projection_is_not_used_once_a_weight_changes_or_gradients_are_wanted():
-    model = build(seed=5, tie_embeddings="all").eval()
-    fuse_self_attention(model, min_weights=0)
-    attention = model.encoder_layers[0].self_attn
-    with torch.inference_mode():
-        assert attention.fused_qkv.applies(attention)
-    assert not attention.fused_qkv.applies(attention)  # gradients enabled
-    with torch.no_grad():
-        attention.k_proj.weight.add_(1.0)
-        assert not attention.fused_qkv.applies(attention)  # stale: the unfused path follows the change
-
-
-def test_a_model_loaded_under_inference_mode_packs_and_fuses():
+def test_a_model_loaded_under_inference_mode_is_packed():
     """Trainer.predict (translate-batch) builds the decoding model inside inference mode."""
     plain = build(seed=6, tie_embeddings="all").eval()
     with torch.inference_mode():
         model = build(seed=6, tie_embeddings="all").eval()
-        assert pack_linear_layers(model, min_weights=0) > 0 and fuse_self_attention(model, min_weights=0) > 0
+        assert pack_linear_layers(model, min_weights=0) > 0
         src = torch.randint(EOS_ID + 1, 50, (2, 7))
         src[:, -1] = EOS_ID
         assert greedy_search(model, src) == greedy_search(plain, src)

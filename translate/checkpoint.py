@@ -14,7 +14,7 @@ import yaml
 
 from translate.errors import UsageError
 from translate.model import ModelConfig, Transformer
-from translate.packing import fuse_self_attention, pack_linear_layers
+from translate.packing import pack_linear_layers
 from translate.quantize import quantize_int8
 from translate.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocabularies
 
@@ -173,11 +173,11 @@ def read_checkpoint(path: str | Path, mmap: bool = False) -> dict:
 
 
 def load_translator(path: str | Path, device: str | torch.device = "cpu", pack: bool = True,
-                    quantize: str = "none", fuse: bool = True) -> Translator:
+                    quantize: str = "none") -> Translator:
     """A checkpoint ready to decode on `device`: weights checked against the vocabulary, the
     model in eval mode and, on the CPU with `pack`, its linear layers packed for speed
-    (`translate.packing`; the same results, 1e-5) and, with `fuse`, each self-attention's three
-    projections made one product; or with `quantize="int8"` made int8 (`translate.quantize`)."""
+    (`translate.packing`; the same results, 1e-5), or with `quantize="int8"` made int8
+    (`translate.quantize`)."""
     checkpoint = read_checkpoint(path)
     artifact = checkpoint[ARTIFACT_KEY]
     vocab = Vocabularies.from_state(artifact["vocab"])
@@ -205,8 +205,6 @@ def load_translator(path: str | Path, device: str | torch.device = "cpu", pack: 
         model = quantize_int8(model)
     elif pack:
         pack_linear_layers(model)  # a no-op off the CPU or without oneDNN
-    if fuse and quantize != "int8":
-        fuse_self_attention(model)
     target_tokens = artifact.get("target_tokens")
     if isinstance(target_tokens, torch.Tensor):
         target_tokens = target_tokens.tolist()

@@ -124,17 +124,12 @@ class MultiHeadAttention(nn.Module):
         static_kv: bool = False,
     ) -> Tensor:
         """`mask` is boolean, True where attention is allowed, broadcast to (B, H, Lq, Lk)."""
-        fused = self.__dict__.get("fused_qkv")  # set for decoding only (translate/packing.py)
-        if key_value is None and fused is not None and fused.applies(self):
-            q, k, v = (self._split(x) for x in fused(query).chunk(3, dim=-1))
-            k, v = self._cached(cache, k, v, static_kv)
+        q = self._split(self.q_proj(query))
+        if cache is not None and static_kv and "k" in cache:
+            k, v = cache["k"], cache["v"]
         else:
-            q = self._split(self.q_proj(query))
-            if cache is not None and static_kv and "k" in cache:
-                k, v = cache["k"], cache["v"]
-            else:
-                source = query if key_value is None else key_value
-                k, v = self._cached(cache, self._split(self.k_proj(source)), self._split(self.v_proj(source)), static_kv)
+            source = query if key_value is None else key_value
+            k, v = self._cached(cache, self._split(self.k_proj(source)), self._split(self.v_proj(source)), static_kv)
         return self._attend(q, k, v, mask, causal, cache)
 
     @staticmethod
