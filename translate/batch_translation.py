@@ -102,16 +102,17 @@ class PartWriter(BasePredictionWriter):
 
     def on_predict_end(self, trainer, pl_module: BatchTranslation) -> None:
         from translate.cli.batch import part_path
+        from translate.partial_output import partial_paths
 
         trainer.strategy.barrier("translate-batch parts complete")
         if trainer.is_global_zero:
             world = trainer.world_size
-            parts = [part_path(pl_module.output, rank, world) for rank in range(world)]
+            parts = [partial_paths(part_path(pl_module.output, rank, world)) for rank in range(world)]
             with atomic_output(pl_module.output) as handle:
-                for part in parts:
-                    with open(part.with_name(part.name + ".partial"), "rb") as data:
+                for lines, _ in parts:
+                    with open(lines, "rb") as data:
                         handle.write(data.read())
-            for part in parts:
-                for leftover in (part.with_name(part.name + ".partial"), part.with_name(part.name + ".partial.json")):
-                    leftover.unlink(missing_ok=True)
+            for lines, state in parts:
+                lines.unlink(missing_ok=True)
+                state.unlink(missing_ok=True)
         trainer.strategy.barrier("translate-batch joined")

@@ -129,25 +129,16 @@ class MultiHeadAttention(nn.Module):
             k, v = cache["k"], cache["v"]
         else:
             source = query if key_value is None else key_value
-            k, v = self._cached(cache, self._split(self.k_proj(source)), self._split(self.v_proj(source)), static_kv)
-        return self._attend(q, k, v, mask, causal, cache)
-
-    @staticmethod
-    def _cached(cache: dict | None, k: Tensor, v: Tensor, static_kv: bool) -> tuple[Tensor, Tensor]:
-        """New keys and values appended to the self-attention cache (or stored, for cross-attention)."""
-        if cache is None:
-            return k, v
-        if not static_kv and "k" in cache:
-            # Measured faster than writing into a preallocated buffer: attention
-            # over a contiguous cache outweighs the copy.
-            k = torch.cat([cache["k"], k], dim=2)
-            v = torch.cat([cache["v"], v], dim=2)
-        # Contiguous, or every later step's attention would copy the cache first.
-        cache["k"], cache["v"] = k.contiguous(), v.contiguous()
-        return cache["k"], cache["v"]
-
-    def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool,
-                cache: dict | None) -> Tensor:
+            k, v = self._split(self.k_proj(source)), self._split(self.v_proj(source))
+            if cache is not None:
+                if not static_kv and "k" in cache:
+                    # Measured faster than writing into a preallocated buffer: attention
+                    # over a contiguous cache outweighs the copy.
+                    k = torch.cat([cache["k"], k], dim=2)
+                    v = torch.cat([cache["v"], v], dim=2)
+                # Contiguous, or every later step's attention would copy the cache first.
+                cache["k"], cache["v"] = k.contiguous(), v.contiguous()
+                k, v = cache["k"], cache["v"]
         # A single new query may see every cached key, so causality needs no mask there.
         # Several new queries after cached keys (a prompt fed in chunks) need the causal
         # mask aligned to the end: query i of L new ones sees keys up to (cached + i).

@@ -110,4 +110,3 @@ def pack_linear_layers(model: nn.Module, min_weights: int = PACK_MIN_WEIGHTS) ->
                     packed[id(child)] = PackedLinear(child)
                 setattr(module, name, packed[id(child)])
     return len(packed)
-

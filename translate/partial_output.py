@@ -28,14 +28,18 @@ class PartialOutputError(UsageError):
     """A partial output that cannot be continued (or must not be overwritten); says why."""
 
 
+def partial_paths(path: Path) -> tuple[Path, Path]:
+    """Where the unfinished output of `path` and its state are kept."""
+    return path.with_name(path.name + ".partial"), path.with_name(path.name + ".partial.json")
+
+
 class PartialOutput:
     """`append` chunks of output lines, then `finish`; `lines_done` says where to start, and
     `skip_done` reads past those input lines, checking them."""
 
     def __init__(self, path: str | Path, fingerprint: dict, resume: bool) -> None:
         self.path = Path(path)
-        self.partial = self.path.with_name(self.path.name + ".partial")
-        self.state = self.path.with_name(self.path.name + ".partial.json")
+        self.partial, self.state = partial_paths(self.path)
         self.fingerprint = fingerprint
         self.lines_done, self.bytes_done = 0, 0
         self._input = hashlib.sha256()  # of the input lines done, as UTF-8 lines

@@ -46,10 +46,14 @@ def add_search_arguments(parser: argparse.ArgumentParser) -> None:
                              "(default: the longest training sentence, data.max_length)")
     parser.add_argument("--restrict-target", action="store_true",
                         help="produce only tokens seen on the target side of the training data")
+    add_quantize_argument(parser)
+    add_device_arguments(parser)
+
+
+def add_quantize_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quantize", default="none", choices=["none", "int8"],
                         help="int8: dynamically quantized linear layers, faster on the CPU at a small cost "
                              "in BLEU (CPU and 32-true only; default: none)")
-    add_device_arguments(parser)
 
 
 def add_language_arguments(parser: argparse.ArgumentParser) -> None:

@@ -20,7 +20,7 @@ import argparse
 import os
 import sys
 
-from translate.cli.common import add_checkpoint_argument, resolve_device, run_command
+from translate.cli.common import add_checkpoint_argument, add_quantize_argument, resolve_device, run_command
 from translate.defaults import BATCH_TOKENS
 from translate.errors import UsageError
 
@@ -46,8 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-beam", type=int, default=16, help="largest beam a request may ask for (default: 16)")
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
                         help="where to translate (default: auto, CUDA where torch sees a GPU)")
-    parser.add_argument("--quantize", default="none", choices=["none", "int8"],
-                        help="int8 linear layers (CPU only; default: none)")
+    add_quantize_argument(parser)
     parser.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
     return parser
 
