@@ -55,7 +55,8 @@ import torch  # noqa: E402
 import yaml  # noqa: E402
 
 MODELS = ("ours", "ours-postnorm", "marian")
-LABELS = {"ours": "ours (as configured)", "ours-postnorm": "ours, post-norm", "marian": "transformers MarianMTModel"}
+LABELS = {"ours": "ours (as configured)", "ours-postnorm": "ours, post-norm", "marian": "transformers MarianMTModel",
+          "ours-projected": "ours, padding dropped before the output projection"}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -74,11 +75,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--peak-tflops", type=float, default=None,
                         help="the device's peak TFLOP/s in the benchmark's precision (default: measured on the "
                              "CPU, the data sheet's for known GPUs)")
+    parser.add_argument("--loss-chunk", type=int, default=None, metavar="ROWS",
+                        help="add a row: ours with model.loss_chunk ROWS (padding dropped before the output "
+                             "projection, logits made ROWS at a time; 0: all at once)")
     parser.add_argument("--memory-worker", nargs=2, metavar=("MODEL", "PRECISION"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.precisions is None:
         args.precisions = "fp32,bf16" if args.device == "cpu" else "bf16"
     args.precisions = args.precisions.split(",")
+    args.models = MODELS + (("ours-projected",) if args.loss_chunk is not None else ())
+    if args.loss_chunk is not None:
+        LABELS["ours-projected"] += f" (loss_chunk {args.loss_chunk})"
     for precision in args.precisions:
         if precision not in ("fp32", "bf16"):
             parser.error(f"--precisions: unknown precision {precision!r} (choose from fp32, bf16)")
@@ -124,13 +131,13 @@ def load_batches(config: dict, count: int):
 class Trainee:
     """One model with its optimizer and a training step on our batch format."""
 
-    def __init__(self, name: str, config: dict, vocab, device: torch.device) -> None:
+    def __init__(self, name: str, config: dict, vocab, device: torch.device, loss_chunk: int | None = None) -> None:
         from translate.export import to_huggingface
         from translate.model import ModelConfig, Transformer
 
         torch.manual_seed(config["seed"])
         cfg = ModelConfig(**config["model"])
-        if name != "ours":
+        if name in ("ours-postnorm", "marian"):
             cfg = replace(cfg, norm_first=False)
         model = Transformer(cfg, len(vocab.source), len(vocab.target), shared_vocab=vocab.joint)
         if name == "marian":
@@ -139,6 +146,7 @@ class Trainee:
         self.parameters = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.Adam(self.parameters, lr=config["lr"], betas=config["betas"], eps=1e-9)
         self.label_smoothing = config["label_smoothing"]
+        self.loss_chunk = loss_chunk if name == "ours-projected" else None
 
     def logits(self, batch: dict) -> torch.Tensor:
         from translate.vocab import PAD_ID
@@ -150,16 +158,23 @@ class Trainee:
 
     def step(self, batch: dict, precision: str) -> tuple[int, float]:
         """One update; returns the target tokens trained on and the loss."""
-        from translate.module import label_smoothed_nll
+        from translate.loss import label_smoothed_nll, projected_nll
         from translate.vocab import PAD_ID
 
         tokens = int((batch["tgt_out"] != PAD_ID).sum())
         autocast = (torch.autocast(self.device.type, dtype=torch.bfloat16) if precision == "bf16"
                     else nullcontext())
         self.optimizer.zero_grad(set_to_none=True)
-        with autocast:
-            logits = self.logits(batch)
-        loss = label_smoothed_nll(logits, batch["tgt_out"], self.label_smoothing) / tokens
+        if self.loss_chunk is not None:
+            with autocast:
+                states = self.model(batch["src"], batch["tgt_in"], PAD_ID, project=False)
+                nll = projected_nll(states, self.model.output.weight, batch["tgt_out"], self.label_smoothing,
+                                    self.loss_chunk or None)
+        else:
+            with autocast:
+                logits = self.logits(batch)
+            nll = label_smoothed_nll(logits, batch["tgt_out"], self.label_smoothing)
+        loss = nll / tokens
         loss.backward()
         self.optimizer.step()
         return tokens, loss.item()
@@ -212,17 +227,17 @@ def synchronize(device: torch.device) -> None:
 
 def time_models(args, config, vocab, batches, precision: str, device: torch.device) -> dict:
     """Median target tokens/s of each model over interleaved rounds, and the first losses."""
-    trainees = {name: Trainee(name, config, vocab, device) for name in MODELS}
+    trainees = {name: Trainee(name, config, vocab, device, args.loss_chunk) for name in args.models}
     first_loss = {name: trainee.step(batches[0], precision)[1] for name, trainee in trainees.items()}
     for trainee in trainees.values():
         for index in range(1, args.warmup):
             trainee.step(batches[index % len(batches)], precision)
     flops = [batch_flops(config, vocab, batch) for batch in batches]
-    rates: dict[str, list[float]] = {name: [] for name in MODELS}
-    flop_rates: dict[str, list[float]] = {name: [] for name in MODELS}
+    rates: dict[str, list[float]] = {name: [] for name in args.models}
+    flop_rates: dict[str, list[float]] = {name: [] for name in args.models}
     for round_index in range(args.rounds):
-        shift = round_index % len(MODELS)
-        for name in MODELS[shift:] + MODELS[:shift]:
+        shift = round_index % len(args.models)
+        for name in args.models[shift:] + args.models[:shift]:
             trainee, tokens, work = trainees[name], 0, 0
             synchronize(device)
             start = time.perf_counter()
@@ -235,7 +250,7 @@ def time_models(args, config, vocab, batches, precision: str, device: torch.devi
             rates[name].append(tokens / elapsed)
             flop_rates[name].append(work / elapsed)
         print(f"  {precision} round {round_index + 1}/{args.rounds}: "
-              + ", ".join(f"{name} {rates[name][-1]:,.0f}" for name in MODELS), file=sys.stderr)
+              + ", ".join(f"{name} {rates[name][-1]:,.0f}" for name in args.models), file=sys.stderr)
     tokens_total = sum(int((b["tgt_out"] != 0).sum()) for b in batches)
     return {
         name: {"tokens_per_s": statistics.median(rates[name]), "rounds": rates[name],
@@ -243,7 +258,7 @@ def time_models(args, config, vocab, batches, precision: str, device: torch.devi
                "flops_per_token": sum(flops) / tokens_total,
                "first_loss": first_loss[name],
                "parameters": sum(p.numel() for p in {id(p): p for p in trainees[name].parameters}.values())}
-        for name in MODELS
+        for name in args.models
     }
 
 
@@ -262,7 +277,7 @@ def memory_worker(args, config, name: str, precision: str) -> None:
     Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM to the current resident size
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
-    trainee = Trainee(name, config, vocab, device)
+    trainee = Trainee(name, config, vocab, device, args.loss_chunk)
     for batch in batches:
         trainee.step(batch, precision)
     synchronize(device)
@@ -277,13 +292,15 @@ def measure_memory(args, name: str, precision: str) -> dict:
                "--device", args.device, "--batches", str(args.batches), "--memory-worker", name, precision]
     if args.threads:
         command += ["--threads", str(args.threads)]
+    if args.loss_chunk is not None:
+        command += ["--loss-chunk", str(args.loss_chunk)]
     result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode:
         raise SystemExit(f"error: the memory measurement of {name} ({precision}) failed:\n{result.stderr[-2000:]}")
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def markdown(results: dict, device: str) -> str:
+def markdown(results: dict, device: str, models: tuple[str, ...] = MODELS) -> str:
     memory_column = "peak GPU memory (max allocated)" if device == "cuda" else "memory added by training (peak RSS)"
     lines = [
         f"| precision | model | parameters | target tokens/s{' per GPU' if device == 'cuda' else ''} (median) "
@@ -293,7 +310,7 @@ def markdown(results: dict, device: str) -> str:
     key = "max_allocated_mib" if device == "cuda" else "added_rss_mib"
     for precision, rows in results.items():
         marian = rows["marian"]
-        for name in MODELS:
+        for name in models:
             row = rows[name]
             memory = row.get("memory")
             if memory is None:
@@ -343,17 +360,17 @@ def main(argv: list[str] | None = None) -> int:
         gc.collect()
     if not args.no_memory:
         for precision in args.precisions:
-            for name in MODELS:
+            for name in args.models:
                 results[precision][name]["memory"] = measure_memory(args, name, precision)
     summary = {"config": str(args.config), "device": args.device, "threads": torch.get_num_threads(),
                "batches": len(batches), "steps": args.steps, "rounds": args.rounds,
                "torch": torch.__version__, "results": results}
     if device.type == "cuda":
         summary["gpu"] = torch.cuda.get_device_name()
-    table = markdown(results, args.device)
+    table = markdown(results, args.device, args.models)
     print(table)
     for precision, rows in results.items():
-        print(f"{precision} first losses: " + ", ".join(f"{n} {rows[n]['first_loss']:.4f}" for n in MODELS))
+        print(f"{precision} first losses: " + ", ".join(f"{n} {rows[n]['first_loss']:.4f}" for n in args.models))
     if args.json:
         from translate.files import write_atomic
 

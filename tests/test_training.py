@@ -251,6 +251,36 @@ def test_a_compiled_model_computes_what_the_eager_one_does():
         assert torch.allclose(compiled_grads[name], gradient, rtol=1e-4, atol=1e-6), name
 
 
+@pytest.mark.parametrize("tie", ["none", "all"])
+def test_the_projected_loss_equals_the_loss_of_the_full_logits(tie):
+    """`model.loss_chunk` (padding dropped before the output projection, logits made a few rows
+    at a time under checkpointing): the same loss and gradients as the logits of every position."""
+    vocab = Vocabularies.train(read_parallel(FIXTURE / "train.en", FIXTURE / "train.de"), vocab_size=300)
+    pairs = read_parallel(FIXTURE / "dev.en", FIXTURE / "dev.de")[:6]
+    batch = collate([(np.array(vocab.source.encode([s])[0]), np.array(vocab.target.encode([t])[0]), None)
+                     for s, t in pairs])
+    assert (batch["tgt_out"] == 0).any()  # the batch has padding to drop
+
+    def loss_and_gradients(chunk):
+        torch.manual_seed(0)
+        module = TranslationModule(vocab, ModelConfig(d_model=32, heads=2, encoder_layers=1, decoder_layers=1,
+                                                      ffn_dim=64, dropout=0.0, tie_embeddings=tie),
+                                   loss_chunk=chunk, val_bleu=False)
+        loss = module.nll(batch, 0.1)
+        loss.backward()
+        return loss.item(), {n: p.grad.clone() for n, p in module.model.named_parameters()}
+
+    reference_loss, reference_grads = loss_and_gradients(None)
+    for chunk in (0, 7, 1000):
+        loss, grads = loss_and_gradients(chunk)
+        assert loss == pytest.approx(reference_loss, rel=1e-5), chunk
+        for name, gradient in reference_grads.items():
+            assert torch.allclose(grads[name], gradient, rtol=1e-4, atol=1e-6), (chunk, name)
+    with pytest.raises(UsageError, match="loss_chunk"):
+        TranslationModule(vocab, ModelConfig(d_model=32, heads=2, encoder_layers=1, decoder_layers=1, ffn_dim=64),
+                          loss_chunk=-1)
+
+
 def test_weight_decay_spares_biases_and_norms():
     vocab = Vocabularies.train([("a b", "c d")] * 50, vocab_size=30)
     module = TranslationModule(vocab, ModelConfig(d_model=16, heads=2, encoder_layers=1, decoder_layers=1, ffn_dim=32),

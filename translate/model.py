@@ -350,8 +350,10 @@ class Transformer(nn.Module):
         src_mask: Tensor,
         cache: list[dict] | None = None,
         offset: int = 0,
+        project: bool = True,
     ) -> Tensor:
-        """Logits for each target position; with `cache`, `tgt_ids` are the new steps only.
+        """Logits for each target position (with `project` False, the states they are projected
+        from); with `cache`, `tgt_ids` are the new steps only.
 
         `memory` may have fewer rows than `tgt_ids`: each memory row then serves that many
         consecutive target rows (a sentence's beams), so its cross-attention keys and values
@@ -360,11 +362,14 @@ class Transformer(nn.Module):
         x = self._embed(self.tgt_embed, tgt_ids, offset, self.tgt_embed_adapter)
         for index, layer in enumerate(self.decoder_layers):
             x = layer(x, memory, src_mask, None if cache is None else cache[index])
-        return self.output(self.decoder_norm(x))
+        x = self.decoder_norm(x)
+        return self.output(x) if project else x
 
     def new_cache(self) -> list[dict]:
         return [{} for _ in self.decoder_layers]
 
-    def forward(self, src_ids: Tensor, tgt_in_ids: Tensor, pad_id: int) -> Tensor:
+    def forward(self, src_ids: Tensor, tgt_in_ids: Tensor, pad_id: int, project: bool = True) -> Tensor:
+        """Logits of every target position; with `project` False the decoder's final states
+        instead, for a loss that projects only the positions it scores (`translate.loss`)."""
         src_mask = self.source_mask(src_ids, pad_id)
-        return self.decode(tgt_in_ids, self.encode(src_ids, src_mask), src_mask)
+        return self.decode(tgt_in_ids, self.encode(src_ids, src_mask), src_mask, project=project)

@@ -24,12 +24,12 @@ from typing import Literal
 
 import lightning as L
 import torch
-import torch.nn.functional as F
 from sacrebleu.metrics import BLEU
 from torchmetrics import Metric, SumMetric
 
 from translate.checkpoint import ARTIFACT_KEY
 from translate.errors import UsageError
+from translate.loss import label_smoothed_nll, projected_nll
 from translate.model import ModelConfig, Transformer
 from translate.search import greedy_search
 from translate.vocab import PAD_ID, Vocabularies
@@ -65,14 +65,6 @@ class CorpusBLEU(Metric):
             int(self.lengths[0]), int(self.lengths[1]), smooth_method="exp",
         )
         return torch.tensor(score.score, dtype=torch.float64)
-
-
-def label_smoothed_nll(logits: torch.Tensor, target: torch.Tensor, smoothing: float) -> torch.Tensor:
-    """Sum over non-pad target tokens of cross-entropy against (1 - e) one-hot + e uniform."""
-    return F.cross_entropy(
-        logits.reshape(-1, logits.shape[-1]).float(), target.reshape(-1),
-        ignore_index=PAD_ID, label_smoothing=smoothing, reduction="sum",
-    )
 
 
 def inverse_sqrt_schedule(warmup_steps: int):
@@ -123,6 +115,9 @@ class TranslationModule(L.LightningModule):
         optimizer: adam, or adamw (decoupled weight decay).
         fused_optimizer: the fused optimizer kernel (default: on a GPU).
         compile: torch.compile the model's forward pass (the training step; search is not compiled).
+        loss_chunk: None: the loss takes the logits of every position, padding included. A
+            number: padded positions are dropped before the output projection, and the logits
+            are made that many rows at a time under activation checkpointing (0: all at once).
     """
 
     def __init__(
@@ -141,6 +136,7 @@ class TranslationModule(L.LightningModule):
         optimizer: Literal["adam", "adamw"] = "adam",
         fused_optimizer: bool | None = None,
         compile: bool = False,
+        loss_chunk: int | None = None,
     ) -> None:
         super().__init__()
         if warmup_steps < 0:
@@ -156,7 +152,9 @@ class TranslationModule(L.LightningModule):
             "max_len_a": max_len_a, "max_len_b": max_len_b,
             "optimizer": optimizer, "fused_optimizer": fused_optimizer,
         }
-        self.compile_model = compile
+        if loss_chunk is not None and loss_chunk < 0:
+            raise UsageError(f"model.loss_chunk must be 0 (all rows at once), a row count, or null, got {loss_chunk}")
+        self.compile_model, self.loss_chunk = compile, loss_chunk
         self.val_bleu_enabled = val_bleu
         self.run_config: str | None = None  # the resolved CLI config, set by the CLI
         self.target_tokens: list[int] | None = None  # ids seen on the target side of the training data
@@ -200,9 +198,15 @@ class TranslationModule(L.LightningModule):
         seed = int(os.environ.get("PL_GLOBAL_SEED", 0))
         torch.manual_seed((seed * 1_000_003 + index * 4099 + self.global_rank) % (2**63 - 1))
 
+    def nll(self, batch: dict, smoothing: float) -> torch.Tensor:
+        """The batch's summed label-smoothed cross-entropy over its target tokens."""
+        if self.loss_chunk is None:
+            return label_smoothed_nll(self.model(batch["src"], batch["tgt_in"], PAD_ID), batch["tgt_out"], smoothing)
+        states = self.model(batch["src"], batch["tgt_in"], PAD_ID, project=False)
+        return projected_nll(states, self.model.output.weight, batch["tgt_out"], smoothing, self.loss_chunk or None)
+
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
-        logits = self.model(batch["src"], batch["tgt_in"], PAD_ID)
-        nll = label_smoothed_nll(logits, batch["tgt_out"], self.training_config["label_smoothing"])
+        nll = self.nll(batch, self.training_config["label_smoothing"])
         self._update_nll = self._update_nll + nll.detach()
         self._update_tokens += batch["tgt_tokens"]
         self._window_tokens += batch["tgt_tokens"]
@@ -268,8 +272,7 @@ class TranslationModule(L.LightningModule):
     def _evaluation_step(self, batch: dict) -> None:
         if not batch.get("scored", True):  # a stand-in batch of a rank with no sentence to score
             return
-        logits = self.model(batch["src"], batch["tgt_in"], PAD_ID)
-        self.eval_nll.update(label_smoothed_nll(logits, batch["tgt_out"], 0.0))
+        self.eval_nll.update(self.nll(batch, 0.0))
         self.eval_tokens.update((batch["tgt_out"] != PAD_ID).sum())
         if self.val_bleu_enabled:
             hypotheses = self.vocab.target.decode(

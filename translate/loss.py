@@ -1,0 +1,45 @@
+"""The training loss: label-smoothed cross-entropy summed over the non-pad target tokens.
+
+`label_smoothed_nll` takes the logits of every position, padding included. `projected_nll`
+takes the decoder's states before the output projection instead: it drops the padded
+positions first (the projection onto the vocabulary is the largest product of a small model,
+and padding is 5-10% of a token-budget batch), then projects and scores `chunk` rows at a
+time under activation checkpointing, so the full (tokens x vocabulary) logits never exist at
+once: one chunk's are kept, the others recomputed in the backward pass.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
+
+from translate.vocab import PAD_ID
+
+
+def label_smoothed_nll(logits: torch.Tensor, target: torch.Tensor, smoothing: float) -> torch.Tensor:
+    """Sum over non-pad target tokens of cross-entropy against (1 - e) one-hot + e uniform."""
+    return F.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]).float(), target.reshape(-1),
+        ignore_index=PAD_ID, label_smoothing=smoothing, reduction="sum",
+    )
+
+
+def _chunk_nll(states: torch.Tensor, weight: torch.Tensor, target: torch.Tensor, smoothing: float) -> torch.Tensor:
+    return F.cross_entropy(F.linear(states, weight).float(), target, label_smoothing=smoothing, reduction="sum")
+
+
+def projected_nll(states: torch.Tensor, weight: torch.Tensor, target: torch.Tensor, smoothing: float,
+                  chunk: int | None = None) -> torch.Tensor:
+    """`label_smoothed_nll(states @ weight.T, target, smoothing)` without the padded rows'
+    logits, and with at most `chunk` rows' logits alive at once (None: all rows in one)."""
+    keep = (target != PAD_ID).reshape(-1)
+    states = states.reshape(-1, states.shape[-1])[keep]
+    target = target.reshape(-1)[keep]
+    if chunk is None or chunk >= len(target):
+        return _chunk_nll(states, weight, target, smoothing)
+    total = states.new_zeros((), dtype=torch.float32)
+    for start in range(0, len(target), chunk):
+        rows = slice(start, start + chunk)
+        total = total + checkpoint(_chunk_nll, states[rows], weight, target[rows], smoothing, use_reentrant=False)
+    return total
