@@ -178,6 +178,17 @@ def test_alpha_changes_the_winner():
     assert sum(len(h[0].tokens) for h in normalized) > sum(len(h[0].tokens) for h in raw)
 
 
+@pytest.mark.parametrize("alpha", [1.0, 2.0])
+def test_the_best_hypothesis_does_not_depend_on_how_many_were_asked_for(alpha):
+    """With a length penalty the search waits for `beam` finished hypotheses whatever n_best
+    is: stopping at the first one would keep the penalty from choosing a longer one."""
+    model = tiny_model(4, eos_bias=1.5)
+    src = random_sources(20, 24)
+    one = beam_search(model, src, beam=4, alpha=alpha, n_best=1, max_len_a=1.5, max_len_b=4)
+    four = beam_search(model, src, beam=4, alpha=alpha, n_best=4, max_len_a=1.5, max_len_b=4)
+    assert [h[0].tokens for h in one] == [h[0].tokens for h in four]
+
+
 def test_a_sentence_gets_the_same_translation_alone_and_in_any_batch():
     model = tiny_model(4)
     src = random_sources(30, 8)

@@ -6,5 +6,5 @@ BATCH_TOKENS = 4096
 
 # Length penalties translate-tune tries, and the brevity penalty a choice must reach (BLEU's BP:
 # under it, beam search is cutting translations short).
-LENGTH_PENALTY_CANDIDATES = (0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0)
+LENGTH_PENALTY_CANDIDATES = (0.0, 0.5, 0.8, 1.0, 1.1, 1.2, 1.3, 1.4, 1.6, 2.0)
 MIN_BREVITY_PENALTY = 0.95

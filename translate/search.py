@@ -159,16 +159,17 @@ def beam_search(
     token are ranked by total log-probability and the best `2 * beam` kept.  An extension by
     EOS that ranks among the first `beam` is finished and set aside with its score; the first
     `beam` extensions by other tokens are the next live hypotheses.  A sentence is done when
-    (a) it has at least `n_best` finished hypotheses and its best live hypothesis, scored at
-    its current length, cannot beat the `n_best`-th best finished score, or (b) no live
-    hypothesis is left (the length limit, or `allowed_tokens` leaving nothing else).  With
-    alpha 0 rule (a) is exact: a continuation only lowers the log-probability, so no live
+    (a) it has at least W finished hypotheses and its best live hypothesis, scored at its
+    current length, cannot beat the W-th best finished score, or (b) no live hypothesis is
+    left (the length limit, or `allowed_tokens` leaving nothing else).  With alpha 0, W is
+    `n_best` and rule (a) is exact: a continuation only lowers the log-probability, so no live
     hypothesis can enter the best `n_best`, and the result is that of the same search run to
-    the length limit.  Waiting for `n_best` rather than `beam` finished hypotheses (as
-    fairseq and Hugging Face do) saves the steps that could only change hypotheses nobody
-    asked for.  With alpha > 0 rule (a) is the usual approximation (Hugging Face's default):
-    a longer continuation is divided by a larger penalty and might in principle still score
-    better.  With `beam=1` the search makes `greedy_search`'s choices (an exact
+    the length limit; waiting for `n_best` rather than `beam` saves the steps that could only
+    change hypotheses nobody asked for.  With alpha > 0, W is `beam` (as in fairseq) and rule
+    (a) is the usual approximation: a longer continuation is divided by a larger penalty and
+    might still score better. Stopping at the first finished hypothesis there would end the
+    search before the penalty can favour a longer one: alpha above 1 would barely lengthen
+    the output.  With `beam=1` the search makes `greedy_search`'s choices (an exact
     tie between two tokens aside): EOS ends it exactly when EOS is the most probable token.
     A done sentence leaves the batch: its rows are no longer decoded.
 
@@ -204,7 +205,10 @@ def beam_search(
     last = first_tokens(start, batch, device)
     finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
     # Per sentence, the `n_best` best finished scores (-inf where fewer), for the stopping rule.
-    best_finished = torch.full((batch, n_best), float("-inf"), device=device)
+    # With alpha 0 the first n_best finished are final (see above); with alpha > 0 a later, longer
+    # hypothesis may still win, so wait for `beam` of them (fairseq), or alpha could not lengthen.
+    wait_for = n_best if alpha == 0 else beam
+    best_finished = torch.full((batch, wait_for), float("-inf"), device=device)
     for step in range(max_steps):
         n, k = beam_lp.shape
         width = min(2 * beam, k * vocab)
@@ -240,7 +244,7 @@ def beam_search(
             for owner, ids, log_prob in zip(active[sentence].tolist(), tokens, log_probs.tolist()):
                 finished[owner].append(Hypothesis(ids, log_prob / penalty, log_prob))
             new_scores = torch.where(ends, top_lp / penalty, float("-inf"))
-            best_finished = torch.cat([best_finished, new_scores], dim=1).topk(n_best, dim=1).values
+            best_finished = torch.cat([best_finished, new_scores], dim=1).topk(wait_for, dim=1).values
 
         # Done: no live hypothesis, or `n_best` finished ones that the best live cannot beat.
         best_live = live_lp[:, 0]
