@@ -8,8 +8,12 @@ Each client (an httpx.AsyncClient coroutine) sends one test-split sentence a req
 next as soon as the answer comes, for --seconds per level. Modes: `batched` (translate-serve's
 defaults: requests pooled up to --batch-tokens, waiting at most 10 ms) and `unbatched`
 (`--max-wait-ms 0 --batch-tokens 1`: one request at a time, as a server without batching).
+`litserve` (`--modes litserve`, after `pip install 'tiedmt[bench]'`) is the same model behind
+Lightning's LitServe instead: its own request batching (up to 64 requests, waiting at most 10
+ms, as batched) in one worker process, each batch translated by the same `translate_lines`.
 Servers run with --threads; translate-cli translates the same sentences as one file with the
-same threads (its start-up, timed on one line, left out).  Figures: sentences/s, latency p50/p95/p99, errors, the server's RSS.
+same threads (its start-up, timed on one line, left out).  Figures: sentences/s, latency
+p50/p95/p99, errors, the RSS of the server's processes together.
 """
 
 from __future__ import annotations
@@ -32,7 +36,40 @@ sys.path.insert(0, str(REPO))
 
 from translate.corpus import BUNDLED_CORPUS, read_lines, split_paths  # noqa: E402
 
-MODES = {"batched": [], "unbatched": ["--max-wait-ms", "0", "--batch-tokens", "1"]}
+MODES = {"batched": [], "unbatched": ["--max-wait-ms", "0", "--batch-tokens", "1"], "litserve": None}
+LITSERVE_BATCH, LITSERVE_WAIT_S = 64, 0.010
+
+
+def litserve_server(checkpoint: str, port: int, threads: int) -> None:
+    """The model behind LitServe on 127.0.0.1:port, answering POST /translate {"text": [line]}."""
+    import litserve as ls
+
+    class TranslateAPI(ls.LitAPI):
+        def setup(self, device) -> None:
+            import torch
+
+            from translate.checkpoint import load_translator
+
+            torch.set_num_threads(threads)
+            self.translator = load_translator(checkpoint, torch.device("cpu"))
+            self.search = self.translator.search_defaults()
+
+        def decode_request(self, request: dict) -> str:
+            return request["text"][0]
+
+        def predict(self, lines: list[str]) -> list[str]:
+            from translate.defaults import BATCH_TOKENS
+            from translate.pipeline import translate_lines
+
+            return translate_lines(self.translator, list(lines), BATCH_TOKENS, beam=self.search["beam"],
+                                   length_penalty=self.search["length_penalty"])
+
+        def encode_response(self, output: str) -> dict:
+            return {"translations": [output]}
+
+    api = TranslateAPI(max_batch_size=LITSERVE_BATCH, batch_timeout=LITSERVE_WAIT_S, api_path="/translate")
+    ls.LitServer(api, accelerator="cpu", devices=1, workers_per_device=1).run(
+        host="127.0.0.1", port=port, generate_client_file=False, log_level="warning")
 
 
 def free_port() -> int:
@@ -42,21 +79,40 @@ def free_port() -> int:
 
 
 def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+    """Resident memory of `pid` and every process below it (LitServe's workers are children)."""
+    parents = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # gone meanwhile
+            continue
+        parents[int(stat.parent.name)] = int(fields[1])
+    tree, total = {pid}, 0.0
+    for _ in range(8):  # a few levels down: enough for a server and its workers
+        tree |= {child for child, parent in parents.items() if parent in tree}
+    for member in tree:
+        try:
+            for line in Path(f"/proc/{member}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1]) / 1024
+        except OSError:
+            pass
+    return total
 
 
-def start_server(checkpoint: str, threads: int, flags: list[str]) -> tuple[subprocess.Popen, str]:
+def start_server(checkpoint: str, threads: int, mode: str) -> tuple[subprocess.Popen, str]:
     port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "translate.cli.serve", "--checkpoint", checkpoint,
-                               "--port", str(port), "--threads", str(threads), "--device", "cpu",
-                               "--max-queued-lines", "100000", *flags])
+    if MODES[mode] is None:
+        command = [sys.executable, __file__, "--litserve-server", checkpoint, str(port), str(threads)]
+    else:
+        command = [sys.executable, "-m", "translate.cli.serve", "--checkpoint", checkpoint, "--port", str(port),
+                   "--threads", str(threads), "--device", "cpu", "--max-queued-lines", "100000", *MODES[mode]]
+    server = subprocess.Popen(command)
     base = f"http://127.0.0.1:{port}"
+    ready = "/health" if MODES[mode] is None else "/ready"
     for _ in range(1200):
         try:
-            if httpx.get(f"{base}/ready", timeout=1).status_code == 200:
+            if httpx.get(f"{base}{ready}", timeout=1).status_code == 200:
                 return server, base
         except httpx.TransportError:
             pass
@@ -123,7 +179,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--modes", default="batched,unbatched")
     parser.add_argument("--threads", type=int, default=1, help="torch threads of the server and the CLI")
     parser.add_argument("--sentences", type=int, default=None, help="only the first N test sentences")
+    parser.add_argument("--litserve-server", nargs=3, metavar=("CKPT", "PORT", "THREADS"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.litserve_server:
+        checkpoint, port, threads = args.litserve_server
+        litserve_server(checkpoint, int(port), int(threads))
+        return 0
+    unknown = [mode for mode in args.modes.split(",") if mode not in MODES]
+    if unknown:
+        parser.error(f"--modes: unknown {', '.join(unknown)} (choose from {', '.join(MODES)})")
 
     sources = read_lines(split_paths(BUNDLED_CORPUS, "test", "en", "de")[0])[: args.sentences]
     print(f"{len(sources)} test sentences; {args.threads} thread(s); {os.cpu_count()} CPUs; "
@@ -132,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"translate-cli, one file: {ceiling:.1f} sentences/s", flush=True)
     rows = []
     for mode in args.modes.split(","):
-        server, base = start_server(args.checkpoint, args.threads, MODES[mode])
+        server, base = start_server(args.checkpoint, args.threads, mode)
         try:
             for clients in map(int, args.clients.split(",")):
                 rss_start = rss_mib(server.pid)
@@ -151,10 +215,11 @@ def main(argv: list[str] | None = None) -> int:
               f"{row['sentences_per_s'] / ceiling:.0%} | {1000 * row['p50']:.0f} | {1000 * row['p95']:.0f} | "
               f"{1000 * row['p99']:.0f} | {row['errors']} | {row['rss_start']:.0f} → {row['rss_end']:.0f} |")
     batched = {r["clients"]: r for r in rows if r["mode"] == "batched"}
-    unbatched = {r["clients"]: r for r in rows if r["mode"] == "unbatched"}
-    for clients in sorted(set(batched) & set(unbatched)):
-        ratio = batched[clients]["sentences_per_s"] / unbatched[clients]["sentences_per_s"]
-        print(f"{clients} clients: batched / unbatched {ratio:.2f}x")
+    for name in ("unbatched", "litserve"):
+        other = {r["clients"]: r for r in rows if r["mode"] == name}
+        for clients in sorted(set(batched) & set(other)):
+            ratio = batched[clients]["sentences_per_s"] / other[clients]["sentences_per_s"]
+            print(f"{clients} clients: batched / {name} {ratio:.2f}x")
     print(f"translate-cli ceiling: {ceiling:.1f} sentences/s")
     return 0
 
