@@ -41,35 +41,11 @@ LITSERVE_BATCH, LITSERVE_WAIT_S = 64, 0.010
 
 
 def litserve_server(checkpoint: str, port: int, threads: int) -> None:
-    """The model behind LitServe on 127.0.0.1:port, answering POST /translate {"text": [line]}."""
-    import litserve as ls
+    """The model behind LitServe on 127.0.0.1:port (scripts/litserve_translate.py)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from litserve_translate import serve
 
-    class TranslateAPI(ls.LitAPI):
-        def setup(self, device) -> None:
-            import torch
-
-            from translate.checkpoint import load_translator
-
-            torch.set_num_threads(threads)
-            self.translator = load_translator(checkpoint, torch.device("cpu"))
-            self.search = self.translator.search_defaults()
-
-        def decode_request(self, request: dict) -> str:
-            return request["text"][0]
-
-        def predict(self, lines: list[str]) -> list[str]:
-            from translate.defaults import BATCH_TOKENS
-            from translate.pipeline import translate_lines
-
-            return translate_lines(self.translator, list(lines), BATCH_TOKENS, beam=self.search["beam"],
-                                   length_penalty=self.search["length_penalty"])
-
-        def encode_response(self, output: str) -> dict:
-            return {"translations": [output]}
-
-    api = TranslateAPI(max_batch_size=LITSERVE_BATCH, batch_timeout=LITSERVE_WAIT_S, api_path="/translate")
-    ls.LitServer(api, accelerator="cpu", devices=1, workers_per_device=1).run(
-        host="127.0.0.1", port=port, generate_client_file=False, log_level="warning")
+    serve(checkpoint, port, threads, LITSERVE_BATCH, LITSERVE_WAIT_S)
 
 
 def free_port() -> int:

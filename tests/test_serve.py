@@ -107,6 +107,38 @@ def test_a_client_that_left_does_not_break_the_batch(translator):
     assert asyncio.run(scenario()) == (["B"], True)
 
 
+def test_a_dead_worker_fails_its_batch_and_is_replaced():
+    """A worker process that dies (killed, out of memory) breaks its executor: that batch's
+    requests fail, and the next batch runs in a new worker."""
+    from concurrent.futures import ThreadPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
+    started = []
+
+    class Broken(ThreadPoolExecutor):
+        def submit(self, *args, **kwargs):
+            raise BrokenProcessPool("a child process terminated abruptly")
+
+    def new_worker():
+        started.append(len(started))
+        return Broken(1) if len(started) == 1 else ThreadPoolExecutor(1)
+
+    async def scenario():
+        batcher = Batcher(lambda lines, key: [line.upper() for line in lines], lambda line: 1, batch_tokens=100,
+                          max_wait=0.0, max_queued_lines=100, new_worker=new_worker)
+        batcher.start()
+        key = SearchKey(beam=1, length_penalty=0.0)
+        try:
+            with pytest.raises(BrokenProcessPool):
+                await batcher.submit(["a"], key)
+            return await batcher.submit(["b"], key)
+        finally:
+            await batcher.stop()
+
+    assert asyncio.run(scenario()) == ["B"]
+    assert started == [0, 1]
+
+
 @pytest.mark.parametrize("body, status, words", [
     ({"text": ["a"] * 4}, 413, "--max-lines"),
     ({"text": ["x" * 51]}, 413, "text[0] has 51 characters"),
@@ -248,6 +280,44 @@ def test_the_real_server_batches_concurrent_clients_and_drains_on_sigterm(checkp
         assert server.wait(60) in (0, -signal.SIGTERM)  # uvicorn re-raises the signal once drained
     finally:
         stop(server)
+
+
+def model_processes(server: subprocess.Popen) -> list[int]:
+    """The server's model process (its spawned child), from /proc."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            command = (stat.parent / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if parent == server.pid and b"spawn_main" in command:
+            found.append(int(stat.parent.name))
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the model process through /proc")
+def test_a_killed_model_process_is_replaced_and_a_killed_server_leaves_none(checkpoint_path, translator):
+    server, base = start_server(checkpoint_path)
+    try:
+        [worker] = model_processes(server)
+        os.kill(worker, signal.SIGKILL)
+        first = httpx.post(f"{base}/translate", json={"text": LINES[:1]}, timeout=60)
+        assert first.status_code == 503 and first.headers["retry-after"] == "5"
+        assert "model process stopped" in first.json()["error"]
+        second = httpx.post(f"{base}/translate", json={"text": LINES[:1]}, timeout=60)
+        assert second.status_code == 200
+        assert second.json()["translations"] == [alone(translator, LINES[0])]
+        [replacement] = model_processes(server)
+        assert replacement != worker
+    finally:
+        stop(server)
+    # The server killed outright (SIGKILL) cannot stop its model process: it must go by itself.
+    for _ in range(100):
+        if not Path(f"/proc/{replacement}").exists():
+            break
+        time.sleep(0.1)
+    assert not Path(f"/proc/{replacement}").exists(), "the model process outlived its server"
 
 
 CHROMIUM = next((path for path in ("/usr/bin/chromium", "/usr/bin/chromium-browser") if os.path.exists(path)), None)

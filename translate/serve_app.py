@@ -11,6 +11,8 @@ from __future__ import annotations
 import contextlib
 import hmac
 import time
+from collections.abc import Callable
+from concurrent.futures import BrokenExecutor, Executor
 from dataclasses import dataclass
 from importlib import resources
 
@@ -81,7 +83,10 @@ def error(status: int, message: str, **headers: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status, headers=headers or None)
 
 
-def create_app(translator: Translator, settings: ServeSettings) -> FastAPI:
+def create_app(translator: Translator, settings: ServeSettings,
+               worker: tuple[Callable[[], Executor], Callable[[list[str], SearchKey], list[str]]] | None = None) -> FastAPI:
+    """The application; `worker` (a function starting an executor, and the function it runs on
+    a batch) moves the model out of this process, else a thread translates with `translator`."""
     metrics = Metrics()
     defaults = translator.search_defaults()
     state: dict = {"ready": False}
@@ -96,8 +101,9 @@ def create_app(translator: Translator, settings: ServeSettings) -> FastAPI:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
-        batcher = Batcher(translate, count_tokens, settings.batch_tokens, settings.max_wait_ms / 1000,
-                          settings.max_queued_lines, on_batch=metrics.batch)
+        new_worker, run = worker if worker else (None, translate)
+        batcher = Batcher(run, count_tokens, settings.batch_tokens, settings.max_wait_ms / 1000,
+                          settings.max_queued_lines, on_batch=metrics.batch, new_worker=new_worker)
         batcher.start()
         state["batcher"] = batcher
         metrics.queue_depth.set_function(lambda: batcher.queued_lines)
@@ -166,6 +172,9 @@ def create_app(translator: Translator, settings: ServeSettings) -> FastAPI:
             translations = await state["batcher"].submit(body.text, key)
         except QueueFull as exc:
             raise HTTPException(503, f"the server is busy: {exc}; retry shortly", headers={"Retry-After": "1"}) from None
+        except BrokenExecutor:
+            raise HTTPException(503, "the model process stopped while translating this request (killed or out of "
+                                     "memory); a new one is starting, retry shortly", headers={"Retry-After": "5"}) from None
         return TranslateResponse(translations=translations, beam=key.beam, length_penalty=key.length_penalty,
                                  target_lang=key.target_lang, seconds=time.perf_counter() - started)
 

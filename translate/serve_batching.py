@@ -4,7 +4,9 @@ Requests wait in one queue. The batching task takes the first, then keeps taking
 until their source tokens reach the token budget or `max_wait` has passed since the first,
 and translates all their lines in one call of the same length-sorted, token-budgeted search
 translate-cli runs (requests asking for other search settings go in their own call). The
-model runs in one worker thread, so the event loop keeps accepting requests meanwhile.
+model runs in one worker (a thread, or the process of `translate.serve_worker`), so the event
+loop keeps accepting requests meanwhile; a worker process that dies fails its batch's requests
+and is replaced for the next.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 from collections.abc import Callable
+from concurrent.futures import BrokenExecutor, Executor
 from dataclasses import dataclass, field
 
 
@@ -40,7 +43,8 @@ class Job:
 class Batcher:
     def __init__(self, translate: Callable[[list[str], SearchKey], list[str]], count_tokens: Callable[[str], int],
                  batch_tokens: int, max_wait: float, max_queued_lines: int,
-                 on_batch: Callable[[int, int], None] | None = None) -> None:
+                 on_batch: Callable[[int, int], None] | None = None,
+                 new_worker: Callable[[], Executor] | None = None) -> None:
         self.translate = translate
         self.count_tokens = count_tokens
         self.batch_tokens = batch_tokens
@@ -49,7 +53,8 @@ class Batcher:
         self.on_batch = on_batch  # (sentences, source tokens) of each batch, for the metrics
         self.queued_lines = 0
         self._queue: asyncio.Queue[Job] = asyncio.Queue()
-        self._worker = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="translate")
+        self._new_worker = new_worker or (lambda: concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="translate"))
+        self._worker = self._new_worker()
         self._task: asyncio.Task | None = None
 
     def start(self) -> None:
@@ -110,6 +115,9 @@ class Batcher:
                     for job in group:
                         if not job.future.done():
                             job.future.set_exception(error)
+                    if isinstance(error, BrokenExecutor):  # its process died (killed, out of memory)
+                        self._worker.shutdown(wait=False)
+                        self._worker = self._new_worker()
                     continue
                 if self.on_batch is not None:
                     self.on_batch(len(lines), sum(job.tokens for job in group))

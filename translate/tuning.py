@@ -67,6 +67,21 @@ def dev_jobs(translator: Translator, split: str = "dev", sentences: int | None =
     return jobs
 
 
+def tune_checkpoint(path, device, split: str = "dev", sentences: int | None = 300, beam: int = 5,
+                    candidates: Sequence[float] = CANDIDATES, progress: Callable[[str], None] | None = None,
+                    write: bool = True) -> dict:
+    """Load the checkpoint at `path`, tune its length penalty on `split` and (with `write`) store
+    the result in it: what translate-tune and the end of translate-train fit do."""
+    from translate.checkpoint import load_translator
+
+    translator = load_translator(path, device)
+    settings = tune_length_penalty(translator, dev_jobs(translator, split, sentences), beam, candidates,
+                                   progress=progress)
+    if write:
+        store(path, settings)
+    return settings
+
+
 def store(path, settings: dict) -> None:
     """Write the tuned settings into the checkpoint at `path` (atomically, nothing else changed)."""
     import torch

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from functools import partial
 
 from translate.cli.common import add_checkpoint_argument, add_quantize_argument, resolve_device, run_command
 from translate.defaults import BATCH_TOKENS
@@ -82,7 +83,7 @@ def serve(args: argparse.Namespace) -> int:
     import torch
     import uvicorn
 
-    from translate import checkpoint
+    from translate import checkpoint, serve_worker
     from translate.files import file_digest
     from translate.serve_app import ServeSettings, create_app
 
@@ -95,7 +96,11 @@ def serve(args: argparse.Namespace) -> int:
                              max_line_chars=args.max_line_chars, max_body_bytes=args.max_body_bytes,
                              max_queued_lines=args.max_queued_lines, max_beam=args.max_beam, api_key=key,
                              checkpoint_digest=file_digest(args.checkpoint))
-    app = create_app(translator, settings)
+    # The model translates in a process of its own; this one loads it too, for the vocabulary
+    # (token counts), the languages and /info.
+    start_worker = partial(serve_worker.start, args.checkpoint, str(device), args.quantize, args.threads,
+                           args.batch_tokens)
+    app = create_app(translator, settings, worker=(start_worker, serve_worker.translate))
     print(f"translate-serve: {args.checkpoint} on {device}; http://{args.host}:{args.port}/ "
           f"(API docs at /docs){'; API key required' if key else ''}", file=sys.stderr)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning", timeout_graceful_shutdown=30)

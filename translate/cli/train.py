@@ -231,15 +231,11 @@ class TranslateCLI(LightningCLI):
 
     def tune_search(self, checkpoint: str) -> None:
         """translate-tune on the last checkpoint: its length penalty chosen on the dev set."""
-        from translate.checkpoint import load_translator
         from translate.cli.tune import report
-        from translate.tuning import dev_jobs, store, tune_length_penalty
+        from translate.tuning import tune_checkpoint
 
-        device = self.trainer.strategy.root_device
-        translator = load_translator(checkpoint, device)
         sentences = self.config[self.subcommand].data.get("dev_max_sentences") or 300
-        settings = tune_length_penalty(translator, dev_jobs(translator, "dev", sentences))
-        store(checkpoint, settings)
+        settings = tune_checkpoint(checkpoint, self.trainer.strategy.root_device, "dev", sentences)
         say(f"length penalty {settings['length_penalty']:.1f} chosen on the dev set and stored in {checkpoint}:\n"
             + report(settings))
 

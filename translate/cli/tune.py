@@ -39,21 +39,18 @@ def tune(args: argparse.Namespace) -> int:
         raise UsageError(f"--beam must be at least 2 to tune a length penalty, got {args.beam}")
     if args.sentences < 1:
         raise UsageError(f"--sentences must be at least 1, got {args.sentences}")
-    from translate import checkpoint
     from translate.files import check_writable
-    from translate.tuning import dev_jobs, store, tune_length_penalty
+    from translate.tuning import tune_checkpoint
 
     if not args.dry_run:
         check_writable(args.checkpoint)
     device = resolve_device(args)
-    translator = checkpoint.load_translator(args.checkpoint, device)
-    jobs = dev_jobs(translator, args.split, args.sentences)
     with autocast(device, args.precision):
-        settings = tune_length_penalty(translator, jobs, args.beam, args.candidates,
-                                       progress=lambda line: print(f"translate-tune: {line}", file=sys.stderr))
+        settings = tune_checkpoint(args.checkpoint, device, args.split, args.sentences, args.beam, args.candidates,
+                                   progress=lambda line: print(f"translate-tune: {line}", file=sys.stderr),
+                                   write=not args.dry_run)
     print(report(settings))
     if not args.dry_run:
-        store(args.checkpoint, settings)
         print(f"translate-tune: {args.checkpoint} now translates with beam {settings['beam']} and length penalty "
               f"{settings['length_penalty']:.1f} unless --beam or --length-penalty says otherwise", file=sys.stderr)
     return 0

@@ -1,0 +1,44 @@
+"""The model behind Lightning's LitServe, for scripts/benchmark_serve.py's comparison: POST
+/translate {"text": [line]} -> {"translations": [translation]}, LitServe batching the requests.
+(Its own module: LitServe pickles the API object into its worker process.)"""
+
+from __future__ import annotations
+
+import litserve as ls
+
+
+class TranslateAPI(ls.LitAPI):
+    def __init__(self, checkpoint: str, threads: int, **settings) -> None:
+        super().__init__(**settings)
+        self.checkpoint, self.threads = checkpoint, threads
+
+    def setup(self, device) -> None:
+        import torch
+
+        from translate.checkpoint import load_translator
+
+        torch.set_num_threads(self.threads)
+        # Unpacked, as translate-serve's model process (the same model path; see docs/serving.md).
+        self.translator = load_translator(self.checkpoint, torch.device("cpu"), pack=False)
+        self.search = self.translator.search_defaults()
+
+    def decode_request(self, request: dict) -> str:
+        return request["text"][0]
+
+    def predict(self, lines: list[str]) -> list[str]:
+        from translate.defaults import BATCH_TOKENS
+        from translate.pipeline import translate_lines
+
+        return translate_lines(self.translator, list(lines), BATCH_TOKENS, beam=self.search["beam"],
+                               length_penalty=self.search["length_penalty"])
+
+    def encode_response(self, output: str) -> dict:
+        return {"translations": [output]}
+
+
+def serve(checkpoint: str, port: int, threads: int, max_batch_size: int, batch_timeout: float) -> None:
+    """On 127.0.0.1 only, until terminated."""
+    api = TranslateAPI(checkpoint, threads, max_batch_size=max_batch_size, batch_timeout=batch_timeout,
+                       api_path="/translate")
+    ls.LitServer(api, accelerator="cpu", devices=1, workers_per_device=1).run(
+        host="127.0.0.1", port=port, generate_client_file=False, log_level="warning")

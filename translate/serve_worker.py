@@ -1,0 +1,58 @@
+"""translate-serve's model process: the checkpoint loaded once in a worker of its own, which
+translates each batch the server sends it.
+
+In the server's process the search's Python work would share one interpreter lock with the
+event loop that parses and answers requests, and each would keep stopping the other; in a
+process of its own the model computes while the server talks to clients (LitServe's layout).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
+
+from translate.serve_batching import SearchKey
+
+_translator = None
+_batch_tokens = 0
+
+
+def _exit_when_orphaned(parent: int) -> None:
+    """A server killed outright (SIGKILL, out of memory) cannot stop its model process: it goes too."""
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os._exit(0)
+
+
+def _load(checkpoint: str, device: str, quantize: str, threads: int | None, batch_tokens: int) -> None:
+    # Ctrl-C reaches the whole process group: the server drains its requests, then stops this one.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=_exit_when_orphaned, args=(os.getppid(),), daemon=True).start()
+    import torch
+
+    from translate.checkpoint import load_translator
+
+    global _translator, _batch_tokens
+    if threads:
+        torch.set_num_threads(threads)
+    # Unpacked: oneDNN's packed products keep memory for every batch shape they meet, and a
+    # server meets new shapes for as long as it runs (measured: docs/serving.md).
+    _translator = load_translator(checkpoint, torch.device(device), quantize=quantize, pack=False)
+    _batch_tokens = batch_tokens
+
+
+def translate(lines: list[str], key: SearchKey) -> list[str]:
+    from translate import pipeline
+
+    return pipeline.translate_lines(_translator, lines, _batch_tokens, beam=key.beam, length_penalty=key.length_penalty,
+                                    target_lang=key.target_lang, source_lang=key.source_lang)
+
+
+def start(checkpoint: str, device: str, quantize: str, threads: int | None, batch_tokens: int) -> ProcessPoolExecutor:
+    """One model process (spawned: no copy of the server's threads or sockets)."""
+    return ProcessPoolExecutor(1, mp_context=get_context("spawn"), initializer=_load,
+                               initargs=(checkpoint, device, quantize, threads, batch_tokens))
