@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import signal
 import socket
 import statistics
 import subprocess
@@ -83,7 +84,7 @@ def start_server(checkpoint: str, threads: int, mode: str) -> tuple[subprocess.P
     else:
         command = [sys.executable, "-m", "translate.cli.serve", "--checkpoint", checkpoint, "--port", str(port),
                    "--threads", str(threads), "--device", "cpu", "--max-queued-lines", "100000", *MODES[mode]]
-    server = subprocess.Popen(command)
+    server = subprocess.Popen(command, start_new_session=True)  # a group of its own: stop() ends its workers too
     base = f"http://127.0.0.1:{port}"
     ready = "/health" if MODES[mode] is None else "/ready"
     for _ in range(1200):
@@ -93,9 +94,10 @@ def start_server(checkpoint: str, threads: int, mode: str) -> tuple[subprocess.P
         except httpx.TransportError:
             pass
         if server.poll() is not None:
+            stop(server)
             raise SystemExit("translate-serve exited before it was ready")
         time.sleep(0.1)
-    server.kill()
+    stop(server)
     raise SystemExit("translate-serve was not ready after 120 s")
 
 
@@ -147,6 +149,20 @@ def cli_throughput(checkpoint: str, sentences: list[str], threads: int) -> float
     return len(sentences) / (cli_seconds(checkpoint, sentences, threads) - start_up)
 
 
+def stop(server: subprocess.Popen) -> None:
+    """The server and every process it started (LitServe's API and model workers outlive their parent)."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(server.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            server.wait(30)
+        except subprocess.TimeoutExpired:
+            pass
+        time.sleep(1)  # workers that ignore SIGTERM get SIGKILL next
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkpoint", default="runs/default/checkpoints/last.ckpt")
@@ -181,8 +197,7 @@ def main(argv: list[str] | None = None) -> int:
                              **result})
                 print(rows[-1], flush=True)
         finally:
-            server.terminate()
-            server.wait(60)
+            stop(server)
 
     print("\n| server | clients | sent/s | of translate-cli | p50 ms | p95 ms | p99 ms | errors | RSS MiB start → end |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
