@@ -8,8 +8,8 @@
 
 Lines of concurrent requests are translated together in length-sorted batches under
 --batch-tokens, each request waiting at most --max-wait-ms for others to join; every line's
-translation is what translate-cli gives it. SIGTERM or Ctrl-C stops accepting requests and
-finishes those in flight.
+translation is what translate-cli gives it. The model runs in a process of its own. SIGTERM
+or Ctrl-C stops accepting requests and finishes those in flight.
 
 Set TRANSLATE_DEBUG=1 for a traceback instead of a one-line error.
 """
