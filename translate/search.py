@@ -204,7 +204,7 @@ def beam_search(
     history = torch.empty((batch, 0), dtype=torch.long, device=device)
     last = first_tokens(start, batch, device)
     finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
-    # Per sentence, the `n_best` best finished scores (-inf where fewer), for the stopping rule.
+    # Per sentence, the `wait_for` best finished scores (-inf where fewer), for the stopping rule.
     # With alpha 0 the first n_best finished are final (see above); with alpha > 0 a later, longer
     # hypothesis may still win, so wait for `beam` of them (fairseq), or alpha could not lengthen.
     wait_for = n_best if alpha == 0 else beam
@@ -246,7 +246,7 @@ def beam_search(
             new_scores = torch.where(ends, top_lp / penalty, float("-inf"))
             best_finished = torch.cat([best_finished, new_scores], dim=1).topk(wait_for, dim=1).values
 
-        # Done: no live hypothesis, or `n_best` finished ones that the best live cannot beat.
+        # Done: no live hypothesis, or `wait_for` finished ones that the best live cannot beat.
         best_live = live_lp[:, 0]
         done = (best_live == float("-inf")) | (best_live / penalty <= best_finished[:, -1])
         going = (~done).nonzero()[:, 0]
