@@ -148,32 +148,22 @@ class Trainee:
         self.label_smoothing = config["label_smoothing"]
         self.loss_chunk = loss_chunk if name == "ours-projected" else None
 
-    def logits(self, batch: dict) -> torch.Tensor:
-        from translate.vocab import PAD_ID
-
-        if self.name == "marian":
-            return self.model(input_ids=batch["src"], attention_mask=(batch["src"] != PAD_ID).long(),
-                              decoder_input_ids=batch["tgt_in"], use_cache=False).logits
-        return self.model(batch["src"], batch["tgt_in"], PAD_ID)
-
     def step(self, batch: dict, precision: str) -> tuple[int, float]:
         """One update; returns the target tokens trained on and the loss."""
-        from translate.loss import label_smoothed_nll, projected_nll
+        from translate.loss import batch_nll, label_smoothed_nll
         from translate.vocab import PAD_ID
 
         tokens = int((batch["tgt_out"] != PAD_ID).sum())
         autocast = (torch.autocast(self.device.type, dtype=torch.bfloat16) if precision == "bf16"
                     else nullcontext())
         self.optimizer.zero_grad(set_to_none=True)
-        if self.loss_chunk is not None:
-            with autocast:
-                states = self.model(batch["src"], batch["tgt_in"], PAD_ID, project=False)
-                nll = projected_nll(states, self.model.output.weight, batch["tgt_out"], self.label_smoothing,
-                                    self.loss_chunk or None)
-        else:
-            with autocast:
-                logits = self.logits(batch)
-            nll = label_smoothed_nll(logits, batch["tgt_out"], self.label_smoothing)
+        with autocast:
+            if self.name == "marian":
+                logits = self.model(input_ids=batch["src"], attention_mask=(batch["src"] != PAD_ID).long(),
+                                    decoder_input_ids=batch["tgt_in"], use_cache=False).logits
+                nll = label_smoothed_nll(logits, batch["tgt_out"], self.label_smoothing)
+            else:
+                nll = batch_nll(self.model, batch, self.label_smoothing, self.loss_chunk)
         loss = nll / tokens
         loss.backward()
         self.optimizer.step()

@@ -19,7 +19,7 @@ from test_resume import FIXTURE, logged, overlay, read_records, train
 from translate.checkpoint import load_translator
 from translate.data import TokenBatchSampler, TranslationDataModule
 from translate.metrics import corpus_scores
-from translate.module import label_smoothed_nll
+from translate.loss import label_smoothed_nll
 from translate.search import greedy_search
 from translate.vocab import PAD_ID
 

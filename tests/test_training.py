@@ -16,7 +16,8 @@ from translate.corpus import read_parallel
 from translate.data import TokenBatchSampler, TranslationDataModule, collate
 from translate.errors import UsageError
 from translate.model import ModelConfig
-from translate.module import TranslationModule, inverse_sqrt_schedule, label_smoothed_nll, linear_decay_schedule
+from translate.loss import label_smoothed_nll
+from translate.module import TranslationModule, inverse_sqrt_schedule, linear_decay_schedule
 from translate.vocab import Vocabularies
 
 REPO = Path(__file__).resolve().parent.parent

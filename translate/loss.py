@@ -43,3 +43,12 @@ def projected_nll(states: torch.Tensor, weight: torch.Tensor, target: torch.Tens
         rows = slice(start, start + chunk)
         total = total + checkpoint(_chunk_nll, states[rows], weight, target[rows], smoothing, use_reentrant=False)
     return total
+
+
+def batch_nll(model: torch.nn.Module, batch: dict, smoothing: float, chunk: int | None = None) -> torch.Tensor:
+    """A batch's summed loss under `model` (a `Transformer`): from the logits of every position
+    (`chunk` None), or through `projected_nll` (`chunk` rows at a time; 0: all at once)."""
+    if chunk is None:
+        return label_smoothed_nll(model(batch["src"], batch["tgt_in"], PAD_ID), batch["tgt_out"], smoothing)
+    states = model(batch["src"], batch["tgt_in"], PAD_ID, project=False)
+    return projected_nll(states, model.output.weight, batch["tgt_out"], smoothing, chunk or None)

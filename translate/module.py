@@ -29,7 +29,7 @@ from torchmetrics import Metric, SumMetric
 
 from translate.checkpoint import ARTIFACT_KEY
 from translate.errors import UsageError
-from translate.loss import label_smoothed_nll, projected_nll
+from translate.loss import batch_nll
 from translate.model import ModelConfig, Transformer
 from translate.search import greedy_search
 from translate.vocab import PAD_ID, Vocabularies
@@ -200,10 +200,7 @@ class TranslationModule(L.LightningModule):
 
     def nll(self, batch: dict, smoothing: float) -> torch.Tensor:
         """The batch's summed label-smoothed cross-entropy over its target tokens."""
-        if self.loss_chunk is None:
-            return label_smoothed_nll(self.model(batch["src"], batch["tgt_in"], PAD_ID), batch["tgt_out"], smoothing)
-        states = self.model(batch["src"], batch["tgt_in"], PAD_ID, project=False)
-        return projected_nll(states, self.model.output.weight, batch["tgt_out"], smoothing, self.loss_chunk or None)
+        return batch_nll(self.model, batch, smoothing, self.loss_chunk)
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
         nll = self.nll(batch, self.training_config["label_smoothing"])
