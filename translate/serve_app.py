@@ -25,6 +25,7 @@ from translate import pipeline
 from translate.checkpoint import Translator
 from translate.errors import UsageError
 from translate.serve_batching import Batcher, QueueFull, SearchKey
+from translate.serve_worker import translate_with
 
 WARM_UP_LINE = "Hello."
 ROUTES = ("/", "/translate", "/health", "/ready", "/info", "/metrics", "/docs", "/openapi.json")
@@ -92,9 +93,7 @@ def create_app(translator: Translator, settings: ServeSettings,
     state: dict = {"ready": False}
 
     def translate(lines: list[str], key: SearchKey) -> list[str]:
-        return pipeline.translate_lines(translator, lines, settings.batch_tokens, beam=key.beam,
-                                        length_penalty=key.length_penalty, target_lang=key.target_lang,
-                                        source_lang=key.source_lang)
+        return translate_with(translator, lines, key, settings.batch_tokens)
 
     def count_tokens(line: str) -> int:
         return len(translator.vocab.source.processor.encode(line)) + 1

@@ -45,11 +45,17 @@ def _load(checkpoint: str, device: str, quantize: str, threads: int | None, batc
     _batch_tokens = batch_tokens
 
 
-def translate(lines: list[str], key: SearchKey) -> list[str]:
+def translate_with(translator, lines: list[str], key: SearchKey, batch_tokens: int) -> list[str]:
+    """One batch of the server's lines, as translate-cli translates them (in either worker)."""
     from translate import pipeline
 
-    return pipeline.translate_lines(_translator, lines, _batch_tokens, beam=key.beam, length_penalty=key.length_penalty,
+    return pipeline.translate_lines(translator, lines, batch_tokens, beam=key.beam, length_penalty=key.length_penalty,
                                     target_lang=key.target_lang, source_lang=key.source_lang)
+
+
+def translate(lines: list[str], key: SearchKey) -> list[str]:
+    """In the model process: a batch with the model `_load` loaded."""
+    return translate_with(_translator, lines, key, _batch_tokens)
 
 
 def start(checkpoint: str, device: str, quantize: str, threads: int | None, batch_tokens: int) -> ProcessPoolExecutor:

@@ -85,19 +85,22 @@ def serve(args: argparse.Namespace) -> int:
 
     from translate import checkpoint, serve_worker
     from translate.files import file_digest
+    from translate.quantize import quantization_available
     from translate.serve_app import ServeSettings, create_app
 
     args.precision = "32-true"
     device = resolve_device(args)
     if args.threads:
         torch.set_num_threads(args.threads)
-    translator = checkpoint.load_translator(args.checkpoint, device, quantize=args.quantize)
+    if args.quantize == "int8" and not quantization_available():
+        raise UsageError("--quantize int8: this PyTorch build has no quantized CPU engine")
+    # Only for the vocabulary (token counts), the languages and /info: the model process
+    # translates, so this copy stays on the CPU as it is, neither packed nor quantized.
+    translator = checkpoint.load_translator(args.checkpoint, "cpu", pack=False)
     settings = ServeSettings(batch_tokens=args.batch_tokens, max_wait_ms=args.max_wait_ms, max_lines=args.max_lines,
                              max_line_chars=args.max_line_chars, max_body_bytes=args.max_body_bytes,
                              max_queued_lines=args.max_queued_lines, max_beam=args.max_beam, api_key=key,
                              checkpoint_digest=file_digest(args.checkpoint))
-    # The model translates in a process of its own; this one loads it too, for the vocabulary
-    # (token counts), the languages and /info.
     start_worker = partial(serve_worker.start, args.checkpoint, str(device), args.quantize, args.threads,
                            args.batch_tokens)
     app = create_app(translator, settings, worker=(start_worker, serve_worker.translate))
