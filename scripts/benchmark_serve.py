@@ -13,13 +13,16 @@ Lightning's LitServe instead: its own request batching (up to 64 requests, waiti
 ms, as batched) in one worker process, each batch translated by the same `translate_lines`.
 Servers run with --threads; translate-cli translates the same sentences as one file with the
 same threads (its start-up, timed on one line, left out).  Figures: sentences/s, latency
-p50/p95/p99, errors, the RSS of the server's processes together.
+p50/p95/p99, errors, the RSS of the server's processes together. Last, the model alone (no
+HTTP) on batches of 16 and 32 test sentences drawn at random (`--batch-ceiling`): the most a
+closed loop of that many single-sentence clients can get from whole-batch serving.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import signal
 import socket
@@ -77,13 +80,14 @@ def rss_mib(pid: int) -> float:
     return total
 
 
-def start_server(checkpoint: str, threads: int, mode: str) -> tuple[subprocess.Popen, str]:
+def start_server(checkpoint: str, threads: int, mode: str, max_wait_ms: float = 10) -> tuple[subprocess.Popen, str]:
     port = free_port()
     if MODES[mode] is None:
         command = [sys.executable, __file__, "--litserve-server", checkpoint, str(port), str(threads)]
     else:
         command = [sys.executable, "-m", "translate.cli.serve", "--checkpoint", checkpoint, "--port", str(port),
-                   "--threads", str(threads), "--device", "cpu", "--max-queued-lines", "100000", *MODES[mode]]
+                   "--threads", str(threads), "--device", "cpu", "--max-queued-lines", "100000",
+                   "--max-wait-ms", str(max_wait_ms), *MODES[mode]]  # unbatched's 0 comes last and wins
     server = subprocess.Popen(command, start_new_session=True)  # a group of its own: stop() ends its workers too
     base = f"http://127.0.0.1:{port}"
     ready = "/health" if MODES[mode] is None else "/ready"
@@ -149,6 +153,45 @@ def cli_throughput(checkpoint: str, sentences: list[str], threads: int) -> float
     return len(sentences) / (cli_seconds(checkpoint, sentences, threads) - start_up)
 
 
+def random_batches(checkpoint: str, sentences: list[str], sizes: list[int], threads: int) -> dict[int, float]:
+    """The model alone, no HTTP: sentences/s on batches of `size` test sentences drawn at random,
+    what a closed loop of `size` single-sentence clients offers at best (printed as JSON)."""
+    import random
+
+    import torch
+
+    from translate.checkpoint import load_translator
+    from translate.defaults import BATCH_TOKENS
+    from translate.pipeline import translate_lines
+
+    torch.set_num_threads(threads)
+    translator = load_translator(checkpoint)
+    search = translator.search_defaults()
+    throughput = {}
+    for size in sizes:
+        draw = random.Random(0)
+
+        def translate() -> None:
+            translate_lines(translator, draw.sample(sentences, size), BATCH_TOKENS, beam=search["beam"],
+                            length_penalty=search["length_penalty"])
+
+        translate()  # warm-up
+        count, started = 0, time.perf_counter()
+        while count < 480:
+            translate()
+            count += size
+        throughput[size] = count / (time.perf_counter() - started)
+    return throughput
+
+
+def random_batch_ceiling(checkpoint: str, sentences: int | None, sizes: str, threads: int) -> dict[int, float]:
+    """`random_batches` in a process of its own, as the servers and translate-cli run."""
+    command = [sys.executable, __file__, "--checkpoint", checkpoint, "--random-batches", sizes,
+               "--threads", str(threads), *(["--sentences", str(sentences)] if sentences else [])]
+    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    return {int(size): value for size, value in json.loads(done.stdout.splitlines()[-1]).items()}
+
+
 def stop(server: subprocess.Popen) -> None:
     """The server and every process it started (LitServe's API and model workers outlive their parent)."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
@@ -171,7 +214,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--modes", default="batched,unbatched")
     parser.add_argument("--threads", type=int, default=1, help="torch threads of the server and the CLI")
     parser.add_argument("--sentences", type=int, default=None, help="only the first N test sentences")
+    parser.add_argument("--max-wait-ms", type=float, default=10, help="the batched server's wait (default: 10)")
+    parser.add_argument("--batch-ceiling", default="16,32",
+                        help="also the model alone on random batches of these sizes (default: 16,32; '' skips)")
     parser.add_argument("--litserve-server", nargs=3, metavar=("CKPT", "PORT", "THREADS"), help=argparse.SUPPRESS)
+    parser.add_argument("--random-batches", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.litserve_server:
         checkpoint, port, threads = args.litserve_server
@@ -182,13 +229,17 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--modes: unknown {', '.join(unknown)} (choose from {', '.join(MODES)})")
 
     sources = read_lines(split_paths(BUNDLED_CORPUS, "test", "en", "de")[0])[: args.sentences]
+    if args.random_batches:
+        sizes = [int(size) for size in args.random_batches.split(",")]
+        print(json.dumps(random_batches(args.checkpoint, sources, sizes, args.threads)))
+        return 0
     print(f"{len(sources)} test sentences; {args.threads} thread(s); {os.cpu_count()} CPUs; "
           f"{args.seconds:g} s a level", flush=True)
     ceiling = cli_throughput(args.checkpoint, sources, args.threads)
     print(f"translate-cli, one file: {ceiling:.1f} sentences/s", flush=True)
     rows = []
     for mode in args.modes.split(","):
-        server, base = start_server(args.checkpoint, args.threads, mode)
+        server, base = start_server(args.checkpoint, args.threads, mode, args.max_wait_ms)
         try:
             for clients in map(int, args.clients.split(",")):
                 rss_start = rss_mib(server.pid)
@@ -212,6 +263,11 @@ def main(argv: list[str] | None = None) -> int:
             ratio = batched[clients]["sentences_per_s"] / other[clients]["sentences_per_s"]
             print(f"{clients} clients: batched / {name} {ratio:.2f}x")
     print(f"translate-cli ceiling: {ceiling:.1f} sentences/s")
+    if args.batch_ceiling:
+        for size, value in random_batch_ceiling(args.checkpoint, args.sentences, args.batch_ceiling,
+                                                args.threads).items():
+            print(f"the model alone on random batches of {size}: {value:.1f} sentences/s ({value / ceiling:.0%} of "
+                  "translate-cli)")
     return 0
 
 

@@ -18,8 +18,8 @@ class TranslateAPI(ls.LitAPI):
         from translate.checkpoint import load_translator
 
         torch.set_num_threads(self.threads)
-        # Unpacked, as translate-serve's model process (the same model path; see docs/serving.md).
-        self.translator = load_translator(self.checkpoint, torch.device("cpu"), pack=False)
+        # Packed, with oneDNN's caches bounded as translate-serve's model process (the same model path).
+        self.translator = load_translator(self.checkpoint, torch.device("cpu"))
         self.search = self.translator.search_defaults()
 
     def decode_request(self, request: dict) -> str:
@@ -38,6 +38,9 @@ class TranslateAPI(ls.LitAPI):
 
 def serve(checkpoint: str, port: int, threads: int, max_batch_size: int, batch_timeout: float) -> None:
     """On 127.0.0.1 only, until terminated."""
+    from translate.serve_worker import bound_onednn_caches
+
+    bound_onednn_caches()
     api = TranslateAPI(checkpoint, threads, max_batch_size=max_batch_size, batch_timeout=batch_timeout,
                        api_path="/translate")
     ls.LitServer(api, accelerator="cpu", devices=1, workers_per_device=1).run(

@@ -22,6 +22,7 @@ from translate.files import file_digest  # noqa: E402
 from translate.pipeline import translate_lines  # noqa: E402
 from translate.serve_app import ServeSettings, create_app  # noqa: E402
 from translate.serve_batching import Batcher, SearchKey  # noqa: E402
+from translate.serve_worker import ONEDNN_CACHES  # noqa: E402
 
 from test_translate_cli import random_tied_checkpoint  # noqa: E402
 
@@ -294,6 +295,20 @@ def model_processes(server: subprocess.Popen) -> list[int]:
         if parent == server.pid and b"spawn_main" in command:
             found.append(int(stat.parent.name))
     return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the model process's environment in /proc")
+def test_the_model_process_starts_with_onednn_caches_bounded(checkpoint_path, monkeypatch):
+    """Its packed products would otherwise keep memory for every batch shape a server meets."""
+    for name in ONEDNN_CACHES:
+        monkeypatch.delenv(name, raising=False)
+    server, _ = start_server(checkpoint_path)
+    try:
+        [worker] = model_processes(server)
+        environment = set(Path(f"/proc/{worker}/environ").read_bytes().split(b"\0"))
+    finally:
+        stop(server)
+    assert {f"{name}={value}".encode() for name, value in ONEDNN_CACHES.items()} <= environment
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the model process through /proc")

@@ -39,9 +39,7 @@ def _load(checkpoint: str, device: str, quantize: str, threads: int | None, batc
     global _translator, _batch_tokens
     if threads:
         torch.set_num_threads(threads)
-    # Unpacked: oneDNN's packed products keep memory for every batch shape they meet, and a
-    # server meets new shapes for as long as it runs (measured: docs/serving.md).
-    _translator = load_translator(checkpoint, torch.device(device), quantize=quantize, pack=False)
+    _translator = load_translator(checkpoint, torch.device(device), quantize=quantize)
     _batch_tokens = batch_tokens
 
 
@@ -58,7 +56,19 @@ def translate(lines: list[str], key: SearchKey) -> list[str]:
     return translate_with(_translator, lines, key, _batch_tokens)
 
 
+# oneDNN keeps a compiled product for every shape it meets, in two caches of 1,024 each, and a
+# server meets new batch shapes for as long as it runs: bounded, its memory stays flat (docs/serving.md).
+ONEDNN_CACHES = {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "16", "LRU_CACHE_CAPACITY": "16"}
+
+
+def bound_onednn_caches() -> None:
+    """For the processes started after this call, which read it as they start; a user's value wins."""
+    for name, capacity in ONEDNN_CACHES.items():
+        os.environ.setdefault(name, capacity)
+
+
 def start(checkpoint: str, device: str, quantize: str, threads: int | None, batch_tokens: int) -> ProcessPoolExecutor:
     """One model process (spawned: no copy of the server's threads or sockets)."""
+    bound_onednn_caches()
     return ProcessPoolExecutor(1, mp_context=get_context("spawn"), initializer=_load,
                                initargs=(checkpoint, device, quantize, threads, batch_tokens))
