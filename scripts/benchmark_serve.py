@@ -136,6 +136,18 @@ async def load(base: str, sentences: list[str], clients: int, seconds: float) ->
             "p99": quantiles[98], "errors": errors, "requests": len(latencies)}
 
 
+def batches_so_far(base: str, mode: str) -> tuple[float, float]:
+    """(sentences, batches) translate-serve's metrics have counted; LitServe has no such metric."""
+    if MODES[mode] is None:
+        return float("nan"), float("nan")
+    counts = {}
+    for line in httpx.get(f"{base}/metrics", timeout=10).text.splitlines():
+        name, _, value = line.partition(" ")
+        if name in ("translate_batch_sentences_sum", "translate_batch_sentences_count"):
+            counts[name] = float(value)
+    return counts["translate_batch_sentences_sum"], counts["translate_batch_sentences_count"]
+
+
 def cli_seconds(checkpoint: str, sentences: list[str], threads: int) -> float:
     with tempfile.TemporaryDirectory() as tmp:
         source = Path(tmp) / "in.txt"
@@ -242,19 +254,23 @@ def main(argv: list[str] | None = None) -> int:
         server, base = start_server(args.checkpoint, args.threads, mode, args.max_wait_ms)
         try:
             for clients in map(int, args.clients.split(",")):
-                rss_start = rss_mib(server.pid)
+                rss_start, (sentences, batches) = rss_mib(server.pid), batches_so_far(base, mode)
                 result = asyncio.run(load(base, sources, clients, args.seconds))
+                sentences_after, batches_after = batches_so_far(base, mode)
+                batch = (sentences_after - sentences) / max(batches_after - batches, 1)
                 rows.append({"mode": mode, "clients": clients, "rss_start": rss_start, "rss_end": rss_mib(server.pid),
-                             **result})
+                             "batch": batch, **result})
                 print(rows[-1], flush=True)
         finally:
             stop(server)
 
-    print("\n| server | clients | sent/s | of translate-cli | p50 ms | p95 ms | p99 ms | errors | RSS MiB start → end |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
+    print("\n| server | clients | sent/s | of translate-cli | sentences a batch | p50 ms | p95 ms | p99 ms | errors "
+          "| RSS MiB start → end |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for row in rows:
+        batch = "" if row["batch"] != row["batch"] else f"{row['batch']:.1f}"  # NaN: LitServe does not say
         print(f"| {row['mode']} | {row['clients']} | {row['sentences_per_s']:.1f} | "
-              f"{row['sentences_per_s'] / ceiling:.0%} | {1000 * row['p50']:.0f} | {1000 * row['p95']:.0f} | "
+              f"{row['sentences_per_s'] / ceiling:.0%} | {batch} | {1000 * row['p50']:.0f} | {1000 * row['p95']:.0f} | "
               f"{1000 * row['p99']:.0f} | {row['errors']} | {row['rss_start']:.0f} → {row['rss_end']:.0f} |")
     batched = {r["clients"]: r for r in rows if r["mode"] == "batched"}
     for name in ("unbatched", "litserve"):
