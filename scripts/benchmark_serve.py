@@ -140,12 +140,11 @@ def batches_so_far(base: str, mode: str) -> tuple[float, float]:
     """(sentences, batches) translate-serve's metrics have counted; LitServe has no such metric."""
     if MODES[mode] is None:
         return float("nan"), float("nan")
-    counts = {}
-    for line in httpx.get(f"{base}/metrics", timeout=10).text.splitlines():
-        name, _, value = line.partition(" ")
-        if name in ("translate_batch_sentences_sum", "translate_batch_sentences_count"):
-            counts[name] = float(value)
-    return counts["translate_batch_sentences_sum"], counts["translate_batch_sentences_count"]
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = httpx.get(f"{base}/metrics", timeout=10).text
+    samples = {sample.name: sample.value for family in text_string_to_metric_families(text) for sample in family.samples}
+    return samples["translate_batch_sentences_sum"], samples["translate_batch_sentences_count"]
 
 
 def cli_seconds(checkpoint: str, sentences: list[str], threads: int) -> float:
