@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from translate.model import TIE_MODES, ModelConfig, Transformer
+from translate.model import TIE_MODES, ModelConfig, Transformer, append_steps
 
 CONFIGS = {
     "post-norm": ModelConfig(d_model=32, heads=4, encoder_layers=2, decoder_layers=3, ffn_dim=48,
@@ -214,3 +214,11 @@ def test_cached_decoding_in_uneven_chunks_equals_full_decoding():
             offset += size
     assert offset == tgt.shape[1] and cache[0]["self"]["k"].shape[2] == offset
     torch.testing.assert_close(torch.cat(outputs, dim=1), full, atol=1e-5, rtol=1e-5)
+
+
+def test_append_steps_reorders_and_appends_in_one_copy_as_cat_of_the_selected_rows_would():
+    cached, new = torch.randn(6, 2, 5, 3), torch.randn(4, 2, 1, 3)
+    rows = torch.tensor([3, 3, 0, 5])  # beams that survive, repeated and reordered
+    grown = append_steps(cached, new, rows)
+    assert torch.equal(grown, torch.cat([cached[rows], new], dim=2)) and grown.is_contiguous()
+    assert torch.equal(append_steps(cached[:4], new, None), torch.cat([cached[:4], new], dim=2))

@@ -134,8 +134,8 @@ class MultiHeadAttention(nn.Module):
                 if not static_kv and "k" in cache:
                     # Measured faster than writing into a preallocated buffer: attention
                     # over a contiguous cache outweighs the copy.
-                    k = torch.cat([cache["k"], k], dim=2)
-                    v = torch.cat([cache["v"], v], dim=2)
+                    rows = cache.pop("rows", None)
+                    k, v = append_steps(cache["k"], k, rows), append_steps(cache["v"], v, rows)
                 # Contiguous, or every later step's attention would copy the cache first.
                 cache["k"], cache["v"] = k.contiguous(), v.contiguous()
                 k, v = cache["k"], cache["v"]
@@ -164,6 +164,20 @@ class MultiHeadAttention(nn.Module):
         if group > 1:
             out = out.view(-1, heads, group, length, dim).transpose(1, 2).reshape(batch, heads, length, dim)
         return self.out_proj(out.transpose(1, 2).reshape(batch, length, -1))
+
+
+def append_steps(cached: Tensor, new: Tensor, rows: Tensor | None) -> Tensor:
+    """The cache's rows `rows` (all, in order, when None) with the new steps after them.
+
+    Beam search reorders the cache every step; deferred to here, the reordering and the
+    append are one copy instead of two (`search.select_rows` leaves `rows` in the cache)."""
+    if rows is None:
+        return torch.cat([cached, new], dim=2)
+    batch, heads, length, dim = cached.shape
+    out = cached.new_empty(rows.numel(), heads, length + new.shape[2], dim)
+    torch.index_select(cached, 0, rows, out=out[:, :, :length])
+    out[:, :, length:] = new
+    return out
 
 
 def _attend_step(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:

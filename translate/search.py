@@ -75,6 +75,9 @@ def select_rows(cache: list[dict], rows: Tensor, sentences: Tensor | None) -> No
             index = sentences if name == "cross" else rows
             if index is None:
                 continue
+            if name == "self" and "k" in part:  # applied with the next step's append (model.append_steps)
+                part["rows"] = index if "rows" not in part else part["rows"].index_select(0, index)
+                continue
             for key, value in part.items():
                 part[key] = value.index_select(0, index)
 
