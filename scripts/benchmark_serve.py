@@ -4,8 +4,10 @@ beside translate-cli on the same lines as one file (the batch ceiling).
     .venv/bin/python scripts/benchmark_serve.py --checkpoint runs/default/checkpoints/last.ckpt
     .venv/bin/python scripts/benchmark_serve.py --clients 32 --seconds 600 --modes batched   # soak: RSS at start and end
 
-Each client (an httpx.AsyncClient coroutine) sends one test-split sentence a request and the
-next as soon as the answer comes, for --seconds per level. Modes: `batched` (translate-serve's
+Each client (a coroutine with an httpx.AsyncClient of its own) sends one test-split sentence a request and the
+next as soon as the answer comes, for --seconds per level; the clients take the sentences in
+one shuffled order of the whole split (seed 0), so that the few hundred a level reaches are a
+fair sample of what translate-cli translates (the split's first lines are longer than the rest). Modes: `batched` (translate-serve's
 defaults: requests pooled up to --batch-tokens, waiting at most 10 ms) and `unbatched`
 (`--max-wait-ms 0 --batch-tokens 1`: one request at a time, as a server without batching).
 `litserve` (`--modes litserve`, after `pip install 'tiedmt[bench]'`) is the same model behind
@@ -13,7 +15,9 @@ Lightning's LitServe instead: its own request batching (up to 64 requests, waiti
 ms, as batched) in one worker process, each batch translated by the same `translate_lines`.
 Servers run with --threads; translate-cli translates the same sentences as one file with the
 same threads (its start-up, timed on one line, left out).  Figures: sentences/s, latency
-p50/p95/p99, errors, the RSS of the server's processes together. Last, the model alone (no
+p50/p95/p99, errors, the RSS of the server's processes together; from translate-serve's own
+metrics, sentences a batch, the share of the time its model was translating (model busy) and
+sentences a second while it was (model sent/s busy, to set beside translate-cli's). Last, the model alone (no
 HTTP) on batches of 16 and 32 test sentences drawn at random (`--batch-ceiling`): the most a
 closed loop of that many single-sentence clients can get from whole-batch serving.
 """
@@ -22,8 +26,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
+import random
 import signal
 import socket
 import statistics
@@ -109,16 +115,18 @@ async def load(base: str, sentences: list[str], clients: int, seconds: float) ->
     latencies: list[float] = []
     errors = 0
     deadline = time.perf_counter() + seconds
-    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    shuffled = random.Random(0).sample(sentences, len(sentences))
+    next_sentence = itertools.cycle(shuffled).__next__  # shared by the clients: one event loop, no lock
 
-    async with httpx.AsyncClient(base_url=base, limits=limits, timeout=120) as http:
-        async def client(index: int) -> None:
-            nonlocal errors
-            position = index
+    async def client() -> None:
+        nonlocal errors
+        # A connection pool of its own: one pool shared by 128 clients scans all its connections
+        # for every request and made the load generator, not the server, the bottleneck.
+        async with httpx.AsyncClient(base_url=base, timeout=120) as http:
             while time.perf_counter() < deadline:
                 started = time.perf_counter()
                 try:
-                    response = await http.post("/translate", json={"text": [sentences[position % len(sentences)]]})
+                    response = await http.post("/translate", json={"text": [next_sentence()]})
                     ok = response.status_code == 200
                 except httpx.HTTPError:
                     ok = False
@@ -126,25 +134,26 @@ async def load(base: str, sentences: list[str], clients: int, seconds: float) ->
                     latencies.append(time.perf_counter() - started)
                 else:
                     errors += 1
-                position += clients
 
-        began = time.perf_counter()
-        await asyncio.gather(*(client(i) for i in range(clients)))
-        elapsed = time.perf_counter() - began
+    began = time.perf_counter()
+    await asyncio.gather(*(client() for _ in range(clients)))
+    elapsed = time.perf_counter() - began
     quantiles = statistics.quantiles(latencies, n=100) if len(latencies) > 1 else [float("nan")] * 99
-    return {"sentences_per_s": len(latencies) / elapsed, "p50": quantiles[49], "p95": quantiles[94],
+    return {"seconds": elapsed, "sentences_per_s": len(latencies) / elapsed, "p50": quantiles[49], "p95": quantiles[94],
             "p99": quantiles[98], "errors": errors, "requests": len(latencies)}
 
 
-def batches_so_far(base: str, mode: str) -> tuple[float, float]:
-    """(sentences, batches) translate-serve's metrics have counted; LitServe has no such metric."""
+def batches_so_far(base: str, mode: str) -> tuple[float, float, float]:
+    """(sentences, batches, seconds in the model) translate-serve's metrics have counted; LitServe
+    has no such metrics."""
     if MODES[mode] is None:
-        return float("nan"), float("nan")
+        return float("nan"), float("nan"), float("nan")
     from prometheus_client.parser import text_string_to_metric_families
 
     text = httpx.get(f"{base}/metrics", timeout=10).text
     samples = {sample.name: sample.value for family in text_string_to_metric_families(text) for sample in family.samples}
-    return samples["translate_batch_sentences_sum"], samples["translate_batch_sentences_count"]
+    return (samples["translate_batch_sentences_sum"], samples["translate_batch_sentences_count"],
+            samples["translate_model_seconds_total"])
 
 
 def cli_seconds(checkpoint: str, sentences: list[str], threads: int) -> float:
@@ -253,23 +262,25 @@ def main(argv: list[str] | None = None) -> int:
         server, base = start_server(args.checkpoint, args.threads, mode, args.max_wait_ms)
         try:
             for clients in map(int, args.clients.split(",")):
-                rss_start, (sentences, batches) = rss_mib(server.pid), batches_so_far(base, mode)
+                rss_start, before = rss_mib(server.pid), batches_so_far(base, mode)
                 result = asyncio.run(load(base, sources, clients, args.seconds))
-                sentences_after, batches_after = batches_so_far(base, mode)
-                batch = (sentences_after - sentences) / max(batches_after - batches, 1)
+                sentences, batches, model_seconds = (after - start for after, start in zip(batches_so_far(base, mode), before))
                 rows.append({"mode": mode, "clients": clients, "rss_start": rss_start, "rss_end": rss_mib(server.pid),
-                             "batch": batch, **result})
+                             "batch": sentences / max(batches, 1), "model_busy": model_seconds / result["seconds"],
+                             "model_rate": sentences / model_seconds if model_seconds else float("nan"), **result})
                 print(rows[-1], flush=True)
         finally:
             stop(server)
 
-    print("\n| server | clients | sent/s | of translate-cli | sentences a batch | p50 ms | p95 ms | p99 ms | errors "
-          "| RSS MiB start → end |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    print("\n| server | clients | sent/s | of translate-cli | sentences a batch | model busy | model sent/s busy "
+          "| p50 ms | p95 ms | p99 ms | errors | RSS MiB start → end |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for row in rows:
-        batch = "" if row["batch"] != row["batch"] else f"{row['batch']:.1f}"  # NaN: LitServe does not say
+        known = row["batch"] == row["batch"]  # NaN: LitServe does not say
+        batch, busy, rate = ((f"{row['batch']:.1f}", f"{row['model_busy']:.0%}", f"{row['model_rate']:.1f}")
+                             if known else ("", "", ""))
         print(f"| {row['mode']} | {row['clients']} | {row['sentences_per_s']:.1f} | "
-              f"{row['sentences_per_s'] / ceiling:.0%} | {batch} | {1000 * row['p50']:.0f} | {1000 * row['p95']:.0f} | "
+              f"{row['sentences_per_s'] / ceiling:.0%} | {batch} | {busy} | {rate} | {1000 * row['p50']:.0f} | {1000 * row['p95']:.0f} | "
               f"{1000 * row['p99']:.0f} | {row['errors']} | {row['rss_start']:.0f} → {row['rss_end']:.0f} |")
     batched = {r["clients"]: r for r in rows if r["mode"] == "batched"}
     for name in ("unbatched", "litserve"):

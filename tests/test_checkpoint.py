@@ -5,7 +5,8 @@ import pickle
 import pytest
 import torch
 
-from translate.checkpoint import CheckpointError, load_translator
+from translate import checkpoint as checkpoint_module
+from translate.checkpoint import CheckpointError, Translator, load_translator
 from translate.data import TranslationDataModule
 from translate.model import ModelConfig
 from translate.module import TranslationModule
@@ -93,3 +94,14 @@ def test_cli_refuses_invalid_utf8_before_writing(checkpoint, tmp_path):
     assert result.returncode == 2
     assert b"<stdin>:2: invalid UTF-8" in result.stderr
     assert not out.exists()
+
+
+def test_the_saved_config_is_parsed_once_not_on_every_question(monkeypatch):
+    parses = []
+    safe_load = checkpoint_module.yaml.safe_load
+    monkeypatch.setattr(checkpoint_module.yaml, "safe_load", lambda text: parses.append(text) or safe_load(text))
+    translator = Translator(None, None, {}, "data:\n  src_lang: en\n  tgt_lang: de\n")
+    assert [translator.languages() for _ in range(3)] == [("en", "de")] * 3 and translator.directions() == [("en", "de")]
+    assert len(parses) == 1
+    translator.run_config = "data:\n  src_lang: de\n  tgt_lang: en\n"  # another config is read again
+    assert translator.languages() == ("de", "en") and len(parses) == 2

@@ -68,7 +68,7 @@ def test_concurrent_requests_share_batches_and_match_lines_translated_alone(tran
 
     def translate(lines, key):
         calls.append(len(lines))
-        return translate_lines(translator, lines, beam=key.beam, length_penalty=key.length_penalty)
+        return translate_lines(translator, lines, beam=key.beam, length_penalty=key.length_penalty), 0.0
 
     async def scenario():
         batcher = Batcher(translate, lambda line: len(line.split()) + 1, batch_tokens=10_000, max_wait=0.2,
@@ -91,7 +91,7 @@ def test_a_client_that_left_does_not_break_the_batch(translator):
 
         def translate(lines, key):
             release.wait(5)
-            return [line.upper() for line in lines]
+            return [line.upper() for line in lines], 0.0
 
         batcher = Batcher(translate, lambda line: 1, batch_tokens=100, max_wait=0.05, max_queued_lines=100)
         batcher.start()
@@ -125,7 +125,7 @@ def test_a_dead_worker_fails_its_batch_and_is_replaced():
         return Broken(1) if len(started) == 1 else ThreadPoolExecutor(1)
 
     async def scenario():
-        batcher = Batcher(lambda lines, key: [line.upper() for line in lines], lambda line: 1, batch_tokens=100,
+        batcher = Batcher(lambda lines, key: ([line.upper() for line in lines], 0.0), lambda line: 1, batch_tokens=100,
                           max_wait=0.0, max_queued_lines=100, new_worker=new_worker)
         batcher.start()
         key = SearchKey(beam=1, length_penalty=0.0)
@@ -196,6 +196,8 @@ def test_info_metrics_and_the_page(translator, checkpoint_path):
         assert 'translate_requests_total{path="/translate",status="200"} 1.0' in metrics
         assert 'translate_requests_total{path="/translate",status="422"} 1.0' in metrics
         assert "translate_batch_sentences_bucket" in metrics and "translate_queued_lines 0.0" in metrics
+        busy = [float(line.split()[1]) for line in metrics.splitlines() if line.startswith("translate_model_seconds_total")]
+        assert busy and busy[0] > 0  # two batches (warm-up, request) took time in the model
         page = client.get("/")
         assert page.status_code == 200 and 'id="translate"' in page.text and "keyRequired = false" in page.text
         assert client.get("/docs").status_code == 200

@@ -6,7 +6,7 @@ plain containers, so a checkpoint from an untrusted source cannot run code.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -40,6 +40,7 @@ class Translator:
     path: str | None = None
     target_tokens_by_language: dict[str, list[int]] | None = None  # the same, per target language
     search: dict | None = None  # the search settings tuned for this model (translate-tune)
+    _data: tuple[str | None, dict] | None = field(default=None, init=False, repr=False, compare=False)
 
     def search_defaults(self) -> dict:
         """Beam size and length penalty to translate with where no flag says otherwise: those
@@ -70,8 +71,11 @@ class Translator:
 
     def data_settings(self) -> dict:
         """The `data` section of the run's saved config (corpus, languages, splits, lengths),
-        or {} where the checkpoint does not hold one."""
-        return data_settings(self.run_config)
+        or {} where the checkpoint does not hold one; parsed once and shared, so only read it."""
+        # A server asks on every request: parsing the YAML each time was most of its own CPU time.
+        if self._data is None or self._data[0] is not self.run_config:
+            self._data = (self.run_config, data_settings(self.run_config))
+        return self._data[1]
 
     def trained_max_length(self) -> int | None:
         """The longest sentence, in tokens, the run trained on (`data.max_length` of its saved

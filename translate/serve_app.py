@@ -73,11 +73,15 @@ class Metrics:
         self.batch_size = Histogram("translate_batch_sentences", "sentences per batch",
                                     buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512), registry=self.registry)
         self.queue_depth = Gauge("translate_queued_lines", "lines waiting for a batch", registry=self.registry)
+        # Its rate is the model's utilisation: how much of the time it had a batch to translate.
+        self.model_seconds = Counter("translate_model_seconds", "seconds the model spent translating batches",
+                                     registry=self.registry)
 
-    def batch(self, sentences: int, tokens: int) -> None:
+    def batch(self, sentences: int, tokens: int, seconds: float) -> None:
         self.sentences.inc(sentences)
         self.tokens.inc(tokens)
         self.batch_size.observe(sentences)
+        self.model_seconds.inc(seconds)
 
 
 def error(status: int, message: str, **headers: str) -> JSONResponse:
@@ -85,14 +89,14 @@ def error(status: int, message: str, **headers: str) -> JSONResponse:
 
 
 def create_app(translator: Translator, settings: ServeSettings,
-               worker: tuple[Callable[[], Executor], Callable[[list[str], SearchKey], list[str]]] | None = None) -> FastAPI:
+               worker: tuple[Callable[[], Executor], Callable[[list[str], SearchKey], tuple[list[str], float]]] | None = None) -> FastAPI:
     """The application; `worker` (a function starting an executor, and the function it runs on
     a batch) moves the model out of this process, else a thread translates with `translator`."""
     metrics = Metrics()
     defaults = translator.search_defaults()
     state: dict = {"ready": False}
 
-    def translate(lines: list[str], key: SearchKey) -> list[str]:
+    def translate(lines: list[str], key: SearchKey) -> tuple[list[str], float]:
         return translate_with(translator, lines, key, settings.batch_tokens)
 
     def count_tokens(line: str) -> int:
@@ -123,7 +127,7 @@ def create_app(translator: Translator, settings: ServeSettings,
                          defaults["length_penalty"] if body.length_penalty is None else body.length_penalty,
                          target_lang, body.source_lang)
 
-    def authorized(request: Request) -> None:
+    async def authorized(request: Request) -> None:  # async: no trip to a thread pool per request
         if settings.api_key is None:
             return
         given = request.headers.get("x-api-key") or request.headers.get("authorization", "").removeprefix("Bearer ")

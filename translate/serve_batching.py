@@ -41,16 +41,16 @@ class Job:
 
 
 class Batcher:
-    def __init__(self, translate: Callable[[list[str], SearchKey], list[str]], count_tokens: Callable[[str], int],
+    def __init__(self, translate: Callable[[list[str], SearchKey], tuple[list[str], float]], count_tokens: Callable[[str], int],
                  batch_tokens: int, max_wait: float, max_queued_lines: int,
-                 on_batch: Callable[[int, int], None] | None = None,
+                 on_batch: Callable[[int, int, float], None] | None = None,
                  new_worker: Callable[[], Executor] | None = None) -> None:
-        self.translate = translate
+        self.translate = translate  # the translations of a batch and the seconds the model took
         self.count_tokens = count_tokens
         self.batch_tokens = batch_tokens
         self.max_wait = max_wait
         self.max_queued_lines = max_queued_lines
-        self.on_batch = on_batch  # (sentences, source tokens) of each batch, for the metrics
+        self.on_batch = on_batch  # (sentences, source tokens, model seconds) of each batch, for the metrics
         self.queued_lines = 0
         self._queue: asyncio.Queue[Job] = asyncio.Queue()
         self._new_worker = new_worker or (lambda: concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="translate"))
@@ -110,7 +110,7 @@ class Batcher:
             for key, group in groups.items():
                 lines = [line for job in group for line in job.lines]
                 try:
-                    outputs = await loop.run_in_executor(self._worker, self.translate, lines, key)
+                    outputs, seconds = await loop.run_in_executor(self._worker, self.translate, lines, key)
                 except Exception as error:  # one bad batch fails its own requests, not the server
                     for job in group:
                         if not job.future.done():
@@ -120,7 +120,7 @@ class Batcher:
                         self._worker = self._new_worker()
                     continue
                 if self.on_batch is not None:
-                    self.on_batch(len(lines), sum(job.tokens for job in group))
+                    self.on_batch(len(lines), sum(job.tokens for job in group), seconds)
                 start = 0
                 for job in group:
                     if not job.future.done():

@@ -43,15 +43,19 @@ def _load(checkpoint: str, device: str, quantize: str, threads: int | None, batc
     _batch_tokens = batch_tokens
 
 
-def translate_with(translator, lines: list[str], key: SearchKey, batch_tokens: int) -> list[str]:
-    """One batch of the server's lines, as translate-cli translates them (in either worker)."""
+def translate_with(translator, lines: list[str], key: SearchKey, batch_tokens: int) -> tuple[list[str], float]:
+    """One batch of the server's lines, as translate-cli translates them (in either worker), and
+    the seconds it took: timed here, the model's own time leaves out the trip to its process."""
     from translate import pipeline
 
-    return pipeline.translate_lines(translator, lines, batch_tokens, beam=key.beam, length_penalty=key.length_penalty,
-                                    target_lang=key.target_lang, source_lang=key.source_lang)
+    started = time.perf_counter()
+    outputs = pipeline.translate_lines(translator, lines, batch_tokens, beam=key.beam,
+                                       length_penalty=key.length_penalty, target_lang=key.target_lang,
+                                       source_lang=key.source_lang)
+    return outputs, time.perf_counter() - started
 
 
-def translate(lines: list[str], key: SearchKey) -> list[str]:
+def translate(lines: list[str], key: SearchKey) -> tuple[list[str], float]:
     """In the model process: a batch with the model `_load` loaded."""
     return translate_with(_translator, lines, key, _batch_tokens)
 
