@@ -85,6 +85,34 @@ def test_concurrent_requests_share_batches_and_match_lines_translated_alone(tran
     assert calls == [len(LINES)]  # one batch for the five requests
 
 
+def test_a_lone_request_does_not_wait_for_company_but_one_after_a_shared_batch_does():
+    calls = []
+
+    def translate(lines, key):
+        calls.append(len(lines))
+        return lines, 0.0
+
+    async def scenario():
+        loop = asyncio.get_running_loop()
+        batcher = Batcher(translate, lambda line: 1, batch_tokens=100, max_wait=2.0, max_queued_lines=100)
+        batcher.start()
+        key = SearchKey(beam=1, length_penalty=0.0)
+        try:
+            started = loop.time()
+            await batcher.submit(["a"], key)
+            alone = loop.time() - started
+            await asyncio.gather(batcher.submit(["b"], key), batcher.submit(["c"], key))  # a batch of two
+            first = asyncio.ensure_future(batcher.submit(["d"], key))
+            await asyncio.sleep(0.2)  # within max_wait: joins "d" after a shared batch
+            await asyncio.gather(first, batcher.submit(["e"], key))
+            return alone
+        finally:
+            await batcher.stop()
+
+    assert asyncio.run(scenario()) < 1.0  # not held for the 2 s max_wait
+    assert calls == [1, 2, 2]
+
+
 def test_a_client_that_left_does_not_break_the_batch(translator):
     async def scenario():
         release = threading.Event()

@@ -1,7 +1,8 @@
 """Dynamic batching for translate-serve: the sentences of concurrent requests translated together.
 
 Requests wait in one queue. The batching task takes the first, then keeps taking requests
-until their source tokens reach the token budget or `max_wait` has passed since the first,
+until their source tokens reach the token budget or `max_wait` has passed since the first
+(no wait after a batch of one request),
 and translates all their lines in one call of the same length-sorted, token-budgeted search
 translate-cli runs (requests asking for other search settings go in their own call). The
 model runs in one worker (a thread, or the process of `translate.serve_worker`), so the event
@@ -56,6 +57,7 @@ class Batcher:
         self._new_worker = new_worker or (lambda: concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="translate"))
         self._worker = self._new_worker()
         self._task: asyncio.Task | None = None
+        self._last_batch_jobs = 0
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())
@@ -78,10 +80,13 @@ class Batcher:
         return await future  # cancelled with the request when its client goes away
 
     async def _collect(self) -> list[Job]:
-        """The first waiting job and those that arrive within `max_wait`, up to the token budget."""
+        """The first waiting job and those that arrive within `max_wait`, up to the token budget.
+
+        After a batch of one request there is no wait: a lone client would only pay for it, and
+        under load requests queue while the model works and join without one."""
         jobs = [await self._queue.get()]
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.max_wait
+        deadline = loop.time() + (self.max_wait if self._last_batch_jobs > 1 else 0.0)
         tokens = jobs[0].tokens
         while tokens < self.batch_tokens:
             try:
@@ -96,6 +101,7 @@ class Batcher:
                     break
             jobs.append(job)
             tokens += job.tokens
+        self._last_batch_jobs = len(jobs)
         return jobs
 
     async def _run(self) -> None:

@@ -7,7 +7,7 @@
     GET  /metrics     Prometheus metrics;  GET /docs: the OpenAPI page
 
 Lines of concurrent requests are translated together in length-sorted batches under
---batch-tokens, each request waiting at most --max-wait-ms for others to join; every line's
+--batch-tokens, a request waiting at most --max-wait-ms for others to join; every line's
 translation is what translate-cli gives it. The model runs in a process of its own. SIGTERM
 or Ctrl-C stops accepting requests and finishes those in flight.
 
@@ -37,8 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--batch-tokens", type=int, default=BATCH_TOKENS,
                         help=f"source tokens per batch (default: {BATCH_TOKENS})")
     parser.add_argument("--max-wait-ms", type=float, default=10.0,
-                        help="how long a request waits for others to share its batch (default: 10; 0: no batching "
-                             "across requests)")
+                        help="how long a request waits for others to share its batch, after a batch that had "
+                             "several (default: 10; 0: never wait; requests that queued meanwhile still share one)")
     parser.add_argument("--max-lines", type=int, default=256, help="lines a request (default: 256)")
     parser.add_argument("--max-line-chars", type=int, default=4000, help="characters a line (default: 4000)")
     parser.add_argument("--max-body-bytes", type=int, default=1 << 20, help="bytes a request body (default: 1 MiB)")
