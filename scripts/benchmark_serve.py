@@ -4,11 +4,12 @@ beside translate-cli on the same lines as one file (the batch ceiling).
     .venv/bin/python scripts/benchmark_serve.py --checkpoint runs/default/checkpoints/last.ckpt
     .venv/bin/python scripts/benchmark_serve.py --clients 32 --seconds 600 --modes batched   # soak: RSS at start and end
 
-Each client (a coroutine with an httpx.AsyncClient of its own) sends one test-split sentence a request and the
-next as soon as the answer comes, for --seconds per level; the clients take the sentences in
-one shuffled order of the whole split (seed 0), so that the few hundred a level reaches are a
-fair sample of what translate-cli translates (the split's first lines are longer than the rest). Modes: `batched` (translate-serve's
-defaults: requests pooled up to --batch-tokens, waiting at most 10 ms) and `unbatched`
+Each client (a coroutine with an httpx.AsyncClient of its own) sends one test-split sentence a
+request and the next as soon as the answer comes, for --seconds per level; the clients take the
+sentences in one shuffled order of the whole split (seed 0), so that the few hundred a level
+reaches are a fair sample of what translate-cli translates (the split's first lines are longer
+than the rest). Modes: `batched` (translate-serve's defaults: requests pooled up to
+--batch-tokens, waiting at most 10 ms) and `unbatched`
 (`--max-wait-ms 0 --batch-tokens 1`: one request at a time, as a server without batching).
 `litserve` (`--modes litserve`, after `pip install 'tiedmt[bench]'`) is the same model behind
 Lightning's LitServe instead: its own request batching (up to 64 requests, waiting at most 10
@@ -17,8 +18,8 @@ Servers run with --threads; translate-cli translates the same sentences as one f
 same threads (its start-up, timed on one line, left out).  Figures: sentences/s, latency
 p50/p95/p99, errors, the RSS of the server's processes together; from translate-serve's own
 metrics, sentences a batch, the share of the time its model was translating (model busy) and
-sentences a second while it was (model sent/s busy, to set beside translate-cli's). Last, the model alone (no
-HTTP) on batches of 16 and 32 test sentences drawn at random (`--batch-ceiling`): the most a
+sentences a second while it was (model sent/s busy, to set beside translate-cli's). Last, the
+model alone (no HTTP) on batches of 16 and 32 test sentences drawn at random (`--batch-ceiling`): the most a
 closed loop of that many single-sentence clients can get from whole-batch serving.
 """
 
@@ -176,8 +177,6 @@ def cli_throughput(checkpoint: str, sentences: list[str], threads: int) -> float
 def random_batches(checkpoint: str, sentences: list[str], sizes: list[int], threads: int) -> dict[int, float]:
     """The model alone, no HTTP: sentences/s on batches of `size` test sentences drawn at random,
     what a closed loop of `size` single-sentence clients offers at best (printed as JSON)."""
-    import random
-
     import torch
 
     from translate.checkpoint import load_translator

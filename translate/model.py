@@ -173,7 +173,7 @@ def append_steps(cached: Tensor, new: Tensor, rows: Tensor | None) -> Tensor:
     append are one copy instead of two (`search.select_rows` leaves `rows` in the cache)."""
     if rows is None:
         return torch.cat([cached, new], dim=2)
-    batch, heads, length, dim = cached.shape
+    _, heads, length, dim = cached.shape
     out = cached.new_empty(rows.numel(), heads, length + new.shape[2], dim)
     torch.index_select(cached, 0, rows, out=out[:, :, :length])
     out[:, :, length:] = new
