@@ -17,7 +17,7 @@ from translate.data import TokenBatchSampler, TranslationDataModule, collate
 from translate.errors import UsageError
 from translate.model import ModelConfig
 from translate.loss import label_smoothed_nll
-from translate.module import TranslationModule, inverse_sqrt_schedule, linear_decay_schedule
+from translate.module import TranslationModule, inverse_sqrt_schedule, linear_decay_schedule, use_fused_optimizer
 from translate.vocab import Vocabularies
 
 REPO = Path(__file__).resolve().parent.parent
@@ -290,3 +290,33 @@ def test_weight_decay_spares_biases_and_norms():
     assert decayed["weight_decay"] == 0.01 and spared["weight_decay"] == 0.0
     assert all(p.ndim >= 2 for p in decayed["params"]) and all(p.ndim < 2 for p in spared["params"])
     assert len(decayed["params"]) + len(spared["params"]) == len(list(module.parameters()))
+
+
+def test_a_default_fused_optimizer_gives_way_to_clipping_under_mixed_precision():
+    assert use_fused_optimizer(None, "cuda", clipping=False, precision="bf16-mixed")
+    assert not use_fused_optimizer(None, "cuda", clipping=True, precision="bf16-mixed")
+    assert use_fused_optimizer(None, "cuda", clipping=True, precision="32-true")
+    assert not use_fused_optimizer(None, "cpu", clipping=False, precision="32-true")
+    assert use_fused_optimizer(True, "cpu", clipping=True, precision="32-true")
+
+
+@pytest.mark.parametrize("fused", [None, True])
+def test_clipping_under_mixed_precision_trains_or_says_which_settings_conflict(fused):
+    """Lightning refuses mid-step to clip a fused optimizer's gradients under mixed precision
+    (configs/default.yaml clips, and a GPU made Adam fused by default): the default now
+    trains, an explicit request is refused up front naming both settings."""
+    pairs = read_parallel(FIXTURE / "train.en", FIXTURE / "train.de")
+    vocab = Vocabularies.train(pairs, vocab_size=300)
+    batch = collate([(np.array(vocab.source.encode([s])[0]), np.array(vocab.target.encode([t])[0]), None)
+                     for s, t in pairs[:4]])
+    module = TranslationModule(vocab, ModelConfig(d_model=32, heads=2, encoder_layers=1, decoder_layers=1, ffn_dim=64),
+                               warmup_steps=1, val_bleu=False, fused_optimizer=fused)
+    trainer = L.Trainer(accelerator="cpu", precision="bf16-mixed", gradient_clip_val=1.0, max_steps=1, logger=False,
+                        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                        limit_val_batches=0)
+    if fused:
+        with pytest.raises(UsageError, match="fused_optimizer.*gradient_clip_val"):
+            trainer.fit(module, torch.utils.data.DataLoader([batch], batch_size=None))
+    else:
+        trainer.fit(module, torch.utils.data.DataLoader([batch], batch_size=None))
+        assert trainer.global_step == 1

@@ -95,6 +95,19 @@ def linear_decay_schedule(warmup_steps: int, total_steps: int):
 LrSchedule = Literal["inverse_sqrt", "linear"]
 
 
+def use_fused_optimizer(requested: bool | None, device_type: str, clipping: bool, precision: str) -> bool:
+    """Whether Adam runs as one fused kernel: as `model.fused_optimizer` asks, by default on a
+    GPU; but Lightning refuses to clip the gradients of an optimizer that unscales them itself
+    under mixed precision, so there a default gives way and an explicit request is refused."""
+    conflict = clipping and precision.endswith("-mixed")
+    if requested and conflict:
+        raise UsageError(f"model.fused_optimizer true cannot clip gradients under trainer.precision {precision}: "
+                         "set trainer.gradient_clip_val 0 or model.fused_optimizer false")
+    if requested is None:
+        return device_type == "cuda" and not conflict  # one launch for every tensor on a GPU
+    return requested
+
+
 class TranslationModule(L.LightningModule):
     """Trains a `Transformer`; `vocab` comes from the data module (linked by the CLI).
 
@@ -113,7 +126,8 @@ class TranslationModule(L.LightningModule):
             checkpoint's default) translation.
         max_len_b: see max_len_a.
         optimizer: adam, or adamw (decoupled weight decay).
-        fused_optimizer: the fused optimizer kernel (default: on a GPU).
+        fused_optimizer: the fused optimizer kernel (default: on a GPU, unless gradients are clipped
+            under mixed precision, which Lightning cannot do for a fused optimizer).
         compile: torch.compile the model's forward pass (the training step; search is not compiled).
         loss_chunk: None: the loss takes the logits of every position, padding included. A
             number: padded positions are dropped before the output projection, and the logits
@@ -251,8 +265,8 @@ class TranslationModule(L.LightningModule):
 
     def configure_optimizers(self):
         cfg = self.training_config
-        # Fused kernels (one launch for every tensor) where the parameters are on a GPU.
-        fused = cfg["fused_optimizer"] if cfg["fused_optimizer"] is not None else self.device.type == "cuda"
+        fused = use_fused_optimizer(cfg["fused_optimizer"], self.device.type, bool(self.trainer.gradient_clip_val),
+                                    str(self.trainer.precision))
         kind = torch.optim.AdamW if cfg["optimizer"] == "adamw" else torch.optim.Adam
         optimizer = kind(self.parameter_groups(), lr=cfg["lr"], betas=tuple(cfg["betas"]), eps=1e-9,
                          **({"fused": True} if fused else {}))
