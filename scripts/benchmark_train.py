@@ -56,7 +56,8 @@ import yaml  # noqa: E402
 
 MODELS = ("ours", "ours-postnorm", "marian")
 LABELS = {"ours": "ours (as configured)", "ours-postnorm": "ours, post-norm", "marian": "transformers MarianMTModel",
-          "ours-projected": "ours, padding dropped before the output projection"}
+          "ours-projected": "ours, padding dropped before the output projection",
+          "ours-compiled": "ours, torch.compile (model.compile)"}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -78,15 +79,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--loss-chunk", type=int, default=None, metavar="ROWS",
                         help="add a row: ours with model.loss_chunk ROWS (padding dropped before the output "
                              "projection, logits made ROWS at a time; 0: all at once)")
+    parser.add_argument("--compile", action="store_true",
+                        help="add a row: ours with torch.compile of the model, as model.compile does in training")
+    parser.add_argument("--max-tokens", type=int, default=None,
+                        help="padded tokens per batch (default: the config's data.max_tokens)")
     parser.add_argument("--memory-worker", nargs=2, metavar=("MODEL", "PRECISION"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.precisions is None:
         args.precisions = "fp32,bf16" if args.device == "cpu" else "bf16"
     args.precisions = args.precisions.split(",")
-    args.models = MODELS + (("ours-projected",) if args.loss_chunk is not None else ())
+    args.models = (MODELS + (("ours-projected",) if args.loss_chunk is not None else ())
+                   + (("ours-compiled",) if args.compile else ()))
     for precision in args.precisions:
         if precision not in ("fp32", "bf16"):
             parser.error(f"--precisions: unknown precision {precision!r} (choose from fp32, bf16)")
+    if args.max_tokens is not None and args.max_tokens < 1:
+        parser.error("--max-tokens must be at least 1")
     for name in ("batches", "steps", "rounds"):
         if getattr(args, name) < 1:
             parser.error(f"--{name} must be at least 1")
@@ -113,14 +121,17 @@ def read_config(path: Path) -> dict:
 
 
 def load_batches(config: dict, count: int):
-    """The vocabulary and the first `count` batches of the shuffled first training epoch."""
+    """The vocabulary and the first `count` batches of the shuffled first training epoch, each
+    with its target token count (counted here, so that the timed steps need no host sync)."""
     from translate.data import TranslationDataModule
+    from translate.vocab import PAD_ID
 
     data = TranslationDataModule(**{"seed": config["seed"], **config["data"]})
     data.setup("fit")
     batches = []
     for batch in data.train_dataloader():
-        batches.append({key: batch[key] for key in ("src", "tgt_in", "tgt_out")})
+        batches.append({**{key: batch[key] for key in ("src", "tgt_in", "tgt_out")},
+                        "tokens": int((batch["tgt_out"] != PAD_ID).sum())})
         if len(batches) == count:
             break
     return data.vocab, batches
@@ -141,17 +152,22 @@ class Trainee:
         if name == "marian":
             model = to_huggingface(model)  # same dimensions, ties and weights
         self.name, self.model, self.device = name, model.to(device).train(), device
+        if name == "ours-compiled":
+            self.model.compile(dynamic=True)  # what model.compile does in training
         self.parameters = [p for p in self.model.parameters() if p.requires_grad]
-        self.optimizer = torch.optim.Adam(self.parameters, lr=config["lr"], betas=config["betas"], eps=1e-9)
+        # Fused Adam on a GPU, as training uses (model.fused_optimizer's default).
+        fused = {"fused": True} if device.type == "cuda" else {}
+        self.optimizer = torch.optim.Adam(self.parameters, lr=config["lr"], betas=config["betas"], eps=1e-9, **fused)
         self.label_smoothing = config["label_smoothing"]
         self.loss_chunk = loss_chunk if name == "ours-projected" else None
 
-    def step(self, batch: dict, precision: str) -> tuple[int, float]:
-        """One update; returns the target tokens trained on and the loss."""
+    def step(self, batch: dict, precision: str) -> tuple[int, torch.Tensor]:
+        """One update; returns the target tokens trained on and the loss, left on the device
+        (reading it would make the host wait for every step, which training does not)."""
         from translate.loss import batch_nll, label_smoothed_nll
         from translate.vocab import PAD_ID
 
-        tokens = int((batch["tgt_out"] != PAD_ID).sum())
+        tokens = batch["tokens"]
         autocast = (torch.autocast(self.device.type, dtype=torch.bfloat16) if precision == "bf16"
                     else nullcontext())
         self.optimizer.zero_grad(set_to_none=True)
@@ -165,7 +181,7 @@ class Trainee:
         loss = nll / tokens
         loss.backward()
         self.optimizer.step()
-        return tokens, loss.item()
+        return tokens, loss.detach()
 
 
 def batch_flops(config: dict, vocab, batch: dict) -> int:
@@ -205,7 +221,8 @@ def peak_tflops(args, device: torch.device, precision: str) -> tuple[float | Non
 
 
 def to_device(batches: list[dict], device: torch.device) -> list[dict]:
-    return [{key: value.to(device) for key, value in batch.items()} for batch in batches]
+    return [{key: value.to(device) if isinstance(value, torch.Tensor) else value for key, value in batch.items()}
+            for batch in batches]
 
 
 def synchronize(device: torch.device) -> None:
@@ -216,7 +233,7 @@ def synchronize(device: torch.device) -> None:
 def time_models(args, config, vocab, batches, precision: str, device: torch.device) -> dict:
     """Median target tokens/s of each model over interleaved rounds, and the first losses."""
     trainees = {name: Trainee(name, config, vocab, device, args.loss_chunk) for name in args.models}
-    first_loss = {name: trainee.step(batches[0], precision)[1] for name, trainee in trainees.items()}
+    first_loss = {name: trainee.step(batches[0], precision)[1].item() for name, trainee in trainees.items()}
     for trainee in trainees.values():
         for index in range(1, args.warmup):
             trainee.step(batches[index % len(batches)], precision)
@@ -239,7 +256,7 @@ def time_models(args, config, vocab, batches, precision: str, device: torch.devi
             flop_rates[name].append(work / elapsed)
         print(f"  {precision} round {round_index + 1}/{args.rounds}: "
               + ", ".join(f"{name} {rates[name][-1]:,.0f}" for name in args.models), file=sys.stderr)
-    tokens_total = sum(int((b["tgt_out"] != 0).sum()) for b in batches)
+    tokens_total = sum(b["tokens"] for b in batches)
     return {
         name: {"tokens_per_s": statistics.median(rates[name]), "rounds": rates[name],
                "tflops": statistics.median(flop_rates[name]) / 1e12,
@@ -282,6 +299,8 @@ def measure_memory(args, name: str, precision: str) -> dict:
         command += ["--threads", str(args.threads)]
     if args.loss_chunk is not None:
         command += ["--loss-chunk", str(args.loss_chunk)]
+    if args.max_tokens:
+        command += ["--max-tokens", str(args.max_tokens)]
     result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode:
         raise SystemExit(f"error: the memory measurement of {name} ({precision}) failed:\n{result.stderr[-2000:]}")
@@ -324,13 +343,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     config = read_config(args.config)
+    if args.max_tokens:
+        config["data"]["max_tokens"] = args.max_tokens
     if args.memory_worker:
         memory_worker(args, config, *args.memory_worker)
         return 0
     device = torch.device(args.device)
     vocab, batches = load_batches(config, args.batches)
     batches = to_device(batches, device)
-    tokens = [int((b["tgt_out"] != 0).sum()) for b in batches]
+    tokens = [b["tokens"] for b in batches]
     print(f"{args.config}: {len(batches)} batches of at most {config['data'].get('max_tokens')} padded tokens, "
           f"{statistics.mean(tokens):,.0f} target tokens on average; device {device}, "
           f"{torch.get_num_threads()} threads; {args.rounds} rounds x {args.steps} steps", file=sys.stderr)

@@ -1,7 +1,8 @@
-"""Decoding benchmark: our search against `transformers` `generate` and CTranslate2, one process, one CPU.
+"""Decoding benchmark: our search against `transformers` `generate` and CTranslate2, one process, one CPU or GPU.
 
     .venv/bin/python scripts/benchmark_translate.py --checkpoint runs/default/checkpoints/last.ckpt
     .venv/bin/python scripts/benchmark_translate.py --limit 200 --repeats 1     # a quick look
+    python scripts/benchmark_translate.py --device cuda --precision bf16-mixed --skip ctranslate2,ctranslate2-int8
 
 The checkpoint is exported to a temporary Hugging Face directory and a CTranslate2 directory
 (`translate.export`), then the bundled test split is translated by
@@ -13,6 +14,9 @@ The checkpoint is exported to a temporary Hugging Face directory and a CTranslat
   - CTranslate2: `Translator.translate_batch` with `intra_threads` = torch's threads, in
     float32 and (ctranslate2-int8) with `compute_type="int8"`,
 all on the same batches in the same order (`pipeline.length_batches`), at each beam size.
+With `--device cuda` ours and transformers run on the GPU under the autocast `--precision`
+asks for (translate-cli's `--precision`), CTranslate2 with the matching compute type; the
+CPU-only rows (unpacked, int8) are left out.
 
 The systems' length penalties differ (ours is GNMT's `((5 + n) / 6) ** alpha`; transformers
 and CTranslate2 divide by `n ** alpha`), so they are compared at length penalty 0, where all
@@ -44,6 +48,7 @@ sys.path.insert(0, str(REPO))
 import torch  # noqa: E402
 
 from translate.checkpoint import Translator, load_translator  # noqa: E402
+from translate.cli.common import autocast  # noqa: E402
 from translate.corpus import BUNDLED_CORPUS, read_lines, split_paths  # noqa: E402
 from translate.padding import pad  # noqa: E402
 from translate.metrics import corpus_scores  # noqa: E402
@@ -98,11 +103,13 @@ def ours(translator: Translator, lines: list[str], setting: Setting, batch_token
 
 
 def transformers_runner(hf_model, translator: Translator, encoded, batches) -> Callable:
+    device = next(hf_model.parameters()).device
+
     def run(setting: Setting) -> list[str]:
         outputs = [""] * len(encoded)
         with torch.inference_mode():
             for batch in batches:
-                src = pad([encoded[i] + [EOS_ID] for i in batch])
+                src = pad([encoded[i] + [EOS_ID] for i in batch]).to(device)
                 generated = hf_model.generate(
                     input_ids=src, attention_mask=src != PAD_ID, num_beams=setting.beam,
                     do_sample=False, length_penalty=setting.length_penalty, early_stopping=False,
@@ -134,18 +141,31 @@ def ctranslate2_runner(ct2_translator, translator: Translator, encoded, batches)
     return run
 
 
-def export_both(checkpoint: Path, directory: Path):
-    import ctranslate2
+CT2_COMPUTE = {"32-true": "float32", "bf16-mixed": "bfloat16", "16-mixed": "float16"}
+AUTOCAST_SYSTEMS = ("ours", "ours-unpacked", "transformers")  # int8 and CTranslate2 keep their own types
+
+
+def export_both(checkpoint: Path, directory: Path, device: str, precision: str, skip: set[str]):
+    """The exported transformers model and CTranslate2 translators (fp32 or the precision's
+    type, and on the CPU int8), each only where not skipped."""
     import transformers
 
     from translate.export import export_ctranslate2, export_huggingface
 
-    hf_dir = export_huggingface(checkpoint, directory / "hf")
-    ct2_dir = export_ctranslate2(checkpoint, directory / "ct2")
-    hf_model = transformers.AutoModelForSeq2SeqLM.from_pretrained(str(hf_dir)).eval()
-    ct2 = {compute: ctranslate2.Translator(str(ct2_dir), device="cpu", inter_threads=1, compute_type=compute,
-                                           intra_threads=torch.get_num_threads())
-           for compute in ("float32", "int8")}
+    hf_model, ct2 = None, {}
+    if "transformers" not in skip:
+        hf_dir = export_huggingface(checkpoint, directory / "hf")
+        hf_model = transformers.AutoModelForSeq2SeqLM.from_pretrained(str(hf_dir)).eval().to(device)
+    computes = [name for name, compute in (("ctranslate2", CT2_COMPUTE[precision]), ("ctranslate2-int8", "int8"))
+                if name not in skip]
+    if computes:
+        import ctranslate2
+
+        ct2_dir = export_ctranslate2(checkpoint, directory / "ct2")
+        for name in computes:
+            compute = CT2_COMPUTE[precision] if name == "ctranslate2" else "int8"
+            ct2[name] = ctranslate2.Translator(str(ct2_dir), device=device, inter_threads=1, compute_type=compute,
+                                               intra_threads=torch.get_num_threads())
     return hf_model, ct2
 
 
@@ -183,8 +203,16 @@ def main(argv: list[str] | None = None) -> int:
                         help="source tokens per batch (default: translate-cli's)")
     parser.add_argument("--skip", default="", help="comma-separated systems not to run: "
                         "ours-unpacked,ours-int8,transformers,ctranslate2,ctranslate2-int8")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument("--precision", choices=list(CT2_COMPUTE), default="32-true",
+                        help="as translate-cli's --precision: autocast for ours and transformers, CTranslate2's "
+                             "compute type to match (default 32-true)")
     parser.add_argument("--json", default=None, help="also write the rows here as JSON")
     args = parser.parse_args(argv)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error(f"--device cuda: torch {torch.__version__} sees no CUDA device")
+    if args.precision == "16-mixed" and args.device == "cpu":
+        parser.error("--precision 16-mixed needs --device cuda")
 
     torch.set_num_threads(args.threads)
     torch.set_num_interop_threads(1)
@@ -192,12 +220,14 @@ def main(argv: list[str] | None = None) -> int:
     sources, references = read_lines(src_path), read_lines(ref_path)
     if args.limit:
         sources, references = sources[: args.limit], references[: args.limit]
-    translator = load_translator(args.checkpoint)
+    translator = load_translator(args.checkpoint, args.device)
     batch_tokens = args.batch_tokens or BATCH_TOKENS
     encoded = translator.vocab.source.encode(sources)
     batches = length_batches([len(ids) for ids in encoded], batch_tokens)
     beams = [int(b) for b in args.beams.split(",")]
     skip = set(filter(None, args.skip.split(",")))
+    if args.device == "cuda":  # packing and int8 are CPU paths
+        skip |= {"ours-unpacked", "ours-int8"}
     unpacked = None if "ours-unpacked" in skip else load_translator(args.checkpoint, pack=False)
     int8 = None if "ours-int8" in skip else load_translator(args.checkpoint, quantize="int8")
 
@@ -224,16 +254,22 @@ def main(argv: list[str] | None = None) -> int:
             "ours-unpacked": lambda setting: ours(unpacked, sources, setting, batch_tokens),
             "ours-int8": lambda setting: ours(int8, sources, setting, batch_tokens)}
         if {"transformers", "ctranslate2", "ctranslate2-int8"} - skip:
-            hf_model, ct2 = export_both(Path(args.checkpoint), Path(tmp))
-            runners["transformers"] = transformers_runner(hf_model, translator, encoded, batches)
-            runners["ctranslate2"] = ctranslate2_runner(ct2["float32"], translator, encoded, batches)
-            runners["ctranslate2-int8"] = ctranslate2_runner(ct2["int8"], translator, encoded, batches)
+            hf_model, ct2 = export_both(Path(args.checkpoint), Path(tmp), args.device, args.precision, skip)
+            if hf_model is not None:
+                runners["transformers"] = transformers_runner(hf_model, translator, encoded, batches)
+            for name, ct2_translator in ct2.items():
+                runners[name] = ctranslate2_runner(ct2_translator, translator, encoded, batches)
         best: dict[str, float] = {}
         outputs: dict[str, list[str]] = {}
         for repeat in range(args.repeats):
             for setting in settings:
+                if args.device == "cuda":
+                    torch.cuda.synchronize()
                 start = time.perf_counter()
-                texts = runners[setting.system](setting)
+                with autocast(args.device, args.precision if setting.system in AUTOCAST_SYSTEMS else "32-true"):
+                    texts = runners[setting.system](setting)
+                if args.device == "cuda":
+                    torch.cuda.synchronize()
                 elapsed = time.perf_counter() - start
                 best[setting.label] = min(elapsed, best.get(setting.label, float("inf")))
                 outputs[setting.label] = texts
@@ -257,7 +293,8 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(Row(setting.system, setting.beam, setting.length_penalty, setting.restrict, seconds,
                         len(sources) / seconds, tokens / seconds, scores.bleu, scores.chrf, same, at_limit,
                         len(sources)))
-    print(f"{len(sources)} sentences of the {args.split} split, {args.threads} thread(s), "
+    where = torch.cuda.get_device_name() if args.device == "cuda" else f"{args.threads} thread(s)"
+    print(f"{len(sources)} sentences of the {args.split} split, {where}, {args.precision}, "
           f"batches of {batch_tokens} source tokens, best of {args.repeats}; {torch.__version__} torch")
     print(markdown(rows))
     print(f"BLEU signature: {scores.bleu_signature}")
