@@ -64,6 +64,22 @@ def test_effective_batch_sums_ranks_and_accumulated_batches(ddp_run):
     assert len(by_step) == STEPS
 
 
+def test_gradients_kept_in_small_buckets_train_the_same_parameters(ddp_run, tmp_path):
+    """DDP with `gradient_as_bucket_view` (the gradients live in the all-reduce buckets: one
+    copy fewer) and buckets small enough to split the model, as docs/training.md suggests for
+    large models: the module scales the gradients in place before each step, which must act
+    on the bucket views as on plain gradients, so the run ends with the same parameters."""
+    run_dir, cache = ddp_run
+    strategy = {"class_path": "lightning.pytorch.strategies.DDPStrategy",
+                "init_args": {"gradient_as_bucket_view": True, "bucket_cap_mb": 0.05}}
+    trainer = {"devices": 2, "strategy": strategy, "max_steps": STEPS, "accumulate_grad_batches": 2,
+               "val_check_interval": 2 * STEPS, "limit_val_batches": 1.0, "num_sanity_val_steps": 0}
+    train(overlay(tmp_path / "run", cache, trainer), "fit", timeout=400)
+    expected = torch.load(run_dir / "record.rank0.params.pt", weights_only=True)
+    got = torch.load(tmp_path / "run" / "record.rank0.params.pt", weights_only=True)
+    assert torch.allclose(got, expected, rtol=0, atol=1e-6)
+
+
 def test_validation_bleu_equals_single_process_figure_on_the_whole_dev_set(ddp_run):
     """The logged DDP figures against sacrebleu and a plain loop over every dev sentence, in one process."""
     run_dir, cache = ddp_run
