@@ -14,8 +14,10 @@ post-norm row is the like-for-like comparison; the configured row is what `make 
 Every model trains on the same batches, in the same order: the first `--batches` batches of
 the bundled corpus's shuffled training epoch from `TranslationDataModule` with the config's
 token budget. A step is forward, the label-smoothed loss (the same function for all models,
-on float32 logits), backward and an Adam step, under bf16 autocast in the bf16 rows. The
-machine is shared and noisy, so timing is in rounds of `--steps` steps per model, the models
+on float32 logits), backward and an Adam step (fused on a GPU, as training runs it), under
+bf16 autocast in the bf16 rows; the loss stays on the device, so the host never waits for a
+step (training reads it back only on logging steps). `--compile` adds a row of ours under
+`torch.compile`, `--loss-chunk` one with the chunked loss. The machine is shared and noisy, so timing is in rounds of `--steps` steps per model, the models
 interleaved (their order rotated every round), and each model's figure is the median over
 rounds of target (non-pad) tokens per second.
 
