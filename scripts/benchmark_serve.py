@@ -32,7 +32,6 @@ import json
 import os
 import random
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -46,6 +45,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from translate.corpus import BUNDLED_CORPUS, read_lines, split_paths  # noqa: E402
+from translate.serve_launch import free_loopback_port, wait_until_ready  # noqa: E402
 
 MODES = {"batched": [], "unbatched": ["--max-wait-ms", "0", "--batch-tokens", "1"], "litserve": None}
 LITSERVE_BATCH, LITSERVE_WAIT_S = 64, 0.010
@@ -57,12 +57,6 @@ def litserve_server(checkpoint: str, port: int, threads: int) -> None:
     from litserve_translate import serve
 
     serve(checkpoint, port, threads, LITSERVE_BATCH, LITSERVE_WAIT_S)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def rss_mib(pid: int) -> float:
@@ -88,7 +82,7 @@ def rss_mib(pid: int) -> float:
 
 
 def start_server(checkpoint: str, threads: int, mode: str, max_wait_ms: float = 10) -> tuple[subprocess.Popen, str]:
-    port = free_port()
+    port = free_loopback_port()
     if MODES[mode] is None:
         command = [sys.executable, __file__, "--litserve-server", checkpoint, str(port), str(threads)]
     else:
@@ -98,18 +92,11 @@ def start_server(checkpoint: str, threads: int, mode: str, max_wait_ms: float = 
     server = subprocess.Popen(command, start_new_session=True)  # a group of its own: stop() ends its workers too
     base = f"http://127.0.0.1:{port}"
     ready = "/health" if MODES[mode] is None else "/ready"
-    for _ in range(1200):
-        try:
-            if httpx.get(f"{base}{ready}", timeout=1).status_code == 200:
-                return server, base
-        except httpx.TransportError:
-            pass
-        if server.poll() is not None:
-            stop(server)
-            raise SystemExit("translate-serve exited before it was ready")
-        time.sleep(0.1)
-    stop(server)
-    raise SystemExit("translate-serve was not ready after 120 s")
+    failure = wait_until_ready(server, f"{base}{ready}", 120)
+    if failure:
+        stop(server)
+        raise SystemExit(f"the {mode} server {failure}")
+    return server, base
 
 
 async def load(base: str, sentences: list[str], clients: int, seconds: float) -> dict:

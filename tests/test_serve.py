@@ -4,7 +4,6 @@ and the real server on a loopback port (concurrent clients, SIGTERM)."""
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -22,6 +21,7 @@ from translate.files import file_digest  # noqa: E402
 from translate.pipeline import translate_lines  # noqa: E402
 from translate.serve_app import ServeSettings, create_app  # noqa: E402
 from translate.serve_batching import Batcher, SearchKey  # noqa: E402
+from translate.serve_launch import free_loopback_port, wait_until_ready  # noqa: E402
 from translate.serve_worker import ONEDNN_CACHES  # noqa: E402
 
 from test_translate_cli import random_tied_checkpoint  # noqa: E402
@@ -238,30 +238,18 @@ def test_serving_does_not_load_the_training_stack():
     assert result.stdout.strip() == "[]", result.stderr
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def start_server(checkpoint_path: Path, *flags: str, env: dict | None = None) -> tuple[subprocess.Popen, str]:
     """translate-serve on a free loopback port, returned once /ready answers (at most 30 s)."""
-    port = free_port()
+    port = free_loopback_port()
     server = subprocess.Popen(
         [sys.executable, "-m", "translate.cli.serve", "--checkpoint", str(checkpoint_path), "--port", str(port),
          "--threads", "1", *flags], stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})})
     base = f"http://127.0.0.1:{port}"
-    for _ in range(300):
-        try:
-            if httpx.get(f"{base}/ready", timeout=1).status_code == 200:
-                return server, base
-        except httpx.TransportError:
-            pass
-        if server.poll() is not None:
-            pytest.fail(f"translate-serve exited: {server.stderr.read()}")
-        time.sleep(0.1)
-    server.kill()
-    pytest.fail("translate-serve did not become ready in 30 s")
+    failure = wait_until_ready(server, f"{base}/ready", 30)
+    if failure:
+        server.kill()
+        pytest.fail(f"translate-serve {failure}: {server.stderr.read()}")
+    return server, base
 
 
 def stop(server: subprocess.Popen) -> None:
@@ -390,3 +378,14 @@ def test_the_page_translates_in_a_real_browser(checkpoint_path, translator, tmp_
         assert (tmp_path / "page.png").stat().st_size > 0
     finally:
         stop(server)
+
+
+def test_waiting_for_a_server_says_whether_it_died_or_never_answered():
+    url = f"http://127.0.0.1:{free_loopback_port()}/ready"  # nothing listens there
+    died = subprocess.Popen([sys.executable, "-c", "pass"])
+    assert wait_until_ready(died, url, 30) == "exited before it was ready"
+    silent = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert wait_until_ready(silent, url, 0.5) == "was not ready after 0.5 s"
+    finally:
+        stop(silent)
