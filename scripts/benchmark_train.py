@@ -17,7 +17,8 @@ token budget. A step is forward, the label-smoothed loss (the same function for 
 on float32 logits), backward and an Adam step (fused on a GPU, as training runs it), under
 bf16 autocast in the bf16 rows; the loss stays on the device, so the host never waits for a
 step (training reads it back only on logging steps). `--compile` adds a row of ours under
-`torch.compile`, `--loss-chunk` one with the chunked loss. The machine is shared and noisy, so timing is in rounds of `--steps` steps per model, the models
+`torch.compile`, `--loss-chunk` one with the chunked loss, `--math-attention` one with
+attention as plain products. The machine is shared and noisy, so timing is in rounds of `--steps` steps per model, the models
 interleaved (their order rotated every round), and each model's figure is the median over
 rounds of target (non-pad) tokens per second.
 
@@ -59,7 +60,8 @@ import yaml  # noqa: E402
 MODELS = ("ours", "ours-postnorm", "marian")
 LABELS = {"ours": "ours (as configured)", "ours-postnorm": "ours, post-norm", "marian": "transformers MarianMTModel",
           "ours-projected": "ours, padding dropped before the output projection",
-          "ours-compiled": "ours, torch.compile (model.compile)"}
+          "ours-compiled": "ours, torch.compile (model.compile)",
+          "ours-math": "ours, math attention (model.training_attention math)"}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -83,6 +85,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "projection, logits made ROWS at a time; 0: all at once)")
     parser.add_argument("--compile", action="store_true",
                         help="add a row: ours with torch.compile of the model, as model.compile does in training")
+    parser.add_argument("--math-attention", action="store_true",
+                        help="add a row: ours with attention as plain products (model.training_attention math)")
     parser.add_argument("--max-tokens", type=int, default=None,
                         help="padded tokens per batch (default: the config's data.max_tokens)")
     parser.add_argument("--memory-worker", nargs=2, metavar=("MODEL", "PRECISION"), help=argparse.SUPPRESS)
@@ -91,7 +95,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.precisions = "fp32,bf16" if args.device == "cpu" else "bf16"
     args.precisions = args.precisions.split(",")
     args.models = (MODELS + (("ours-projected",) if args.loss_chunk is not None else ())
-                   + (("ours-compiled",) if args.compile else ()))
+                   + (("ours-compiled",) if args.compile else ()) + (("ours-math",) if args.math_attention else ()))
     for precision in args.precisions:
         if precision not in ("fp32", "bf16"):
             parser.error(f"--precisions: unknown precision {precision!r} (choose from fp32, bf16)")
@@ -167,13 +171,14 @@ class Trainee:
         """One update; returns the target tokens trained on and the loss, left on the device
         (reading it would make the host wait for every step, which training does not)."""
         from translate.loss import batch_nll, label_smoothed_nll
+        from translate.module import attention_backend
         from translate.vocab import PAD_ID
 
         tokens = batch["tokens"]
         autocast = (torch.autocast(self.device.type, dtype=torch.bfloat16) if precision == "bf16"
                     else nullcontext())
         self.optimizer.zero_grad(set_to_none=True)
-        with autocast:
+        with autocast, attention_backend("math" if self.name == "ours-math" else "default"):
             if self.name == "marian":
                 logits = self.model(input_ids=batch["src"], attention_mask=(batch["src"] != PAD_ID).long(),
                                     decoder_input_ids=batch["tgt_in"], use_cache=False).logits

@@ -320,3 +320,40 @@ def test_clipping_under_mixed_precision_trains_or_says_which_settings_conflict(f
     else:
         trainer.fit(module, torch.utils.data.DataLoader([batch], batch_size=None))
         assert trainer.global_step == 1
+
+
+def autograd_nodes(loss: torch.Tensor) -> set[str]:
+    """The names of every backward node behind `loss`."""
+    seen, stack = set(), [loss.grad_fn]
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        stack += [parent for parent, _ in node.next_functions]
+    return {type(node).__name__ for node in seen}
+
+
+def test_math_attention_trains_the_same_loss_and_gradients_through_plain_products():
+    pairs = read_parallel(FIXTURE / "train.en", FIXTURE / "train.de")
+    vocab = Vocabularies.train(pairs, vocab_size=300)
+    batch = collate([(np.array(vocab.source.encode([s])[0]), np.array(vocab.target.encode([t])[0]), None)
+                     for s, t in pairs[:6]])
+    results = {}
+    for backend in ("default", "math"):
+        torch.manual_seed(0)
+        module = TranslationModule(vocab, ModelConfig(d_model=32, heads=2, encoder_layers=1, decoder_layers=1,
+                                                      ffn_dim=64, dropout=0.0), training_attention=backend)
+        loss = module.training_step(batch, 0)
+        nodes = autograd_nodes(loss)
+        loss.backward()
+        results[backend] = (loss.detach(), [p.grad.clone() for p in module.parameters()], nodes)
+    (default_loss, default_grads, default_nodes), (math_loss, math_grads, math_nodes) = results.values()
+    assert any("FlashAttention" in name for name in default_nodes), "the fused kernel was not the default here"
+    assert not any("Attention" in name for name in math_nodes), "math attention still ran a fused kernel"
+    assert torch.allclose(math_loss, default_loss, rtol=1e-6)
+    for mine, theirs in zip(math_grads, default_grads):
+        assert torch.allclose(mine, theirs, rtol=1e-4, atol=1e-6)
+    with pytest.raises(UsageError, match="training_attention"):
+        TranslationModule(vocab, ModelConfig(d_model=32, heads=2, encoder_layers=1, decoder_layers=1, ffn_dim=64),
+                          training_attention="flash")

@@ -15,6 +15,7 @@ weight a token of a short batch more than one of a long batch.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import sys
@@ -95,6 +96,15 @@ def linear_decay_schedule(warmup_steps: int, total_steps: int):
 LrSchedule = Literal["inverse_sqrt", "linear"]
 
 
+def attention_backend(name: str) -> contextlib.AbstractContextManager:
+    """The context that makes `scaled_dot_product_attention` use backend `name` (default: any)."""
+    if name == "math":
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        return sdpa_kernel(SDPBackend.MATH)
+    return contextlib.nullcontext()
+
+
 def use_fused_optimizer(requested: bool | None, device_type: str, clipping: bool, precision: str) -> bool:
     """Whether Adam runs as one fused kernel: as `model.fused_optimizer` asks, by default on a
     GPU; but Lightning refuses to clip the gradients of an optimizer that unscales them itself
@@ -129,6 +139,9 @@ class TranslationModule(L.LightningModule):
         fused_optimizer: the fused optimizer kernel (default: on a GPU, unless gradients are clipped
             under mixed precision, which Lightning cannot do for a fused optimizer).
         compile: torch.compile the model's forward pass (the training step; search is not compiled).
+        training_attention: the `scaled_dot_product_attention` backend of the training steps:
+            `default` (PyTorch's choice), or `math` (plain products and softmax, whose backward
+            pass is faster than the CPU's fused kernel in bf16; validation and search unchanged).
         loss_chunk: None: the loss takes the logits of every position, padding included. A
             number: padded positions are dropped before the output projection, and the logits
             are made that many rows at a time under activation checkpointing (0: all at once).
@@ -151,6 +164,7 @@ class TranslationModule(L.LightningModule):
         fused_optimizer: bool | None = None,
         compile: bool = False,
         loss_chunk: int | None = None,
+        training_attention: Literal["default", "math"] = "default",
     ) -> None:
         super().__init__()
         if warmup_steps < 0:
@@ -169,6 +183,9 @@ class TranslationModule(L.LightningModule):
         if loss_chunk is not None and loss_chunk < 0:
             raise UsageError(f"model.loss_chunk must be 0 (all rows at once), a row count, or null, got {loss_chunk}")
         self.compile_model, self.loss_chunk = compile, loss_chunk
+        if training_attention not in ("default", "math"):
+            raise UsageError(f"model.training_attention must be default or math, got {training_attention!r}")
+        self.training_attention = training_attention
         self.val_bleu_enabled = val_bleu
         self.run_config: str | None = None  # the resolved CLI config, set by the CLI
         self.target_tokens: list[int] | None = None  # ids seen on the target side of the training data
@@ -217,7 +234,8 @@ class TranslationModule(L.LightningModule):
         return batch_nll(self.model, batch, smoothing, self.loss_chunk)
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
-        nll = self.nll(batch, self.training_config["label_smoothing"])
+        with attention_backend(self.training_attention):  # chosen in the forward pass; backward follows it
+            nll = self.nll(batch, self.training_config["label_smoothing"])
         self._update_nll = self._update_nll + nll.detach()
         self._update_tokens += batch["tgt_tokens"]
         self._window_tokens += batch["tgt_tokens"]
