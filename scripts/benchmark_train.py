@@ -149,6 +149,7 @@ class Trainee:
     def __init__(self, name: str, config: dict, vocab, device: torch.device, loss_chunk: int | None = None) -> None:
         from translate.export import to_huggingface
         from translate.model import ModelConfig, Transformer
+        from translate.module import use_fused_optimizer
 
         torch.manual_seed(config["seed"])
         cfg = ModelConfig(**config["model"])
@@ -161,8 +162,8 @@ class Trainee:
         if name == "ours-compiled":
             self.model.compile(dynamic=True)  # what model.compile does in training
         self.parameters = [p for p in self.model.parameters() if p.requires_grad]
-        # Fused Adam on a GPU, as training uses (model.fused_optimizer's default).
-        fused = {"fused": True} if device.type == "cuda" else {}
+        # Fused Adam where training's default fuses it (a GPU; nothing is clipped here).
+        fused = {"fused": True} if use_fused_optimizer(None, device.type, clipping=False, precision="") else {}
         self.optimizer = torch.optim.Adam(self.parameters, lr=config["lr"], betas=config["betas"], eps=1e-9, **fused)
         self.label_smoothing = config["label_smoothing"]
         self.loss_chunk = loss_chunk if name == "ours-projected" else None

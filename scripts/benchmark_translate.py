@@ -156,14 +156,13 @@ def export_both(checkpoint: Path, directory: Path, device: str, precision: str, 
     if "transformers" not in skip:
         hf_dir = export_huggingface(checkpoint, directory / "hf")
         hf_model = transformers.AutoModelForSeq2SeqLM.from_pretrained(str(hf_dir)).eval().to(device)
-    computes = [name for name, compute in (("ctranslate2", CT2_COMPUTE[precision]), ("ctranslate2-int8", "int8"))
-                if name not in skip]
+    computes = {name: compute for name, compute in (("ctranslate2", CT2_COMPUTE[precision]), ("ctranslate2-int8", "int8"))
+                if name not in skip}
     if computes:
         import ctranslate2
 
         ct2_dir = export_ctranslate2(checkpoint, directory / "ct2")
-        for name in computes:
-            compute = CT2_COMPUTE[precision] if name == "ctranslate2" else "int8"
+        for name, compute in computes.items():
             ct2[name] = ctranslate2.Translator(str(ct2_dir), device=device, inter_threads=1, compute_type=compute,
                                                intra_threads=torch.get_num_threads())
     return hf_model, ct2

@@ -84,7 +84,8 @@ def main(argv: list[str] | None = None) -> int:
              else f"operators {busy:.3f} s"))
     groups: dict[str, float] = {}
     for name, seconds, _ in timed:
-        groups[group_of(name)] = groups.get(group_of(name), 0.0) + seconds
+        group = group_of(name)
+        groups[group] = groups.get(group, 0.0) + seconds
     print("\n| group | seconds | share of busy time |\n|---|---:|---:|")
     for group, seconds in sorted(groups.items(), key=lambda item: -item[1]):
         print(f"| {group} | {seconds:.3f} | {100 * seconds / busy:.1f}% |")

@@ -65,6 +65,12 @@ def test_no_warm_up_starts_at_the_peak():
         TranslationModule(Vocabularies.train([("a b", "c d")] * 50, vocab_size=30), warmup_steps=-1)
 
 
+def encoded_batch(vocab: Vocabularies, pairs: list[tuple[str, str]]) -> dict:
+    """`pairs` encoded and collated into one training batch."""
+    return collate([(np.array(vocab.source.encode([s])[0]), np.array(vocab.target.encode([t])[0]), None)
+                    for s, t in pairs])
+
+
 class GradientRecorder(TranslationModule):
     """Keeps the gradient the optimizer would step with (after the module's normalisation)."""
 
@@ -90,11 +96,7 @@ def test_the_loss_of_an_update_is_the_mean_over_all_its_tokens():
     short = [p for p in pairs if len(p[1].split()) <= 4][:6]
     long = [p for p in pairs if len(p[1].split()) >= 15][:2]
 
-    def batch(chosen):
-        return collate([(np.array(vocab.source.encode([s])[0]), np.array(vocab.target.encode([t])[0]), None)
-                        for s, t in chosen])
-
-    first, second, both = batch(short), batch(long), batch(short + long)
+    first, second, both = (encoded_batch(vocab, chosen) for chosen in (short, long, short + long))
     assert first["tgt_tokens"] + second["tgt_tokens"] == both["tgt_tokens"]
     assert abs(first["tgt_tokens"] - second["tgt_tokens"]) > 10, "the batches must differ in size"
 
@@ -232,8 +234,7 @@ def test_a_compiled_model_computes_what_the_eager_one_does():
     """`model.compile: true` (torch.compile, in place): same loss and gradients, same parameter names."""
     vocab = Vocabularies.train(read_parallel(FIXTURE / "train.en", FIXTURE / "train.de"), vocab_size=300)
     pairs = read_parallel(FIXTURE / "dev.en", FIXTURE / "dev.de")[:6]
-    batch = collate([(np.array(vocab.source.encode([s])[0]), np.array(vocab.target.encode([t])[0]), None)
-                     for s, t in pairs])
+    batch = encoded_batch(vocab, pairs)
 
     def loss_and_gradients(compiled: bool):
         torch.manual_seed(0)
@@ -258,8 +259,7 @@ def test_the_projected_loss_equals_the_loss_of_the_full_logits(tie):
     at a time under checkpointing): the same loss and gradients as the logits of every position."""
     vocab = Vocabularies.train(read_parallel(FIXTURE / "train.en", FIXTURE / "train.de"), vocab_size=300)
     pairs = read_parallel(FIXTURE / "dev.en", FIXTURE / "dev.de")[:6]
-    batch = collate([(np.array(vocab.source.encode([s])[0]), np.array(vocab.target.encode([t])[0]), None)
-                     for s, t in pairs])
+    batch = encoded_batch(vocab, pairs)
     assert (batch["tgt_out"] == 0).any()  # the batch has padding to drop
 
     def loss_and_gradients(chunk):
@@ -307,8 +307,7 @@ def test_clipping_under_mixed_precision_trains_or_says_which_settings_conflict(f
     trains, an explicit request is refused up front naming both settings."""
     pairs = read_parallel(FIXTURE / "train.en", FIXTURE / "train.de")
     vocab = Vocabularies.train(pairs, vocab_size=300)
-    batch = collate([(np.array(vocab.source.encode([s])[0]), np.array(vocab.target.encode([t])[0]), None)
-                     for s, t in pairs[:4]])
+    batch = encoded_batch(vocab, pairs[:4])
     module = TranslationModule(vocab, ModelConfig(d_model=32, heads=2, encoder_layers=1, decoder_layers=1, ffn_dim=64),
                                warmup_steps=1, val_bleu=False, fused_optimizer=fused)
     trainer = L.Trainer(accelerator="cpu", precision="bf16-mixed", gradient_clip_val=1.0, max_steps=1, logger=False,
@@ -337,8 +336,7 @@ def autograd_nodes(loss: torch.Tensor) -> set[str]:
 def test_math_attention_trains_the_same_loss_and_gradients_through_plain_products():
     pairs = read_parallel(FIXTURE / "train.en", FIXTURE / "train.de")
     vocab = Vocabularies.train(pairs, vocab_size=300)
-    batch = collate([(np.array(vocab.source.encode([s])[0]), np.array(vocab.target.encode([t])[0]), None)
-                     for s, t in pairs[:6]])
+    batch = encoded_batch(vocab, pairs[:6])
     results = {}
     for backend in ("default", "math"):
         torch.manual_seed(0)
