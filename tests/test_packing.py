@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from translate.model import FeedForward
-from translate.packing import PackedLinear, pack_linear_layers, packing_available
+from translate.packing import PACK_ALWAYS_WEIGHTS, PACK_MIN_ROWS, PackedLinear, pack_linear_layers, packing_available
 from translate.search import beam_search, greedy_search
 from translate.vocab import BOS_ID, EOS_ID, PAD_ID
 
@@ -128,3 +128,20 @@ def test_a_model_loaded_under_inference_mode_is_packed():
         src = torch.randint(EOS_ID + 1, 50, (2, 7))
         src[:, -1] = EOS_ID
         assert greedy_search(model, src) == greedy_search(plain, src)
+
+
+def test_a_few_rows_take_the_packed_product_only_on_a_large_layer(monkeypatch):
+    """F.linear reorders the weight at every call: on a layer of PACK_ALWAYS_WEIGHTS or more,
+    that costs more than the packed call even for one row (translate/packing.py)."""
+    calls = []
+    real = torch.ops.mkldnn._linear_pointwise
+    monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", lambda *args: calls.append(args) or real(*args))
+    torch.manual_seed(0)
+    small, large = nn.Linear(64, 64).eval(), nn.Linear(256, PACK_ALWAYS_WEIGHTS // 256).eval()
+    for linear, rows, packed_path in [(small, 1, False), (small, PACK_MIN_ROWS, True), (large, 1, True)]:
+        calls.clear()
+        x = torch.randn(rows, linear.in_features)
+        with torch.inference_mode():
+            out = PackedLinear(linear)(x)
+        assert bool(calls) == packed_path
+        torch.testing.assert_close(out.double(), reference_linear(x, linear, False), rtol=1e-5, atol=1e-5)

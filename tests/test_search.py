@@ -6,7 +6,9 @@ import pytest
 import torch
 
 from translate.model import ModelConfig, Transformer
-from translate.search import Hypothesis, beam_search, greedy_search, length_penalty
+from translate import search
+from translate.search import (ENCODE_SPLIT_SAVING, Hypothesis, beam_search, encode_by_length, greedy_search,
+                              length_groups, length_penalty)
 from translate.vocab import BOS_ID, EOS_ID, PAD_ID
 
 VOCAB = 12
@@ -338,3 +340,62 @@ def test_query_rows_must_divide_among_key_rows():
         assert model.decode(torch.full((6, 1), BOS_ID), memory, mask).shape[0] == 6  # 2 beams a sentence
         with pytest.raises(ValueError, match="4 query rows cannot share 3 key rows"):
             model.decode(torch.full((4, 1), BOS_ID), memory, mask)
+
+
+def split_cost(groups: list[list[int]], lengths: list[int], call_tokens: int) -> int:
+    return sum(call_tokens + len(group) * max(lengths[row] for row in group) for group in groups)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_length_groups_are_the_cheapest_split_of_the_sorted_rows(seed):
+    generator = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(1, 60, (int(torch.randint(1, 9, (1,), generator=generator)),), generator=generator).tolist()
+    groups = length_groups(lengths, call_tokens=4)
+    assert sorted(row for group in groups for row in group) == list(range(len(lengths)))
+    # Every split of the length-sorted rows into runs, written out (the reference).
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    splits = []
+    for cuts in itertools.product([False, True], repeat=len(order) - 1):
+        runs, run = [], [order[0]]
+        for row, cut in zip(order[1:], cuts):
+            if cut:
+                runs.append(run)
+                run = []
+            run.append(row)
+        splits.append(runs + [run])
+    cheapest = min(split_cost(split, lengths, 4) for split in splits)
+    whole = split_cost([list(range(len(lengths)))], lengths, 4)
+    if cheapest <= ENCODE_SPLIT_SAVING * whole:
+        assert split_cost(groups, lengths, 4) == cheapest
+    else:
+        assert groups == [list(range(len(lengths)))]
+
+
+def test_length_groups_leave_a_batch_of_like_lengths_whole_and_split_a_mixed_one():
+    assert length_groups([20, 21, 20, 22, 21]) == [[0, 1, 2, 3, 4]]
+    assert length_groups([3, 60, 5, 58, 4]) == [[0, 2, 4], [1, 3]]
+
+
+def test_encoding_by_length_groups_equals_encoding_the_batch_whole(monkeypatch):
+    model = tiny_model(8)
+    lengths = [3, 60, 5, 58, 4, 31]
+    src = torch.full((len(lengths), 61), PAD_ID)
+    generator = torch.Generator().manual_seed(8)
+    for row, length in enumerate(lengths):
+        src[row, :length] = torch.randint(4, VOCAB, (length,), generator=generator)
+        src[row, length] = EOS_ID
+    mask = model.source_mask(src, PAD_ID)
+    assert len(length_groups((src != PAD_ID).sum(dim=1).tolist())) > 1
+    with torch.inference_mode():
+        whole = model.encode(src, mask)
+        grouped = encode_by_length(model, src, mask)
+        real = mask[:, 0, 0, :, None]
+        torch.testing.assert_close(grouped * real, whole * real, rtol=1e-5, atol=1e-5)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            assert encode_by_length(model, src, mask).dtype == model.encode(src, mask).dtype
+    split_greedy, split_beam = greedy_search(model, src), beam_search(model, src, beam=3, n_best=3)
+    monkeypatch.setattr(search, "ENCODE_SPLIT_SAVING", 0.0)  # never split
+    assert greedy_search(model, src) == split_greedy
+    for ours, theirs in zip(beam_search(model, src, beam=3, n_best=3), split_beam):
+        assert [h.tokens for h in ours] == [h.tokens for h in theirs]
+        assert [h.score for h in ours] == pytest.approx([h.score for h in theirs], abs=1e-5)

@@ -3,11 +3,13 @@
 Decoding spends most of its time in the linear layers, multiplying a few dozen rows at a time.
 oneDNN (the CPU backend bundled with PyTorch) multiplies faster when the weight has been
 reordered once into its blocked layout, and it can apply the feed-forward ReLU in the same
-pass; but each call costs a fixed ~10 us more than `F.linear`.  Measured on one thread of a
-2-core EPYC, a 256 x 256 layer: 0.35x `F.linear`'s speed on 1 row, 0.95x on 8, 1.2x on 16,
-2.1x on 170; 256 x 1024 and 1024 x 256: 2.0x on 16 rows, 2.3x from 64.  So every layer is
-packed, and a call with fewer than `PACK_MIN_ROWS` rows (the last sentences of a batch) takes
-`F.linear` instead.  `pack_linear_layers` swaps a decoding model's `nn.Linear`s for
+pass; but each call costs a fixed ~12 us, where `F.linear` pays instead for reordering the
+weight at every call, which grows with the weight.  Measured on one thread of a 2-core EPYC, a
+256 x 256 layer: 0.35x `F.linear`'s speed on 1 row, 0.95x on 8, 1.2x on 16, 2.1x on 170;
+256 x 1024, 1024 x 256, 512 x 512 and larger: 1.0-1.1x on 1 row, 1.8-2.0x on 4, 2.3x from 64
+(the 4,000-token output projection: 2.8x on 1 row).  So every layer is packed, and a call with
+fewer than `PACK_MIN_ROWS` rows (the last sentences of a batch) takes `F.linear` only on a
+layer of fewer than `PACK_ALWAYS_WEIGHTS` weights.  `pack_linear_layers` swaps a decoding model's `nn.Linear`s for
 `PackedLinear`s that do this.
 
 A `PackedLinear` keeps the original `weight` and `bias` Parameters (the state dict, the ties
@@ -26,7 +28,8 @@ from torch import Tensor, nn
 from translate.model import FeedForward
 
 PACK_MIN_WEIGHTS = 0
-PACK_MIN_ROWS = 12  # below, F.linear is faster (the measured crossover is near 10 rows)
+PACK_MIN_ROWS = 12  # below, F.linear is faster on a small layer (the measured crossover is near 10 rows)
+PACK_ALWAYS_WEIGHTS = 2**18  # from this size (256 x 1024, 512 x 512) the packed path wins from one row
 
 
 def version(tensor: Tensor) -> int:
@@ -56,6 +59,8 @@ class PackedLinear(nn.Module):
         self.weight = linear.weight
         self.bias = linear.bias
         self.activation = activation
+        # Fewer input elements than this take F.linear (see the module's docstring).
+        self._min_elements = 0 if self.weight.numel() >= PACK_ALWAYS_WEIGHTS else PACK_MIN_ROWS * self.in_features
         self._pack()
 
     def _pack(self) -> None:
@@ -70,7 +75,7 @@ class PackedLinear(nn.Module):
         if torch.is_autocast_enabled(x.device.type):
             return False
         return (x.device.type == "cpu" and x.dtype == weight.dtype == torch.float32 and weight.device.type == "cpu"
-                and x.numel() >= PACK_MIN_ROWS * self.in_features)
+                and x.numel() >= self._min_elements)
 
     def forward(self, x: Tensor) -> Tensor:
         if not self._packed_path_applies(x):
