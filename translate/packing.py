@@ -69,13 +69,14 @@ class PackedLinear(nn.Module):
         self._packed_version = version(self.weight)
 
     def _packed_path_applies(self, x: Tensor) -> bool:
+        # Cheapest tests first: this runs for every layer at every decoding step.
         weight = self.weight
-        if torch.is_grad_enabled() and (weight.requires_grad or x.requires_grad):
+        if not (x.is_cpu and weight.is_cpu and x.dtype == weight.dtype == torch.float32
+                and x.numel() >= self._min_elements):
             return False
-        if torch.is_autocast_enabled(x.device.type):
+        if torch.is_autocast_enabled("cpu"):
             return False
-        return (x.device.type == "cpu" and x.dtype == weight.dtype == torch.float32 and weight.device.type == "cpu"
-                and x.numel() >= self._min_elements)
+        return not (torch.is_grad_enabled() and (weight.requires_grad or x.requires_grad))
 
     def forward(self, x: Tensor) -> Tensor:
         if not self._packed_path_applies(x):
