@@ -2,12 +2,19 @@
 by their own CPU time, plus the share left to Python outside any operator.
 
     OMP_NUM_THREADS=1 .venv/bin/python scripts/profile_decoding.py --checkpoint runs/default/checkpoints/last.ckpt --beam 1
+
+With --by-rows, instead: the encoder's time and the decoding steps' time by how many rows a
+step decodes (what a batch's last, longest sentences cost), without the profiler; with
+--batch N, in batches of N sentences drawn at random (a server's batches) instead of
+translate-cli's length-sorted ones.
 """
 
 from __future__ import annotations
 
 import argparse
+import random
 import sys
+from collections import defaultdict
 import time
 from pathlib import Path
 
@@ -30,10 +37,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=500, help="the first N test sentences (default: 500)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--rows", type=int, default=15, help="operators listed (default: 15)")
+    parser.add_argument("--by-rows", action="store_true", help="time the steps by rows decoded instead")
+    parser.add_argument("--batch", type=int, default=0, help="with --by-rows: random batches of N sentences")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     translator = load_translator(args.checkpoint, torch.device("cpu"))
     sources = read_lines(split_paths(BUNDLED_CORPUS, "test", "en", "de")[0])[: args.limit]
+    if args.by_rows:
+        return by_rows(translator, sources, args)
 
     def run() -> float:
         started = time.perf_counter()
@@ -52,6 +63,51 @@ def main(argv: list[str] | None = None) -> int:
     for event in sorted(events, key=lambda e: e.self_cpu_time_total, reverse=True)[: args.rows]:
         print(f"| {event.key} | {event.count:,} | {event.self_cpu_time_total / 1e6:.2f} | "
               f"{event.self_cpu_time_total / 1e6 / profiled:.1%} |")
+    return 0
+
+
+def by_rows(translator, sources: list[str], args) -> int:
+    """Encoder seconds, and decoding steps and seconds by rows decoded (buckets of 16)."""
+    if args.batch:
+        sources = random.Random(0).sample(sources, len(sources))
+    chunks = [sources[i:i + args.batch] for i in range(0, len(sources), args.batch)] if args.batch else [sources]
+    model = translator.model
+    plain_decode, plain_encode = model.decode, model.encode
+    steps: dict[int, list] = defaultdict(lambda: [0, 0.0])  # bucket of 16 rows: [steps, seconds]
+    encoder_seconds = 0.0
+
+    def decode(tgt_ids, *rest, **kwargs):
+        started = time.perf_counter()
+        out = plain_decode(tgt_ids, *rest, **kwargs)
+        bucket = steps[tgt_ids.shape[0] // 16]
+        bucket[0], bucket[1] = bucket[0] + 1, bucket[1] + time.perf_counter() - started
+        return out
+
+    def encode(*call_args):
+        nonlocal encoder_seconds
+        started = time.perf_counter()
+        out = plain_encode(*call_args)
+        encoder_seconds += time.perf_counter() - started
+        return out
+
+    def translate_all() -> float:
+        started = time.perf_counter()
+        for chunk in chunks:
+            translate_lines(translator, chunk, beam=args.beam, length_penalty=args.length_penalty)
+        return time.perf_counter() - started
+
+    translate_all()  # warm
+    model.decode, model.encode = decode, encode
+    total = translate_all()
+    model.decode, model.encode = plain_decode, plain_encode
+    decoding = sum(seconds for _, seconds in steps.values())
+    batches = f"random batches of {args.batch}" if args.batch else "length-sorted batches"
+    print(f"{len(sources)} sentences, beam {args.beam}, {args.threads} thread(s), {batches}: {total:.2f} s, "
+          f"encoder {encoder_seconds:.2f} s, decoding steps {decoding:.2f} s, the rest {total - encoder_seconds - decoding:.2f} s\n")
+    print("| rows a step | steps | seconds | ms a step |\n|---|---:|---:|---:|")
+    for bucket in sorted(steps):
+        count, seconds = steps[bucket]
+        print(f"| {bucket * 16}-{bucket * 16 + 15} | {count:,} | {seconds:.3f} | {seconds / count * 1e3:.2f} |")
     return 0
 
 

@@ -3,13 +3,11 @@
 Decoding spends most of its time in the linear layers, multiplying a few dozen rows at a time.
 oneDNN (the CPU backend bundled with PyTorch) multiplies faster when the weight has been
 reordered once into its blocked layout, and it can apply the feed-forward ReLU in the same
-pass; but each call costs a fixed ~12 us, where `F.linear` pays instead for reordering the
-weight at every call, which grows with the weight.  Measured on one thread of a 2-core EPYC, a
-256 x 256 layer: 0.35x `F.linear`'s speed on 1 row, 0.95x on 8, 1.2x on 16, 2.1x on 170;
-256 x 1024, 1024 x 256, 512 x 512 and larger: 1.0-1.1x on 1 row, 1.8-2.0x on 4, 2.3x from 64
-(the 4,000-token output projection: 2.8x on 1 row).  So every layer is packed, and a call with
-fewer than `PACK_MIN_ROWS` rows (the last sentences of a batch) takes `F.linear` only on a
-layer of fewer than `PACK_ALWAYS_WEIGHTS` weights.  `pack_linear_layers` swaps a decoding model's `nn.Linear`s for
+pass; each call costs a fixed ~12 us, where `F.linear` instead reorders the weight at every
+call, at a cost that grows with the weight (`scripts/benchmark_packing.py`; figures in
+docs/benchmarks.md). So every layer is packed, and a call with fewer than `PACK_MIN_ROWS` rows
+(the last sentences of a batch) takes `F.linear` only on a layer of fewer than
+`PACK_ALWAYS_WEIGHTS` weights.  `pack_linear_layers` swaps a decoding model's `nn.Linear`s for
 `PackedLinear`s that do this.
 
 A `PackedLinear` keeps the original `weight` and `bias` Parameters (the state dict, the ties
