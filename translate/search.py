@@ -84,7 +84,7 @@ def select_rows(cache: list[dict], rows: Tensor, sentences: Tensor | None) -> No
 
 # What one more encoder call costs, in padded source tokens of work (its fixed cost on the CPU).
 ENCODE_CALL_TOKENS = 16
-# Split only where that saves a quarter of the padded work: length-sorted batches stay one call.
+# Split only where that saves a quarter of the padded work: a batch of like lengths stays one call.
 ENCODE_SPLIT_SAVING = 0.75
 
 
