@@ -58,7 +58,8 @@ class PackedLinear(nn.Module):
         self.bias = linear.bias
         self.activation = activation
         # Fewer input elements than this take F.linear (see the module's docstring).
-        self._min_elements = 0 if self.weight.numel() >= PACK_ALWAYS_WEIGHTS else PACK_MIN_ROWS * self.in_features
+        rows = 1 if self.weight.numel() >= PACK_ALWAYS_WEIGHTS else PACK_MIN_ROWS
+        self._min_elements = rows * self.in_features  # at least one row: an empty input takes F.linear
         self._pack()
 
     def _pack(self) -> None:
