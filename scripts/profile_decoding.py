@@ -14,8 +14,8 @@ from __future__ import annotations
 import argparse
 import random
 import sys
-from collections import defaultdict
 import time
+from collections import defaultdict
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
