@@ -1,16 +1,19 @@
-"""translate-serve under load: closed-loop clients over loopback, batched against unbatched,
+"""translate-serve under load: closed-loop clients over loopback, continuous batching against
+whole batches and no batching,
 beside translate-cli on the same lines as one file (the batch ceiling).
 
     .venv/bin/python scripts/benchmark_serve.py --checkpoint runs/default/checkpoints/last.ckpt
-    .venv/bin/python scripts/benchmark_serve.py --clients 32 --seconds 600 --modes batched   # soak: RSS at start and end
+    .venv/bin/python scripts/benchmark_serve.py --clients 32 --seconds 600 --modes continuous   # soak: RSS at start and end
 
 Each client (a coroutine with an httpx.AsyncClient of its own) sends one test-split sentence a
 request and the next as soon as the answer comes, for --seconds per level; the clients take the
 sentences in one shuffled order of the whole split (seed 0), so that the few hundred a level
 reaches are a fair sample of what translate-cli translates (the split's first lines are longer
-than the rest). Modes: `batched` (translate-serve's defaults: requests pooled up to
---batch-tokens, waiting at most 10 ms) and `unbatched`
-(`--max-wait-ms 0 --batch-tokens 1`: one request at a time, as a server without batching).
+than the rest). Modes: `continuous` (translate-serve's defaults: requests join the running
+search between two steps, up to --batch-tokens, and leave it answered at the step they are done),
+`batched` (`--batching batch`: requests pooled up to --batch-tokens, waiting at most 10 ms, each
+batch translated to its end) and `unbatched` (`--batching batch --max-wait-ms 0 --batch-tokens 1`:
+one request at a time, as a server without batching).
 `litserve` (`--modes litserve`, after `pip install 'tiedmt[bench]'`) is the same model behind
 Lightning's LitServe instead: its own request batching (up to 64 requests, waiting at most 10
 ms, as batched) in one worker process, each batch translated by the same `translate_lines`.
@@ -47,7 +50,8 @@ sys.path.insert(0, str(REPO))
 from translate.corpus import BUNDLED_CORPUS, read_lines, split_paths  # noqa: E402
 from translate.serve_launch import free_loopback_port, wait_until_ready  # noqa: E402
 
-MODES = {"batched": [], "unbatched": ["--max-wait-ms", "0", "--batch-tokens", "1"], "litserve": None}
+MODES = {"continuous": [], "batched": ["--batching", "batch"],
+         "unbatched": ["--batching", "batch", "--max-wait-ms", "0", "--batch-tokens", "1"], "litserve": None}
 LITSERVE_BATCH, LITSERVE_WAIT_S = 64, 0.010
 
 
@@ -131,17 +135,18 @@ async def load(base: str, sentences: list[str], clients: int, seconds: float) ->
             "p99": quantiles[98], "errors": errors, "requests": len(latencies)}
 
 
-def batches_so_far(base: str, mode: str) -> tuple[float, float, float]:
-    """(sentences, batches, seconds in the model) translate-serve's metrics have counted; LitServe
-    has no such metrics."""
+def batches_so_far(base: str, mode: str) -> tuple[float, float, float, float]:
+    """(sentences in batches, batches, seconds in the model, lines translated) translate-serve's
+    metrics have counted (with continuous batching, a batch is a turn of the running search and
+    its size the most lines it held); LitServe has no such metrics."""
     if MODES[mode] is None:
-        return float("nan"), float("nan"), float("nan")
+        return float("nan"), float("nan"), float("nan"), float("nan")
     from prometheus_client.parser import text_string_to_metric_families
 
     text = httpx.get(f"{base}/metrics", timeout=10).text
     samples = {sample.name: sample.value for family in text_string_to_metric_families(text) for sample in family.samples}
     return (samples["translate_batch_sentences_sum"], samples["translate_batch_sentences_count"],
-            samples["translate_model_seconds_total"])
+            samples["translate_model_seconds_total"], samples["translate_sentences_total"])
 
 
 def cli_seconds(checkpoint: str, sentences: list[str], threads: int) -> float:
@@ -217,10 +222,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--checkpoint", default="runs/default/checkpoints/last.ckpt")
     parser.add_argument("--clients", default="1,8,32,128", help="concurrency levels (default: 1,8,32,128)")
     parser.add_argument("--seconds", type=float, default=20, help="load time per level (default: 20)")
-    parser.add_argument("--modes", default="batched,unbatched")
+    parser.add_argument("--modes", default="continuous,batched,unbatched")
     parser.add_argument("--threads", type=int, default=1, help="torch threads of the server and the CLI")
     parser.add_argument("--sentences", type=int, default=None, help="only the first N test sentences")
-    parser.add_argument("--max-wait-ms", type=float, default=10, help="the batched server's wait (default: 10)")
+    parser.add_argument("--max-wait-ms", type=float, default=10, help="translate-serve's --max-wait-ms (default: 10)")
     parser.add_argument("--batch-ceiling", default="16,32",
                         help="also the model alone on random batches of these sizes (default: 16,32; '' skips)")
     parser.add_argument("--litserve-server", nargs=3, metavar=("CKPT", "PORT", "THREADS"), help=argparse.SUPPRESS)
@@ -250,10 +255,11 @@ def main(argv: list[str] | None = None) -> int:
             for clients in map(int, args.clients.split(",")):
                 rss_start, before = rss_mib(server.pid), batches_so_far(base, mode)
                 result = asyncio.run(load(base, sources, clients, args.seconds))
-                sentences, batches, model_seconds = (after - start for after, start in zip(batches_so_far(base, mode), before))
+                held, batches, model_seconds, translated = (after - start for after, start in
+                                                            zip(batches_so_far(base, mode), before))
                 rows.append({"mode": mode, "clients": clients, "rss_start": rss_start, "rss_end": rss_mib(server.pid),
-                             "batch": sentences / max(batches, 1), "model_busy": model_seconds / result["seconds"],
-                             "model_rate": sentences / model_seconds if model_seconds else float("nan"), **result})
+                             "batch": held / max(batches, 1), "model_busy": model_seconds / result["seconds"],
+                             "model_rate": translated / model_seconds if model_seconds else float("nan"), **result})
                 print(rows[-1], flush=True)
         finally:
             stop(server)
@@ -268,12 +274,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {row['mode']} | {row['clients']} | {row['sentences_per_s']:.1f} | "
               f"{row['sentences_per_s'] / ceiling:.0%} | {batch} | {busy} | {rate} | {1000 * row['p50']:.0f} | {1000 * row['p95']:.0f} | "
               f"{1000 * row['p99']:.0f} | {row['errors']} | {row['rss_start']:.0f} → {row['rss_end']:.0f} |")
-    batched = {r["clients"]: r for r in rows if r["mode"] == "batched"}
-    for name in ("unbatched", "litserve"):
-        other = {r["clients"]: r for r in rows if r["mode"] == name}
-        for clients in sorted(set(batched) & set(other)):
-            ratio = batched[clients]["sentences_per_s"] / other[clients]["sentences_per_s"]
-            print(f"{clients} clients: batched / {name} {ratio:.2f}x")
+    for mine in ("continuous", "batched"):
+        ours = {r["clients"]: r for r in rows if r["mode"] == mine}
+        for name in ("batched", "unbatched", "litserve"):
+            other = {r["clients"]: r for r in rows if r["mode"] == name}
+            for clients in sorted(set(ours) & set(other)) if name != mine else []:
+                ratio = ours[clients]["sentences_per_s"] / other[clients]["sentences_per_s"]
+                print(f"{clients} clients: {mine} / {name} {ratio:.2f}x")
     print(f"translate-cli ceiling: {ceiling:.1f} sentences/s")
     if args.batch_ceiling:
         for size, value in random_batch_ceiling(args.checkpoint, args.sentences, args.batch_ceiling,

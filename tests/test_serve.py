@@ -20,7 +20,8 @@ from translate.checkpoint import load_translator  # noqa: E402
 from translate.files import file_digest  # noqa: E402
 from translate.pipeline import translate_lines  # noqa: E402
 from translate.serve_app import ServeSettings, create_app  # noqa: E402
-from translate.serve_batching import Batcher, SearchKey  # noqa: E402
+from translate.serve_batching import Batcher, ContinuousBatcher, SearchKey  # noqa: E402
+from translate.serve_continuous import ContinuousTranslator, Progress  # noqa: E402
 from translate.serve_launch import free_loopback_port, wait_until_ready  # noqa: E402
 from translate.serve_worker import ONEDNN_CACHES  # noqa: E402
 
@@ -83,6 +84,65 @@ def test_concurrent_requests_share_batches_and_match_lines_translated_alone(tran
     results = asyncio.run(scenario())
     assert [r[0] for r in results] == [alone(translator, line) for line in LINES]
     assert calls == [len(LINES)]  # one batch for the five requests
+
+
+def test_continuous_batching_answers_each_request_as_translate_cli_does_alone(translator):
+    """Requests that arrive while others are being searched join them; each is answered with
+    what translate-cli gives its lines (blank lines, over-long lines cut, several settings)."""
+    model_side = ContinuousTranslator(translator, batch_tokens=40)  # a small budget: some lines wait their turn
+    long_line = " ".join(["Choose Tools - Options."] * 12)  # over the checkpoint's trained length: cut
+    requests = [(LINES, SearchKey(5, 1.0)), ([long_line, "Click OK."], SearchKey(5, 1.0)), (["", "\t"], SearchKey(5, 1.0)),
+                (["Last line of the test.", "Click OK."], SearchKey(1, 1.0)), (["Line 7."], SearchKey(3, 0.5))]
+    answers, turns, joined = {}, 0, 0
+    while len(answers) < len(requests):
+        new = [(ticket, lines, key) for ticket, (lines, key) in enumerate(requests) if ticket in (joined, joined + 1)]
+        joined += len(new)
+        progress = model_side.advance(new, max_seconds=0.0)  # one step a turn
+        assert not progress.failed
+        answers.update(progress.done)
+        turns += 1
+        assert turns < 500
+    for ticket, (lines, key) in enumerate(requests):
+        assert answers[ticket] == translate_lines(translator, lines, beam=key.beam, length_penalty=key.length_penalty)
+    assert not model_side.requests and all(not len(lane.search) for lane in model_side.lanes.values())
+
+
+def test_continuous_batching_fails_only_the_requests_a_bad_setting_touches(translator):
+    model_side = ContinuousTranslator(translator, batch_tokens=4096)
+    progress = model_side.advance([(1, ["Click OK."], SearchKey(5, 1.0, target_lang="fr")),
+                                   (2, ["Click OK."], SearchKey(5, 1.0))], max_seconds=10.0)
+    assert [ticket for ticket, _ in progress.failed] == [1] and "fr" in progress.failed[0][1]
+    while not progress.done:
+        progress = model_side.advance([], max_seconds=10.0)
+    assert progress.done == [(2, [alone(translator, "Click OK.")])]
+
+
+def test_the_continuous_batcher_keeps_its_worker_busy_and_survives_a_failed_turn():
+    """Turns are asked for ahead (the model need not wait for the event loop); a turn that raises
+    fails the requests the worker held, and the next request is served."""
+    turns = []
+
+    def advance(new, max_seconds):
+        turns.append([lines for _, lines, _ in new])
+        if any(lines == ["boom"] for _, lines, _ in new):
+            raise RuntimeError("the search broke")
+        return Progress([(ticket, [line.upper() for line in lines]) for ticket, lines, _ in new], [], 0.0, len(new))
+
+    async def scenario():
+        batcher = ContinuousBatcher(advance, lambda line: 1, max_wait=0.01, max_queued_lines=100)
+        batcher.start()
+        key = SearchKey(beam=1, length_penalty=0.0)
+        try:
+            first = await asyncio.gather(batcher.submit(["a"], key), batcher.submit(["b", "c"], key))
+            with pytest.raises(RuntimeError, match="the search broke"):
+                await batcher.submit(["boom"], key)
+            return first, await batcher.submit(["d"], key)
+        finally:
+            await batcher.stop()
+
+    first, after = asyncio.run(scenario())
+    assert first == [["A"], ["B", "C"]] and after == ["D"]
+    assert [["boom"]] in turns and [] in turns  # empty turns: asked for ahead, while one ran
 
 
 def test_a_lone_request_does_not_wait_for_company_but_one_after_a_shared_batch_does():
@@ -278,8 +338,11 @@ def test_the_real_server_batches_concurrent_clients_and_drains_on_sigterm(checkp
         for lines, translations in results.values():
             assert translations == [alone(translator, line) for line in lines]
         metrics = httpx.get(f"{base}/metrics", headers={"X-API-Key": "k"}).text
-        batches = [line for line in metrics.splitlines() if line.startswith("translate_batch_sentences_count")]
-        assert float(batches[0].split()[-1]) < 9  # the warm-up, then fewer batches than the 8 requests
+        # Lines of several clients were searched at once: some turn held more than the 4 non-blank
+        # lines a request has at most.
+        held = {line.split('"')[1]: float(line.split()[-1]) for line in metrics.splitlines()
+                if line.startswith("translate_batch_sentences_bucket")}
+        assert held["4.0"] < held["+Inf"]
 
         # a request in flight when SIGTERM comes is still answered; then the server exits
         slow_lines = [f"Sentence number {i} of a long request." for i in range(200)]

@@ -125,6 +125,9 @@ class MultiHeadAttention(nn.Module):
     ) -> Tensor:
         """`mask` is boolean, True where attention is allowed, broadcast to (B, H, Lq, Lk)."""
         q = self._split(self.q_proj(query))
+        if cache is not None and "segments" in cache:  # sentences that joined a search at different steps
+            out = self._attend_segments(q, query, cache["segments"], static_kv)
+            return self.out_proj(out.transpose(1, 2).reshape(query.shape[0], query.shape[1], -1))
         if cache is not None and static_kv and "k" in cache:
             k, v = cache["k"], cache["v"]
         else:
@@ -147,6 +150,11 @@ class MultiHeadAttention(nn.Module):
             mask = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device).tril(
                 k.shape[2] - q.shape[2])
             is_causal = False
+        out = self._attend(q, k, v, mask, is_causal, cached=cache is not None)
+        return self.out_proj(out.transpose(1, 2).reshape(query.shape[0], query.shape[1], -1))
+
+    def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: bool, cached: bool) -> Tensor:
+        """Attention of (B, H, L, D) queries over keys and values with B or B / group rows."""
         batch, heads, length, dim = q.shape
         group, rest = divmod(batch, k.shape[0])
         if rest:
@@ -154,7 +162,7 @@ class MultiHeadAttention(nn.Module):
                              "serves the same whole number of consecutive query rows (a sentence's beams)")
         if group > 1:  # `group` consecutive query rows share one key row (the beams of a sentence)
             q = q.view(-1, group, heads, length, dim).transpose(1, 2).reshape(-1, heads, group * length, dim)
-        if cache is not None and not is_causal and not self.training and q.dtype == torch.float32:
+        if cached and not is_causal and not self.training and q.dtype == torch.float32:
             out = _attend_step(q, k, v, mask)
         else:
             out = F.scaled_dot_product_attention(
@@ -163,7 +171,29 @@ class MultiHeadAttention(nn.Module):
             )
         if group > 1:
             out = out.view(-1, heads, group, length, dim).transpose(1, 2).reshape(batch, heads, length, dim)
-        return self.out_proj(out.transpose(1, 2).reshape(batch, length, -1))
+        return out
+
+    def _attend_segments(self, q: Tensor, query: Tensor, segments: list[dict], static_kv: bool) -> Tensor:
+        """One new step of rows that come in consecutive segments with caches of their own
+        (`translate.continuous`): segment i holds `size` query rows, its keys and values
+        ("k", "v": the encoder's, one row per sentence, with `static_kv`; else its cached steps,
+        reordered by a pending "rows" as `append_steps`, which the new step joins) and a "mask"
+        where some keys are hidden (source padding; cached steps of other rows' sentences)."""
+        if not static_kv:
+            new_k, new_v = self._split(self.k_proj(query)), self._split(self.v_proj(query))
+        outputs, start = [], 0
+        for segment in segments:
+            end = start + segment["size"]
+            if not static_kv:
+                k, v = new_k[start:end], new_v[start:end]
+                if "k" in segment:
+                    rows = segment.pop("rows", None)
+                    k, v = append_steps(segment["k"], k, rows), append_steps(segment["v"], v, rows)
+                segment["k"], segment["v"] = k.contiguous(), v.contiguous()
+            outputs.append(self._attend(q[start:end], segment["k"], segment["v"], segment.get("mask"),
+                                        is_causal=False, cached=True))
+            start = end
+        return outputs[0] if len(outputs) == 1 else torch.cat(outputs)
 
 
 def append_steps(cached: Tensor, new: Tensor, rows: Tensor | None) -> Tensor:
@@ -246,7 +276,7 @@ class DecoderLayer(nn.Module):
         self.ffn_block = Residual(cfg.d_model, cfg.dropout, cfg.norm_first)
 
     def forward(
-        self, x: Tensor, memory: Tensor, src_mask: Tensor, cache: dict | None = None
+        self, x: Tensor, memory: Tensor | None, src_mask: Tensor, cache: dict | None = None
     ) -> Tensor:
         self_cache = None if cache is None else cache.setdefault("self", {})
         cross_cache = None if cache is None else cache.setdefault("cross", {})
@@ -339,15 +369,21 @@ class Transformer(nn.Module):
         }
 
     def _embed(
-        self, embedding: nn.Embedding, ids: Tensor, offset: int = 0, adapter: nn.Module | None = None
+        self, embedding: nn.Embedding, ids: Tensor, offset: int | Tensor = 0, adapter: nn.Module | None = None
     ) -> Tensor:
+        """`offset`: the position of `ids[:, 0]`, one for the batch or (a tensor) one per row."""
         length = ids.shape[1]
-        if offset + length > self.cfg.max_positions:
+        last = offset + length if isinstance(offset, int) else int(offset.max()) + length
+        if last > self.cfg.max_positions:
             raise ValueError(
-                f"sequence of {offset + length} tokens exceeds max_positions={self.cfg.max_positions}"
+                f"sequence of {last} tokens exceeds max_positions={self.cfg.max_positions}"
             )
         tokens = embedding(ids) if adapter is None else adapter(embedding(ids))
-        x = tokens * self.embed_scale + self.positions[offset : offset + length]
+        if isinstance(offset, int):
+            positions = self.positions[offset : offset + length]
+        else:  # rows at different steps (sentences that joined a running search at different times)
+            positions = self.positions[offset[:, None] + torch.arange(length, device=ids.device)]
+        x = tokens * self.embed_scale + positions
         return self.embed_dropout(x) if self.training else x
 
     @staticmethod
@@ -367,7 +403,7 @@ class Transformer(nn.Module):
         memory: Tensor,
         src_mask: Tensor,
         cache: list[dict] | None = None,
-        offset: int = 0,
+        offset: int | Tensor = 0,
         project: bool = True,
     ) -> Tensor:
         """Logits for each target position (with `project` False, the states they are projected
@@ -375,7 +411,9 @@ class Transformer(nn.Module):
 
         `memory` may have fewer rows than `tgt_ids`: each memory row then serves that many
         consecutive target rows (a sentence's beams), so its cross-attention keys and values
-        are computed and cached once per sentence, not once per beam.
+        are computed and cached once per sentence, not once per beam; once they are cached,
+        `memory` may be None. `offset` may give each row its own position (with a self-attention
+        cache in segments, `_attend_segments`, for rows at different steps).
         """
         x = self._embed(self.tgt_embed, tgt_ids, offset, self.tgt_embed_adapter)
         for index, layer in enumerate(self.decoder_layers):
@@ -385,6 +423,13 @@ class Transformer(nn.Module):
 
     def new_cache(self) -> list[dict]:
         return [{} for _ in self.decoder_layers]
+
+    def cross_keys_values(self, memory: Tensor) -> list[dict[str, Tensor]]:
+        """Each decoder layer's cross-attention keys and values of `memory`, as `decode` caches
+        them at its first step (`cache[layer]["cross"]`)."""
+        return [{"k": attention._split(attention.k_proj(memory)).contiguous(),
+                 "v": attention._split(attention.v_proj(memory)).contiguous()}
+                for attention in (layer.cross_attn for layer in self.decoder_layers)]
 
     def forward(self, src_ids: Tensor, tgt_in_ids: Tensor, pad_id: int, project: bool = True) -> Tensor:
         """Logits of every target position; with `project` False the decoder's final states

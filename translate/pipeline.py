@@ -192,30 +192,13 @@ def translate_nbest(
         raise ValueError(f"beam must be at least 1, got {beam}")
     if not 1 <= n_best <= beam:
         raise ValueError(f"n_best must be between 1 and the beam size {beam}, got {n_best}")
-    model, vocab = translator.model, translator.vocab
-    config = translator.training_config
-    max_len_a = config.get("max_len_a", 1.5) if max_len_a is None else max_len_a
-    max_len_b = config.get("max_len_b", 10) if max_len_b is None else max_len_b
+    model = translator.model
+    max_len_a, max_len_b = output_length_rule(translator, max_len_a, max_len_b)
     direction = direction_for(translator, target_lang, source_lang)
-    limit = min(max_input_tokens or translator.trained_max_length() or math.inf,
-                model.cfg.max_positions - 1 - len(direction.prefix))
     device = next(model.parameters()).device
     allowed = translator.target_token_mask(direction.target_lang).to(device) if restrict_to_target else None
     tagged = {"never": direction.never}
-
-    # The units decoded: each line's ids, or the segments of an over-long one.
-    units, owners, pieces = [], [], None
-    texts = ["" if is_blank(line) else line for line in lines]
-    for number, ids in enumerate(vocab.source.encode(texts), start=first_line):
-        segments = [ids]
-        if len(ids) > limit:
-            pieces = pieces or [vocab.source.processor.id_to_piece(i) for i in range(len(vocab.source))]
-            segments = split_long(ids, limit, pieces)
-            print(f"warning: line {number} has {len(ids)} tokens, more than the {limit} the model was "
-                  f"trained on or can read; translating it in {len(segments)} segments", file=sys.stderr)
-        units += segments
-        owners += [number - first_line] * len(segments)
-
+    units, owners = source_units(translator, lines, direction, max_input_tokens, first_line)
     found: list[list[Found]] = [[([], 0.0, 0.0)] for _ in units]  # an empty unit is not decoded
     batches = length_batches([len(ids) for ids in units], batch_tokens)
     units_left = [0] * len(lines)  # per line: its units not decoded yet
@@ -243,14 +226,50 @@ def translate_nbest(
                 finished += units_left[owners[index]] == 0
             progress(finished)
 
+    return join_units(translator, len(lines), owners, found, n_best)
+
+
+def output_length_rule(translator: Translator, max_len_a: float | None = None,
+                       max_len_b: int | None = None) -> tuple[float, int]:
+    """(a, b) of the `a * source_length + b` output limit: the given ones, else the run config's."""
+    config = translator.training_config
+    return (config.get("max_len_a", 1.5) if max_len_a is None else max_len_a,
+            config.get("max_len_b", 10) if max_len_b is None else max_len_b)
+
+
+def source_units(translator: Translator, lines: list[str], direction: Direction,
+                 max_input_tokens: int | None = None, first_line: int = 1) -> tuple[list[list[int]], list[int]]:
+    """The units decoded, each line's ids (none for a blank line) or the segments of an over-long
+    one (`split_long`, with a warning), and the index of the line each unit belongs to."""
+    vocab = translator.vocab
+    limit = min(max_input_tokens or translator.trained_max_length() or math.inf,
+                translator.model.cfg.max_positions - 1 - len(direction.prefix))
+    units, owners, pieces = [], [], None
+    texts = ["" if is_blank(line) else line for line in lines]
+    for number, ids in enumerate(vocab.source.encode(texts), start=first_line):
+        segments = [ids]
+        if len(ids) > limit:
+            pieces = pieces or [vocab.source.processor.id_to_piece(i) for i in range(len(vocab.source))]
+            segments = split_long(ids, limit, pieces)
+            print(f"warning: line {number} has {len(ids)} tokens, more than the {limit} the model was "
+                  f"trained on or can read; translating it in {len(segments)} segments", file=sys.stderr)
+        units += segments
+        owners += [number - first_line] * len(segments)
+    return units, owners
+
+
+def join_units(translator: Translator, line_count: int, owners: list[int], found: list[list[Found]],
+               n_best: int = 1) -> list[list[Translation]]:
+    """Each line's n-best list from its units' hypotheses (`found`, in `owners` order): segments
+    joined (`_join`), detokenized; lists the search could not fill padded with empty entries."""
     unfilled = ([], float("-inf"), float("-inf"))  # beyond what the search space held
-    per_line: list[list[list[Found]]] = [[] for _ in lines]
+    per_line: list[list[list[Found]]] = [[] for _ in range(line_count)]
     for owner, entries in zip(owners, found):
         per_line[owner].append(entries + [unfilled] * (n_best - len(entries)))
     joined = [_join([segment[k] for segment in segments]) for segments in per_line for k in range(n_best)]
-    texts = vocab.target.decode([tokens for tokens, _, _ in joined])
+    texts = translator.vocab.target.decode([tokens for tokens, _, _ in joined])
     flat = [Translation(text, score, log_prob) for text, (_, score, log_prob) in zip(texts, joined)]
-    return [flat[i * n_best : (i + 1) * n_best] for i in range(len(lines))]
+    return [flat[i * n_best : (i + 1) * n_best] for i in range(line_count)]
 
 
 def translate_lines(

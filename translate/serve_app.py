@@ -24,7 +24,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from translate import pipeline
 from translate.checkpoint import Translator
 from translate.errors import UsageError
-from translate.serve_batching import Batcher, QueueFull, SearchKey
+from translate.serve_batching import Batcher, ContinuousBatcher, QueueFull, SearchKey
+from translate.serve_continuous import ContinuousTranslator
 from translate.serve_worker import translate_with
 
 WARM_UP_LINE = "Hello."
@@ -40,6 +41,7 @@ class ServeSettings:
     max_body_bytes: int = 1 << 20
     max_queued_lines: int = 4096
     max_beam: int = 16
+    batching: str = "continuous"  # or "batch": each batch translated to its end before the next
     api_key: str | None = None
     checkpoint_digest: str = ""
 
@@ -77,10 +79,12 @@ class Metrics:
         self.model_seconds = Counter("translate_model_seconds", "seconds the model spent translating batches",
                                      registry=self.registry)
 
-    def batch(self, sentences: int, tokens: int, seconds: float) -> None:
+    def batch(self, sentences: int, tokens: int, seconds: float, searching: int | None = None) -> None:
+        """A batch translated; with continuous batching, a turn of the running search that
+        answered `sentences` lines and ended with `searching` lines in it (its batch size)."""
         self.sentences.inc(sentences)
         self.tokens.inc(tokens)
-        self.batch_size.observe(sentences)
+        self.batch_size.observe(sentences if searching is None else searching)
         self.model_seconds.inc(seconds)
 
 
@@ -89,12 +93,14 @@ def error(status: int, message: str, **headers: str) -> JSONResponse:
 
 
 def create_app(translator: Translator, settings: ServeSettings,
-               worker: tuple[Callable[[], Executor], Callable[[list[str], SearchKey], tuple[list[str], float]]] | None = None) -> FastAPI:
-    """The application; `worker` (a function starting an executor, and the function it runs on
-    a batch) moves the model out of this process, else a thread translates with `translator`."""
+               worker: tuple[Callable[[], Executor], Callable] | None = None) -> FastAPI:
+    """The application; `worker` (a function starting an executor, and the function it runs:
+    `serve_worker.advance`, or `serve_worker.translate` with `settings.batching` "batch") moves
+    the model out of this process, else a thread translates with `translator`."""
     metrics = Metrics()
     defaults = translator.search_defaults()
     state: dict = {"ready": False}
+    continuous = settings.batching == "continuous"
 
     def translate(lines: list[str], key: SearchKey) -> tuple[list[str], float]:
         return translate_with(translator, lines, key, settings.batch_tokens)
@@ -104,9 +110,16 @@ def create_app(translator: Translator, settings: ServeSettings,
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
-        new_worker, run = worker if worker else (None, translate)
-        batcher = Batcher(run, count_tokens, settings.batch_tokens, settings.max_wait_ms / 1000,
-                          settings.max_queued_lines, on_batch=metrics.batch, new_worker=new_worker)
+        if worker:
+            new_worker, run = worker
+        else:
+            new_worker, run = None, ContinuousTranslator(translator, settings.batch_tokens).advance if continuous else translate
+        if continuous:
+            batcher = ContinuousBatcher(run, count_tokens, settings.max_wait_ms / 1000, settings.max_queued_lines,
+                                        on_batch=metrics.batch, new_worker=new_worker)
+        else:
+            batcher = Batcher(run, count_tokens, settings.batch_tokens, settings.max_wait_ms / 1000,
+                              settings.max_queued_lines, on_batch=metrics.batch, new_worker=new_worker)
         batcher.start()
         state["batcher"] = batcher
         metrics.queue_depth.set_function(lambda: batcher.queued_lines)

@@ -1,6 +1,7 @@
 """Dynamic batching for translate-serve: the sentences of concurrent requests translated together.
 
-Requests wait in one queue. The batching task takes the first, then keeps taking requests
+Requests wait in one queue. By default (`ContinuousBatcher`, at the end) they join the model's
+running search between two steps. With `--batching batch` (`Batcher`), the batching task takes the first, then keeps taking requests
 until their source tokens reach the token budget or `max_wait` has passed since the first
 (no wait after a batch of one request),
 and translates all their lines in one call of the same length-sorted, token-budgeted search
@@ -13,6 +14,7 @@ and is replaced for the next.
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 from collections.abc import Callable
 from concurrent.futures import BrokenExecutor, Executor
@@ -132,3 +134,82 @@ class Batcher:
                     if not job.future.done():
                         job.future.set_result(outputs[start:start + len(job.lines)])
                     start += len(job.lines)
+
+
+# Turns of the continuous search asked for ahead: the next waits in the worker's queue while one runs.
+PIPELINED_TURNS = 2
+
+
+class ContinuousBatcher(Batcher):
+    """Continuous batching: requests join the model's running search between two of its steps
+    and are answered at the step their last line is done (`translate.serve_continuous`), so a
+    short sentence does not wait for a batch's longest, nor a new one for the batch to end.
+
+    `advance(new, max_seconds)` runs in the worker: it takes the new requests (ticket, lines,
+    setting) and returns a `Progress` once a request is done or `max_seconds` have passed."""
+
+    def __init__(self, advance: Callable, count_tokens: Callable[[str], int], max_wait: float, max_queued_lines: int,
+                 on_batch: Callable[..., None] | None = None,
+                 new_worker: Callable[[], Executor] | None = None) -> None:
+        super().__init__(advance, count_tokens, 0, max_wait, max_queued_lines, on_batch, new_worker)
+        self._in_flight: dict[int, Job] = {}
+        self._tickets = 0
+
+    def _hand_over(self) -> list[tuple[int, list[str], SearchKey]]:
+        """The requests waiting now, as the worker takes them (ticket, lines, setting)."""
+        new = []
+        while not self._queue.empty():
+            job = self._queue.get_nowait()
+            self.queued_lines -= len(job.lines)
+            if not job.future.done():  # a client that left is not translated for
+                self._tickets += 1
+                self._in_flight[self._tickets] = job
+                new.append((self._tickets, job.lines, job.key))
+        return new
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        calls: collections.deque = collections.deque()  # the worker's turns asked for, in order
+
+        def next_turn() -> None:
+            new = self._hand_over()
+            try:
+                calls.append(loop.run_in_executor(self._worker, self.translate, new, self.max_wait))
+            except Exception as error:  # a broken executor refuses work at once: the turn fails as one that ran
+                refused = loop.create_future()
+                refused.set_exception(error)
+                calls.append(refused)
+
+        while True:
+            if not calls:
+                if not self._in_flight:  # idle: wait for a request
+                    job = await self._queue.get()
+                    self._queue.put_nowait(job)
+                next_turn()
+            if len(calls) < PIPELINED_TURNS and self._in_flight:
+                next_turn()  # queued behind the one under way, so the model never waits for this loop
+            try:
+                progress = await calls.popleft()
+            except Exception as error:  # the worker failed as a whole: every request it held fails
+                for call in calls:
+                    call.cancel()
+                calls.clear()
+                for job in self._in_flight.values():
+                    if not job.future.done():
+                        job.future.set_exception(error)
+                self._in_flight.clear()
+                if isinstance(error, BrokenExecutor):  # its process died (killed, out of memory)
+                    self._worker.shutdown(wait=False)
+                    self._worker = self._new_worker()
+                continue
+            answered = [(self._in_flight.pop(ticket), outputs) for ticket, outputs in progress.done]
+            for ticket, why in progress.failed:
+                job = self._in_flight.pop(ticket)
+                if not job.future.done():
+                    job.future.set_exception(RuntimeError(why))
+            if self.on_batch is not None:
+                self.on_batch(sum(len(job.lines) for job, _ in answered), sum(job.tokens for job, _ in answered),
+                              progress.seconds, progress.searching)
+            for job, outputs in answered:
+                if not job.future.done():
+                    job.future.set_result(outputs)

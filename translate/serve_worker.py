@@ -19,6 +19,7 @@ from translate.serve_batching import SearchKey
 
 _translator = None
 _batch_tokens = 0
+_continuous = None
 
 
 def _exit_when_orphaned(parent: int) -> None:
@@ -36,11 +37,14 @@ def _load(checkpoint: str, device: str, quantize: str, threads: int | None, batc
 
     from translate.checkpoint import load_translator
 
-    global _translator, _batch_tokens
+    from translate.serve_continuous import ContinuousTranslator
+
+    global _translator, _batch_tokens, _continuous
     if threads:
         torch.set_num_threads(threads)
     _translator = load_translator(checkpoint, torch.device(device), quantize=quantize)
     _batch_tokens = batch_tokens
+    _continuous = ContinuousTranslator(_translator, batch_tokens)
 
 
 def translate_with(translator, lines: list[str], key: SearchKey, batch_tokens: int) -> tuple[list[str], float]:
@@ -58,6 +62,11 @@ def translate_with(translator, lines: list[str], key: SearchKey, batch_tokens: i
 def translate(lines: list[str], key: SearchKey) -> tuple[list[str], float]:
     """In the model process: a batch with the model `_load` loaded."""
     return translate_with(_translator, lines, key, _batch_tokens)
+
+
+def advance(new: list[tuple[int, list[str], SearchKey]], max_seconds: float):
+    """In the model process: continuous batching's next steps (`ContinuousTranslator.advance`)."""
+    return _continuous.advance(new, max_seconds)
 
 
 # oneDNN keeps a compiled product for every shape it meets, in two caches of 1,024 each, and a

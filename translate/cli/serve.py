@@ -34,11 +34,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--port", type=int, default=8000, help="port (default: 8000; 0 picks a free one)")
     parser.add_argument("--api-key-env", default=None, metavar="NAME",
                         help="require the API key held by environment variable NAME (header X-API-Key)")
+    parser.add_argument("--batching", default="continuous", choices=["continuous", "batch"],
+                        help="continuous (default): requests join the running search between two steps and are "
+                             "answered at the step they are done; batch: each batch is translated to its end "
+                             "before the next starts")
     parser.add_argument("--batch-tokens", type=int, default=BATCH_TOKENS,
-                        help=f"source tokens per batch (default: {BATCH_TOKENS})")
+                        help=f"source tokens per batch, or in the running search (default: {BATCH_TOKENS})")
     parser.add_argument("--max-wait-ms", type=float, default=10.0,
-                        help="how long a request waits for others to share its batch, after a batch that had "
-                             "several (default: 10; 0: never wait; requests that queued meanwhile still share one)")
+                        help="continuous: how long the search runs at most before requests that arrived join it; "
+                             "batch: how long a request waits for others to share its batch, after a batch that had "
+                             "several (0: never wait; requests that queued meanwhile still share one) (default: 10)")
     parser.add_argument("--max-lines", type=int, default=256, help="lines a request (default: 256)")
     parser.add_argument("--max-line-chars", type=int, default=4000, help="characters a line (default: 4000)")
     parser.add_argument("--max-body-bytes", type=int, default=1 << 20, help="bytes a request body (default: 1 MiB)")
@@ -99,11 +104,13 @@ def serve(args: argparse.Namespace) -> int:
     translator = checkpoint.load_translator(args.checkpoint, "cpu", pack=False)
     settings = ServeSettings(batch_tokens=args.batch_tokens, max_wait_ms=args.max_wait_ms, max_lines=args.max_lines,
                              max_line_chars=args.max_line_chars, max_body_bytes=args.max_body_bytes,
-                             max_queued_lines=args.max_queued_lines, max_beam=args.max_beam, api_key=key,
+                             max_queued_lines=args.max_queued_lines, max_beam=args.max_beam, batching=args.batching,
+                             api_key=key,
                              checkpoint_digest=file_digest(args.checkpoint))
     start_worker = partial(serve_worker.start, args.checkpoint, str(device), args.quantize, args.threads,
                            args.batch_tokens)
-    app = create_app(translator, settings, worker=(start_worker, serve_worker.translate))
+    run = serve_worker.advance if args.batching == "continuous" else serve_worker.translate
+    app = create_app(translator, settings, worker=(start_worker, run))
     print(f"translate-serve: {args.checkpoint} on {device}; http://{args.host}:{args.port}/ "
           f"(API docs at /docs){'; API key required' if key else ''}", file=sys.stderr)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning", timeout_graceful_shutdown=30)

@@ -1,0 +1,93 @@
+"""Continuous batching: sentences that join a running beam search at any step decode as they do
+alone (`search.beam_search`, itself checked against exhaustive search and full-prefix scoring)."""
+
+import random
+
+import pytest
+import torch
+
+from translate import continuous
+from translate.continuous import ContinuousBeamSearch
+from translate.search import beam_search
+from translate.vocab import EOS_ID, PAD_ID
+
+from test_search import full_prefix_log_probs, random_sources, tiny_model
+
+
+def sources_of(seed: int, count: int) -> list[list[int]]:
+    """Source id lists of different lengths, each ending in EOS."""
+    return [[t for t in row.tolist() if t != PAD_ID] for row in random_sources(seed, count, max_len=9)]
+
+
+def run_continuously(search: ContinuousBeamSearch, sources: list[list[int]], seed: int,
+                     starts: list[int] | None = None) -> dict[int, list]:
+    """Every sentence joins at a random step (some several at once, some into an empty search);
+    the hypotheses each was answered with, by ticket."""
+    rng = random.Random(seed)
+    waiting, answered, steps = list(range(len(sources))), {}, 0
+    while waiting or len(search):
+        if waiting and (not len(search) or rng.random() < 0.3):
+            joining = [waiting.pop(0) for _ in range(min(len(waiting), rng.randint(1, 3)))]
+            search.add(joining, [sources[i] for i in joining], None if starts is None else [starts[i] for i in joining])
+        for ticket, hypotheses in search.step():
+            assert ticket not in answered
+            answered[ticket] = hypotheses
+        steps += 1
+        assert steps < 10_000
+    return answered
+
+
+@pytest.mark.parametrize("beam, alpha, n_best, cohorts", [(5, 1.0, 1, 4), (3, 0.0, 2, 2), (4, 1.3, 3, 1), (1, 1.0, 1, 3)])
+def test_each_sentence_decodes_as_it_does_alone(beam, alpha, n_best, cohorts, monkeypatch):
+    monkeypatch.setattr(continuous, "MAX_COHORTS", cohorts)  # few: cohorts merge, rows at different steps share one
+    model = tiny_model(seed=beam, eos_bias=0.5)
+    sources = sources_of(seed=beam, count=14)
+    search = ContinuousBeamSearch(model, beam, alpha, n_best, max_len_a=1.0, max_len_b=6)
+    answered = run_continuously(search, sources, seed=beam)
+    assert sorted(answered) == list(range(len(sources)))
+    for index, source in enumerate(sources):
+        [expected] = beam_search(model, torch.tensor([source]), beam, alpha, n_best, max_len_a=1.0, max_len_b=6)
+        got = answered[index]
+        assert [h.tokens for h in got] == [h.tokens for h in expected]
+        assert [h.score for h in got] == pytest.approx([h.score for h in expected], abs=1e-5)
+        # the log-probabilities, re-read by the training forward pass without any cache
+        reread = full_prefix_log_probs(model, torch.tensor(source), [h.tokens for h in got])
+        assert [h.log_prob for h in got] == pytest.approx(reread, abs=1e-4)
+
+
+def test_a_start_token_and_forbidden_ids_apply_per_sentence():
+    model = tiny_model(seed=3, eos_bias=0.3)
+    sources = sources_of(seed=5, count=8)
+    starts = [4 + i % 3 for i in range(len(sources))]
+    search = ContinuousBeamSearch(model, beam=3, alpha=1.0, max_len_a=1.0, max_len_b=5, never=[7])
+    answered = run_continuously(search, sources, seed=1, starts=starts)
+    for index, source in enumerate(sources):
+        [expected] = beam_search(model, torch.tensor([source]), 3, 1.0, max_len_a=1.0, max_len_b=5,
+                                 start=torch.tensor([starts[index]]), never=[7])
+        assert answered[index][0].tokens == expected[0].tokens
+        assert 7 not in answered[index][0].tokens
+
+
+def test_the_caches_hold_only_what_live_sentences_need():
+    """Self-attention caches as wide as each cohort's steps, and the empty search starts afresh."""
+    model = tiny_model(seed=1, eos_bias=-3.0)  # long outputs: sentences overlap for many steps
+    search = ContinuousBeamSearch(model, beam=2, alpha=1.0, max_len_a=2.0, max_len_b=8)
+    search.add(["a"], [[5, 6, 7, EOS_ID]])
+    for _ in range(3):
+        search.step()
+    search.add(["b", "c"], [[4, EOS_ID], [8, 9, 5, 6, 7, EOS_ID]])
+    search.step()
+    widths = [segment["k"].shape[2] for segment in search.cache[0]["self"]["segments"]]
+    assert widths == [4, 1] and search.cohorts == [1, 2]
+    assert search.history.shape == (6, 4)
+    while len(search):
+        search.step()
+    assert search.cohorts == [] and search.history.shape == (0, 0)
+
+
+def test_a_bad_setting_is_refused():
+    model = tiny_model(seed=0)
+    with pytest.raises(ValueError, match="beam must be at least 1"):
+        ContinuousBeamSearch(model, beam=0)
+    with pytest.raises(ValueError, match="n_best"):
+        ContinuousBeamSearch(model, beam=2, n_best=3)

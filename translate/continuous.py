@@ -1,0 +1,283 @@
+"""Beam search that sentences join and leave step by step (continuous batching), for a server.
+
+`search.beam_search` takes a batch and returns when its last sentence is done, so a server's
+batch of independent sentences runs on for its longest one while fewer and fewer rows decode,
+and a sentence that arrives meanwhile waits for the next batch. Here a sentence joins between
+two steps (`add`) and leaves, answered, at the step it is done (`step`), so the batch stays full.
+
+Each sentence decodes as `beam_search` decodes it alone (the same steps, scores and stopping
+rule): its rows keep their own step count, hence their own positions and length penalty. The
+sentences that joined at one step form a cohort with attention caches of their own (segments,
+`MultiHeadAttention._attend_segments`), as wide as its own steps and its own longest source; the
+products of a step run on every row at once. Beyond `MAX_COHORTS` the two cohorts nearest in
+age merge, the younger's cached steps aligned at the end and masked before its own. A joining
+sentence gets `beam` rows at once, all but the first with a log-probability of -inf, which
+picks what `beam_search`'s single first row picks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from translate.model import Transformer
+from translate.padding import pad
+from translate.search import (
+    NEVER_GENERATED, Hypothesis, encode_by_length, length_penalty, max_output_lengths, token_bias,
+)
+from translate.vocab import BOS_ID, EOS_ID, PAD_ID
+
+# Attention caches kept apart, one per cohort of sentences that joined at one step, so that each
+# is as wide as its own steps; each costs its own attention products a step, so beyond this many
+# the two nearest in age merge (12 measured best of 4 to 16: docs/serving.md).
+MAX_COHORTS = 12
+
+
+class ContinuousBeamSearch:
+    """A running beam search over sentences that join (`add`) and leave (`step`) at any step."""
+
+    def __init__(self, model: Transformer, beam: int = 5, alpha: float = 1.0, n_best: int = 1,
+                 max_len_a: float = 1.5, max_len_b: int = 10, allowed_tokens: Tensor | None = None,
+                 never: Sequence[int] = ()) -> None:
+        if beam < 1:
+            raise ValueError(f"beam must be at least 1, got {beam}")
+        if not 1 <= n_best <= beam:
+            raise ValueError(f"n_best must be between 1 and the beam size {beam}, got {n_best}")
+        self.model, self.beam, self.alpha, self.n_best = model, beam, alpha, n_best
+        self.max_len_a, self.max_len_b = max_len_a, max_len_b
+        self.device = next(model.parameters()).device
+        self.bias = token_bias(allowed_tokens, model.tgt_vocab_size, self.device)
+        self.blocked = NEVER_GENERATED + list(never)
+        self.wait_for = n_best if alpha == 0 else beam  # as beam_search
+        # Float32 penalties by step, as beam_search's Python float becomes in a float32 division.
+        self.penalties = torch.tensor([length_penalty(step + 1, alpha) for step in range(model.cfg.max_positions)],
+                                      device=self.device)
+        self._reset()
+
+    def _reset(self) -> None:
+        self.tickets: list[Hashable] = []  # per live sentence, what the caller knows it by
+        self.finished: list[list[Hypothesis]] = []
+        self.steps: list[int] = []  # per live sentence, the tokens each of its hypotheses has
+        self.cohorts: list[int] = []  # sentences per self-attention segment, oldest first
+        # Per decoder layer, one self- and one cross-attention segment per cohort.
+        self.cache = [{"self": {"segments": []}, "cross": {"segments": []}} for _ in self.model.decoder_layers]
+        self.limits = torch.empty(0, dtype=torch.long, device=self.device)
+        self.beam_lp = torch.empty((0, self.beam), device=self.device)
+        self.best_finished = torch.empty((0, self.wait_for), device=self.device)
+        self.history = torch.empty((0, 0), dtype=torch.long, device=self.device)  # aligned at the end
+        self.last = torch.empty((0, 1), dtype=torch.long, device=self.device)
+
+    def __len__(self) -> int:
+        """Sentences being searched."""
+        return len(self.tickets)
+
+    def _all_segments(self) -> list[dict]:
+        """The first layer's self-attention segments, one per cohort."""
+        return self.cache[0]["self"]["segments"]
+
+    def _segments(self, cohort: int, kind: str = "self") -> list[dict]:
+        """Cohort `cohort`'s self- or cross-attention segment in every layer."""
+        return [layer[kind]["segments"][cohort] for layer in self.cache]
+
+    @torch.inference_mode()
+    def add(self, tickets: Sequence[Hashable], sources: Sequence[Sequence[int]],
+            starts: Sequence[int | None] | None = None) -> None:
+        """Sentences that join the search before its next step: source ids (with EOS, and any
+        language tag the model reads), each with a ticket `step` will return it with and an
+        optional first decoder token (a target-language tag) in place of BOS."""
+        if not sources:
+            return
+        model, beam, device = self.model, self.beam, self.device
+        src_ids = pad(sources).to(device)
+        src_mask = model.source_mask(src_ids, PAD_ID)
+        cross = model.cross_keys_values(encode_by_length(model, src_ids, src_mask))
+        count = len(sources)
+        if self.cohorts and "k" not in self._segments(-1)[0]:  # joined since the last step too
+            self.cohorts[-1] += count
+            for own, joined, new in zip(self._segments(-1), self._segments(-1, "cross"), cross):
+                own["size"] += count * beam
+                _join_cross(joined, dict(new, size=count * beam, mask=src_mask))
+        else:
+            self.cohorts.append(count)
+            for layer, new in zip(self.cache, cross):
+                layer["self"]["segments"].append({"size": count * beam})
+                layer["cross"]["segments"].append(dict(new, size=count * beam, mask=src_mask))
+            while len(self.cohorts) > MAX_COHORTS:
+                self._merge_cheapest()
+        rows = count * beam
+        self.history = torch.cat([self.history, self.history.new_full((rows, self.history.shape[1]), PAD_ID)])
+        first = [BOS_ID if start is None else start for start in (starts or [None] * count)]
+        self.last = torch.cat([self.last, torch.tensor(first, device=device).repeat_interleave(beam)[:, None]])
+        self.limits = torch.cat([self.limits, max_output_lengths(src_ids, self.max_len_a, self.max_len_b,
+                                                                 model.cfg.max_positions)])
+        joining = torch.full((count, beam), float("-inf"), device=device)
+        joining[:, 0] = 0.0
+        self.beam_lp = torch.cat([self.beam_lp, joining])
+        self.best_finished = torch.cat([self.best_finished,
+                                        torch.full((count, self.wait_for), float("-inf"), device=device)])
+        self.tickets += list(tickets)
+        self.finished += [[] for _ in range(count)]
+        self.steps += [0] * count
+
+    def _merge_cheapest(self) -> None:
+        """Two neighbouring cohorts as one: the pair whose younger rows gain the fewest padded
+        cache positions (masked) by taking the older one's width."""
+        widths = [segment["k"].shape[2] if "k" in segment else 0 for segment in self._all_segments()]
+        added = [self.cohorts[i + 1] * (widths[i] - widths[i + 1]) for i in range(len(self.cohorts) - 1)]
+        i = added.index(min(added))
+        for layer in self.cache:
+            segments = layer["self"]["segments"]
+            older, younger = segments[i], segments.pop(i + 1)
+            for name in ("k", "v"):
+                parts = []
+                for segment in (older, younger):
+                    if name not in segment:  # a cohort that joined at this step has no cached steps yet
+                        parts.append(older[name].new_zeros(segment["size"], *older[name].shape[1:2], 0,
+                                                           older[name].shape[3]))
+                        continue
+                    rows = segment.get("rows")
+                    parts.append(segment[name] if rows is None else segment[name].index_select(0, rows))
+                parts[1] = F.pad(parts[1], (0, 0, widths[i] - widths[i + 1], 0))  # aligned at the end
+                older[name] = torch.cat(parts)
+            older.pop("rows", None)
+            older["size"] += younger["size"]
+            _join_cross(layer["cross"]["segments"][i], layer["cross"]["segments"].pop(i + 1))
+        self.cohorts[i] += self.cohorts.pop(i + 1)
+
+    @torch.inference_mode()
+    def step(self) -> list[tuple[Hashable, list[Hypothesis]]]:
+        """One decoding step for every live sentence; the sentences done at it, with their
+        tickets and up to `n_best` hypotheses, best first (see `search.beam_search`)."""
+        if not self.tickets:
+            return []
+        model, beam, vocab = self.model, self.beam, self.model.tgt_vocab_size
+        n, device = len(self.tickets), self.device
+        history_width = self.history.shape[1]
+        steps = torch.tensor(self.steps, device=device)
+        offset = self.steps[0] if min(self.steps) == max(self.steps) else steps.repeat_interleave(beam)
+        self._set_masks()
+        width = min(2 * beam, beam * vocab)
+        rank = torch.arange(width, device=device)
+        logits = model.decode(self.last, None, None, self.cache, offset=offset)[:, -1]
+        lprobs = torch.log_softmax(logits.float(), dim=-1)
+        lprobs[:, self.blocked] = float("-inf")
+        if self.bias is not None:
+            lprobs.add_(self.bias)
+        lprobs = lprobs.view(n, beam, vocab)
+        at_limit = (steps + 1 >= self.limits).nonzero()[:, 0]
+        if at_limit.numel():  # only EOS may follow
+            eos = lprobs[at_limit, :, EOS_ID]
+            lprobs[at_limit] = float("-inf")
+            lprobs[at_limit, :, EOS_ID] = eos
+        candidates = lprobs.add_(self.beam_lp[:, :, None]).view(n, beam * vocab)
+        top_lp, top_index = candidates.topk(width, dim=1)
+        top_beam, top_token = top_index // vocab, top_index % vocab
+        is_eos = top_token == EOS_ID
+        ends = is_eos & (rank < beam) & torch.isfinite(top_lp)
+        keep = (is_eos.long() * width + rank).argsort(dim=1)[:, : min(beam, width)]
+        live_lp = top_lp.gather(1, keep).masked_fill(is_eos.gather(1, keep), float("-inf"))
+        live_beam, live_token = top_beam.gather(1, keep), top_token.gather(1, keep)
+
+        penalty = self.penalties[steps][:, None]
+        ending = ends.nonzero()
+        if ending.numel():
+            sentence, column = ending[:, 0], ending[:, 1]
+            log_probs = top_lp[sentence, column]
+            rows = self.history.index_select(0, sentence * beam + top_beam[sentence, column]).tolist()
+            for s, ids, log_prob in zip(sentence.tolist(), rows, log_probs.tolist()):
+                tokens = ids[history_width - self.steps[s]:]
+                self.finished[s].append(Hypothesis(tokens, log_prob / length_penalty(self.steps[s] + 1, self.alpha),
+                                                   log_prob))
+            new_scores = torch.where(ends, top_lp / penalty, float("-inf"))
+            self.best_finished = torch.cat([self.best_finished, new_scores], dim=1).topk(self.wait_for, dim=1).values
+
+        best_live = live_lp[:, 0]
+        done = ((best_live == float("-inf")) | (best_live / penalty[:, 0] <= self.best_finished[:, -1])).tolist()
+        answered = []
+        for s in (s for s, is_done in enumerate(done) if is_done):
+            hypotheses = sorted(self.finished[s], key=lambda h: h.score, reverse=True)
+            answered.append((self.tickets[s], hypotheses[: self.n_best] or [Hypothesis([], float("-inf"), float("-inf"))]))
+        if len(answered) == n:
+            self._reset()
+            return answered
+        going_list = [s for s, is_done in enumerate(done) if not is_done]
+        going = torch.tensor(going_list, device=device)
+        rows = ((going * beam)[:, None] + live_beam[going]).view(-1)
+        self._select_rows(rows, going_list)
+        if answered:
+            self.limits = self.limits.index_select(0, going)
+            self.best_finished = self.best_finished.index_select(0, going)
+            live_lp, live_token = live_lp.index_select(0, going), live_token.index_select(0, going)
+            self.tickets = [self.tickets[s] for s in going_list]
+            self.finished = [self.finished[s] for s in going_list]
+            self.steps = [self.steps[s] for s in going_list]
+        self.steps = [steps + 1 for steps in self.steps]
+        self.last = live_token.view(-1, 1)
+        self.history = torch.cat([self.history.index_select(0, rows), self.last], dim=1)
+        self.history = self.history[:, -max(self.steps):]  # columns no live row owns any more go
+        self.beam_lp = live_lp
+        return answered
+
+    def _set_masks(self) -> None:
+        """Per cohort whose rows are at different steps (merged cohorts), the cached keys each
+        row may see at this step: its own, the last (steps) of them, and the new one."""
+        start = 0
+        for cohort, count in enumerate(self.cohorts):
+            segments = self._segments(cohort)
+            own = self.steps[start:start + count]
+            start += count
+            if min(own) == max(own):
+                for segment in segments:
+                    segment.pop("mask", None)
+                continue
+            width = segments[0]["k"].shape[2]
+            row_steps = torch.tensor(own, device=self.device).repeat_interleave(self.beam)
+            mask = (torch.arange(width + 1, device=self.device) >= (width - row_steps)[:, None])[:, None, None, :]
+            for segment in segments:
+                segment["mask"] = mask
+
+    def _select_rows(self, rows: Tensor, going: list[int]) -> None:
+        """Each cohort's rows from `rows` (the global decoder rows kept, reordered), picked with
+        the next step's append; cohorts left empty go, and columns no row of a cohort owns."""
+        beam, first, cohorts, kept = self.beam, 0, [], []
+        for cohort, count in enumerate(self.cohorts):
+            inside = sum(first <= s < first + count for s in going)
+            if inside < count:  # sentences of this cohort left: their encoder keys and values go
+                sentences = torch.tensor([s - first for s in going if first <= s < first + count],
+                                         dtype=torch.long, device=self.device)
+                for joined in self._segments(cohort, "cross"):
+                    for name in ("k", "v", "mask"):
+                        joined[name] = joined[name].index_select(0, sentences)
+                    joined["size"] = inside * beam
+            if inside:
+                start = sum(cohorts) * beam  # the going rows of the cohorts before this one come first
+                local = rows[start:start + inside * beam] - first * beam
+                longest = max(self.steps[s] for s in going if first <= s < first + count) + 1
+                for segment in self._segments(cohort):
+                    segment["rows"] = local if "rows" not in segment else segment["rows"].index_select(0, local)
+                    segment["size"] = inside * beam
+                    if segment["k"].shape[2] > longest:
+                        segment["k"], segment["v"] = segment["k"][:, :, -longest:], segment["v"][:, :, -longest:]
+                cohorts.append(inside)
+                kept.append(cohort)
+            first += count
+        if len(kept) < len(self.cohorts):
+            for layer in self.cache:
+                for kind in ("self", "cross"):
+                    layer[kind]["segments"] = [layer[kind]["segments"][c] for c in kept]
+        self.cohorts = cohorts
+
+
+def _join_cross(segment: dict, other: dict) -> None:
+    """`other`'s sentences after `segment`'s in one cross-attention segment: the encoder's keys
+    and values padded to the longer source, the padding masked."""
+    width = max(segment["k"].shape[2], other["k"].shape[2])
+    for name in ("k", "v"):
+        segment[name] = torch.cat([F.pad(part[name], (0, 0, 0, width - part[name].shape[2]))
+                                   for part in (segment, other)])
+    segment["mask"] = torch.cat([F.pad(part["mask"], (0, width - part["mask"].shape[-1]), value=False)
+                                 for part in (segment, other)])
+    segment["size"] += other["size"]
