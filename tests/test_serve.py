@@ -20,7 +20,7 @@ from translate.checkpoint import load_translator  # noqa: E402
 from translate.files import file_digest  # noqa: E402
 from translate.pipeline import translate_lines  # noqa: E402
 from translate.serve_app import ServeSettings, create_app  # noqa: E402
-from translate.serve_batching import Batcher, ContinuousBatcher, SearchKey  # noqa: E402
+from translate.serve_batching import Batcher, ContinuousBatcher, QueueFull, SearchKey  # noqa: E402
 from translate.serve_continuous import ContinuousTranslator, Progress  # noqa: E402
 from translate.serve_launch import free_loopback_port, wait_until_ready  # noqa: E402
 from translate.serve_worker import ONEDNN_CACHES  # noqa: E402
@@ -143,6 +143,32 @@ def test_the_continuous_batcher_keeps_its_worker_busy_and_survives_a_failed_turn
     first, after = asyncio.run(scenario())
     assert first == [["A"], ["B", "C"]] and after == ["D"]
     assert [["boom"]] in turns and [] in turns  # empty turns: asked for ahead, while one ran
+
+
+def test_lines_the_continuous_worker_holds_count_against_the_queue_bound():
+    """Handed over at once, lines wait in the worker: memory stays bounded only if they count."""
+    release = threading.Event()
+
+    def advance(new, max_seconds):
+        release.wait(5)
+        return Progress([(ticket, lines) for ticket, lines, _ in new], [], 0.0, len(new))
+
+    async def scenario():
+        batcher = ContinuousBatcher(advance, lambda line: 1, max_wait=0.01, max_queued_lines=3)
+        batcher.start()
+        key = SearchKey(beam=1, length_penalty=0.0)
+        try:
+            held = asyncio.ensure_future(batcher.submit(["a", "b"], key))
+            await asyncio.sleep(0.1)  # handed to the worker, which is still searching
+            with pytest.raises(QueueFull):
+                await batcher.submit(["c", "d"], key)
+            release.set()
+            return await held, batcher.queued_lines
+        finally:
+            release.set()
+            await batcher.stop()
+
+    assert asyncio.run(scenario()) == (["a", "b"], 0)
 
 
 def test_a_lone_request_does_not_wait_for_company_but_one_after_a_shared_batch_does():

@@ -32,7 +32,7 @@ from translate.vocab import BOS_ID, EOS_ID, PAD_ID
 
 # Attention caches kept apart, one per cohort of sentences that joined at one step, so that each
 # is as wide as its own steps; each costs its own attention products a step, so beyond this many
-# the two nearest in age merge (12 measured best of 4 to 16: docs/serving.md).
+# the two nearest in age merge (8 to 16 alike at 32 clients; 4 lose a fifth at 128: docs/serving.md).
 MAX_COHORTS = 12
 
 
@@ -73,10 +73,6 @@ class ContinuousBeamSearch:
     def __len__(self) -> int:
         """Sentences being searched."""
         return len(self.tickets)
-
-    def _all_segments(self) -> list[dict]:
-        """The first layer's self-attention segments, one per cohort."""
-        return self.cache[0]["self"]["segments"]
 
     def _segments(self, cohort: int, kind: str = "self") -> list[dict]:
         """Cohort `cohort`'s self- or cross-attention segment in every layer."""
@@ -125,7 +121,7 @@ class ContinuousBeamSearch:
     def _merge_cheapest(self) -> None:
         """Two neighbouring cohorts as one: the pair whose younger rows gain the fewest padded
         cache positions (masked) by taking the older one's width."""
-        widths = [segment["k"].shape[2] if "k" in segment else 0 for segment in self._all_segments()]
+        widths = [segment["k"].shape[2] if "k" in segment else 0 for segment in self.cache[0]["self"]["segments"]]
         added = [self.cohorts[i + 1] * (widths[i] - widths[i + 1]) for i in range(len(self.cohorts) - 1)]
         i = added.index(min(added))
         for layer in self.cache:
@@ -135,8 +131,8 @@ class ContinuousBeamSearch:
                 parts = []
                 for segment in (older, younger):
                     if name not in segment:  # a cohort that joined at this step has no cached steps yet
-                        parts.append(older[name].new_zeros(segment["size"], *older[name].shape[1:2], 0,
-                                                           older[name].shape[3]))
+                        heads, dim = older[name].shape[1], older[name].shape[3]
+                        parts.append(older[name].new_zeros(segment["size"], heads, 0, dim))
                         continue
                     rows = segment.get("rows")
                     parts.append(segment[name] if rows is None else segment[name].index_select(0, rows))
@@ -244,24 +240,23 @@ class ContinuousBeamSearch:
         the next step's append; cohorts left empty go, and columns no row of a cohort owns."""
         beam, first, cohorts, kept = self.beam, 0, [], []
         for cohort, count in enumerate(self.cohorts):
-            inside = sum(first <= s < first + count for s in going)
-            if inside < count:  # sentences of this cohort left: their encoder keys and values go
-                sentences = torch.tensor([s - first for s in going if first <= s < first + count],
-                                         dtype=torch.long, device=self.device)
+            members = [s for s in going if first <= s < first + count]  # this cohort's sentences still searched
+            if len(members) < count:  # sentences of this cohort left: their encoder keys and values go
+                sentences = torch.tensor([s - first for s in members], dtype=torch.long, device=self.device)
                 for joined in self._segments(cohort, "cross"):
                     for name in ("k", "v", "mask"):
                         joined[name] = joined[name].index_select(0, sentences)
-                    joined["size"] = inside * beam
-            if inside:
+                    joined["size"] = len(members) * beam
+            if members:
                 start = sum(cohorts) * beam  # the going rows of the cohorts before this one come first
-                local = rows[start:start + inside * beam] - first * beam
-                longest = max(self.steps[s] for s in going if first <= s < first + count) + 1
+                local = rows[start:start + len(members) * beam] - first * beam
+                longest = max(self.steps[s] for s in members) + 1
                 for segment in self._segments(cohort):
                     segment["rows"] = local if "rows" not in segment else segment["rows"].index_select(0, local)
-                    segment["size"] = inside * beam
+                    segment["size"] = len(members) * beam
                     if segment["k"].shape[2] > longest:
                         segment["k"], segment["v"] = segment["k"][:, :, -longest:], segment["v"][:, :, -longest:]
-                cohorts.append(inside)
+                cohorts.append(len(members))
                 kept.append(cohort)
             first += count
         if len(kept) < len(self.cohorts):

@@ -156,16 +156,23 @@ class ContinuousBatcher(Batcher):
         self._tickets = 0
 
     def _hand_over(self) -> list[tuple[int, list[str], SearchKey]]:
-        """The requests waiting now, as the worker takes them (ticket, lines, setting)."""
+        """The requests waiting now, as the worker takes them (ticket, lines, setting). Their lines
+        count against `max_queued_lines` until they are answered: the worker holds them meanwhile."""
         new = []
         while not self._queue.empty():
             job = self._queue.get_nowait()
-            self.queued_lines -= len(job.lines)
-            if not job.future.done():  # a client that left is not translated for
-                self._tickets += 1
-                self._in_flight[self._tickets] = job
-                new.append((self._tickets, job.lines, job.key))
+            if job.future.done():  # a client that left is not translated for
+                self.queued_lines -= len(job.lines)
+                continue
+            self._tickets += 1
+            self._in_flight[self._tickets] = job
+            new.append((self._tickets, job.lines, job.key))
         return new
+
+    def _answered(self, ticket: int) -> Job:
+        job = self._in_flight.pop(ticket)
+        self.queued_lines -= len(job.lines)
+        return job
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -194,17 +201,17 @@ class ContinuousBatcher(Batcher):
                 for call in calls:
                     call.cancel()
                 calls.clear()
-                for job in self._in_flight.values():
+                for ticket in list(self._in_flight):
+                    job = self._answered(ticket)
                     if not job.future.done():
                         job.future.set_exception(error)
-                self._in_flight.clear()
                 if isinstance(error, BrokenExecutor):  # its process died (killed, out of memory)
                     self._worker.shutdown(wait=False)
                     self._worker = self._new_worker()
                 continue
-            answered = [(self._in_flight.pop(ticket), outputs) for ticket, outputs in progress.done]
+            answered = [(self._answered(ticket), outputs) for ticket, outputs in progress.done]
             for ticket, why in progress.failed:
-                job = self._in_flight.pop(ticket)
+                job = self._answered(ticket)
                 if not job.future.done():
                     job.future.set_exception(RuntimeError(why))
             if self.on_batch is not None:

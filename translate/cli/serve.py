@@ -48,7 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-line-chars", type=int, default=4000, help="characters a line (default: 4000)")
     parser.add_argument("--max-body-bytes", type=int, default=1 << 20, help="bytes a request body (default: 1 MiB)")
     parser.add_argument("--max-queued-lines", type=int, default=4096,
-                        help="lines waiting at most; beyond, requests get 503 with Retry-After (default: 4096)")
+                        help="lines waiting (with continuous batching, or being searched) at most; beyond, requests "
+                             "get 503 with Retry-After (default: 4096)")
     parser.add_argument("--max-beam", type=int, default=16, help="largest beam a request may ask for (default: 16)")
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
                         help="where to translate (default: auto, CUDA where torch sees a GPU)")
