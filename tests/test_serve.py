@@ -300,7 +300,7 @@ def test_the_api_key_is_required_where_set(translator):
 def test_info_metrics_and_the_page(translator, checkpoint_path):
     with client_for(translator, checkpoint_digest=file_digest(checkpoint_path)) as client:
         info = client.get("/info").json()
-        assert info["tie_embeddings"] == "all" and info["joint_vocab"] is True
+        assert info["tie_embeddings"] == "all" and info["joint_vocab"] is True and info["batching"] == "continuous"
         assert info["checkpoint_sha256"] == file_digest(checkpoint_path)
         client.post("/translate", json={"text": LINES})
         client.post("/translate", json={"text": ["a"], "beam": 0})

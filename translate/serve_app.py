@@ -3,7 +3,8 @@
 FastAPI validates the JSON (422 naming the field) and writes the OpenAPI page at /docs;
 prometheus_client writes /metrics; uvicorn serves and, on SIGTERM, stops accepting and lets
 the requests in flight finish. What none of them does, batching independent clients'
-sentences by a token budget, is `translate.serve_batching`.
+sentences (into the model's running search, or into whole batches by a token budget), is
+`translate.serve_batching` with `translate.serve_continuous`.
 """
 
 from __future__ import annotations
@@ -215,7 +216,7 @@ def create_app(translator: Translator, settings: ServeSettings,
             "multilingual": translator.multilingual(), "tie_embeddings": cfg.tie_embeddings,
             "d_model": cfg.d_model, "source_vocab_size": len(translator.vocab.source),
             "target_vocab_size": len(translator.vocab.target), "joint_vocab": translator.vocab.joint,
-            "search_defaults": defaults,
+            "search_defaults": defaults, "batching": settings.batching,
             "limits": {"max_lines": settings.max_lines, "max_line_chars": settings.max_line_chars,
                        "max_body_bytes": settings.max_body_bytes, "max_beam": settings.max_beam},
         }
