@@ -22,6 +22,9 @@ from translate.directions import TemperatureBatchSampler, sampling_probabilities
 from translate.languages import english_centric, parse_direction
 from translate.language_id import off_target_rate
 from translate.metrics import bleu_tokenizer, corpus_scores
+from translate.pipeline import translate_lines
+from translate.serve_batching import SearchKey
+from translate.serve_continuous import ContinuousTranslator
 from translate.vocab import BOS_ID, EOS_ID
 
 REPO = Path(__file__).resolve().parent.parent
@@ -262,3 +265,24 @@ def test_bilingual_corpora_combine_into_one_model(tmp_path):
     assert [len(part) for part in data.datasets["dev"].parts] == [40, 40]
     assert data.datasets["dev"].parts[0][0][2] == (en_de / "dev.de").read_text().splitlines()[0]
     assert data.datasets["dev"].parts[1][0][2] == (en_ja / "dev.ja").read_text().splitlines()[0]
+
+
+def test_continuous_batching_writes_each_request_s_language(trained):
+    """translate-serve's running searches, one per output language, interleaved turn by turn:
+    each request gets what translate-cli gives its lines in that language (tag at the source or
+    as the decoder's first token)."""
+    translator = load_translator(trained)
+    sources = (MULTIWAY / "test.en").read_text().splitlines()[:6]
+    requests = [(sources[i:i + 2], SearchKey(2, 1.0, target_lang=lang)) for i in (0, 2, 4) for lang in ("de", "ja")]
+    model_side = ContinuousTranslator(translator, batch_tokens=4096)
+    answers, pending = {}, list(enumerate(requests))
+    for _ in range(1000):
+        progress = model_side.advance([(ticket, lines, key) for ticket, (lines, key) in pending[:2]], max_seconds=0.0)
+        pending = pending[2:]
+        assert not progress.failed
+        answers.update(progress.done)
+        if len(answers) == len(requests):
+            break
+    for ticket, (lines, key) in enumerate(requests):
+        assert answers[ticket] == translate_lines(translator, lines, beam=2, length_penalty=1.0,
+                                                  target_lang=key.target_lang)
