@@ -4,6 +4,7 @@ beside translate-cli on the same lines as one file (the batch ceiling).
 
     .venv/bin/python scripts/benchmark_serve.py --checkpoint runs/default/checkpoints/last.ckpt
     .venv/bin/python scripts/benchmark_serve.py --clients 32 --seconds 600 --modes continuous   # soak: RSS at start and end
+    .venv/bin/python scripts/benchmark_serve.py --clients 128 --seconds 360 --modes continuous --rss-every 30   # and on the way
 
 Each client (a coroutine with an httpx.AsyncClient of its own) sends one test-split sentence a
 request and the next as soon as the answer comes, for --seconds per level; the clients take the
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import itertools
 import json
 import os
@@ -39,6 +41,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -61,6 +64,28 @@ def litserve_server(checkpoint: str, port: int, threads: int) -> None:
     from litserve_translate import serve
 
     serve(checkpoint, port, threads, LITSERVE_BATCH, LITSERVE_WAIT_S)
+
+
+@contextlib.contextmanager
+def rss_samples(pid: int, every: float):
+    """With `every` > 0, the server's RSS printed every `every` seconds while the block runs:
+    whether memory levels off or keeps growing, which start and end alone cannot tell."""
+    done = threading.Event()
+
+    def sample() -> None:
+        started = time.monotonic()
+        while not done.wait(every):
+            print(f"RSS at {time.monotonic() - started:.0f} s: {rss_mib(pid):.0f} MiB", flush=True)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    if every > 0:
+        sampler.start()
+    try:
+        yield
+    finally:
+        done.set()
+        if every > 0:
+            sampler.join()
 
 
 def rss_mib(pid: int) -> float:
@@ -226,6 +251,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1, help="torch threads of the server and the CLI")
     parser.add_argument("--sentences", type=int, default=None, help="only the first N test sentences")
     parser.add_argument("--max-wait-ms", type=float, default=10, help="translate-serve's --max-wait-ms (default: 10)")
+    parser.add_argument("--rss-every", type=float, default=0,
+                        help="print the server's RSS every N seconds during each level (default: 0, never)")
     parser.add_argument("--batch-ceiling", default="16,32",
                         help="also the model alone on random batches of these sizes (default: 16,32; '' skips)")
     parser.add_argument("--litserve-server", nargs=3, metavar=("CKPT", "PORT", "THREADS"), help=argparse.SUPPRESS)
@@ -254,7 +281,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             for clients in map(int, args.clients.split(",")):
                 rss_start, before = rss_mib(server.pid), batches_so_far(base, mode)
-                result = asyncio.run(load(base, sources, clients, args.seconds))
+                with rss_samples(server.pid, args.rss_every):
+                    result = asyncio.run(load(base, sources, clients, args.seconds))
                 held, batches, model_seconds, translated = (after - start for after, start in
                                                             zip(batches_so_far(base, mode), before))
                 rows.append({"mode": mode, "clients": clients, "rss_start": rss_start, "rss_end": rss_mib(server.pid),
