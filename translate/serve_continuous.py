@@ -99,7 +99,7 @@ class ContinuousTranslator:
             for key, lane in list(self.lanes.items()):
                 try:
                     self._join(lane)
-                    searching = max(searching, sum(len(lane.search) for lane in self.lanes.values()))
+                    searching = max(searching, sum(len(other.search) for other in self.lanes.values()))
                     finished = lane.search.step()
                 except Exception as error:  # noqa: BLE001 - the lane's requests fail, the server goes on
                     failed += self._fail_lane(key, f"{type(error).__name__}: {error}")
@@ -116,6 +116,8 @@ class ContinuousTranslator:
                         done.append((ticket, self._texts(ticket)))
             if time.perf_counter() - started >= max_seconds:
                 break
+        for key in [key for key, lane in self.lanes.items() if not (len(lane.search) or lane.waiting)]:
+            del self.lanes[key]  # idle: a client sending ever new settings must not grow the server
         return Progress(done, failed, time.perf_counter() - started, searching)
 
     def _join(self, lane: _Lane) -> None:
