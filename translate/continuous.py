@@ -26,9 +26,9 @@ from torch import Tensor
 from translate.model import Transformer
 from translate.padding import pad
 from translate.search import (
-    NEVER_GENERATED, Hypothesis, encode_by_length, length_penalty, max_output_lengths, token_bias,
+    NEVER_GENERATED, Hypothesis, encode_by_length, extensions, length_penalty, max_output_lengths, token_bias,
 )
-from translate.vocab import BOS_ID, EOS_ID, PAD_ID
+from translate.vocab import BOS_ID, PAD_ID
 
 # Attention caches kept apart, one per cohort of sentences that joined at one step, so that each
 # is as wide as its own steps; each costs its own attention products a step, so beyond this many
@@ -149,33 +149,15 @@ class ContinuousBeamSearch:
         tickets and up to `n_best` hypotheses, best first (see `search.beam_search`)."""
         if not self.tickets:
             return []
-        model, beam, vocab = self.model, self.beam, self.model.tgt_vocab_size
+        model, beam = self.model, self.beam
         n, device = len(self.tickets), self.device
         history_width = self.history.shape[1]
         steps = torch.tensor(self.steps, device=device)
         offset = self.steps[0] if min(self.steps) == max(self.steps) else steps.repeat_interleave(beam)
         self._set_masks()
-        width = min(2 * beam, beam * vocab)
-        rank = torch.arange(width, device=device)
         logits = model.decode(self.last, None, None, self.cache, offset=offset)[:, -1]
-        lprobs = torch.log_softmax(logits.float(), dim=-1)
-        lprobs[:, self.blocked] = float("-inf")
-        if self.bias is not None:
-            lprobs.add_(self.bias)
-        lprobs = lprobs.view(n, beam, vocab)
-        at_limit = (steps + 1 >= self.limits).nonzero()[:, 0]
-        if at_limit.numel():  # only EOS may follow
-            eos = lprobs[at_limit, :, EOS_ID]
-            lprobs[at_limit] = float("-inf")
-            lprobs[at_limit, :, EOS_ID] = eos
-        candidates = lprobs.add_(self.beam_lp[:, :, None]).view(n, beam * vocab)
-        top_lp, top_index = candidates.topk(width, dim=1)
-        top_beam, top_token = top_index // vocab, top_index % vocab
-        is_eos = top_token == EOS_ID
-        ends = is_eos & (rank < beam) & torch.isfinite(top_lp)
-        keep = (is_eos.long() * width + rank).argsort(dim=1)[:, : min(beam, width)]
-        live_lp = top_lp.gather(1, keep).masked_fill(is_eos.gather(1, keep), float("-inf"))
-        live_beam, live_token = top_beam.gather(1, keep), top_token.gather(1, keep)
+        top_lp, top_beam, ends, live_lp, live_beam, live_token = extensions(
+            logits, self.beam_lp, steps + 1 >= self.limits, beam, self.blocked, self.bias)
 
         penalty = self.penalties[steps][:, None]
         ending = ends.nonzero()

@@ -265,29 +265,9 @@ def beam_search(
     best_finished = torch.full((batch, wait_for), float("-inf"), device=device)
     for step in range(max_steps):
         n, k = beam_lp.shape
-        width = min(2 * beam, k * vocab)
-        rank = torch.arange(width, device=device)
         logits = model.decode(last, memory, src_mask, cache, offset=step)[:, -1]
-        lprobs = torch.log_softmax(logits.float(), dim=-1)
-        lprobs[:, blocked] = float("-inf")
-        if bias is not None:
-            lprobs.add_(bias)
-        lprobs = lprobs.view(n, k, vocab)
-        at_limit = (step + 1 >= limits).nonzero()[:, 0]
-        if at_limit.numel():  # only EOS may follow
-            eos = lprobs[at_limit, :, EOS_ID]
-            lprobs[at_limit] = float("-inf")
-            lprobs[at_limit, :, EOS_ID] = eos
-        candidates = lprobs.add_(beam_lp[:, :, None]).view(n, k * vocab)
-        top_lp, top_index = candidates.topk(width, dim=1)
-        top_beam, top_token = top_index // vocab, top_index % vocab
-        is_eos = top_token == EOS_ID
-        ends = is_eos & (rank < beam) & torch.isfinite(top_lp)
-        # The first `beam` non-EOS extensions in rank order (at most k <= `beam` are EOS, one
-        # per live hypothesis, so 2 * beam candidates hold enough where the vocabulary does).
-        keep = (is_eos.long() * width + rank).argsort(dim=1)[:, : min(beam, width)]
-        live_lp = top_lp.gather(1, keep).masked_fill(is_eos.gather(1, keep), float("-inf"))
-        live_beam, live_token = top_beam.gather(1, keep), top_token.gather(1, keep)
+        top_lp, top_beam, ends, live_lp, live_beam, live_token = extensions(
+            logits, beam_lp, step + 1 >= limits, beam, blocked, bias)
 
         penalty = length_penalty(step + 1, alpha)
         ending = ends.nonzero()
@@ -325,6 +305,40 @@ def beam_search(
             hypotheses = [Hypothesis([], float("-inf"), float("-inf"))]
         results.append(hypotheses[:n_best])
     return results
+
+
+def extensions(logits: Tensor, beam_lp: Tensor, at_limit: Tensor, beam: int, blocked: Sequence[int],
+               bias: Tensor | None) -> tuple[Tensor, ...]:
+    """One beam-search step's choice for each sentence (see `beam_search`). Of the extensions of
+    its `k` live hypotheses (`logits`: (n * k, vocab) at this step; `beam_lp`: (n, k) their
+    log-probabilities), the best `2 * beam` by total log-probability: `top_lp`, and `top_beam`,
+    the hypothesis each extends; `ends`, those that finish (EOS among the first `beam`); and the
+    next live ones, `live_lp`, `live_beam`, `live_token` (the first `beam` that are not EOS). For
+    the sentences `at_limit` (bool, (n,)) every token but EOS is removed."""
+    n, k = beam_lp.shape
+    vocab = logits.shape[-1]
+    width = min(2 * beam, k * vocab)
+    rank = torch.arange(width, device=logits.device)
+    lprobs = torch.log_softmax(logits.float(), dim=-1)
+    lprobs[:, blocked] = float("-inf")
+    if bias is not None:
+        lprobs.add_(bias)
+    lprobs = lprobs.view(n, k, vocab)
+    limited = at_limit.nonzero()[:, 0]
+    if limited.numel():  # only EOS may follow
+        eos = lprobs[limited, :, EOS_ID]
+        lprobs[limited] = float("-inf")
+        lprobs[limited, :, EOS_ID] = eos
+    candidates = lprobs.add_(beam_lp[:, :, None]).view(n, k * vocab)
+    top_lp, top_index = candidates.topk(width, dim=1)
+    top_beam, top_token = top_index // vocab, top_index % vocab
+    is_eos = top_token == EOS_ID
+    ends = is_eos & (rank < beam) & torch.isfinite(top_lp)
+    # The first `beam` non-EOS extensions in rank order (at most k <= `beam` are EOS, one
+    # per live hypothesis, so 2 * beam candidates hold enough where the vocabulary does).
+    keep = (is_eos.long() * width + rank).argsort(dim=1)[:, : min(beam, width)]
+    live_lp = top_lp.gather(1, keep).masked_fill(is_eos.gather(1, keep), float("-inf"))
+    return top_lp, top_beam, ends, live_lp, top_beam.gather(1, keep), top_token.gather(1, keep)
 
 
 def strip_special(ids: list[int]) -> list[int]:

@@ -81,6 +81,16 @@ class Batcher:
         await self._queue.put(Job(lines, key, sum(map(self.count_tokens, lines)), future))
         return await future  # cancelled with the request when its client goes away
 
+    def _fail(self, jobs: list[Job], error: Exception) -> None:
+        """`jobs` fail with `error` (those whose client is still there); a worker process that
+        died (killed, out of memory) is replaced for the next."""
+        for job in jobs:
+            if not job.future.done():
+                job.future.set_exception(error)
+        if isinstance(error, BrokenExecutor):
+            self._worker.shutdown(wait=False)
+            self._worker = self._new_worker()
+
     async def _collect(self) -> list[Job]:
         """The first waiting job and those that arrive within `max_wait`, up to the token budget.
 
@@ -120,12 +130,7 @@ class Batcher:
                 try:
                     outputs, seconds = await loop.run_in_executor(self._worker, self.translate, lines, key)
                 except Exception as error:  # one bad batch fails its own requests, not the server
-                    for job in group:
-                        if not job.future.done():
-                            job.future.set_exception(error)
-                    if isinstance(error, BrokenExecutor):  # its process died (killed, out of memory)
-                        self._worker.shutdown(wait=False)
-                        self._worker = self._new_worker()
+                    self._fail(group, error)
                     continue
                 if self.on_batch is not None:
                     self.on_batch(len(lines), sum(job.tokens for job in group), seconds)
@@ -201,13 +206,7 @@ class ContinuousBatcher(Batcher):
                 for call in calls:
                     call.cancel()
                 calls.clear()
-                for ticket in list(self._in_flight):
-                    job = self._answered(ticket)
-                    if not job.future.done():
-                        job.future.set_exception(error)
-                if isinstance(error, BrokenExecutor):  # its process died (killed, out of memory)
-                    self._worker.shutdown(wait=False)
-                    self._worker = self._new_worker()
+                self._fail([self._answered(ticket) for ticket in list(self._in_flight)], error)
                 continue
             answered = [(self._answered(ticket), outputs) for ticket, outputs in progress.done]
             for ticket, why in progress.failed:
