@@ -19,7 +19,8 @@ one request at a time, as a server without batching).
 Lightning's LitServe instead: its own request batching (up to 64 requests, waiting at most 10
 ms, as batched) in one worker process, each batch translated by the same `translate_lines`.
 Servers run with --threads; translate-cli translates the same sentences as one file with the
-same threads (its start-up, timed on one line, left out).  Figures: sentences/s, latency
+same threads (its start-up, timed on one line, left out), before every mode and after the
+last, and each mode's "of translate-cli" is to the mean of the runs before and after it.  Figures: sentences/s, latency
 p50/p95/p99, errors, the RSS of the server's processes together; from translate-serve's own
 metrics, sentences a batch, the share of the time its model was translating (model busy) and
 sentences a second while it was (model sent/s busy, to set beside translate-cli's). Last, the
@@ -273,11 +274,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(f"{len(sources)} test sentences; {args.threads} thread(s); {os.cpu_count()} CPUs; "
           f"{args.seconds:g} s a level", flush=True)
-    ceiling = cli_throughput(args.checkpoint, sources, args.threads)
-    print(f"translate-cli, one file: {ceiling:.1f} sentences/s", flush=True)
+    # translate-cli before every mode and after the last: a mode's ratios are to the mean of the two
+    # runs around it, minutes apart, since this machine's speed drifts by 10-20% within an hour.
+    ceilings = [cli_throughput(args.checkpoint, sources, args.threads)]
+    print(f"translate-cli, one file: {ceilings[-1]:.1f} sentences/s", flush=True)
     rows = []
     for mode in args.modes.split(","):
         server, base = start_server(args.checkpoint, args.threads, mode, args.max_wait_ms)
+        first = len(rows)
         try:
             for clients in map(int, args.clients.split(",")):
                 rss_start, before = rss_mib(server.pid), batches_so_far(base, mode)
@@ -291,6 +295,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(rows[-1], flush=True)
         finally:
             stop(server)
+        ceilings.append(cli_throughput(args.checkpoint, sources, args.threads))
+        print(f"translate-cli, one file: {ceilings[-1]:.1f} sentences/s", flush=True)
+        for row in rows[first:]:
+            row["ceiling"] = (ceilings[-2] + ceilings[-1]) / 2
 
     print("\n| server | clients | sent/s | of translate-cli | sentences a batch | model busy | model sent/s busy "
           "| p50 ms | p95 ms | p99 ms | errors | RSS MiB start → end |")
@@ -300,8 +308,9 @@ def main(argv: list[str] | None = None) -> int:
         batch, busy, rate = ((f"{row['batch']:.1f}", f"{row['model_busy']:.0%}", f"{row['model_rate']:.1f}")
                              if known else ("", "", ""))
         print(f"| {row['mode']} | {row['clients']} | {row['sentences_per_s']:.1f} | "
-              f"{row['sentences_per_s'] / ceiling:.0%} | {batch} | {busy} | {rate} | {1000 * row['p50']:.0f} | {1000 * row['p95']:.0f} | "
-              f"{1000 * row['p99']:.0f} | {row['errors']} | {row['rss_start']:.0f} → {row['rss_end']:.0f} |")
+              f"{row['sentences_per_s'] / row['ceiling']:.0%} | {batch} | {busy} | {rate} | {1000 * row['p50']:.0f} | "
+              f"{1000 * row['p95']:.0f} | {1000 * row['p99']:.0f} | {row['errors']} | "
+              f"{row['rss_start']:.0f} → {row['rss_end']:.0f} |")
     for mine in ("continuous", "batched"):
         ours = {r["clients"]: r for r in rows if r["mode"] == mine}
         for name in ("batched", "unbatched", "litserve"):
@@ -309,7 +318,9 @@ def main(argv: list[str] | None = None) -> int:
             for clients in sorted(set(ours) & set(other)) if name != mine else []:
                 ratio = ours[clients]["sentences_per_s"] / other[clients]["sentences_per_s"]
                 print(f"{clients} clients: {mine} / {name} {ratio:.2f}x")
-    print(f"translate-cli ceiling: {ceiling:.1f} sentences/s")
+    print("translate-cli, before each mode and after the last: "
+          f"{', '.join(f'{ceiling:.1f}' for ceiling in ceilings)} sentences/s")
+    ceiling = statistics.mean(ceilings)
     if args.batch_ceiling:
         for size, value in random_batch_ceiling(args.checkpoint, args.sentences, args.batch_ceiling,
                                                 args.threads).items():

@@ -6,7 +6,7 @@ from translate.corpus import CorpusError, read_parallel
 from translate.data import TranslationDataModule
 from translate.model import ModelConfig
 from translate.module import TranslationModule
-from translate.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocabularies
+from translate.vocab import BATCH_CALL_LINES, BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocabularies
 
 
 @pytest.fixture(scope="module")
@@ -25,6 +25,17 @@ def test_joint_vocabulary_covers_both_languages_and_round_trips(pairs):
     assert vocab.target.decode(vocab.target.encode(texts)) == texts
     specials = [vocab.source.processor.id_to_piece(i) for i in (PAD_ID, UNK_ID, BOS_ID, EOS_ID)]
     assert specials == ["<pad>", "<unk>", "<s>", "</s>"]
+
+
+def test_a_few_lines_are_encoded_and_decoded_as_a_long_list_is(pairs):
+    vocab = Vocabularies.train(pairs, vocab_size=500)
+    texts = ["", *(side for pair in pairs[:40] for side in pair)]  # an empty line among them
+    assert len(texts) >= BATCH_CALL_LINES
+    ids = vocab.source.encode(texts)  # SentencePiece's list call
+    assert [vocab.source.encode([text])[0] for text in texts] == ids  # one call a line
+    assert vocab.source.encode(texts[:3]) == ids[:3]
+    assert vocab.source.decode(ids[:3]) == vocab.source.decode(ids)[:3] == texts[:3]
+    assert vocab.source.decode([[]]) == [""]
 
 
 def test_vocabulary_state_is_plain_bytes_and_restores(pairs):

@@ -18,6 +18,10 @@ from translate.errors import UsageError
 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 
+# SentencePiece's list calls start a thread per core, some 60-100 us a call: fewer lines than this
+# (a server's request) go one call a line, a few us each (docs/serving.md).
+BATCH_CALL_LINES = 64
+
 
 def language_tag(lang: str) -> str:
     """The piece that asks a many-to-many model for output in `lang`: `<2de>` (Johnson et al. 2017)."""
@@ -44,11 +48,15 @@ class SentencePieceVocab:
         return self.processor.get_piece_size()
 
     def encode(self, texts: list[str]) -> list[list[int]]:
+        if len(texts) < BATCH_CALL_LINES:
+            return [self.processor.encode(text, out_type=int) for text in texts]
         return self.processor.encode(texts, out_type=int)
 
     def decode(self, ids: list[list[int]]) -> list[str]:
+        texts = ([self.processor.decode(line) for line in ids] if len(ids) < BATCH_CALL_LINES
+                 else self.processor.decode(ids))
         # Trailing or leading "▁" pieces would leave spaces around a translation.
-        return [text.strip() for text in self.processor.decode(ids)]
+        return [text.strip() for text in texts]
 
     def pieces(self, text: str) -> list[str]:
         return self.processor.encode(text, out_type=str)
