@@ -19,13 +19,14 @@ one request at a time, as a server without batching).
 Lightning's LitServe instead: its own request batching (up to 64 requests, waiting at most 10
 ms, as batched) in one worker process, each batch translated by the same `translate_lines`.
 Servers run with --threads; translate-cli translates the same sentences as one file with the
-same threads (its start-up, timed on one line, left out), before every mode and after the
-last, and each mode's "of translate-cli" is to the mean of the runs before and after it.  Figures: sentences/s, latency
-p50/p95/p99, errors, the RSS of the server's processes together; from translate-serve's own
-metrics, sentences a batch, the share of the time its model was translating (model busy) and
-sentences a second while it was (model sent/s busy, to set beside translate-cli's). Last, the
-model alone (no HTTP) on batches of 16 and 32 test sentences drawn at random (`--batch-ceiling`): the most a
-closed loop of that many single-sentence clients can get from whole-batch serving.
+same threads (its start-up, timed on one line, left out), before every mode and after the last,
+and each mode's "of translate-cli" is to the mean of the runs before and after it.  Figures:
+sentences/s, latency p50/p95/p99, errors, the RSS of the server's processes together; from
+translate-serve's own metrics, sentences a batch, the share of the time its model was translating
+(model busy) and sentences a second while it was (model sent/s busy, to set beside
+translate-cli's). Last, the model alone (no HTTP) on batches of 16 and 32 test sentences drawn at
+random (`--batch-ceiling`): the most a closed loop of that many single-sentence clients can get
+from whole-batch serving.
 """
 
 from __future__ import annotations
