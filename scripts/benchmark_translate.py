@@ -10,6 +10,8 @@ The checkpoint is exported to a temporary Hugging Face directory and a CTranslat
   - ours-unpacked: the same with plain `nn.Linear` layers (`load_translator(pack=False)`),
     which shows what packing the weights (`translate/packing.py`) gains;
   - ours-int8: the same with int8 linear layers (`translate-cli --quantize int8`);
+  - ours-int8-unfused: int8 with each feed-forward ReLU a pass of its own (plain
+    `quantize_dynamic`), which shows what fusing it into the int8 product (`translate/quantize.py`) gains;
   - transformers: `generate` on the exported model, `do_sample=False`;
   - CTranslate2: `Translator.translate_batch` with `intra_threads` = torch's threads, in
     float32 and (ctranslate2-int8) with `compute_type="int8"`,
@@ -38,6 +40,7 @@ import json
 import sys
 import tempfile
 import time
+import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
@@ -59,7 +62,7 @@ from translate.vocab import EOS_ID, PAD_ID  # noqa: E402
 
 @dataclass
 class Setting:
-    system: str  # ours, ours-unpacked, ours-int8, transformers, ctranslate2 or ctranslate2-int8
+    system: str  # ours, ours-unpacked, ours-int8, ours-int8-unfused, transformers, ctranslate2 or ctranslate2-int8
     beam: int
     length_penalty: float
     restrict: bool = False
@@ -168,6 +171,16 @@ def export_both(checkpoint: Path, directory: Path, device: str, precision: str, 
     return hf_model, ct2
 
 
+def int8_unfused(checkpoint: str):
+    """The checkpoint with PyTorch's plain dynamic int8 linear layers: no feed-forward ReLU fused."""
+    translator = load_translator(checkpoint, pack=False)
+    with warnings.catch_warnings():  # torch.ao's notice of its move to torchao
+        warnings.simplefilter("ignore")
+        translator.model = torch.ao.quantization.quantize_dynamic(translator.model, {torch.nn.Linear},
+                                                                  dtype=torch.qint8)
+    return translator
+
+
 def markdown(rows: list[Row]) -> str:
     by_key = {(r.system, r.beam, r.length_penalty, r.restrict): r for r in rows}
     lines = [
@@ -176,7 +189,7 @@ def markdown(rows: list[Row]) -> str:
         "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
-        counterpart = "ours-int8" if r.system == "ctranslate2-int8" else "ours"
+        counterpart = "ours-int8" if r.system in ("ctranslate2-int8", "ours-int8-unfused") else "ours"
         reference = by_key.get((counterpart, r.beam, r.length_penalty, False))
         ratio = "" if r.system in ("ours", "ours-int8") or reference is None else f"{reference.sentences_per_s / r.sentences_per_s:.2f}x"
         same = "" if r.identical_to_ours is None else f"{r.identical_to_ours}/{r.sentences}"
@@ -201,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-tokens", type=int, default=None,
                         help="source tokens per batch (default: translate-cli's)")
     parser.add_argument("--skip", default="", help="comma-separated systems not to run: "
-                        "ours-unpacked,ours-int8,transformers,ctranslate2,ctranslate2-int8")
+                        "ours-unpacked,ours-int8,ours-int8-unfused,transformers,ctranslate2,ctranslate2-int8")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--precision", choices=list(CT2_COMPUTE), default="32-true",
                         help="as translate-cli's --precision: autocast for ours and transformers, CTranslate2's "
@@ -226,9 +239,10 @@ def main(argv: list[str] | None = None) -> int:
     beams = [int(b) for b in args.beams.split(",")]
     skip = set(filter(None, args.skip.split(",")))
     if args.device == "cuda":  # packing and int8 are CPU paths
-        skip |= {"ours-unpacked", "ours-int8"}
+        skip |= {"ours-unpacked", "ours-int8", "ours-int8-unfused"}
     unpacked = None if "ours-unpacked" in skip else load_translator(args.checkpoint, pack=False)
     int8 = None if "ours-int8" in skip else load_translator(args.checkpoint, quantize="int8")
+    unfused = None if "ours-int8-unfused" in skip else int8_unfused(args.checkpoint)
 
     settings = []
     for beam in beams:
@@ -241,6 +255,8 @@ def main(argv: list[str] | None = None) -> int:
             settings.append(Setting("ctranslate2", beam, 0.0))
         if "ours-int8" not in skip:
             settings.append(Setting("ours-int8", beam, 0.0))
+        if "ours-int8-unfused" not in skip:
+            settings.append(Setting("ours-int8-unfused", beam, 0.0))
         if "ctranslate2-int8" not in skip:
             settings.append(Setting("ctranslate2-int8", beam, 0.0))
         if beam > 1:
@@ -251,7 +267,8 @@ def main(argv: list[str] | None = None) -> int:
         runners: dict[str, Callable[[Setting], list[str]]] = {
             "ours": lambda setting: ours(translator, sources, setting, batch_tokens),
             "ours-unpacked": lambda setting: ours(unpacked, sources, setting, batch_tokens),
-            "ours-int8": lambda setting: ours(int8, sources, setting, batch_tokens)}
+            "ours-int8": lambda setting: ours(int8, sources, setting, batch_tokens),
+            "ours-int8-unfused": lambda setting: ours(unfused, sources, setting, batch_tokens)}
         if {"transformers", "ctranslate2", "ctranslate2-int8"} - skip:
             hf_model, ct2 = export_both(Path(args.checkpoint), Path(tmp), args.device, args.precision, skip)
             if hf_model is not None:

@@ -39,9 +39,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=15, help="operators listed (default: 15)")
     parser.add_argument("--by-rows", action="store_true", help="time the steps by rows decoded instead")
     parser.add_argument("--batch", type=int, default=0, help="with --by-rows: random batches of N sentences")
+    parser.add_argument("--quantize", choices=["none", "int8"], default="none", help="as translate-cli's --quantize")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    translator = load_translator(args.checkpoint, torch.device("cpu"))
+    translator = load_translator(args.checkpoint, torch.device("cpu"), quantize=args.quantize)
     sources = read_lines(split_paths(BUNDLED_CORPUS, "test", "en", "de")[0])[: args.limit]
     if args.by_rows:
         return by_rows(translator, sources, args)

@@ -7,6 +7,7 @@ import torch
 from torch import nn
 
 from translate.checkpoint import load_translator
+from translate.model import FeedForward
 from translate.cli.translate import main
 from translate.quantize import linear_bytes, quantization_available
 
@@ -24,7 +25,7 @@ def test_every_linear_layer_becomes_int8_and_the_logits_stay_close(checkpoint_pa
     fp32 = load_translator(checkpoint_path, pack=False)
     int8 = load_translator(checkpoint_path, quantize="int8")
     assert not any(type(m) is nn.Linear for m in int8.model.modules())
-    quantized = [m for m in int8.model.modules() if type(m).__name__ == "Linear" and "quantized" in type(m).__module__]
+    quantized = [m for m in int8.model.modules() if isinstance(m, torch.ao.nn.quantized.dynamic.Linear)]
     assert len(quantized) == sum(type(m) is nn.Linear for m in fp32.model.modules())
     # the tie survives in the float32 part: one embedding matrix for source and target
     assert int8.model.src_embed.weight is int8.model.tgt_embed.weight
@@ -39,6 +40,21 @@ def test_every_linear_layer_becomes_int8_and_the_logits_stay_close(checkpoint_pa
     # int8 weights and activations: close to float32, not equal to it
     assert not torch.equal(reference, quantized_out)
     assert (reference.exp() - quantized_out.exp()).abs().max() < 0.05
+
+
+def test_the_feed_forward_relu_runs_inside_the_int8_product_with_the_same_result(checkpoint_path):
+    int8 = load_translator(checkpoint_path, quantize="int8")
+    blocks = [m for m in int8.model.modules() if isinstance(m, FeedForward)]
+    assert blocks and all(isinstance(b.linear1, torch.ao.nn.intrinsic.quantized.dynamic.LinearReLU) for b in blocks)
+    # the reference: PyTorch's dynamic quantization of the plain model, ReLU a pass of its own
+    plain = load_translator(checkpoint_path, pack=False).model
+    reference = torch.ao.quantization.quantize_dynamic(plain, {nn.Linear}, dtype=torch.qint8)
+    assert all(isinstance(b.activation, nn.ReLU) for b in reference.modules() if isinstance(b, FeedForward))
+    torch.manual_seed(2)
+    src = torch.randint(4, len(int8.vocab.source), (4, 11))
+    tgt = torch.randint(4, len(int8.vocab.target), (4, 8))
+    with torch.no_grad():
+        torch.testing.assert_close(int8.model(src, tgt, 0), reference(src, tgt, 0), rtol=0, atol=1e-6)
 
 
 def test_translate_cli_int8_keeps_every_line(checkpoint_path, tmp_path, capsys):

@@ -4,7 +4,8 @@ Each `nn.Linear` becomes PyTorch's dynamically quantized linear layer (weights s
 once, activations quantized per call, products in int32 through fbgemm/oneDNN): the path
 `torch.ao.quantization.quantize_dynamic` has offered since 1.3, not a kernel of our own.  The
 embeddings stay float32; a pre-softmax projection tied to them gets its own int8 copy, so the
-ties in the checkpoint are untouched.
+ties in the checkpoint are untouched. A feed-forward block's first layer and its ReLU become one
+fused layer (`LinearReLU`), as packing fuses them in float32.
 """
 
 from __future__ import annotations
@@ -13,6 +14,9 @@ import warnings
 
 import torch
 from torch import nn
+from torch.ao.nn.intrinsic import LinearReLU
+
+from translate.model import FeedForward
 
 QUANTIZATIONS = ("none", "int8")
 
@@ -31,7 +35,17 @@ def quantize_int8(model: nn.Module) -> nn.Module:
         # torch.ao announces a move to torchao; the eager dynamic path is what runs today
         warnings.simplefilter("ignore", DeprecationWarning)
         warnings.simplefilter("ignore", UserWarning)
-        return torch.ao.quantization.quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8)
+        fuse_feed_forward_relu(model)
+        return torch.ao.quantization.quantize_dynamic(model, {nn.Linear, LinearReLU}, dtype=torch.qint8)
+
+
+def fuse_feed_forward_relu(model: nn.Module) -> None:
+    """Each feed-forward block's first layer and ReLU as one `LinearReLU`, in place: quantized,
+    the ReLU runs inside the int8 product's output step instead of as a pass of its own."""
+    for module in list(model.modules()):
+        if isinstance(module, FeedForward) and isinstance(module.activation, nn.ReLU) \
+                and type(module.linear1) is nn.Linear:
+            module.linear1, module.activation = LinearReLU(module.linear1, module.activation), nn.Identity()
 
 
 def linear_bytes(model: nn.Module) -> int:
