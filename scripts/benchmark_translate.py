@@ -1,4 +1,4 @@
-"""Decoding benchmark: our search against `transformers` `generate` and CTranslate2, one process, one CPU or GPU.
+"""Decoding benchmark: our search against `transformers` `generate` and CTranslate2, one CPU or GPU.
 
     .venv/bin/python scripts/benchmark_translate.py --checkpoint runs/default/checkpoints/last.ckpt
     .venv/bin/python scripts/benchmark_translate.py --limit 200 --repeats 1     # a quick look
@@ -14,7 +14,8 @@ The checkpoint is exported to a temporary Hugging Face directory and a CTranslat
     `quantize_dynamic`), which shows what fusing it into the int8 product (`translate/quantize.py`) gains;
   - transformers: `generate` on the exported model, `do_sample=False`;
   - CTranslate2: `Translator.translate_batch` with `intra_threads` = torch's threads, in
-    float32 and (ctranslate2-int8) with `compute_type="int8"`,
+    float32 and (ctranslate2-int8) with `compute_type="int8"`, each in a process of its own
+    (`IsolatedCTranslate2`: two OpenMP runtimes in one process slow each other on two threads),
 all on the same batches in the same order (`pipeline.length_batches`), at each beam size.
 With `--device cuda` ours and transformers run on the GPU under the autocast `--precision`
 asks for (translate-cli's `--precision`), CTranslate2 with the matching compute type; the
@@ -37,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import sys
 import tempfile
 import time
@@ -148,9 +150,11 @@ CT2_COMPUTE = {"32-true": "float32", "bf16-mixed": "bfloat16", "16-mixed": "floa
 AUTOCAST_SYSTEMS = ("ours", "ours-unpacked", "transformers")  # int8 and CTranslate2 keep their own types
 
 
-def export_both(checkpoint: Path, directory: Path, device: str, precision: str, skip: set[str]):
-    """The exported transformers model and CTranslate2 translators (fp32 or the precision's
-    type, and on the CPU int8), each only where not skipped."""
+def export_both(checkpoint: Path, directory: Path, device: str, precision: str, skip: set[str],
+                encoded: list[list[int]], batches: list[list[int]], in_process: bool = False):
+    """The exported transformers model and CTranslate2 runners (fp32 or the precision's type,
+    and on the CPU int8), each only where not skipped; CTranslate2 in processes of its own unless
+    `in_process`."""
     import transformers
 
     from translate.export import export_ctranslate2, export_huggingface
@@ -162,13 +166,58 @@ def export_both(checkpoint: Path, directory: Path, device: str, precision: str, 
     computes = {name: compute for name, compute in (("ctranslate2", CT2_COMPUTE[precision]), ("ctranslate2-int8", "int8"))
                 if name not in skip}
     if computes:
-        import ctranslate2
-
         ct2_dir = export_ctranslate2(checkpoint, directory / "ct2")
         for name, compute in computes.items():
-            ct2[name] = ctranslate2.Translator(str(ct2_dir), device=device, inter_threads=1, compute_type=compute,
-                                               intra_threads=torch.get_num_threads())
+            if in_process:
+                import ctranslate2
+
+                translator = load_translator(checkpoint, pack=False)
+                ct2[name] = ctranslate2_runner(ctranslate2.Translator(
+                    str(ct2_dir), device=device, inter_threads=1, compute_type=compute,
+                    intra_threads=torch.get_num_threads()), translator, encoded, batches)
+            else:
+                ct2[name] = IsolatedCTranslate2(checkpoint, ct2_dir, device, compute, torch.get_num_threads(), encoded,
+                                                batches)
     return hf_model, ct2
+
+
+class IsolatedCTranslate2:
+    """CTranslate2 in a process of its own. It brings its own OpenMP runtime: once both runtimes
+    had run on two threads in one process, every later run of either was up to 2x slower (ours
+    and CTranslate2 alike, docs/benchmarks.md), where each alone is not; on one thread they do
+    not disturb each other."""
+
+    def __init__(self, checkpoint: Path, ct2_dir: Path, device: str, compute: str, threads: int,
+                 encoded: list[list[int]], batches: list[list[int]]) -> None:
+        context = multiprocessing.get_context("spawn")
+        self.connection, child = context.Pipe()
+        self.process = context.Process(target=_ctranslate2_worker, daemon=True, args=(
+            child, str(checkpoint), str(ct2_dir), device, compute, threads, encoded, batches))
+        self.process.start()
+        if self.connection.recv() != "ready":
+            raise SystemExit(f"CTranslate2 ({compute}) did not start")
+
+    def __call__(self, setting: Setting) -> list[str]:
+        self.connection.send(setting)
+        return self.connection.recv()
+
+    def close(self) -> None:
+        self.connection.send(None)
+        self.process.join(timeout=30)
+
+
+def _ctranslate2_worker(connection, checkpoint: str, ct2_dir: str, device: str, compute: str, threads: int,
+                        encoded: list[list[int]], batches: list[list[int]]) -> None:
+    import ctranslate2
+
+    torch.set_num_threads(1)  # this process's torch only reads the checkpoint: no thread pool of its own
+    translator = load_translator(checkpoint, pack=False)
+    ct2_translator = ctranslate2.Translator(ct2_dir, device=device, inter_threads=1, compute_type=compute,
+                                            intra_threads=threads)
+    run = ctranslate2_runner(ct2_translator, translator, encoded, batches)
+    connection.send("ready")
+    while (setting := connection.recv()) is not None:
+        connection.send(run(setting))
 
 
 def int8_unfused(checkpoint: str):
@@ -219,6 +268,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--precision", choices=list(CT2_COMPUTE), default="32-true",
                         help="as translate-cli's --precision: autocast for ours and transformers, CTranslate2's "
                              "compute type to match (default 32-true)")
+    parser.add_argument("--ct2-in-process", action="store_true",
+                        help="CTranslate2 in this process, beside ours (as before 2026-11-25): shows how two OpenMP "
+                             "runtimes in one process slow each other")
     parser.add_argument("--json", default=None, help="also write the rows here as JSON")
     args = parser.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -269,12 +321,13 @@ def main(argv: list[str] | None = None) -> int:
             "ours-unpacked": lambda setting: ours(unpacked, sources, setting, batch_tokens),
             "ours-int8": lambda setting: ours(int8, sources, setting, batch_tokens),
             "ours-int8-unfused": lambda setting: ours(unfused, sources, setting, batch_tokens)}
+        ct2 = {}
         if {"transformers", "ctranslate2", "ctranslate2-int8"} - skip:
-            hf_model, ct2 = export_both(Path(args.checkpoint), Path(tmp), args.device, args.precision, skip)
+            hf_model, ct2 = export_both(Path(args.checkpoint), Path(tmp), args.device, args.precision, skip,
+                                        encoded, batches, args.ct2_in_process)
             if hf_model is not None:
                 runners["transformers"] = transformers_runner(hf_model, translator, encoded, batches)
-            for name, ct2_translator in ct2.items():
-                runners[name] = ctranslate2_runner(ct2_translator, translator, encoded, batches)
+            runners.update(ct2)
         best: dict[str, float] = {}
         outputs: dict[str, list[str]] = {}
         for repeat in range(args.repeats):
@@ -291,6 +344,9 @@ def main(argv: list[str] | None = None) -> int:
                 outputs[setting.label] = texts
                 print(f"run {repeat + 1}/{args.repeats}: {setting.label}: {elapsed:.2f} s",
                       file=sys.stderr, flush=True)
+        for worker in ct2.values():
+            if isinstance(worker, IsolatedCTranslate2):
+                worker.close()
 
     limits = [batch_limits(translator, encoded, [i]) for i in range(len(encoded))]
     rows = []
