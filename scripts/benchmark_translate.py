@@ -151,7 +151,8 @@ AUTOCAST_SYSTEMS = ("ours", "ours-unpacked", "transformers")  # int8 and CTransl
 
 
 def export_both(checkpoint: Path, directory: Path, device: str, precision: str, skip: set[str],
-                encoded: list[list[int]], batches: list[list[int]], in_process: bool = False):
+                translator: Translator, encoded: list[list[int]], batches: list[list[int]],
+                in_process: bool = False):
     """The exported transformers model and CTranslate2 runners (fp32 or the precision's type,
     and on the CPU int8), each only where not skipped; CTranslate2 in processes of its own unless
     `in_process`."""
@@ -169,23 +170,24 @@ def export_both(checkpoint: Path, directory: Path, device: str, precision: str, 
         ct2_dir = export_ctranslate2(checkpoint, directory / "ct2")
         for name, compute in computes.items():
             if in_process:
-                import ctranslate2
-
-                translator = load_translator(checkpoint, pack=False)
-                ct2[name] = ctranslate2_runner(ctranslate2.Translator(
-                    str(ct2_dir), device=device, inter_threads=1, compute_type=compute,
-                    intra_threads=torch.get_num_threads()), translator, encoded, batches)
+                ct2[name] = ctranslate2_runner(ctranslate2_translator(ct2_dir, device, compute, torch.get_num_threads()),
+                                               translator, encoded, batches)
             else:
                 ct2[name] = IsolatedCTranslate2(checkpoint, ct2_dir, device, compute, torch.get_num_threads(), encoded,
                                                 batches)
     return hf_model, ct2
 
 
+def ctranslate2_translator(ct2_dir: Path | str, device: str, compute: str, threads: int):
+    import ctranslate2
+
+    return ctranslate2.Translator(str(ct2_dir), device=device, inter_threads=1, compute_type=compute,
+                                  intra_threads=threads)
+
+
 class IsolatedCTranslate2:
-    """CTranslate2 in a process of its own. It brings its own OpenMP runtime: once both runtimes
-    had run on two threads in one process, every later run of either was up to 2x slower (ours
-    and CTranslate2 alike, docs/benchmarks.md), where each alone is not; on one thread they do
-    not disturb each other."""
+    """CTranslate2 in a process of its own. It brings its own OpenMP runtime, and on two threads
+    the two runtimes in one process slowed every later run of either (docs/benchmarks.md)."""
 
     def __init__(self, checkpoint: Path, ct2_dir: Path, device: str, compute: str, threads: int,
                  encoded: list[list[int]], batches: list[list[int]]) -> None:
@@ -208,13 +210,9 @@ class IsolatedCTranslate2:
 
 def _ctranslate2_worker(connection, checkpoint: str, ct2_dir: str, device: str, compute: str, threads: int,
                         encoded: list[list[int]], batches: list[list[int]]) -> None:
-    import ctranslate2
-
     torch.set_num_threads(1)  # this process's torch only reads the checkpoint: no thread pool of its own
     translator = load_translator(checkpoint, pack=False)
-    ct2_translator = ctranslate2.Translator(ct2_dir, device=device, inter_threads=1, compute_type=compute,
-                                            intra_threads=threads)
-    run = ctranslate2_runner(ct2_translator, translator, encoded, batches)
+    run = ctranslate2_runner(ctranslate2_translator(ct2_dir, device, compute, threads), translator, encoded, batches)
     connection.send("ready")
     while (setting := connection.recv()) is not None:
         connection.send(run(setting))
@@ -324,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
         ct2 = {}
         if {"transformers", "ctranslate2", "ctranslate2-int8"} - skip:
             hf_model, ct2 = export_both(Path(args.checkpoint), Path(tmp), args.device, args.precision, skip,
-                                        encoded, batches, args.ct2_in_process)
+                                        translator, encoded, batches, args.ct2_in_process)
             if hf_model is not None:
                 runners["transformers"] = transformers_runner(hf_model, translator, encoded, batches)
             runners.update(ct2)

@@ -114,6 +114,15 @@ class MultiHeadAttention(nn.Module):
         batch, length, dim = x.shape
         return x.view(batch, length, self.heads, dim // self.heads).transpose(1, 2)
 
+    def _merge(self, x: Tensor) -> Tensor:
+        """`_split` undone: (B, H, L, D) to (B, L, H * D)."""
+        batch, heads, length, dim = x.shape
+        return x.transpose(1, 2).reshape(batch, length, heads * dim)
+
+    def keys_values(self, source: Tensor) -> tuple[Tensor, Tensor]:
+        """The keys and values of `source`, split into heads."""
+        return self._split(self.k_proj(source)), self._split(self.v_proj(source))
+
     def forward(
         self,
         query: Tensor,
@@ -126,22 +135,13 @@ class MultiHeadAttention(nn.Module):
         """`mask` is boolean, True where attention is allowed, broadcast to (B, H, Lq, Lk)."""
         q = self._split(self.q_proj(query))
         if cache is not None and "segments" in cache:  # sentences that joined a search at different steps
-            out = self._attend_segments(q, query, cache["segments"], static_kv)
-            return self.out_proj(out.transpose(1, 2).reshape(query.shape[0], query.shape[1], -1))
+            return self.out_proj(self._merge(self._attend_segments(q, query, cache["segments"], static_kv)))
         if cache is not None and static_kv and "k" in cache:
             k, v = cache["k"], cache["v"]
         else:
-            source = query if key_value is None else key_value
-            k, v = self._split(self.k_proj(source)), self._split(self.v_proj(source))
-            if cache is not None:
-                if not static_kv and "k" in cache:
-                    # Measured faster than writing into a preallocated buffer: attention
-                    # over a contiguous cache outweighs the copy.
-                    rows = cache.pop("rows", None)
-                    k, v = append_steps(cache["k"], k, rows), append_steps(cache["v"], v, rows)
-                # Contiguous, or every later step's attention would copy the cache first.
-                cache["k"], cache["v"] = k.contiguous(), v.contiguous()
-                k, v = cache["k"], cache["v"]
+            k, v = self.keys_values(query if key_value is None else key_value)
+            if cache is not None:  # self-attention's new steps, or the encoder's keys at the first step
+                k, v = _cache_steps(cache, k, v)
         # A single new query may see every cached key, so causality needs no mask there.
         # Several new queries after cached keys (a prompt fed in chunks) need the causal
         # mask aligned to the end: query i of L new ones sees keys up to (cached + i).
@@ -150,8 +150,7 @@ class MultiHeadAttention(nn.Module):
             mask = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device).tril(
                 k.shape[2] - q.shape[2])
             is_causal = False
-        out = self._attend(q, k, v, mask, is_causal, cached=cache is not None)
-        return self.out_proj(out.transpose(1, 2).reshape(query.shape[0], query.shape[1], -1))
+        return self.out_proj(self._merge(self._attend(q, k, v, mask, is_causal, cached=cache is not None)))
 
     def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: bool, cached: bool) -> Tensor:
         """Attention of (B, H, L, D) queries over keys and values with B or B / group rows."""
@@ -180,20 +179,28 @@ class MultiHeadAttention(nn.Module):
         reordered by a pending "rows" as `append_steps`, which the new step joins) and a "mask"
         where some keys are hidden (source padding; cached steps of other rows' sentences)."""
         if not static_kv:
-            new_k, new_v = self._split(self.k_proj(query)), self._split(self.v_proj(query))
+            new_k, new_v = self.keys_values(query)
         outputs, start = [], 0
         for segment in segments:
             end = start + segment["size"]
             if not static_kv:
-                k, v = new_k[start:end], new_v[start:end]
-                if "k" in segment:
-                    rows = segment.pop("rows", None)
-                    k, v = append_steps(segment["k"], k, rows), append_steps(segment["v"], v, rows)
-                segment["k"], segment["v"] = k.contiguous(), v.contiguous()
+                _cache_steps(segment, new_k[start:end], new_v[start:end])
             outputs.append(self._attend(q[start:end], segment["k"], segment["v"], segment.get("mask"),
                                         is_causal=False, cached=True))
             start = end
         return outputs[0] if len(outputs) == 1 else torch.cat(outputs)
+
+
+def _cache_steps(cache: dict, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+    """`k`, `v` after the keys and values `cache` holds (reordered by a pending "rows"), or as its
+    first; stored contiguous, or every later step's attention would copy the cache first.
+    Measured faster than writing into a preallocated buffer: attention over a contiguous cache
+    outweighs the copy."""
+    if "k" in cache:
+        rows = cache.pop("rows", None)
+        k, v = append_steps(cache["k"], k, rows), append_steps(cache["v"], v, rows)
+    cache["k"], cache["v"] = k.contiguous(), v.contiguous()
+    return cache["k"], cache["v"]
 
 
 def append_steps(cached: Tensor, new: Tensor, rows: Tensor | None) -> Tensor:
@@ -427,9 +434,8 @@ class Transformer(nn.Module):
     def cross_keys_values(self, memory: Tensor) -> list[dict[str, Tensor]]:
         """Each decoder layer's cross-attention keys and values of `memory`, as `decode` caches
         them at its first step (`cache[layer]["cross"]`)."""
-        return [{"k": attention._split(attention.k_proj(memory)).contiguous(),
-                 "v": attention._split(attention.v_proj(memory)).contiguous()}
-                for attention in (layer.cross_attn for layer in self.decoder_layers)]
+        return [{"k": k.contiguous(), "v": v.contiguous()}
+                for k, v in (layer.cross_attn.keys_values(memory) for layer in self.decoder_layers)]
 
     def forward(self, src_ids: Tensor, tgt_in_ids: Tensor, pad_id: int, project: bool = True) -> Tensor:
         """Logits of every target position; with `project` False the decoder's final states

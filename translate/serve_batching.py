@@ -1,9 +1,9 @@
 """Dynamic batching for translate-serve: the sentences of concurrent requests translated together.
 
 Requests wait in one queue. By default (`ContinuousBatcher`, at the end) they join the model's
-running search between two steps. With `--batching batch` (`Batcher`), the batching task takes the first, then keeps taking requests
-until their source tokens reach the token budget or `max_wait` has passed since the first
-(no wait after a batch of one request),
+running search between two steps. With `--batching batch` (`Batcher`), the batching task takes
+the first, then keeps taking requests until their source tokens reach the token budget or
+`max_wait` has passed since the first (no wait after a batch of one request),
 and translates all their lines in one call of the same length-sorted, token-budgeted search
 translate-cli runs (requests asking for other search settings go in their own call). The
 model runs in one worker (a thread, or the process of `translate.serve_worker`), so the event
