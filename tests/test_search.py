@@ -399,3 +399,42 @@ def test_encoding_by_length_groups_equals_encoding_the_batch_whole(monkeypatch):
     for ours, theirs in zip(beam_search(model, src, beam=3, n_best=3), split_beam):
         assert [h.tokens for h in ours] == [h.tokens for h in theirs]
         assert [h.score for h in ours] == pytest.approx([h.score for h in theirs], abs=1e-5)
+
+
+def test_the_best_candidates_found_among_few_groups_are_topk_s():
+    """Rows where the best scores crowd into one interleaved group, sit past the last whole group,
+    or are spread out; a fifth of the scores -inf (blocked tokens)."""
+    generator = torch.Generator().manual_seed(0)
+    groups, width = search.TOPK_GROUPS, 10
+    count = 37 * groups + 11  # 11 scores past the last whole group
+    scores = torch.randn(6, count, generator=generator)
+    scores[torch.rand(6, count, generator=generator) < 0.2] = float("-inf")
+    scores[1, 5::groups] += 10.0  # the best are all in group 5
+    scores[2, -11:] = 10.0 + torch.arange(11.0)  # the best include every score past the groups
+    scores[3, 3 * groups + 7] = 50.0  # one far ahead, the rest as they come
+    assert count >= search.GROUPED_TOPK_MIN_SCORES
+    values, indexes = search.best_candidates(scores, width)
+    expected_values, expected_indexes = scores.topk(width, dim=1)
+    assert torch.equal(values, expected_values)
+    assert torch.equal(indexes, expected_indexes)
+    assert set(indexes[1].tolist()) <= set(range(5, count, groups))
+    assert set(indexes[2].tolist()) <= set(range(count - 11, count))
+
+
+@pytest.mark.parametrize("alpha", [0.0, 1.0])
+@pytest.mark.parametrize("beam,groups", [(2, 8), (3, 16)])  # 24 = 3 x 8 scores a row; 36 = 2 x 16 + 4
+def test_beam_search_with_grouped_candidates_equals_it_with_topk(monkeypatch, alpha, beam, groups):
+    model = tiny_model(6)
+    src = random_sources(40, 12)
+    with monkeypatch.context() as patch:
+        patch.setattr(search, "best_candidates", lambda scores, width: scores.topk(width, dim=1))
+        expected = beam_search(model, src, beam=beam, alpha=alpha, n_best=beam, max_len_b=5)
+    monkeypatch.setattr(search, "GROUPED_TOPK_MIN_SCORES", 0)
+    monkeypatch.setattr(search, "TOPK_GROUPS", groups)
+    calls = []
+    grouped = search.best_candidates
+    monkeypatch.setattr(search, "best_candidates", lambda scores, width: calls.append(scores.shape) or grouped(scores, width))
+    found = beam_search(model, src, beam=beam, alpha=alpha, n_best=beam, max_len_b=5)
+    assert [[(h.tokens, h.score) for h in hyps] for hyps in found] == [[(h.tokens, h.score) for h in hyps]
+                                                                        for hyps in expected]
+    assert any(shape[1] // groups >= 2 for shape in calls)  # the grouped path ran

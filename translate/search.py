@@ -330,7 +330,7 @@ def extensions(logits: Tensor, beam_lp: Tensor, at_limit: Tensor, beam: int, blo
         lprobs[limited] = float("-inf")
         lprobs[limited, :, EOS_ID] = eos
     candidates = lprobs.add_(beam_lp[:, :, None]).view(n, k * vocab)
-    top_lp, top_index = candidates.topk(width, dim=1)
+    top_lp, top_index = best_candidates(candidates, width)
     top_beam, top_token = top_index // vocab, top_index % vocab
     is_eos = top_token == EOS_ID
     ends = is_eos & (rank < beam) & torch.isfinite(top_lp)
@@ -339,6 +339,36 @@ def extensions(logits: Tensor, beam_lp: Tensor, at_limit: Tensor, beam: int, blo
     keep = (is_eos.long() * width + rank).argsort(dim=1)[:, : min(beam, width)]
     live_lp = top_lp.gather(1, keep).masked_fill(is_eos.gather(1, keep), float("-inf"))
     return top_lp, top_beam, ends, live_lp, top_beam.gather(1, keep), top_token.gather(1, keep)
+
+
+# On the CPU, rows of at least this many scores take `best_candidates`' grouped path.
+GROUPED_TOPK_MIN_SCORES = 8192
+TOPK_GROUPS = 256
+
+
+def best_candidates(scores: Tensor, width: int) -> tuple[Tensor, Tensor]:
+    """`scores.topk(width, dim=1)` (values and indexes, best first), ranking few of a long row's
+    scores: they fall into `TOPK_GROUPS` interleaved groups (score j in group j mod TOPK_GROUPS),
+    and only the `width` groups with the largest maxima are ranked. A score of any other group is
+    at most its group's maximum, which is at most each of those `width` maxima: `width` scores
+    rank above it, so it is not among the best. On the CPU topk selects over a copy of every
+    row; the group maxima take one vectorized pass (docs/benchmarks.md). Exact ties may come in
+    another order."""
+    rows, count = scores.shape
+    per_group = count // TOPK_GROUPS
+    if (count < GROUPED_TOPK_MIN_SCORES or per_group < 2 or width * 2 > TOPK_GROUPS or not scores.is_cpu
+            or not scores.is_contiguous()):
+        return scores.topk(width, dim=1)
+    grouped = count - count % TOPK_GROUPS
+    body = scores[:, :grouped].view(rows, per_group, TOPK_GROUPS)  # (row, j, group): score j * groups + group
+    groups = body.amax(dim=1).topk(width, dim=1).indices  # (rows, width)
+    picked = body.gather(2, groups[:, None, :].expand(rows, per_group, width)).reshape(rows, -1)
+    index = (torch.arange(per_group, device=scores.device)[:, None] * TOPK_GROUPS + groups[:, None, :]).reshape(rows, -1)
+    if grouped < count:  # the last `count % TOPK_GROUPS` scores are ranked with them
+        picked = torch.cat([picked, scores[:, grouped:]], dim=1)
+        index = torch.cat([index, torch.arange(grouped, count, device=scores.device).expand(rows, -1)], dim=1)
+    values, where = picked.topk(width, dim=1)
+    return values, index.gather(1, where)
 
 
 def strip_special(ids: list[int]) -> list[int]:

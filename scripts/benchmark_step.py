@@ -1,0 +1,122 @@
+"""What one greedy decoding step costs, by rows decoded: ours against CTranslate2 on the same model.
+
+    OMP_NUM_THREADS=1 .venv/bin/python scripts/benchmark_step.py --checkpoint runs/default/checkpoints/last.ckpt
+    OMP_NUM_THREADS=1 .venv/bin/python scripts/benchmark_step.py --quantize int8     # ours int8 against its int8
+
+A batch of `rows` copies of one test sentence cut to `--source-tokens` tokens is translated greedily
+twice, to a forced length of `--short` and of `--long` output tokens (ours: EOS blocked until the
+length limit; CTranslate2: `min_decoding_length` = `max_decoding_length`); the difference over the
+extra steps is the cost of one step at that many rows, with the encoder and every fixed cost
+cancelled, and the self-attention cache between `--short` and `--long` steps long. CTranslate2 runs
+in a process of its own (scripts/benchmark_translate.py says why). Each time is the best of
+`--repeats`, ours and CTranslate2 alternating.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+import torch  # noqa: E402
+
+from translate.checkpoint import load_translator  # noqa: E402
+from translate.corpus import BUNDLED_CORPUS, read_lines, split_paths  # noqa: E402
+from translate.padding import pad  # noqa: E402
+from translate.search import greedy_search  # noqa: E402
+from translate.vocab import EOS_ID  # noqa: E402
+
+
+def source_tokens(translator, count: int) -> list[int]:
+    """The first test sentence of at least `count` tokens, cut to `count`."""
+    for line in read_lines(split_paths(BUNDLED_CORPUS, "test", "en", "de")[0]):
+        ids = translator.vocab.source.encode([line])[0]
+        if len(ids) >= count:
+            return ids[:count]
+    raise SystemExit(f"--source-tokens {count}: no test sentence is that long")
+
+
+def best_of(repeats: int, run) -> float:
+    run()  # warm
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def ours_step_ms(translator, ids: list[int], rows: int, short: int, long: int, repeats: int) -> float:
+    src = pad([ids + [EOS_ID]] * rows)
+
+    def run(steps: int):  # EOS is never chosen: every row decodes `steps` steps, the last one forced to EOS
+        return lambda: greedy_search(translator.model, src, max_len_a=0.0, max_len_b=steps, never=[EOS_ID])
+    return (best_of(repeats, run(long)) - best_of(repeats, run(short))) / (long - short) * 1e3
+
+
+def ctranslate2_worker(connection, ct2_dir: str, compute: str, threads: int, pieces: list[str]) -> None:
+    import ctranslate2
+
+    translator = ctranslate2.Translator(ct2_dir, device="cpu", compute_type=compute, inter_threads=1,
+                                        intra_threads=threads)
+    while (job := connection.recv()) is not None:
+        rows, short, long, repeats = job
+
+        def run(steps: int):  # its lengths leave out the EOS that ours count
+            return lambda: translator.translate_batch([pieces] * rows, beam_size=1, min_decoding_length=steps - 1,
+                                                      max_decoding_length=steps - 1, max_batch_size=0)
+        connection.send((best_of(repeats, run(long)) - best_of(repeats, run(short))) / (long - short) * 1e3)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--checkpoint", default="runs/default/checkpoints/last.ckpt")
+    parser.add_argument("--rows", default="1,5,40,136", help="comma-separated rows per step (default: 1,5,40,136)")
+    parser.add_argument("--source-tokens", type=int, default=40, help="source length (default: 40)")
+    parser.add_argument("--short", type=int, default=20, help="output tokens of the short run (default: 20)")
+    parser.add_argument("--long", type=int, default=100, help="output tokens of the long run (default: 100)")
+    parser.add_argument("--repeats", type=int, default=3, help="timed runs of each; the best counts (default: 3)")
+    parser.add_argument("--threads", type=int, default=1, help="CPU threads for both (default: 1)")
+    parser.add_argument("--quantize", choices=["none", "int8"], default="none",
+                        help="ours as translate-cli's --quantize, CTranslate2 with the matching compute type")
+    args = parser.parse_args(argv)
+    if not 0 < args.short < args.long:
+        parser.error("--short must be positive and below --long")
+    torch.set_num_threads(args.threads)
+    translator = load_translator(args.checkpoint, quantize=args.quantize)
+    if args.long > translator.model.cfg.max_positions:
+        parser.error(f"--long {args.long}: the model covers {translator.model.cfg.max_positions} positions")
+    ids = source_tokens(translator, args.source_tokens)
+    pieces = [translator.vocab.source.processor.id_to_piece(token) for token in ids]
+    compute = "int8" if args.quantize == "int8" else "float32"
+
+    from translate.export import export_ctranslate2
+
+    with tempfile.TemporaryDirectory(prefix="benchmark_step.") as tmp:
+        ct2_dir = export_ctranslate2(Path(args.checkpoint), Path(tmp) / "ct2")
+        context = multiprocessing.get_context("spawn")
+        connection, child = context.Pipe()
+        worker = context.Process(target=ctranslate2_worker, daemon=True,
+                                 args=(child, str(ct2_dir), compute, args.threads, pieces))
+        worker.start()
+        print(f"{args.source_tokens} source tokens, steps {args.short} to {args.long}, {args.threads} thread(s), "
+              f"{compute}, best of {args.repeats}; torch {torch.__version__}")
+        print("| rows | ours ms/step | CTranslate2 ms/step | ours / CTranslate2 (speed) |\n|---:|---:|---:|---:|")
+        for rows in (int(r) for r in args.rows.split(",")):
+            mine = ours_step_ms(translator, ids, rows, args.short, args.long, args.repeats)
+            connection.send((rows, args.short, args.long, args.repeats))
+            theirs = connection.recv()
+            print(f"| {rows} | {mine:.3f} | {theirs:.3f} | {theirs / mine:.2f}x |", flush=True)
+        connection.send(None)
+        worker.join(timeout=30)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
