@@ -7,7 +7,8 @@ A batch of `rows` copies of one test sentence cut to `--source-tokens` tokens is
 twice, to a forced length of `--short` and of `--long` output tokens (ours: EOS blocked until the
 length limit; CTranslate2: `min_decoding_length` = `max_decoding_length`); the difference over the
 extra steps is the cost of one step at that many rows, with the encoder and every fixed cost
-cancelled, and the self-attention cache between `--short` and `--long` steps long. CTranslate2 runs
+cancelled, and the self-attention cache between `--short` and `--long` steps long. "Its products
+alone" times only the step's linear layers on that many rows, the floor of ours. CTranslate2 runs
 in a process of its own (scripts/benchmark_translate.py says why). Each time is the best of
 `--repeats`, ours and CTranslate2 alternating.
 """
@@ -26,6 +27,7 @@ sys.path.insert(0, str(REPO))
 
 import torch  # noqa: E402
 
+from translate.allocator import keep_freed_memory  # noqa: E402
 from translate.checkpoint import load_translator  # noqa: E402
 from translate.corpus import BUNDLED_CORPUS, read_lines, split_paths  # noqa: E402
 from translate.padding import pad  # noqa: E402
@@ -60,6 +62,24 @@ def ours_step_ms(translator, ids: list[int], rows: int, short: int, long: int, r
     return (best_of(repeats, run(long)) - best_of(repeats, run(short))) / (long - short) * 1e3
 
 
+def products_ms(translator, rows: int, repeats: int, passes: int = 50) -> float:
+    """One step's linear layers alone (each decoder layer's query, key, value and output products of
+    self-attention, query and output of cross-attention, the feed-forward pair, then the output
+    projection), called as decoding calls them on `rows` rows: the floor of our step."""
+    model = translator.model
+    layers = [module for layer in model.decoder_layers for module in (
+        layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj, layer.self_attn.out_proj,
+        layer.cross_attn.q_proj, layer.cross_attn.out_proj, layer.ffn.linear1, layer.ffn.linear2)] + [model.output]
+    inputs = [torch.randn(rows, 1, layer.in_features) for layer in layers]
+
+    @torch.inference_mode()
+    def run():
+        for _ in range(passes):
+            for layer, x in zip(layers, inputs):
+                layer(x)
+    return best_of(repeats, run) / passes * 1e3
+
+
 def ctranslate2_worker(connection, ct2_dir: str, compute: str, threads: int, pieces: list[str]) -> None:
     import ctranslate2
 
@@ -89,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     if not 0 < args.short < args.long:
         parser.error("--short must be positive and below --long")
     torch.set_num_threads(args.threads)
+    keep_freed_memory()  # as translate-cli does
     translator = load_translator(args.checkpoint, quantize=args.quantize)
     if args.long > translator.model.cfg.max_positions:
         parser.error(f"--long {args.long}: the model covers {translator.model.cfg.max_positions} positions")
@@ -107,12 +128,14 @@ def main(argv: list[str] | None = None) -> int:
         worker.start()
         print(f"{args.source_tokens} source tokens, steps {args.short} to {args.long}, {args.threads} thread(s), "
               f"{compute}, best of {args.repeats}; torch {torch.__version__}")
-        print("| rows | ours ms/step | CTranslate2 ms/step | ours / CTranslate2 (speed) |\n|---:|---:|---:|---:|")
+        print("| rows | ours ms/step | its products alone | CTranslate2 ms/step | ours / CTranslate2 (speed) |\n"
+              "|---:|---:|---:|---:|---:|")
         for rows in (int(r) for r in args.rows.split(",")):
             mine = ours_step_ms(translator, ids, rows, args.short, args.long, args.repeats)
+            floor = products_ms(translator, rows, args.repeats)
             connection.send((rows, args.short, args.long, args.repeats))
             theirs = connection.recv()
-            print(f"| {rows} | {mine:.3f} | {theirs:.3f} | {theirs / mine:.2f}x |", flush=True)
+            print(f"| {rows} | {mine:.3f} | {floor:.3f} | {theirs:.3f} | {theirs / mine:.2f}x |", flush=True)
         connection.send(None)
         worker.join(timeout=30)
     return 0

@@ -6,7 +6,8 @@
 
 The checkpoint is exported to a temporary Hugging Face directory and a CTranslate2 directory
 (`translate.export`), then the bundled test split is translated by
-  - ours: `translate_nbest`, what translate-cli runs (tokenize, search, detokenize);
+  - ours: `translate_nbest`, what translate-cli runs (tokenize, search, detokenize), in a process
+    set up as translate-cli's (`translate.allocator`);
   - ours-unpacked: the same with plain `nn.Linear` layers (`load_translator(pack=False)`),
     which shows what packing the weights (`translate/packing.py`) gains;
   - ours-int8: the same with int8 linear layers (`translate-cli --quantize int8`);
@@ -52,6 +53,7 @@ sys.path.insert(0, str(REPO))
 
 import torch  # noqa: E402
 
+from translate.allocator import keep_freed_memory  # noqa: E402
 from translate.checkpoint import Translator, load_translator  # noqa: E402
 from translate.cli.common import autocast  # noqa: E402
 from translate.corpus import BUNDLED_CORPUS, read_lines, split_paths  # noqa: E402
@@ -278,6 +280,8 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(args.threads)
     torch.set_num_interop_threads(1)
+    if args.device == "cpu":
+        keep_freed_memory()  # as translate-cli does (CTranslate2's processes have their own allocator)
     src_path, ref_path = split_paths(BUNDLED_CORPUS, args.split, "en", "de")
     sources, references = read_lines(src_path), read_lines(ref_path)
     if args.limit:

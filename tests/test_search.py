@@ -433,7 +433,8 @@ def test_beam_search_with_grouped_candidates_equals_it_with_topk(monkeypatch, al
     monkeypatch.setattr(search, "TOPK_GROUPS", groups)
     calls = []
     grouped = search.best_candidates
-    monkeypatch.setattr(search, "best_candidates", lambda scores, width: calls.append(scores.shape) or grouped(scores, width))
+    monkeypatch.setattr(search, "best_candidates",
+                        lambda scores, width: calls.append(scores.shape) or grouped(scores, width))
     found = beam_search(model, src, beam=beam, alpha=alpha, n_best=beam, max_len_b=5)
     assert [[(h.tokens, h.score) for h in hyps] for hyps in found] == [[(h.tokens, h.score) for h in hyps]
                                                                         for hyps in expected]

@@ -363,7 +363,8 @@ def best_candidates(scores: Tensor, width: int) -> tuple[Tensor, Tensor]:
     body = scores[:, :grouped].view(rows, per_group, TOPK_GROUPS)  # (row, j, group): score j * groups + group
     groups = body.amax(dim=1).topk(width, dim=1).indices  # (rows, width)
     picked = body.gather(2, groups[:, None, :].expand(rows, per_group, width)).reshape(rows, -1)
-    index = (torch.arange(per_group, device=scores.device)[:, None] * TOPK_GROUPS + groups[:, None, :]).reshape(rows, -1)
+    positions = torch.arange(per_group, device=scores.device)[:, None] * TOPK_GROUPS
+    index = (positions + groups[:, None, :]).reshape(rows, -1)
     if grouped < count:  # the last `count % TOPK_GROUPS` scores are ranked with them
         picked = torch.cat([picked, scores[:, grouped:]], dim=1)
         index = torch.cat([index, torch.arange(grouped, count, device=scores.device).expand(rows, -1)], dim=1)

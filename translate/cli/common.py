@@ -119,6 +119,15 @@ def resolve_device(args: argparse.Namespace) -> str:
     return device
 
 
+def prepare_decoding(device: str) -> None:
+    """Process settings for a command that decodes: on the CPU, freed memory kept for reuse
+    (`translate.allocator`)."""
+    if device == "cpu":
+        from translate.allocator import keep_freed_memory
+
+        keep_freed_memory()
+
+
 def autocast(device: str, precision: str) -> contextlib.AbstractContextManager:
     """The autocast context `precision` asks for on `device` (none for 32-true)."""
     import torch

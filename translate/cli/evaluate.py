@@ -26,8 +26,8 @@ import sys
 
 from translate.cli.common import (
     apply_search_defaults,
-    SEARCH_FLAGS, add_language_arguments, add_search_arguments, autocast, given_flags, resolve_device, run_command,
-    search_settings_error,
+    SEARCH_FLAGS, add_language_arguments, add_search_arguments, autocast, given_flags, prepare_decoding, resolve_device,
+    run_command, search_settings_error,
 )
 from translate.errors import UsageError
 
@@ -157,6 +157,7 @@ def evaluate(args: argparse.Namespace, argv: list[str] | None) -> int:
     if args.output:
         check_writable(args.output)  # before translating, not after
     device = resolve_device(args)
+    prepare_decoding(device)
     translator = checkpoint.load_translator(args.checkpoint, device, quantize=args.quantize)
     apply_search_defaults(args, translator)
     if args.source:

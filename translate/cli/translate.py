@@ -30,8 +30,8 @@ from typing import TextIO
 
 from translate.cli.common import (
     apply_search_defaults,
-    add_checkpoint_argument, add_language_arguments, add_search_arguments, autocast, resolve_device, run_command,
-    search_settings_error,
+    add_checkpoint_argument, add_language_arguments, add_search_arguments, autocast, prepare_decoding, resolve_device,
+    run_command, search_settings_error,
 )
 from translate.errors import UsageError
 
@@ -177,6 +177,7 @@ def translate_command(args: argparse.Namespace) -> int:
     to_file = args.output != "-" and not is_stream(args.output)
     target = check_writable(args.output) if to_file else None
     device = resolve_device(args)
+    prepare_decoding(device)
     translator = checkpoint.load_translator(args.checkpoint, device, quantize=args.quantize)
     apply_search_defaults(args, translator)
     direction = pipeline.direction_for(translator, args.target_lang, args.source_lang)  # refuse before any work

@@ -15,7 +15,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from translate.cli.common import add_checkpoint_argument, add_device_arguments, autocast, resolve_device, run_command
+from translate.cli.common import (
+    add_checkpoint_argument, add_device_arguments, autocast, prepare_decoding, resolve_device, run_command,
+)
 from translate.defaults import LENGTH_PENALTY_CANDIDATES as CANDIDATES
 from translate.errors import UsageError
 
@@ -45,6 +47,7 @@ def tune(args: argparse.Namespace) -> int:
     if not args.dry_run:
         check_writable(args.checkpoint)
     device = resolve_device(args)
+    prepare_decoding(device)
     with autocast(device, args.precision):
         settings = tune_checkpoint(args.checkpoint, device, args.split, args.sentences, args.beam, args.candidates,
                                    progress=lambda line: print(f"translate-tune: {line}", file=sys.stderr),
