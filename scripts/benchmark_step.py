@@ -2,6 +2,7 @@
 
     OMP_NUM_THREADS=1 .venv/bin/python scripts/benchmark_step.py --checkpoint runs/default/checkpoints/last.ckpt
     OMP_NUM_THREADS=1 .venv/bin/python scripts/benchmark_step.py --quantize int8     # ours int8 against its int8
+    OMP_NUM_THREADS=1 .venv/bin/python scripts/benchmark_step.py --batches 500       # each of translate-cli's batches
 
 A batch of `rows` copies of one test sentence cut to `--source-tokens` tokens is translated greedily
 twice, to a forced length of `--short` and of `--long` output tokens (ours: EOS blocked until the
@@ -10,7 +11,9 @@ extra steps is the cost of one step at that many rows, with the encoder and ever
 cancelled, and the self-attention cache between `--short` and `--long` steps long. "Its products
 alone" times only the step's linear layers on that many rows, the floor of ours. CTranslate2 runs
 in a process of its own (scripts/benchmark_translate.py says why). Each time is the best of
-`--repeats`, ours and CTranslate2 alternating.
+`--repeats`, ours and CTranslate2 alternating. With `--batches N`, each of translate-cli's
+length-sorted batches of the first N test sentences is decoded greedily alone by both instead:
+where in a run the time is lost.
 """
 
 from __future__ import annotations
@@ -80,18 +83,54 @@ def products_ms(translator, rows: int, repeats: int, passes: int = 50) -> float:
     return best_of(repeats, run) / passes * 1e3
 
 
-def ctranslate2_worker(connection, ct2_dir: str, compute: str, threads: int, pieces: list[str]) -> None:
+def ctranslate2_worker(connection, ct2_dir: str, compute: str, threads: int) -> None:
+    """Answers ("step", pieces, rows, short, long, repeats) with ms a step and ("batch", sentences'
+    pieces, longest output, repeats) with seconds, as ours are measured."""
     import ctranslate2
 
     translator = ctranslate2.Translator(ct2_dir, device="cpu", compute_type=compute, inter_threads=1,
                                         intra_threads=threads)
     while (job := connection.recv()) is not None:
-        rows, short, long, repeats = job
+        if job[0] == "batch":
+            _, sentences, longest, repeats = job  # its lengths leave out the EOS that ours count
+            connection.send(best_of(repeats, lambda: translator.translate_batch(
+                sentences, beam_size=1, max_decoding_length=longest - 1, max_batch_size=0)))
+            continue
+        _, pieces, rows, short, long, repeats = job
 
-        def run(steps: int):  # its lengths leave out the EOS that ours count
+        def run(steps: int):
             return lambda: translator.translate_batch([pieces] * rows, beam_size=1, min_decoding_length=steps - 1,
                                                       max_decoding_length=steps - 1, max_batch_size=0)
         connection.send((best_of(repeats, run(long)) - best_of(repeats, run(short))) / (long - short) * 1e3)
+
+
+def by_batch(translator, connection, sentences: int, repeats: int) -> None:
+    """Each of translate-cli's length-sorted batches of the first `sentences` test sentences,
+    decoded greedily alone by ours and by CTranslate2 (one length limit a batch, as in
+    scripts/benchmark_translate.py)."""
+    from benchmark_translate import batch_limits
+
+    from translate.defaults import BATCH_TOKENS
+    from translate.pipeline import length_batches
+
+    config = translator.training_config
+    a, b = config.get("max_len_a", 1.5), config.get("max_len_b", 10)
+    lines = read_lines(split_paths(BUNDLED_CORPUS, "test", "en", "de")[0])[:sentences]
+    encoded = translator.vocab.source.encode(lines)
+    piece = translator.vocab.source.processor.id_to_piece
+    print("| batch | sentences | longest source | ours s | CTranslate2 s | ours / CTranslate2 (speed) |\n"
+          "|---:|---:|---:|---:|---:|---:|")
+    totals = [0.0, 0.0]
+    for number, batch in enumerate(length_batches([len(ids) for ids in encoded], BATCH_TOKENS), 1):
+        src = pad([encoded[i] + [EOS_ID] for i in batch])
+        mine = best_of(repeats, lambda: greedy_search(translator.model, src, a, b))
+        connection.send(("batch", [[piece(t) for t in encoded[i]] for i in batch],
+                         batch_limits(translator, encoded, batch), repeats))
+        theirs = connection.recv()
+        totals = [totals[0] + mine, totals[1] + theirs]
+        print(f"| {number} | {len(batch)} | {max(len(encoded[i]) for i in batch)} | {mine:.3f} | {theirs:.3f} | "
+              f"{theirs / mine:.2f}x |", flush=True)
+    print(f"| all | {len(lines)} | | {totals[0]:.3f} | {totals[1]:.3f} | {totals[1] / totals[0]:.2f}x |")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -105,6 +144,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1, help="CPU threads for both (default: 1)")
     parser.add_argument("--quantize", choices=["none", "int8"], default="none",
                         help="ours as translate-cli's --quantize, CTranslate2 with the matching compute type")
+    parser.add_argument("--batches", type=int, default=0, metavar="N",
+                        help="instead: time each of translate-cli's batches of the first N test sentences")
     args = parser.parse_args(argv)
     if not 0 < args.short < args.long:
         parser.error("--short must be positive and below --long")
@@ -124,18 +165,23 @@ def main(argv: list[str] | None = None) -> int:
         context = multiprocessing.get_context("spawn")
         connection, child = context.Pipe()
         worker = context.Process(target=ctranslate2_worker, daemon=True,
-                                 args=(child, str(ct2_dir), compute, args.threads, pieces))
+                                 args=(child, str(ct2_dir), compute, args.threads))
         worker.start()
-        print(f"{args.source_tokens} source tokens, steps {args.short} to {args.long}, {args.threads} thread(s), "
-              f"{compute}, best of {args.repeats}; torch {torch.__version__}")
-        print("| rows | ours ms/step | its products alone | CTranslate2 ms/step | ours / CTranslate2 (speed) |\n"
-              "|---:|---:|---:|---:|---:|")
-        for rows in (int(r) for r in args.rows.split(",")):
-            mine = ours_step_ms(translator, ids, rows, args.short, args.long, args.repeats)
-            floor = products_ms(translator, rows, args.repeats)
-            connection.send((rows, args.short, args.long, args.repeats))
-            theirs = connection.recv()
-            print(f"| {rows} | {mine:.3f} | {floor:.3f} | {theirs:.3f} | {theirs / mine:.2f}x |", flush=True)
+        if args.batches:
+            print(f"the first {args.batches} test sentences in translate-cli's batches, greedy, {args.threads} "
+                  f"thread(s), {compute}, best of {args.repeats}; torch {torch.__version__}")
+            by_batch(translator, connection, args.batches, args.repeats)
+        else:
+            print(f"{args.source_tokens} source tokens, steps {args.short} to {args.long}, {args.threads} thread(s), "
+                  f"{compute}, best of {args.repeats}; torch {torch.__version__}")
+            print("| rows | ours ms/step | its products alone | CTranslate2 ms/step | ours / CTranslate2 (speed) |\n"
+                  "|---:|---:|---:|---:|---:|")
+            for rows in (int(r) for r in args.rows.split(",")):
+                mine = ours_step_ms(translator, ids, rows, args.short, args.long, args.repeats)
+                floor = products_ms(translator, rows, args.repeats)
+                connection.send(("step", pieces, rows, args.short, args.long, args.repeats))
+                theirs = connection.recv()
+                print(f"| {rows} | {mine:.3f} | {floor:.3f} | {theirs:.3f} | {theirs / mine:.2f}x |", flush=True)
         connection.send(None)
         worker.join(timeout=30)
     return 0
