@@ -30,8 +30,8 @@ sys.path.insert(0, str(REPO))
 
 import torch  # noqa: E402
 
-from translate.allocator import keep_freed_memory  # noqa: E402
 from translate.checkpoint import load_translator  # noqa: E402
+from translate.cli.common import prepare_decoding  # noqa: E402
 from translate.corpus import BUNDLED_CORPUS, read_lines, split_paths  # noqa: E402
 from translate.padding import pad  # noqa: E402
 from translate.search import greedy_search  # noqa: E402
@@ -86,10 +86,9 @@ def products_ms(translator, rows: int, repeats: int, passes: int = 50) -> float:
 def ctranslate2_worker(connection, ct2_dir: str, compute: str, threads: int) -> None:
     """Answers ("step", pieces, rows, short, long, repeats) with ms a step and ("batch", sentences'
     pieces, longest output, repeats) with seconds, as ours are measured."""
-    import ctranslate2
+    from benchmark_translate import ctranslate2_translator
 
-    translator = ctranslate2.Translator(ct2_dir, device="cpu", compute_type=compute, inter_threads=1,
-                                        intra_threads=threads)
+    translator = ctranslate2_translator(ct2_dir, "cpu", compute, threads)
     while (job := connection.recv()) is not None:
         if job[0] == "batch":
             _, sentences, longest, repeats = job  # its lengths leave out the EOS that ours count
@@ -150,12 +149,10 @@ def main(argv: list[str] | None = None) -> int:
     if not 0 < args.short < args.long:
         parser.error("--short must be positive and below --long")
     torch.set_num_threads(args.threads)
-    keep_freed_memory()  # as translate-cli does
+    prepare_decoding("cpu")  # as translate-cli does
     translator = load_translator(args.checkpoint, quantize=args.quantize)
     if args.long > translator.model.cfg.max_positions:
         parser.error(f"--long {args.long}: the model covers {translator.model.cfg.max_positions} positions")
-    ids = source_tokens(translator, args.source_tokens)
-    pieces = [translator.vocab.source.processor.id_to_piece(token) for token in ids]
     compute = "int8" if args.quantize == "int8" else "float32"
 
     from translate.export import export_ctranslate2
@@ -172,6 +169,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"thread(s), {compute}, best of {args.repeats}; torch {torch.__version__}")
             by_batch(translator, connection, args.batches, args.repeats)
         else:
+            ids = source_tokens(translator, args.source_tokens)
+            pieces = [translator.vocab.source.processor.id_to_piece(token) for token in ids]
             print(f"{args.source_tokens} source tokens, steps {args.short} to {args.long}, {args.threads} thread(s), "
                   f"{compute}, best of {args.repeats}; torch {torch.__version__}")
             print("| rows | ours ms/step | its products alone | CTranslate2 ms/step | ours / CTranslate2 (speed) |\n"

@@ -53,9 +53,8 @@ sys.path.insert(0, str(REPO))
 
 import torch  # noqa: E402
 
-from translate.allocator import keep_freed_memory  # noqa: E402
 from translate.checkpoint import Translator, load_translator  # noqa: E402
-from translate.cli.common import autocast  # noqa: E402
+from translate.cli.common import autocast, prepare_decoding  # noqa: E402
 from translate.corpus import BUNDLED_CORPUS, read_lines, split_paths  # noqa: E402
 from translate.padding import pad  # noqa: E402
 from translate.metrics import corpus_scores  # noqa: E402
@@ -280,8 +279,7 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(args.threads)
     torch.set_num_interop_threads(1)
-    if args.device == "cpu":
-        keep_freed_memory()  # as translate-cli does (CTranslate2's processes have their own allocator)
+    prepare_decoding(args.device)  # as translate-cli does (CTranslate2's processes have their own allocator)
     src_path, ref_path = split_paths(BUNDLED_CORPUS, args.split, "en", "de")
     sources, references = read_lines(src_path), read_lines(ref_path)
     if args.limit:
