@@ -1,5 +1,6 @@
 """Continuous batching: sentences that join a running beam search at any step decode as they do
-alone (`search.beam_search`, itself checked against exhaustive search and full-prefix scoring)."""
+alone (`search.beam_search`, itself checked against exhaustive search and full-prefix scoring),
+and so do sentences joining a running greedy search (`search.greedy_search`)."""
 
 import random
 
@@ -7,8 +8,8 @@ import pytest
 import torch
 
 from translate import continuous
-from translate.continuous import ContinuousBeamSearch
-from translate.search import beam_search
+from translate.continuous import ContinuousBeamSearch, ContinuousGreedySearch, search_joined
+from translate.search import beam_search, greedy_search
 from translate.vocab import EOS_ID, PAD_ID
 
 from test_search import full_prefix_log_probs, random_sources, tiny_model
@@ -19,10 +20,10 @@ def sources_of(seed: int, count: int) -> list[list[int]]:
     return [[t for t in row.tolist() if t != PAD_ID] for row in random_sources(seed, count, max_len=9)]
 
 
-def run_continuously(search: ContinuousBeamSearch, sources: list[list[int]], seed: int,
+def run_continuously(search: ContinuousBeamSearch | ContinuousGreedySearch, sources: list[list[int]], seed: int,
                      starts: list[int] | None = None) -> dict[int, list]:
     """Every sentence joins at a random step (some several at once, some into an empty search);
-    the hypotheses each was answered with, by ticket."""
+    what each was answered with (hypotheses, or greedy tokens), by ticket."""
     rng = random.Random(seed)
     waiting, answered, steps = list(range(len(sources))), {}, 0
     while waiting or len(search):
@@ -91,3 +92,58 @@ def test_a_bad_setting_is_refused():
         ContinuousBeamSearch(model, beam=0)
     with pytest.raises(ValueError, match="n_best"):
         ContinuousBeamSearch(model, beam=2, n_best=3)
+
+
+@pytest.mark.parametrize("cohorts, eos_bias, seed", [(12, 0.5, 1), (2, 0.0, 2), (1, -0.5, 3)])
+def test_each_sentence_joining_a_greedy_search_gets_greedy_search_s_tokens(cohorts, eos_bias, seed, monkeypatch):
+    monkeypatch.setattr(continuous, "MAX_COHORTS", cohorts)  # few: cohorts merge, rows at different steps share one
+    model = tiny_model(seed=seed, eos_bias=eos_bias)
+    sources = sources_of(seed=seed, count=24)
+    starts = [4 + i % 3 for i in range(len(sources))]
+    allowed = torch.ones(model.tgt_vocab_size, dtype=torch.bool)
+    allowed[9:12] = False
+    search = ContinuousGreedySearch(model, max_len_a=1.0, max_len_b=6, allowed_tokens=allowed, never=[7])
+    answered = run_continuously(search, sources, seed=seed, starts=starts)
+    assert sorted(answered) == list(range(len(sources)))
+    assert len(search) == 0 and search.cohorts == [] and search.tickets == []
+    for index, source in enumerate(sources):
+        [expected] = greedy_search(model, torch.tensor([source]), max_len_a=1.0, max_len_b=6, allowed_tokens=allowed,
+                                   start=torch.tensor([starts[index]]), never=[7])
+        assert answered[index] == expected
+        assert not {7, 9, 10, 11} & set(answered[index])
+
+
+@pytest.mark.parametrize("join_below", [0.0, 0.5, 1.0, 100.0])
+def test_joined_batches_get_each_batch_s_greedy_search(join_below):
+    """Batches joining the running search (each once the one before is done, at half the budget,
+    at the whole budget, all at once) give what
+    greedy_search gives each batch; a few sentences run to the model's last position, and those
+    done there leave before the others, so that none passes it."""
+    model = tiny_model(seed=4, eos_bias=-1.0)
+    sources = sources_of(seed=6, count=30)
+    batches = [(list(range(start, min(start + 7, 30))), sources[start:start + 7]) for start in range(0, 30, 7)]
+    search = ContinuousGreedySearch(model, max_len_a=8.0, max_len_b=1)
+    found = dict(search_joined(search, batches, 40, join_below=join_below))
+    assert sorted(found) == list(range(30))
+    limits = [min(8 * len(source) + 1, model.cfg.max_positions) for source in sources]
+    assert any(len(found[i]) + 1 == model.cfg.max_positions for i in range(30))  # the last position reached
+    assert any(len(found[i]) + 1 == limits[i] < model.cfg.max_positions for i in range(30))  # a shorter limit
+    for tickets, batch in batches:
+        src = torch.nn.utils.rnn.pad_sequence([torch.tensor(s) for s in batch], batch_first=True, padding_value=PAD_ID)
+        assert [found[i] for i in tickets] == greedy_search(model, src, max_len_a=8.0, max_len_b=1)
+
+
+def test_joined_batches_get_each_batch_s_beam_search():
+    model = tiny_model(seed=5, eos_bias=0.0)
+    sources = sources_of(seed=7, count=20)
+    batches = [(list(range(start, min(start + 6, 20))), sources[start:start + 6]) for start in range(0, 20, 6)][::-1]
+    search = ContinuousBeamSearch(model, beam=3, alpha=1.0, n_best=2, max_len_a=1.5, max_len_b=4, never=[7])
+    found = dict(search_joined(search, batches, 30, start=5))
+    assert sorted(found) == list(range(20))
+    for tickets, batch in batches:
+        src = torch.nn.utils.rnn.pad_sequence([torch.tensor(s) for s in batch], batch_first=True, padding_value=PAD_ID)
+        expected = beam_search(model, src, 3, 1.0, 2, max_len_a=1.5, max_len_b=4, never=[7],
+                               start=torch.full((len(batch),), 5))
+        for index, hypotheses in zip(tickets, expected):
+            assert [h.tokens for h in found[index]] == [h.tokens for h in hypotheses]
+            assert [h.score for h in found[index]] == pytest.approx([h.score for h in hypotheses], abs=1e-5)

@@ -439,3 +439,36 @@ def test_beam_search_with_grouped_candidates_equals_it_with_topk(monkeypatch, al
     assert [[(h.tokens, h.score) for h in hyps] for hyps in found] == [[(h.tokens, h.score) for h in hyps]
                                                                         for hyps in expected]
     assert any(shape[1] // groups >= 2 for shape in calls)  # the grouped path ran
+
+
+def test_the_best_token_found_through_group_maxima_is_argmax_s():
+    """Ties in two groups and inside one group (the first index wins, as argmax), a maximum past
+    the last whole group, a row of -inf but one score, a NaN (argmax's choice), a row of -inf."""
+    generator = torch.Generator().manual_seed(1)
+    size = search.ARGMAX_GROUP
+    count = 40 * size + 9  # 9 scores past the last whole group
+    scores = torch.randn(16, count, generator=generator)
+    scores[0, [3 * size + 5, 30 * size + 1]] = 9.0  # a tie across groups
+    scores[1, [7 * size + 9, 7 * size + 2]] = 9.0  # a tie inside a group
+    scores[2, -3] = 9.0  # past the last whole group
+    scores[3] = float("-inf")
+    scores[3, 17 * size] = 0.0
+    scores[4, 5] = float("nan")
+    scores[5] = float("-inf")
+    assert scores.numel() >= search.GROUPED_ARGMAX_MIN_SCORES
+    found = search.best_tokens(scores)
+    assert torch.equal(found, scores.argmax(dim=1))
+    assert found[:4].tolist() == [3 * size + 5, 7 * size + 2, count - 3, 17 * size]
+
+
+def test_greedy_search_with_grouped_best_tokens_equals_it_with_argmax(monkeypatch):
+    model = tiny_model(7)
+    src = random_sources(41, 16)
+    expected = greedy_search(model, src, max_len_b=6)
+    monkeypatch.setattr(search, "GROUPED_ARGMAX_MIN_SCORES", 0)
+    monkeypatch.setattr(search, "ARGMAX_GROUP", 4)  # the tiny vocabulary in several groups
+    calls = []
+    grouped = search.best_tokens
+    monkeypatch.setattr(search, "best_tokens", lambda scores: calls.append(scores.shape) or grouped(scores))
+    assert greedy_search(model, src, max_len_b=6) == expected
+    assert calls and calls[0][1] >= 2 * search.ARGMAX_GROUP  # the grouped path ran

@@ -1,13 +1,15 @@
-"""Beam search that sentences join and leave step by step (continuous batching), for a server.
+"""Searches that sentences join and leave step by step (continuous batching).
 
-`search.beam_search` takes a batch and returns when its last sentence is done, so a server's
-batch of independent sentences runs on for its longest one while fewer and fewer rows decode,
-and a sentence that arrives meanwhile waits for the next batch. Here a sentence joins between
-two steps (`add`) and leaves, answered, at the step it is done (`step`), so the batch stays full.
+`search.beam_search` and `search.greedy_search` take a batch and return when its last sentence is
+done, so a batch runs on for its longest sentence while fewer and fewer rows decode, and the
+next batch waits. Here a sentence joins between two steps (`add`) and leaves at the step it is
+done (`step`), so the rows stay many: translate-serve's beam search (`ContinuousBeamSearch`)
+takes requests as they come, and translate-cli lets each batch join while the last sentences of
+the one before finish (`search_joined`).
 
-Each sentence decodes as `beam_search` decodes it alone (the same steps, scores and stopping
-rule): its rows keep their own step count, hence their own positions and length penalty. The
-sentences that joined at one step form a cohort with attention caches of their own (segments,
+Each sentence decodes as it does alone (the same steps, scores and stopping rule): its rows keep
+their own step count, hence their own positions and length penalty. The sentences that joined
+at one step form a cohort with attention caches of their own (segments,
 `MultiHeadAttention._attend_segments`), as wide as its own steps and its own longest source; the
 products of a step run on every row at once. Beyond `MAX_COHORTS` the two cohorts nearest in
 age merge, the younger's cached steps aligned at the end and masked before its own. A joining
@@ -17,7 +19,8 @@ picks what `beam_search`'s single first row picks.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections import deque
+from collections.abc import Hashable, Iterable, Iterator, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -26,9 +29,10 @@ from torch import Tensor
 from translate.model import Transformer
 from translate.padding import pad
 from translate.search import (
-    NEVER_GENERATED, Hypothesis, encode_by_length, extensions, length_penalty, max_output_lengths, token_bias,
+    NEVER_GENERATED, Hypothesis, best_tokens, encode_by_length, extensions, length_penalty, max_output_lengths,
+    token_bias,
 )
-from translate.vocab import BOS_ID, PAD_ID
+from translate.vocab import BOS_ID, EOS_ID, PAD_ID
 
 # Attention caches kept apart, one per cohort of sentences that joined at one step, so that each
 # is as wide as its own steps; each costs its own attention products a step, so beyond this many
@@ -36,56 +40,36 @@ from translate.vocab import BOS_ID, PAD_ID
 MAX_COHORTS = 12
 
 
-class ContinuousBeamSearch:
-    """A running beam search over sentences that join (`add`) and leave (`step`) at any step."""
+class _CohortSearch:
+    """What both searches share: sentences (tickets, step counts, length limits, last tokens) and
+    their rows' attention caches in cohorts; `rows_per_sentence` is the beam (1 for greedy)."""
 
-    def __init__(self, model: Transformer, beam: int = 5, alpha: float = 1.0, n_best: int = 1,
-                 max_len_a: float = 1.5, max_len_b: int = 10, allowed_tokens: Tensor | None = None,
-                 never: Sequence[int] = ()) -> None:
-        if beam < 1:
-            raise ValueError(f"beam must be at least 1, got {beam}")
-        if not 1 <= n_best <= beam:
-            raise ValueError(f"n_best must be between 1 and the beam size {beam}, got {n_best}")
-        self.model, self.beam, self.alpha, self.n_best = model, beam, alpha, n_best
+    def __init__(self, model: Transformer, rows_per_sentence: int, max_len_a: float, max_len_b: int,
+                 allowed_tokens: Tensor | None, never: Sequence[int]) -> None:
+        self.model, self.beam = model, rows_per_sentence
         self.max_len_a, self.max_len_b = max_len_a, max_len_b
         self.device = next(model.parameters()).device
         self.bias = token_bias(allowed_tokens, model.tgt_vocab_size, self.device)
         self.blocked = NEVER_GENERATED + list(never)
-        self.wait_for = n_best if alpha == 0 else beam  # as beam_search
-        # Float32 penalties by step, as beam_search's Python float becomes in a float32 division.
-        self.penalties = torch.tensor([length_penalty(step + 1, alpha) for step in range(model.cfg.max_positions)],
-                                      device=self.device)
         self._reset()
 
     def _reset(self) -> None:
-        self.tickets: list[Hashable] = []  # per live sentence, what the caller knows it by
-        self.finished: list[list[Hypothesis]] = []
-        self.steps: list[int] = []  # per live sentence, the tokens each of its hypotheses has
+        self.tickets: list[Hashable] = []  # per sentence, what the caller knows it by
+        self.steps: list[int] = []  # per sentence, the tokens each of its rows has
         self.cohorts: list[int] = []  # sentences per self-attention segment, oldest first
         # Per decoder layer, one self- and one cross-attention segment per cohort.
         self.cache = [{"self": {"segments": []}, "cross": {"segments": []}} for _ in self.model.decoder_layers]
         self.limits = torch.empty(0, dtype=torch.long, device=self.device)
-        self.beam_lp = torch.empty((0, self.beam), device=self.device)
-        self.best_finished = torch.empty((0, self.wait_for), device=self.device)
-        self.history = torch.empty((0, 0), dtype=torch.long, device=self.device)  # aligned at the end
         self.last = torch.empty((0, 1), dtype=torch.long, device=self.device)
-
-    def __len__(self) -> int:
-        """Sentences being searched."""
-        return len(self.tickets)
 
     def _segments(self, cohort: int, kind: str = "self") -> list[dict]:
         """Cohort `cohort`'s self- or cross-attention segment in every layer."""
         return [layer[kind]["segments"][cohort] for layer in self.cache]
 
-    @torch.inference_mode()
-    def add(self, tickets: Sequence[Hashable], sources: Sequence[Sequence[int]],
-            starts: Sequence[int | None] | None = None) -> None:
-        """Sentences that join the search before its next step: source ids (with EOS, and any
-        language tag the model reads), each with a ticket `step` will return it with and an
-        optional first decoder token (a target-language tag) in place of BOS."""
-        if not sources:
-            return
+    def _add(self, tickets: Sequence[Hashable], sources: Sequence[Sequence[int]],
+             starts: Sequence[int | None] | None) -> int:
+        """The sentences' encoder keys and values in a cohort (a new one, or the one that joined
+        since the last step), their first tokens and limits; returns how many joined."""
         model, beam, device = self.model, self.beam, self.device
         src_ids = pad(sources).to(device)
         src_mask = model.source_mask(src_ids, PAD_ID)
@@ -103,20 +87,13 @@ class ContinuousBeamSearch:
                 layer["cross"]["segments"].append(dict(new, size=count * beam, mask=src_mask))
             while len(self.cohorts) > MAX_COHORTS:
                 self._merge_cheapest()
-        rows = count * beam
-        self.history = torch.cat([self.history, self.history.new_full((rows, self.history.shape[1]), PAD_ID)])
         first = [BOS_ID if start is None else start for start in (starts or [None] * count)]
         self.last = torch.cat([self.last, torch.tensor(first, device=device).repeat_interleave(beam)[:, None]])
         self.limits = torch.cat([self.limits, max_output_lengths(src_ids, self.max_len_a, self.max_len_b,
                                                                  model.cfg.max_positions)])
-        joining = torch.full((count, beam), float("-inf"), device=device)
-        joining[:, 0] = 0.0
-        self.beam_lp = torch.cat([self.beam_lp, joining])
-        self.best_finished = torch.cat([self.best_finished,
-                                        torch.full((count, self.wait_for), float("-inf"), device=device)])
         self.tickets += list(tickets)
-        self.finished += [[] for _ in range(count)]
         self.steps += [0] * count
+        return count
 
     def _merge_cheapest(self) -> None:
         """Two neighbouring cohorts as one: the pair whose younger rows gain the fewest padded
@@ -143,61 +120,12 @@ class ContinuousBeamSearch:
             _join_cross(layer["cross"]["segments"][i], layer["cross"]["segments"].pop(i + 1))
         self.cohorts[i] += self.cohorts.pop(i + 1)
 
-    @torch.inference_mode()
-    def step(self) -> list[tuple[Hashable, list[Hypothesis]]]:
-        """One decoding step for every live sentence; the sentences done at it, with their
-        tickets and up to `n_best` hypotheses, best first (see `search.beam_search`)."""
-        if not self.tickets:
-            return []
-        model, beam = self.model, self.beam
-        n, device = len(self.tickets), self.device
-        history_width = self.history.shape[1]
-        steps = torch.tensor(self.steps, device=device)
-        offset = self.steps[0] if min(self.steps) == max(self.steps) else steps.repeat_interleave(beam)
+    def _decode(self) -> tuple[Tensor, Tensor]:
+        """The next token's logits of every row, and each sentence's step count as a tensor."""
+        steps = torch.tensor(self.steps, device=self.device)
+        offset = self.steps[0] if min(self.steps) == max(self.steps) else steps.repeat_interleave(self.beam)
         self._set_masks()
-        logits = model.decode(self.last, None, None, self.cache, offset=offset)[:, -1]
-        top_lp, top_beam, ends, live_lp, live_beam, live_token = extensions(
-            logits, self.beam_lp, steps + 1 >= self.limits, beam, self.blocked, self.bias)
-
-        penalty = self.penalties[steps][:, None]
-        ending = ends.nonzero()
-        if ending.numel():
-            sentence, column = ending[:, 0], ending[:, 1]
-            log_probs = top_lp[sentence, column]
-            rows = self.history.index_select(0, sentence * beam + top_beam[sentence, column]).tolist()
-            for s, ids, log_prob in zip(sentence.tolist(), rows, log_probs.tolist()):
-                tokens = ids[history_width - self.steps[s]:]
-                self.finished[s].append(Hypothesis(tokens, log_prob / length_penalty(self.steps[s] + 1, self.alpha),
-                                                   log_prob))
-            new_scores = torch.where(ends, top_lp / penalty, float("-inf"))
-            self.best_finished = torch.cat([self.best_finished, new_scores], dim=1).topk(self.wait_for, dim=1).values
-
-        best_live = live_lp[:, 0]
-        done = ((best_live == float("-inf")) | (best_live / penalty[:, 0] <= self.best_finished[:, -1])).tolist()
-        answered = []
-        for s in (s for s, is_done in enumerate(done) if is_done):
-            hypotheses = sorted(self.finished[s], key=lambda h: h.score, reverse=True)
-            answered.append((self.tickets[s], hypotheses[: self.n_best] or [Hypothesis([], float("-inf"), float("-inf"))]))
-        if len(answered) == n:
-            self._reset()
-            return answered
-        going_list = [s for s, is_done in enumerate(done) if not is_done]
-        going = torch.tensor(going_list, device=device)
-        rows = ((going * beam)[:, None] + live_beam[going]).view(-1)
-        self._select_rows(rows, going_list)
-        if answered:
-            self.limits = self.limits.index_select(0, going)
-            self.best_finished = self.best_finished.index_select(0, going)
-            live_lp, live_token = live_lp.index_select(0, going), live_token.index_select(0, going)
-            self.tickets = [self.tickets[s] for s in going_list]
-            self.finished = [self.finished[s] for s in going_list]
-            self.steps = [self.steps[s] for s in going_list]
-        self.steps = [steps + 1 for steps in self.steps]
-        self.last = live_token.view(-1, 1)
-        self.history = torch.cat([self.history.index_select(0, rows), self.last], dim=1)
-        self.history = self.history[:, -max(self.steps):]  # columns no live row owns any more go
-        self.beam_lp = live_lp
-        return answered
+        return self.model.decode(self.last, None, None, self.cache, offset=offset)[:, -1], steps
 
     def _set_masks(self) -> None:
         """Per cohort whose rows are at different steps (merged cohorts), the cached keys each
@@ -246,6 +174,203 @@ class ContinuousBeamSearch:
                 for kind in ("self", "cross"):
                     layer[kind]["segments"] = [layer[kind]["segments"][c] for c in kept]
         self.cohorts = cohorts
+
+    def _keep(self, going: list[int]) -> Tensor:
+        """Only sentences `going` (indexes, in order) stay in the per-sentence lists; their indexes
+        as a tensor, for the caller's tensors."""
+        self.tickets = [self.tickets[s] for s in going]
+        self.steps = [self.steps[s] for s in going]
+        index = torch.tensor(going, dtype=torch.long, device=self.device)
+        self.limits = self.limits.index_select(0, index)
+        return index
+
+
+class ContinuousBeamSearch(_CohortSearch):
+    """A running beam search over sentences that join (`add`) and leave (`step`) at any step."""
+
+    def __init__(self, model: Transformer, beam: int = 5, alpha: float = 1.0, n_best: int = 1,
+                 max_len_a: float = 1.5, max_len_b: int = 10, allowed_tokens: Tensor | None = None,
+                 never: Sequence[int] = ()) -> None:
+        if beam < 1:
+            raise ValueError(f"beam must be at least 1, got {beam}")
+        if not 1 <= n_best <= beam:
+            raise ValueError(f"n_best must be between 1 and the beam size {beam}, got {n_best}")
+        self.alpha, self.n_best = alpha, n_best
+        self.wait_for = n_best if alpha == 0 else beam  # as beam_search
+        super().__init__(model, beam, max_len_a, max_len_b, allowed_tokens, never)
+        # Float32 penalties by step, as beam_search's Python float becomes in a float32 division.
+        self.penalties = torch.tensor([length_penalty(step + 1, alpha) for step in range(model.cfg.max_positions)],
+                                      device=self.device)
+
+    def _reset(self) -> None:
+        super()._reset()
+        self.finished: list[list[Hypothesis]] = []
+        self.beam_lp = torch.empty((0, self.beam), device=self.device)
+        self.best_finished = torch.empty((0, self.wait_for), device=self.device)
+        self.history = torch.empty((0, 0), dtype=torch.long, device=self.device)  # aligned at the end
+
+    def __len__(self) -> int:
+        """Sentences being searched."""
+        return len(self.tickets)
+
+    @torch.inference_mode()
+    def add(self, tickets: Sequence[Hashable], sources: Sequence[Sequence[int]],
+            starts: Sequence[int | None] | None = None) -> None:
+        """Sentences that join the search before its next step: source ids (with EOS, and any
+        language tag the model reads), each with a ticket `step` will return it with and an
+        optional first decoder token (a target-language tag) in place of BOS."""
+        if not sources:
+            return
+        count = self._add(tickets, sources, starts)
+        rows = count * self.beam
+        self.history = torch.cat([self.history, self.history.new_full((rows, self.history.shape[1]), PAD_ID)])
+        joining = torch.full((count, self.beam), float("-inf"), device=self.device)
+        joining[:, 0] = 0.0
+        self.beam_lp = torch.cat([self.beam_lp, joining])
+        self.best_finished = torch.cat([self.best_finished,
+                                        torch.full((count, self.wait_for), float("-inf"), device=self.device)])
+        self.finished += [[] for _ in range(count)]
+
+    @torch.inference_mode()
+    def step(self) -> list[tuple[Hashable, list[Hypothesis]]]:
+        """One decoding step for every live sentence; the sentences done at it, with their
+        tickets and up to `n_best` hypotheses, best first (see `search.beam_search`)."""
+        if not self.tickets:
+            return []
+        beam, n = self.beam, len(self.tickets)
+        history_width = self.history.shape[1]
+        logits, steps = self._decode()
+        top_lp, top_beam, ends, live_lp, live_beam, live_token = extensions(
+            logits, self.beam_lp, steps + 1 >= self.limits, beam, self.blocked, self.bias)
+
+        penalty = self.penalties[steps][:, None]
+        ending = ends.nonzero()
+        if ending.numel():
+            sentence, column = ending[:, 0], ending[:, 1]
+            log_probs = top_lp[sentence, column]
+            rows = self.history.index_select(0, sentence * beam + top_beam[sentence, column]).tolist()
+            for s, ids, log_prob in zip(sentence.tolist(), rows, log_probs.tolist()):
+                tokens = ids[history_width - self.steps[s]:]
+                self.finished[s].append(Hypothesis(tokens, log_prob / length_penalty(self.steps[s] + 1, self.alpha),
+                                                   log_prob))
+            new_scores = torch.where(ends, top_lp / penalty, float("-inf"))
+            self.best_finished = torch.cat([self.best_finished, new_scores], dim=1).topk(self.wait_for, dim=1).values
+
+        best_live = live_lp[:, 0]
+        done = ((best_live == float("-inf")) | (best_live / penalty[:, 0] <= self.best_finished[:, -1])).tolist()
+        answered = []
+        for s in (s for s, is_done in enumerate(done) if is_done):
+            hypotheses = sorted(self.finished[s], key=lambda h: h.score, reverse=True)
+            answered.append((self.tickets[s], hypotheses[: self.n_best] or [Hypothesis([], float("-inf"), float("-inf"))]))
+        if len(answered) == n:
+            self._reset()
+            return answered
+        going_list = [s for s, is_done in enumerate(done) if not is_done]
+        going = torch.tensor(going_list, device=self.device)
+        rows = ((going * beam)[:, None] + live_beam[going]).view(-1)
+        self._select_rows(rows, going_list)
+        if answered:
+            going = self._keep(going_list)
+            self.best_finished = self.best_finished.index_select(0, going)
+            live_lp, live_token = live_lp.index_select(0, going), live_token.index_select(0, going)
+            self.finished = [self.finished[s] for s in going_list]
+        self.steps = [steps + 1 for steps in self.steps]
+        self.last = live_token.view(-1, 1)
+        self.history = torch.cat([self.history.index_select(0, rows), self.last], dim=1)
+        self.history = self.history[:, -max(self.steps):]  # columns no live row owns any more go
+        self.beam_lp = live_lp
+        return answered
+
+
+class ContinuousGreedySearch(_CohortSearch):
+    """A running greedy search over sentences that join (`add`) and leave (`step`) at any step;
+    each gets the tokens `search.greedy_search` gives it."""
+
+    def __init__(self, model: Transformer, max_len_a: float = 1.5, max_len_b: int = 10,
+                 allowed_tokens: Tensor | None = None, never: Sequence[int] = ()) -> None:
+        super().__init__(model, 1, max_len_a, max_len_b, allowed_tokens, never)
+
+    def _reset(self) -> None:
+        super()._reset()
+        self.tokens: list[list[int]] = []  # per sentence, its output so far
+        self.done = torch.empty(0, dtype=torch.bool, device=self.device)  # answered, rows not yet dropped
+        self.answered = 0
+
+    def __len__(self) -> int:
+        """Sentences being searched (not yet answered)."""
+        return len(self.tickets) - self.answered
+
+    @torch.inference_mode()
+    def add(self, tickets: Sequence[Hashable], sources: Sequence[Sequence[int]],
+            starts: Sequence[int | None] | None = None) -> None:
+        """Sentences that join before the next step, as `ContinuousBeamSearch.add`."""
+        if not sources:
+            return
+        count = self._add(tickets, sources, starts)
+        self.tokens += [[] for _ in range(count)]
+        self.done = torch.cat([self.done, self.done.new_zeros(count)])
+
+    @torch.inference_mode()
+    def step(self) -> list[tuple[Hashable, list[int]]]:
+        """One greedy step for every row; the sentences done at it, with their tickets and tokens
+        (without BOS and EOS)."""
+        if not len(self):
+            return []
+        logits, steps = self._decode()
+        logits[:, self.blocked] = float("-inf")
+        token = best_tokens(logits if self.bias is None else logits.float() + self.bias)
+        at_limit = steps + 1 >= self.limits
+        token = token.masked_fill(at_limit, EOS_ID)
+        ending = (token == EOS_ID) & ~self.done
+        answered = [(self.tickets[s], self.tokens[s]) for s in ending.nonzero()[:, 0].tolist()]
+        for tokens, t, done in zip(self.tokens, token.tolist(), self.done.tolist()):
+            if not done and t != EOS_ID:
+                tokens.append(t)
+        self.done |= ending
+        self.answered += len(answered)
+        if not len(self):
+            self._reset()
+            return answered
+        # As greedy_search, answered rows leave once they are a tenth of the rows (leaving copies
+        # the encoder's keys and values), or before their next position would pass the model's last.
+        last_position = steps + 1 >= self.model.cfg.max_positions
+        if self.answered * 10 >= len(self.tickets) or bool((self.done & last_position).any()):
+            going_list = (~self.done).nonzero()[:, 0].tolist()
+            going = torch.tensor(going_list, dtype=torch.long, device=self.device)
+            self._select_rows(going, going_list)
+            self._keep(going_list)
+            self.tokens = [self.tokens[s] for s in going_list]
+            self.done, self.answered, token = self.done[going], 0, token[going]
+        self.steps = [steps + 1 for steps in self.steps]
+        self.last = token[:, None]
+        return answered
+
+
+# translate-cli's batches: the next joins the running search once the sentences searched are down
+# to this share of the batch budget in source tokens, so that few steps decode few rows
+# (docs/benchmarks.md).
+JOIN_BELOW = 0.5
+
+
+def search_joined(search: ContinuousGreedySearch | ContinuousBeamSearch,
+                  batches: Iterable[tuple[Sequence[Hashable], Sequence[Sequence[int]]]], batch_tokens: int,
+                  start: int | None = None, join_below: float = JOIN_BELOW) -> Iterator[tuple[Hashable, list]]:
+    """Batches (tickets, source ids with EOS) searched by one running `search`: the next batch
+    joins whenever the sentences being searched hold at most `join_below * batch_tokens` source
+    tokens; yields (ticket, what `search.step` gives) as each sentence is done, which is what
+    `search.greedy_search` or `search.beam_search` gives it. Given longest first, the batches
+    leave the shortest sentences for the last steps. `start` is every sentence's first decoder
+    token in place of BOS (a target-language tag)."""
+    waiting, searched, tokens = deque(batches), {}, 0  # source tokens by ticket, and their sum
+    while waiting or len(search):
+        while waiting and tokens <= join_below * batch_tokens:
+            tickets, sources = waiting.popleft()
+            search.add(tickets, sources, [start] * len(sources))
+            searched.update(zip(tickets, map(len, sources)))
+            tokens += sum(map(len, sources))
+        for ticket, found in search.step():
+            tokens -= searched.pop(ticket)
+            yield ticket, found
 
 
 def _join_cross(segment: dict, other: dict) -> None:

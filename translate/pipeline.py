@@ -8,12 +8,10 @@ import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-import torch
 
 from translate.checkpoint import Translator
 from translate.defaults import BATCH_TOKENS
-from translate.padding import pad
-from translate.search import beam_search, greedy_search
+from translate.continuous import ContinuousBeamSearch, ContinuousGreedySearch, search_joined
 from translate.errors import UsageError
 from translate.vocab import EOS_ID, language_tag
 
@@ -175,8 +173,10 @@ def translate_nbest(
     """Exactly `n_best` translations for every line, best first; nothing is ever dropped.
     A blank line (`is_blank`) gives empty translations and is not decoded.
 
-    Lines are sorted by length so batches carry little padding, then put back in order.
-    A line over `max_input_tokens` (default: the longest training sentence, `data.max_length`
+    Lines are sorted by length so batches carry little padding, then put back in order; the
+    batches, longest first, go through one running search (`continuous.search_joined`), each
+    joining as the last sentences of the ones before finish, so that few steps decode few rows;
+    each sentence gets what `greedy_search` or `beam_search` gives it alone. A line over `max_input_tokens` (default: the longest training sentence, `data.max_length`
     of the saved run config; at most the model's positions less EOS) is translated in
     segments, sentence by sentence (`split_long`), joined again, with a warning; entry k of
     its n-best list joins every segment's k-th best, with the scores summed.
@@ -184,7 +184,7 @@ def translate_nbest(
     Beam 1 is greedy search (which beam search with beam 1 equals); `length_penalty` is the
     GNMT alpha of `beam_search`.  `restrict_to_target` lets the model produce only the ids
     seen on the target side of its training data (plus UNK and EOS).  `progress` is called with
-    the number of lines finished after each batch; `first_line` is the number warnings give
+    the number of lines finished as they finish; `first_line` is the number warnings give
     `lines[0]` (a chunk's place in the whole input). A many-to-many model writes `target_lang`
     (`direction_for`); `source_lang`, where known, lets a zero-shot direction be said.
     """
@@ -197,7 +197,6 @@ def translate_nbest(
     direction = direction_for(translator, target_lang, source_lang)
     device = next(model.parameters()).device
     allowed = translator.target_token_mask(direction.target_lang).to(device) if restrict_to_target else None
-    tagged = {"never": direction.never}
     units, owners = source_units(translator, lines, direction, max_input_tokens, first_line)
     found: list[list[Found]] = [[([], 0.0, 0.0)] for _ in units]  # an empty unit is not decoded
     batches = length_batches([len(ids) for ids in units], batch_tokens)
@@ -207,25 +206,24 @@ def translate_nbest(
             units_left[owners[index]] += 1
     if progress:
         progress(units_left.count(0))  # empty lines are done already
-    for batch in batches:
-        src = pad([direction.prefix + units[i] + [EOS_ID] for i in batch]).to(device)
-        if direction.start is not None:
-            tagged["start"] = torch.full((len(batch),), direction.start, dtype=torch.long)
-        with torch.inference_mode():
-            if beam == 1:
-                for index, tokens in zip(batch, greedy_search(model, src, max_len_a, max_len_b, allowed, **tagged)):
-                    found[index] = [(tokens, None, None)]
-            else:
-                nbest = beam_search(model, src, beam, length_penalty, n_best, max_len_a, max_len_b, allowed, **tagged)
-                for index, hypotheses in zip(batch, nbest):
-                    found[index] = [(h.tokens, h.score, h.log_prob) for h in hypotheses]
-        if progress:
-            finished = 0
-            for index in batch:
-                units_left[owners[index]] -= 1
-                finished += units_left[owners[index]] == 0
-            progress(finished)
 
+    def decoded(index: int) -> int:
+        """Lines finished by unit `index`'s translation: 1 for its line's last unit, else 0."""
+        units_left[owners[index]] -= 1
+        return int(units_left[owners[index]] == 0)
+
+    # One running search, each batch joining as the one before ends, longest first.
+    if beam == 1:
+        search = ContinuousGreedySearch(model, max_len_a, max_len_b, allowed, direction.never)
+    else:
+        search = ContinuousBeamSearch(model, beam, length_penalty, n_best, max_len_a, max_len_b, allowed,
+                                      direction.never)
+    sources = ((batch, [direction.prefix + units[i] + [EOS_ID] for i in batch]) for batch in reversed(batches))
+    for index, result in search_joined(search, sources, batch_tokens, direction.start):
+        found[index] = ([(result, None, None)] if beam == 1
+                        else [(h.tokens, h.score, h.log_prob) for h in result])
+        if progress:
+            progress(decoded(index))
     return join_units(translator, len(lines), owners, found, n_best)
 
 
