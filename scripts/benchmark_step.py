@@ -13,7 +13,8 @@ alone" times only the step's linear layers on that many rows, the floor of ours.
 in a process of its own (scripts/benchmark_translate.py says why). Each time is the best of
 `--repeats`, ours and CTranslate2 alternating. With `--batches N`, each of translate-cli's
 length-sorted batches of the first N test sentences is decoded greedily alone by both instead:
-where in a run the time is lost.
+where in a run the time is lost; and, last, all of them as translate-cli now searches them, each batch
+joining one running search (`continuous.search_joined`).
 """
 
 from __future__ import annotations
@@ -106,9 +107,10 @@ def ctranslate2_worker(connection, ct2_dir: str, compute: str, threads: int) -> 
 def by_batch(translator, connection, sentences: int, repeats: int) -> None:
     """Each of translate-cli's length-sorted batches of the first `sentences` test sentences,
     decoded greedily alone by ours and by CTranslate2 (one length limit a batch, as in
-    scripts/benchmark_translate.py)."""
+    scripts/benchmark_translate.py); then ours over the same batches joined, as translate-cli."""
     from benchmark_translate import batch_limits
 
+    from translate.continuous import ContinuousGreedySearch, search_joined
     from translate.defaults import BATCH_TOKENS
     from translate.pipeline import length_batches
 
@@ -130,6 +132,15 @@ def by_batch(translator, connection, sentences: int, repeats: int) -> None:
         print(f"| {number} | {len(batch)} | {max(len(encoded[i]) for i in batch)} | {mine:.3f} | {theirs:.3f} | "
               f"{theirs / mine:.2f}x |", flush=True)
     print(f"| all | {len(lines)} | | {totals[0]:.3f} | {totals[1]:.3f} | {totals[1] / totals[0]:.2f}x |")
+    batches = length_batches([len(ids) for ids in encoded], BATCH_TOKENS)
+
+    def joined():  # as translate-cli searches them: one running search, longest first
+        search = ContinuousGreedySearch(translator.model, a, b)
+        sources = ((batch, [encoded[i] + [EOS_ID] for i in batch]) for batch in reversed(batches))
+        for _ in search_joined(search, sources, BATCH_TOKENS):
+            pass
+    mine = best_of(repeats, joined)
+    print(f"| joined, as translate-cli | {len(lines)} | | {mine:.3f} | {totals[1]:.3f} | {totals[1] / mine:.2f}x |")
 
 
 def main(argv: list[str] | None = None) -> int:
