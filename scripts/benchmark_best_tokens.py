@@ -1,0 +1,56 @@
+"""Greedy search's choice of each row's best token: `argmax` against `search.best_tokens` (the
+same index, found through group maxima), on scores of the model's vocabulary size.
+
+    OMP_NUM_THREADS=1 .venv/bin/python scripts/benchmark_best_tokens.py
+    OMP_NUM_THREADS=1 .venv/bin/python scripts/benchmark_best_tokens.py --vocab 32000 --rows 1,8,64
+
+Microseconds a call, best of --repeats; each row count is checked to give argmax's indexes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import torch  # noqa: E402
+
+from translate.search import best_tokens  # noqa: E402
+
+
+def per_call_us(function, calls: int, repeats: int) -> float:
+    for _ in range(calls // 10):
+        function()
+    best = float("inf")
+    for _ in range(repeats):
+        started = time.perf_counter()
+        for _ in range(calls):
+            function()
+        best = min(best, (time.perf_counter() - started) / calls)
+    return best * 1e6
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--vocab", type=int, default=4000, help="scores a row (default: make train's 4,000)")
+    parser.add_argument("--rows", default="1,8,40,200", help="comma-separated rows (default: 1,8,40,200)")
+    parser.add_argument("--calls", type=int, default=500)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args(argv)
+    print(f"{torch.get_num_threads()} thread(s), torch {torch.__version__}, {args.vocab} scores a row\n")
+    print("| rows | argmax us | best_tokens us | speed-up |\n|---:|---:|---:|---:|")
+    for rows in map(int, args.rows.split(",")):
+        scores = torch.randn(rows, args.vocab)
+        if not torch.equal(best_tokens(scores), scores.argmax(dim=1)):
+            raise SystemExit(f"best_tokens differs from argmax at {rows} rows")
+        plain = per_call_us(lambda: scores.argmax(dim=1), args.calls, args.repeats)
+        grouped = per_call_us(lambda: best_tokens(scores), args.calls, args.repeats)
+        print(f"| {rows} | {plain:.1f} | {grouped:.1f} | {plain / grouped:.2f}x |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
