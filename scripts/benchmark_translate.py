@@ -17,7 +17,8 @@ The checkpoint is exported to a temporary Hugging Face directory and a CTranslat
   - CTranslate2: `Translator.translate_batch` with `intra_threads` = torch's threads, in
     float32 and (ctranslate2-int8) with `compute_type="int8"`, each in a process of its own
     (`IsolatedCTranslate2`: two OpenMP runtimes in one process slow each other on two threads),
-all on the same batches in the same order (`pipeline.length_batches`), at each beam size.
+all on the same batches (`pipeline.length_batches`), at each beam size: the others one after
+another, ours joined in one running search as translate-cli searches them (`continuous.search_joined`).
 With `--device cuda` ours and transformers run on the GPU under the autocast `--precision`
 asks for (translate-cli's `--precision`), CTranslate2 with the matching compute type; the
 CPU-only rows (unpacked, int8) are left out.

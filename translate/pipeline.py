@@ -8,10 +8,9 @@ import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-
 from translate.checkpoint import Translator
-from translate.defaults import BATCH_TOKENS
 from translate.continuous import ContinuousBeamSearch, ContinuousGreedySearch, search_joined
+from translate.defaults import BATCH_TOKENS
 from translate.errors import UsageError
 from translate.vocab import EOS_ID, language_tag
 
@@ -176,8 +175,9 @@ def translate_nbest(
     Lines are sorted by length so batches carry little padding, then put back in order; the
     batches, longest first, go through one running search (`continuous.search_joined`), each
     joining as the last sentences of the ones before finish, so that few steps decode few rows;
-    each sentence gets what `greedy_search` or `beam_search` gives it alone. A line over `max_input_tokens` (default: the longest training sentence, `data.max_length`
-    of the saved run config; at most the model's positions less EOS) is translated in
+    each sentence gets what `greedy_search` or `beam_search` gives it alone. A line over
+    `max_input_tokens` (default: the longest training sentence, `data.max_length` of the saved
+    run config; at most the model's positions less EOS) is translated in
     segments, sentence by sentence (`split_long`), joined again, with a warning; entry k of
     its n-best list joins every segment's k-th best, with the scores summed.
     `batch_tokens` budgets source tokens; beam search decodes `beam` rows per sentence.
