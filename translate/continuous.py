@@ -29,7 +29,7 @@ from torch import Tensor
 from translate.model import Transformer
 from translate.padding import pad
 from translate.search import (
-    NEVER_GENERATED, Hypothesis, best_tokens, encode_by_length, extensions, length_penalty, max_output_lengths,
+    NEVER_GENERATED, Hypothesis, encode_by_length, extensions, length_penalty, max_output_lengths, next_tokens,
     token_bias,
 )
 from translate.vocab import BOS_ID, EOS_ID, PAD_ID
@@ -317,10 +317,7 @@ class ContinuousGreedySearch(_CohortSearch):
         if not len(self):
             return []
         logits, steps = self._decode()
-        logits[:, self.blocked] = float("-inf")
-        token = best_tokens(logits if self.bias is None else logits.float() + self.bias)
-        at_limit = steps + 1 >= self.limits
-        token = token.masked_fill(at_limit, EOS_ID)
+        token = next_tokens(logits, self.blocked, self.bias, steps + 1 >= self.limits)
         ending = (token == EOS_ID) & ~self.done
         answered = [(self.tickets[s], self.tokens[s]) for s in ending.nonzero()[:, 0].tolist()]
         for tokens, t, done in zip(self.tokens, token.tolist(), self.done.tolist()):

@@ -166,9 +166,7 @@ def greedy_search(
     output = torch.full((batch, int(limits.max())), EOS_ID, dtype=torch.long, device=device)
     for step in range(int(limits.max())):
         logits = model.decode(last, memory, src_mask, cache, offset=step)[:, -1]
-        logits[:, blocked] = float("-inf")
-        token = best_tokens(logits if bias is None else logits.float() + bias)
-        token = token.masked_fill(step + 1 >= limits, EOS_ID)
+        token = next_tokens(logits, blocked, bias, step + 1 >= limits)
         output[active, step] = token
         done |= token == EOS_ID
         finished = int(done.sum())
@@ -305,6 +303,15 @@ def beam_search(
             hypotheses = [Hypothesis([], float("-inf"), float("-inf"))]
         results.append(hypotheses[:n_best])
     return results
+
+
+def next_tokens(logits: Tensor, blocked: Sequence[int], bias: Tensor | None, at_limit: Tensor) -> Tensor:
+    """One greedy step's choice for each row (see `greedy_search`): the best token of `logits`
+    ((rows, vocab) at this step; changed in place) once the `blocked` ids and the `bias` of
+    `allowed_tokens` are applied; EOS for the rows `at_limit` (bool, (rows,))."""
+    logits[:, blocked] = float("-inf")
+    token = best_tokens(logits if bias is None else logits.float() + bias)
+    return token.masked_fill(at_limit, EOS_ID)
 
 
 def extensions(logits: Tensor, beam_lp: Tensor, at_limit: Tensor, beam: int, blocked: Sequence[int],
