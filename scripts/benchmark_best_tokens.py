@@ -11,26 +11,15 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 
+from benchmark_tokenize import best_us  # noqa: E402
+
 from translate.search import best_tokens  # noqa: E402
-
-
-def per_call_us(function, calls: int, repeats: int) -> float:
-    for _ in range(calls // 10):
-        function()
-    best = float("inf")
-    for _ in range(repeats):
-        started = time.perf_counter()
-        for _ in range(calls):
-            function()
-        best = min(best, (time.perf_counter() - started) / calls)
-    return best * 1e6
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,8 +35,8 @@ def main(argv: list[str] | None = None) -> int:
         scores = torch.randn(rows, args.vocab)
         if not torch.equal(best_tokens(scores), scores.argmax(dim=1)):
             raise SystemExit(f"best_tokens differs from argmax at {rows} rows")
-        plain = per_call_us(lambda: scores.argmax(dim=1), args.calls, args.repeats)
-        grouped = per_call_us(lambda: best_tokens(scores), args.calls, args.repeats)
+        plain = best_us(lambda: scores.argmax(dim=1), args.repeats, args.calls)
+        grouped = best_us(lambda: best_tokens(scores), args.repeats, args.calls)
         print(f"| {rows} | {plain:.1f} | {grouped:.1f} | {plain / grouped:.2f}x |")
     return 0
 
