@@ -13,8 +13,9 @@ alone" times only the step's linear layers on that many rows, the floor of ours.
 in a process of its own (scripts/benchmark_translate.py says why). Each time is the best of
 `--repeats`, ours and CTranslate2 alternating. With `--batches N`, each of translate-cli's
 length-sorted batches of the first N test sentences is decoded greedily alone by both instead:
-where in a run the time is lost; and, last, all of them as translate-cli now searches them, each batch
-joining one running search (`continuous.search_joined`).
+where in a run the time is lost; then all of them as translate-cli now searches them, each batch
+joining one running search (`continuous.search_joined`); last, each batch to one output token
+(the encoder and the first step alone).
 """
 
 from __future__ import annotations
@@ -141,6 +142,14 @@ def by_batch(translator, connection, sentences: int, repeats: int) -> None:
             pass
     mine = best_of(repeats, joined)
     print(f"| joined, as translate-cli | {len(lines)} | | {mine:.3f} | {totals[1]:.3f} | {totals[1] / mine:.2f}x |")
+    totals = [0.0, 0.0]  # the encoder and the first step: each batch to one output token
+    for batch in batches:
+        src = pad([encoded[i] + [EOS_ID] for i in batch])
+        totals[0] += best_of(repeats, lambda: greedy_search(translator.model, src, 0.0, 1))
+        connection.send(("batch", [[piece(t) for t in encoded[i]] for i in batch], 2, repeats))
+        totals[1] += connection.recv()
+    print(f"| the encoder and one step | {len(lines)} | | {totals[0]:.3f} | {totals[1]:.3f} | "
+          f"{totals[1] / totals[0]:.2f}x |")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,7 +7,7 @@ import torch
 
 from translate.model import ModelConfig, Transformer
 from translate import search
-from translate.search import (ENCODE_SPLIT_SAVING, Hypothesis, beam_search, encode_by_length, greedy_search,
+from translate.search import (Hypothesis, beam_search, encode_by_length, greedy_search,
                               length_groups, length_penalty)
 from translate.vocab import BOS_ID, EOS_ID, PAD_ID
 
@@ -365,9 +365,8 @@ def test_length_groups_are_the_cheapest_split_of_the_sorted_rows(seed):
         splits.append(runs + [run])
     cheapest = min(split_cost(split, lengths, 4) for split in splits)
     whole = split_cost([list(range(len(lengths)))], lengths, 4)
-    if cheapest <= ENCODE_SPLIT_SAVING * whole:
-        assert split_cost(groups, lengths, 4) == cheapest
-    else:
+    assert split_cost(groups, lengths, 4) == cheapest
+    if cheapest == whole:
         assert groups == [list(range(len(lengths)))]
 
 
@@ -394,7 +393,7 @@ def test_encoding_by_length_groups_equals_encoding_the_batch_whole(monkeypatch):
         with torch.autocast("cpu", dtype=torch.bfloat16):
             assert encode_by_length(model, src, mask).dtype == model.encode(src, mask).dtype
     split_greedy, split_beam = greedy_search(model, src), beam_search(model, src, beam=3, n_best=3)
-    monkeypatch.setattr(search, "ENCODE_SPLIT_SAVING", 0.0)  # never split
+    monkeypatch.setattr(search, "length_groups", lambda lengths: [list(range(len(lengths)))])  # never split
     assert greedy_search(model, src) == split_greedy
     for ours, theirs in zip(beam_search(model, src, beam=3, n_best=3), split_beam):
         assert [h.tokens for h in ours] == [h.tokens for h in theirs]

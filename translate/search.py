@@ -82,19 +82,18 @@ def select_rows(cache: list[dict], rows: Tensor, sentences: Tensor | None) -> No
                 part[key] = value.index_select(0, index)
 
 
-# What one more encoder call costs, in padded source tokens of work (its fixed cost on the CPU).
+# What one more encoder call costs, in padded source tokens of work (its fixed cost on the CPU):
+# a batch of like lengths stays one call.
 ENCODE_CALL_TOKENS = 16
-# Split only where that saves a quarter of the padded work: a batch of like lengths stays one call.
-ENCODE_SPLIT_SAVING = 0.75
 
 
 def length_groups(lengths: list[int], call_tokens: int = ENCODE_CALL_TOKENS) -> list[list[int]]:
     """Row indexes grouped by length so that encoding group by group pads least: of the splits
     of the length-sorted rows, the one with the least `call_tokens` + rows x longest summed over
     its groups (dynamic programming over the distinct lengths); one group where no split
-    saves `1 - ENCODE_SPLIT_SAVING` of one call's padded tokens."""
+    costs less."""
     whole = call_tokens + len(lengths) * max(lengths, default=0)
-    if call_tokens + sum(lengths) > ENCODE_SPLIT_SAVING * whole:  # no split could save enough
+    if call_tokens + sum(lengths) >= whole:  # no padding: no split could cost less
         return [list(range(len(lengths)))]
     distinct = sorted(set(lengths))
     below = [sum(length < value for length in lengths) for value in distinct] + [len(lengths)]
@@ -102,7 +101,7 @@ def length_groups(lengths: list[int], call_tokens: int = ENCODE_CALL_TOKENS) -> 
     best, cut = [0] * (len(distinct) + 1), [0] * (len(distinct) + 1)
     for j in range(1, len(distinct) + 1):
         best[j], cut[j] = min((best[i] + call_tokens + (below[j] - below[i]) * distinct[j - 1], i) for i in range(j))
-    if best[-1] > ENCODE_SPLIT_SAVING * whole:
+    if best[-1] >= whole:
         return [list(range(len(lengths)))]
     groups, j = [], len(distinct)
     while j:
