@@ -83,7 +83,7 @@ def select_rows(cache: list[dict], rows: Tensor, sentences: Tensor | None) -> No
 
 
 # What one more encoder call costs, in padded source tokens of work (its fixed cost on the CPU):
-# a batch of like lengths stays one call.
+# a split into length groups must save more padding than its calls cost.
 ENCODE_CALL_TOKENS = 16
 
 
