@@ -6,7 +6,8 @@ import pytest
 import torch
 from torch import nn
 
-from translate.model import TIE_MODES, ModelConfig, Transformer, append_steps
+from translate import model as model_module
+from translate.model import TIE_MODES, ModelConfig, Transformer, append_steps, weighted_values
 
 CONFIGS = {
     "post-norm": ModelConfig(d_model=32, heads=4, encoder_layers=2, decoder_layers=3, ffn_dim=48,
@@ -222,3 +223,26 @@ def test_append_steps_reorders_and_appends_in_one_copy_as_cat_of_the_selected_ro
     grown = append_steps(cached, new, rows)
     assert torch.equal(grown, torch.cat([cached[rows], new], dim=2)) and grown.is_contiguous()
     assert torch.equal(append_steps(cached[:4], new, None), torch.cat([cached[:4], new], dim=2))
+
+
+@pytest.mark.parametrize("shape", [(3, 2, 1, 5), (4, 2, 3, 7), (1, 1, 1, 1), (6, 4, 5, 40)])
+def test_weighted_values_equals_the_batched_product(shape):
+    """Each query's weighted sum of the value rows, as embedding bags: one query a row (greedy),
+    several queries sharing a row's values (a sentence's beams), zero weights (masked keys)."""
+    batch, heads, length, steps = shape
+    generator = torch.Generator().manual_seed(sum(shape))
+    scores = torch.randn(shape, generator=generator)
+    scores[torch.rand(shape, generator=generator) < 0.3] = float("-inf")
+    scores[..., 0] = 0.0  # every query sees at least one key
+    weights = scores.softmax(dim=-1)
+    values = torch.randn(batch, heads, steps, 8, generator=generator)
+    torch.testing.assert_close(weighted_values(weights, values), torch.matmul(weights, values), atol=1e-6, rtol=1e-5)
+    transposed = values.transpose(-1, -2).contiguous().transpose(-1, -2)  # not contiguous: the product
+    assert torch.equal(weighted_values(weights, transposed), torch.matmul(weights, transposed))
+
+
+def test_weighted_values_grows_its_row_indexes_for_a_larger_cache(monkeypatch):
+    monkeypatch.setattr(model_module, "_positions", torch.arange(4))
+    weights, values = torch.rand(5, 2, 1, 9).softmax(dim=-1), torch.randn(5, 2, 9, 4)
+    torch.testing.assert_close(weighted_values(weights, values), torch.matmul(weights, values), atol=1e-6, rtol=1e-5)
+    assert model_module._positions.numel() >= 5 * 2 * 9

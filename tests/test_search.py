@@ -471,3 +471,30 @@ def test_greedy_search_with_grouped_best_tokens_equals_it_with_argmax(monkeypatc
     monkeypatch.setattr(search, "best_tokens", lambda scores: calls.append(scores.shape) or grouped(scores))
     assert greedy_search(model, src, max_len_b=6) == expected
     assert calls and calls[0][1] >= 2 * search.ARGMAX_GROUP  # the grouped path ran
+
+
+def test_searches_with_values_summed_by_rows_equal_them_with_the_batched_product(monkeypatch):
+    """Decoding's attention sums the cached values row by row (`model.weighted_values`); every
+    search gives the tokens and scores it gives with the plain batched product."""
+    from translate import model as model_module
+    from translate.continuous import ContinuousGreedySearch, search_joined
+
+    model, src = tiny_model(7), random_sources(41, 10)
+    sources = [row[row != PAD_ID].tolist() for row in src]
+
+    def searches():
+        joined = dict(search_joined(ContinuousGreedySearch(model), [([0, 1, 2], sources[:3]), ([3, 4], sources[3:5])], 8))
+        return (greedy_search(model, src), [[(h.tokens, h.score) for h in hyps]
+                                            for hyps in beam_search(model, src, beam=3, n_best=3, max_len_b=6)], joined)
+
+    summed_calls = []
+    summed = model_module.weighted_values
+    monkeypatch.setattr(model_module, "weighted_values", lambda w, v: summed_calls.append(w.shape) or summed(w, v))
+    by_rows = searches()
+    monkeypatch.setattr(model_module, "weighted_values", lambda w, v: torch.matmul(w, v))
+    expected = searches()
+    assert by_rows[0] == expected[0] and by_rows[2] == expected[2]
+    for ours, theirs in zip(by_rows[1], expected[1]):
+        assert [tokens for tokens, _ in ours] == [tokens for tokens, _ in theirs]
+        assert [score for _, score in ours] == pytest.approx([score for _, score in theirs], abs=1e-5)
+    assert any(shape[2] > 1 for shape in summed_calls)  # beams sharing their sentence's values ran
