@@ -4,7 +4,8 @@ by their own CPU time, plus the share left to Python outside any operator.
     OMP_NUM_THREADS=1 .venv/bin/python scripts/profile_decoding.py --checkpoint runs/default/checkpoints/last.ckpt --beam 1
 
 With --by-rows, instead: the encoder's time and the decoding steps' time by how many rows a
-step decodes (what a batch's last, longest sentences cost), without the profiler; with
+step decodes (what a batch's last, longest sentences cost), without the profiler, and how many
+of the encoder positions that cross-attention reads are padding; with
 --batch N, in batches of N sentences drawn at random (a server's batches) instead of
 translate-cli's length-sorted ones.
 """
@@ -25,6 +26,7 @@ import torch  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
 from translate.checkpoint import load_translator  # noqa: E402
+from translate.model import MultiHeadAttention  # noqa: E402
 from translate.corpus import BUNDLED_CORPUS, read_lines, split_paths  # noqa: E402
 from translate.pipeline import translate_lines  # noqa: E402
 
@@ -74,8 +76,18 @@ def by_rows(translator, sources: list[str], args) -> int:
     chunks = [sources[i:i + args.batch] for i in range(0, len(sources), args.batch)] if args.batch else [sources]
     model = translator.model
     plain_decode, plain_encode = model.decode, model.encode
+    plain_segments = MultiHeadAttention._attend_segments
     steps: dict[int, list] = defaultdict(lambda: [0, 0.0])  # bucket of 16 rows: [steps, seconds]
     encoder_seconds = 0.0
+    cross = [0, 0]  # encoder positions cross-attention read, and how many of them were padding
+
+    def attend_segments(attention, q, query, segments, static_kv):
+        for segment in segments if static_kv else ():
+            positions = segment["k"].shape[0] * segment["k"].shape[2]
+            mask = segment.get("mask")
+            cross[0] += positions
+            cross[1] += 0 if mask is None else positions - int(mask.expand(segment["k"].shape[0], -1, -1, -1).sum())
+        return plain_segments(attention, q, query, segments, static_kv)
 
     def decode(tgt_ids, *rest, **kwargs):
         started = time.perf_counter()
@@ -98,13 +110,15 @@ def by_rows(translator, sources: list[str], args) -> int:
         return time.perf_counter() - started
 
     translate_all()  # warm
-    model.decode, model.encode = decode, encode
+    model.decode, model.encode, MultiHeadAttention._attend_segments = decode, encode, attend_segments
     total = translate_all()
-    model.decode, model.encode = plain_decode, plain_encode
+    model.decode, model.encode, MultiHeadAttention._attend_segments = plain_decode, plain_encode, plain_segments
     decoding = sum(seconds for _, seconds in steps.values())
     batches = f"random batches of {args.batch}" if args.batch else "length-sorted batches"
     print(f"{len(sources)} sentences, beam {args.beam}, {args.threads} thread(s), {batches}: {total:.2f} s, "
-          f"encoder {encoder_seconds:.2f} s, decoding steps {decoding:.2f} s, the rest {total - encoder_seconds - decoding:.2f} s\n")
+          f"encoder {encoder_seconds:.2f} s, decoding steps {decoding:.2f} s, the rest {total - encoder_seconds - decoding:.2f} s; "
+          f"cross-attention read {cross[0]:,} encoder positions (per layer, summed over steps), "
+          f"{cross[1] / max(cross[0], 1):.0%} of them padding\n")
     print("| rows a step | steps | seconds | ms a step |\n|---|---:|---:|---:|")
     for bucket in sorted(steps):
         count, seconds = steps[bucket]
