@@ -242,7 +242,14 @@ def test_weighted_values_equals_the_batched_product(shape):
 
 
 def test_weighted_values_grows_its_row_indexes_for_a_larger_cache(monkeypatch):
+    """Grown inside inference mode (as decoding runs), the indexes still serve a call that
+    records gradients."""
     monkeypatch.setattr(model_module, "_positions", torch.arange(4))
     weights, values = torch.rand(5, 2, 1, 9).softmax(dim=-1), torch.randn(5, 2, 9, 4)
-    torch.testing.assert_close(weighted_values(weights, values), torch.matmul(weights, values), atol=1e-6, rtol=1e-5)
+    with torch.inference_mode():
+        torch.testing.assert_close(weighted_values(weights, values), torch.matmul(weights, values),
+                                   atol=1e-6, rtol=1e-5)
     assert model_module._positions.numel() >= 5 * 2 * 9
+    values.requires_grad_(True)
+    weighted_values(weights, values).sum().backward()
+    torch.testing.assert_close(values.grad, weights.sum(dim=2)[..., None].expand_as(values), atol=1e-6, rtol=1e-5)

@@ -234,15 +234,17 @@ def weighted_values(weights: Tensor, v: Tensor) -> Tensor:
     """`weights @ v` for (B, H, L, T) attention weights over (B, H, T, D) cached values.
 
     On the CPU each query's output is a weighted sum of T value rows, which `F.embedding_bag`
-    computes reading each row once at about memory speed; the batched product reads the cache
-    at a third of that here (`scripts/benchmark_attention.py`)."""
+    computes reading each row once; the batched product's matrix-vector kernel reads the cache
+    at a third of a plain read's speed here (`scripts/benchmark_attention.py`)."""
     batch, heads, length, steps = weights.shape
-    if not v.is_cpu or not v.is_contiguous():
+    if not v.is_cpu or not v.is_contiguous() or weights.dtype != v.dtype:
         return torch.matmul(weights, v)
     global _positions
-    if _positions.numel() < batch * heads * steps:
-        _positions = torch.arange(max(batch * heads * steps, 2 * _positions.numel()))
-    rows = _positions[: batch * heads * steps].view(batch * heads, 1, steps)  # bag (b, h, l): v[b, h]'s rows
+    positions = _positions  # this call's own reference: another thread may grow the shared one
+    if positions.numel() < batch * heads * steps:
+        with torch.inference_mode(False):  # a plain tensor, usable outside inference mode too
+            positions = _positions = torch.arange(max(batch * heads * steps, 2 * positions.numel()))
+    rows = positions[: batch * heads * steps].view(batch * heads, 1, steps)  # bag (b, h, l): v[b, h]'s rows
     rows = rows.view(-1, steps) if length == 1 else rows.expand(-1, length, steps).reshape(-1, steps)
     out = F.embedding_bag(rows, v.view(-1, v.shape[-1]), mode="sum", per_sample_weights=weights.reshape(-1, steps))
     return out.view(batch, heads, length, v.shape[-1])
