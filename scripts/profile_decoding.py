@@ -26,8 +26,8 @@ import torch  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
 from translate.checkpoint import load_translator  # noqa: E402
-from translate.model import MultiHeadAttention  # noqa: E402
 from translate.corpus import BUNDLED_CORPUS, read_lines, split_paths  # noqa: E402
+from translate.model import MultiHeadAttention  # noqa: E402
 from translate.pipeline import translate_lines  # noqa: E402
 
 
