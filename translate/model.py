@@ -240,11 +240,12 @@ def weighted_values(weights: Tensor, v: Tensor) -> Tensor:
     if not v.is_cpu or not v.is_contiguous() or weights.dtype != v.dtype:
         return torch.matmul(weights, v)
     global _positions
+    cached_rows = batch * heads * steps
     positions = _positions  # this call's own reference: another thread may grow the shared one
-    if positions.numel() < batch * heads * steps:
+    if positions.numel() < cached_rows:
         with torch.inference_mode(False):  # a plain tensor, usable outside inference mode too
-            positions = _positions = torch.arange(max(batch * heads * steps, 2 * positions.numel()))
-    rows = positions[: batch * heads * steps].view(batch * heads, 1, steps)  # bag (b, h, l): v[b, h]'s rows
+            positions = _positions = torch.arange(max(cached_rows, 2 * positions.numel()))
+    rows = positions[:cached_rows].view(batch * heads, 1, steps)  # bag (b, h, l): v[b, h]'s rows
     rows = rows.view(-1, steps) if length == 1 else rows.expand(-1, length, steps).reshape(-1, steps)
     out = F.embedding_bag(rows, v.view(-1, v.shape[-1]), mode="sum", per_sample_weights=weights.reshape(-1, steps))
     return out.view(batch, heads, length, v.shape[-1])
