@@ -6,7 +6,9 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections import Counter
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -16,6 +18,8 @@ from translate.corpus import read_parallel
 from translate.data import TranslationDataModule
 from translate.encoded import EncodedPairs, available_cpus, cached_encoding, default_workers, encode_to_directory
 from translate.vocab import EOS_ID, PAD_ID, Vocabularies
+
+REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
@@ -209,3 +213,68 @@ def test_a_worker_that_dies_is_an_error_not_a_hang(tmp_path, fixture_pairs, voca
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
     assert list(tmp_path.iterdir()) == [], "a failed encoding must leave nothing behind"
+
+
+def process_table() -> dict[int, tuple[int, str, bytes]]:
+    """Every process: its parent, its state and its command line, from /proc."""
+    table = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            table[int(stat.parent.name)] = (int(fields[1]), fields[0], (stat.parent / "cmdline").read_bytes())
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile
+    return table
+
+
+def descendants(pid: int) -> dict[int, bytes]:
+    """The processes `pid` started, and theirs, with their command lines."""
+    table, found, frontier = process_table(), {}, [pid]
+    while frontier:
+        parent = frontier.pop()
+        for child, (ppid, _, command) in table.items():
+            if ppid == parent and child not in found:
+                found[child] = command
+                frontier.append(child)
+    return found
+
+
+def running(pids) -> list[int]:
+    """Those of `pids` still running (a zombie has exited: only its entry waits to be reaped)."""
+    table = process_table()
+    return [pid for pid in pids if pid in table and table[pid][1] != "Z"]
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="follows the processes through /proc")
+def test_a_training_killed_while_encoding_leaves_no_process_behind(tmp_path, fixture_dir):
+    """SIGKILL runs no clean-up: the encoding workers (and the resource tracker they hold open)
+    must notice their parent is gone by themselves."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for path in fixture_dir.iterdir():
+        split, lang = path.name.split(".")
+        text = path.read_text(encoding="utf-8") * (60 if split == "train" else 1)  # 24,000 pairs: 3 chunks
+        (corpus / f"{split}.{'xx' if lang == 'en' else 'yy'}").write_text(text, encoding="utf-8")
+    training = subprocess.Popen(
+        [sys.executable, "-m", "translate.cli.train", "fit", "--config", str(REPO / "configs" / "tiny.yaml"),
+         "--data.corpus_dir", str(corpus), "--data.src_lang", "xx", "--data.tgt_lang", "yy",
+         "--data.vocab_size", "300", "--data.encode_workers", "2", "--data.cache_dir", str(tmp_path / "cache"),
+         "--run_dir", str(tmp_path / "run")], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while len([pid for pid, command in descendants(training.pid).items() if b"spawn_main" in command]) < 2:
+            assert training.poll() is None, training.stderr.read().decode()[-2000:]
+            assert time.monotonic() < deadline, "the encoding workers never started"
+            time.sleep(0.02)
+        children = descendants(training.pid)
+        training.kill()
+        training.wait()
+        for _ in range(100):
+            if not running(children):
+                break
+            time.sleep(0.1)
+        left = {pid: children[pid].replace(b"\0", b" ")[:120] for pid in running(children)}
+        assert not left, f"still running 10 s after the training was killed: {left}"
+    finally:
+        training.kill()
+        training.wait()

@@ -2,8 +2,12 @@
 and the real server on a loopback port (concurrent clients, SIGTERM)."""
 
 import asyncio
+import contextlib
+import json
 import os
+import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -14,6 +18,8 @@ import pytest
 
 fastapi = pytest.importorskip("fastapi")
 httpx = pytest.importorskip("httpx")
+hypothesis = pytest.importorskip("hypothesis")
+from hypothesis import strategies as st  # noqa: E402
 from fastapi.testclient import TestClient  # noqa: E402
 
 from translate.checkpoint import load_translator  # noqa: E402
@@ -255,28 +261,101 @@ def test_a_dead_worker_fails_its_batch_and_is_replaced():
 
 
 @pytest.mark.parametrize("body, status, words", [
-    ({"text": ["a"] * 4}, 413, "--max-lines"),
-    ({"text": ["x" * 51]}, 413, "text[0] has 51 characters"),
-    ({"text": ["a", 3]}, 422, "text"),
-    ({"text": "a"}, 422, "text"),
-    ({"lines": ["a"]}, 422, "lines"),
-    ({"text": ["a"], "beam": 0}, 422, "beam"),
-    ({"text": ["a"], "beam": 17}, 422, "--max-beam"),
-    ({"text": ["a"], "target_lang": "fr"}, 422, "target_lang fr: "),
+    ('{"text": ["a", "a", "a", "a"]}', 413, "--max-lines"),
+    ('{"text": ["' + "x" * 51 + '"]}', 413, "text[0] has 51 characters"),
+    ('{"text": ["a", 3]}', 422, "text[1]: Input should be a valid string"),
+    ('{"text": "a"}', 422, "text: Input should be a valid list"),
+    ('{"lines": ["a"]}', 422, "lines: Extra inputs are not permitted"),
+    ('["a"]', 422, "the body: Input should be a valid dictionary"),
+    ('{"text": ["a"], "beam": 0}', 422, "beam: Input should be greater than or equal to 1"),
+    ('{"text": ["a"], "beam": true}', 422, "beam: Input should be a valid integer"),
+    ('{"text": ["a"], "beam": 2.5}', 422, "beam: Input should be a valid integer"),
+    ('{"text": ["a"], "beam": 17}', 422, "--max-beam"),
+    ('{"text": ["a"], "length_penalty": NaN}', 422, "length_penalty: Input should be a finite number"),
+    ('{"text": ["a"], "length_penalty": Infinity}', 422, "length_penalty: Input should be a finite number"),
+    ('{"text": ["a"], "length_penalty": -Infinity}', 422, "length_penalty: Input should be a finite number"),
+    ('{"text": ["a"], "length_penalty": 1e308}', 422, "length_penalty: Input should be less than or equal to 5"),
+    ('{"text": ["a"], "length_penalty": -0.5}', 422, "length_penalty: Input should be greater than or equal to 0"),
+    ('{"text": ["a"], "length_penalty": "1"}', 422, "length_penalty: Input should be a valid number"),
+    ('{"text": ["a"], "target_lang": "fr"}', 422, "target_lang 'fr': this model translates into de"),
+    ('{"text": ["a"], "source_lang": "xx"}', 422, "source_lang 'xx': this model translates from en"),
+    ('{"text": ["a", "\\ud800b"]}', 422, "text[1] holds a lone surrogate at character 0"),
+    ('{"text": ["a"], "beam": 1, "beam": 0}', 422, "beam"),
+    ('{not json', 422, "the body is not valid JSON (at character 1"),
 ])
-def test_bad_requests_are_refused_naming_the_field_or_limit(translator, body, status, words):
+def test_bad_requests_are_refused_in_one_shape_naming_the_field_or_limit(translator, checkpoint_path, body, status,
+                                                                         words):
     with client_for(translator, max_lines=3, max_line_chars=50) as client:
-        response = client.post("/translate", json=body)
+        response = client.post("/translate", content=body.encode(), headers={"content-type": "application/json"})
         assert response.status_code == status
-        assert words in response.text
+        assert list(response.json()) == ["error"] and words in response.json()["error"]
+        assert str(checkpoint_path.parent) not in response.text  # no path of the server's
 
 
-def test_invalid_json_and_oversized_bodies(translator):
+def test_a_length_penalty_in_range_and_a_known_source_language_are_taken(translator):
+    with client_for(translator) as client:
+        body = {"text": LINES[:1], "length_penalty": 5, "source_lang": "en"}
+        response = client.post("/translate", json=body)
+        assert response.status_code == 200 and response.json()["length_penalty"] == 5.0
+        assert response.json()["translations"] == translate_lines(translator, LINES[:1], beam=5, length_penalty=5.0)
+
+
+def test_errors_of_every_route_come_in_one_shape_and_every_status_is_counted(translator):
     with client_for(translator, max_body_bytes=100) as client:
-        response = client.post("/translate", content=b"{not json", headers={"content-type": "application/json"})
-        assert response.status_code == 422 and "json" in response.text.lower()
+        assert client.get("/nowhere").json() == {"error": "Not Found"}
+        assert client.get("/translate").json() == {"error": "Method Not Allowed"}
         response = client.post("/translate", json={"text": ["a" * 200]})
         assert response.status_code == 413 and "--max-body-bytes" in response.json()["error"]
+        metrics = client.get("/metrics").text
+    for path, status in (("other", 404), ("/translate", 405), ("/translate", 413)):
+        assert f'translate_requests_total{{path="{path}",status="{status}"}} 1.0' in metrics
+
+
+def test_an_unexpected_fault_is_a_counted_500_in_the_one_shape_without_its_traceback(translator, monkeypatch):
+    with client_for(translator) as client:
+        service = client.app.state.service
+        monkeypatch.setattr(service, "check_lines", lambda text: 1 / 0)
+        response = client.post("/translate", json={"text": ["a"]})
+        assert response.status_code == 500
+        assert response.json() == {"error": "internal error: the server's log says more"}
+        assert 'translate_requests_total{path="/translate",status="500"} 1.0' in client.get("/metrics").text
+
+
+# Text of any code point, lone surrogates among them (JSON can escape one; no encoding holds it).
+# (st.text would leave the surrogates out.)
+ANY_TEXT = st.lists(st.characters(exclude_categories=()) | st.sampled_from("\ud800\udfff\x00\u200b\ufeff"),
+                    max_size=40).map("".join)
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | ANY_TEXT,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(ANY_TEXT, inner, max_size=4), max_leaves=10)
+FIELDS = ("beam", "length_penalty", "target_lang", "source_lang")
+# Fields of the right types with any values reach the search; values of any type, any JSON and
+# any bytes test the parsing and the validation.
+WELL_TYPED = st.fixed_dictionaries(
+    {"text": st.lists(ANY_TEXT, max_size=5)},
+    optional={"beam": st.integers(-2, 20), "length_penalty": st.floats() | st.integers(-10, 10),
+              "target_lang": st.sampled_from(["de", "en", "fr", ""]), "source_lang": st.sampled_from(["en", "de", "xx"])})
+ANY_TYPE = st.fixed_dictionaries({"text": JSON_VALUES}, optional={field: JSON_VALUES for field in FIELDS})
+BODIES = (WELL_TYPED | ANY_TYPE).map(json.dumps) | JSON_VALUES.map(json.dumps) | st.binary(max_size=60)
+
+
+def test_no_request_body_gets_a_5xx_but_503(translator):
+    """Arbitrary JSON (NaN, huge numbers, lone surrogates, wrong types, deep lists) and bytes at
+    /translate: a 2xx or 4xx in the one error shape, or 503; never another 5xx."""
+    with client_for(translator, max_lines=5, max_line_chars=30, max_beam=8) as client:
+        @hypothesis.settings(max_examples=200, deadline=None, database=None, derandomize=True,
+                             suppress_health_check=[hypothesis.HealthCheck.too_slow])
+        @hypothesis.given(BODIES)
+        def no_server_error(body):
+            content = body if isinstance(body, bytes) else body.encode()
+            response = client.post("/translate", content=content, headers={"content-type": "application/json"})
+            assert response.status_code < 500 or response.status_code == 503, (body, response.text)
+            if response.status_code == 200:
+                assert len(response.json()["translations"]) == len(json.loads(body)["text"])
+            else:
+                assert list(response.json()) == ["error"], response.text
+
+        no_server_error()
 
 
 def test_a_full_queue_answers_503_with_retry_after(translator):
@@ -315,6 +394,18 @@ def test_info_metrics_and_the_page(translator, checkpoint_path):
         page = client.get("/")
         assert page.status_code == 200 and 'id="translate"' in page.text and "keyRequired = false" in page.text
         assert client.get("/docs").status_code == 200
+
+
+def test_the_api_page_loads_its_assets_from_the_server(translator):
+    with client_for(translator) as client:
+        page = client.get("/docs")
+        assets = re.findall(r'(?:src|href)="([^"]+)"', page.text)
+        assert page.status_code == 200 and len(assets) >= 2
+        for asset in assets:
+            assert asset.startswith("/"), f"{asset} is not served by this server"
+            response = client.get(asset)
+            assert response.status_code == 200 and len(response.content) > 1000, asset
+        assert client.get("/openapi.json").json()["paths"]["/translate"]
 
 
 def test_serving_does_not_load_the_training_stack():
@@ -390,6 +481,94 @@ def test_the_real_server_batches_concurrent_clients_and_drains_on_sigterm(checkp
         stop(server)
 
 
+def peak_memory_kib(pid: int) -> int:
+    """The process's peak resident memory so far (VmHWM), from /proc."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:")))
+
+
+def stream_chunked(base: str, headers: dict[str, str], total: int, chunk: int = 1 << 16) -> tuple[int, bytes]:
+    """POST /translate a chunked body of up to `total` bytes, reading the answer as it comes;
+    the bytes sent before the server stopped reading (it closes the connection), and the answer."""
+    host, port = base.removeprefix("http://").split(":")
+    answer = bytearray()
+    with socket.create_connection((host, int(port)), timeout=10) as connection:
+        def read() -> None:
+            with contextlib.suppress(OSError):
+                while data := connection.recv(1 << 16):
+                    answer.extend(data)
+
+        reader = threading.Thread(target=read)
+        reader.start()
+        head = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+        connection.sendall(f"POST /translate HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+                           f"Transfer-Encoding: chunked\r\n{head}\r\n".encode())
+        sent, payload = 0, b"%x\r\n" % chunk + b" " * chunk + b"\r\n"
+        with contextlib.suppress(OSError):  # reset or timed out: the server stopped reading
+            while sent < total:
+                connection.sendall(payload)
+                sent += chunk
+        reader.join(10)
+    return sent, bytes(answer)
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads the server's peak memory in /proc")
+def test_an_over_limit_chunked_body_is_refused_as_it_arrives_and_the_key_before_any_of_it(checkpoint_path):
+    """A chunked body declares no length: the limit counts its bytes as they arrive, and the
+    server stops reading there. Without the API key, not a byte of it is read."""
+    server, base = start_server(checkpoint_path, "--api-key-env", "SERVE_TEST_KEY", env={"SERVE_TEST_KEY": "k"})
+    try:
+        before = peak_memory_kib(server.pid)
+        total = 64 << 20  # 64 MiB against the 1 MiB limit (--max-body-bytes)
+        sent, answer = stream_chunked(base, {}, total)
+        assert answer.startswith(b"HTTP/1.1 401") and b'"error"' in answer, answer[:300]
+        assert sent < total // 4
+        sent, answer = stream_chunked(base, {"X-API-Key": "k"}, total)
+        assert answer.startswith(b"HTTP/1.1 413") and b"--max-body-bytes" in answer, answer[:300]
+        assert sent < total // 4
+        grown = peak_memory_kib(server.pid) - before
+        assert grown < 16 << 10, f"the server's peak memory grew by {grown} KiB"
+        assert httpx.post(f"{base}/translate", json={"text": ["a"]}, headers={"X-API-Key": "k"}).status_code == 200
+    finally:
+        stop(server)
+
+
+def test_sigterm_answers_in_flight_requests_within_the_drain_and_the_rest_with_503(checkpoint_path):
+    """Requests in flight when SIGTERM comes are answered while --drain-seconds last, those
+    left then get 503 with Retry-After; none gets a 500, and the server exits soon after."""
+    server, base = start_server(checkpoint_path, "--drain-seconds", "0.5")
+    try:
+        answers: dict[int, httpx.Response] = {}
+        words = "Choose Tools - Options - LibreOffice Writer - Formatting Aids and mark the box"
+
+        def client(index: int) -> None:
+            body = {"text": [f"{words} {index} {line}." for line in range(48)], "beam": 16}
+            answers[index] = httpx.post(f"{base}/translate", json=body, timeout=60)
+
+        threads = [threading.Thread(target=client, args=(index,)) for index in range(16)]
+        for thread in threads:
+            thread.start()
+        time.sleep(0.5)
+        signalled = time.monotonic()
+        server.send_signal(signal.SIGTERM)
+        for thread in threads:
+            thread.join(60)
+        assert server.wait(30) in (0, -signal.SIGTERM)
+        assert time.monotonic() - signalled < 15
+        statuses = sorted(response.status_code for response in answers.values())
+        assert len(statuses) == 16 and set(statuses) <= {200, 503}, statuses
+        assert 503 in statuses, "every request finished within the drain: give them more work"
+        for response in answers.values():
+            if response.status_code == 503:
+                assert response.headers["retry-after"] and "--drain-seconds" in response.json()["error"]
+            else:
+                assert len(response.json()["translations"]) == 48
+        with pytest.raises(httpx.ConnectError):  # no new connections once the drain has begun
+            httpx.get(f"{base}/health", timeout=5)
+    finally:
+        stop(server)
+
+
 def model_processes(server: subprocess.Popen) -> list[int]:
     """The server's model process (its spawned child), from /proc."""
     found = []
@@ -461,10 +640,18 @@ def test_the_page_translates_in_a_real_browser(checkpoint_path, translator, tmp_
                 page.wait_for_function("/ s$/.test(document.getElementById('status').textContent)", timeout=30_000)
                 page.screenshot(path=str(tmp_path / "page.png"))
                 output = page.inner_text("#output")
+                # The API page renders from this server alone: no CDN (this machine has no internet).
+                requested: list[str] = []
+                page.on("request", lambda request: requested.append(request.url))
+                page.goto(base + "/docs")
+                page.wait_for_selector("text=/translate", timeout=30_000)
+                operations = page.locator(".opblock-summary-path").all_inner_texts()
             finally:
                 browser.close()
         assert output.split("\n") == [alone(translator, "Click OK."), alone(translator, "Choose Tools - Options.")]
         assert (tmp_path / "page.png").stat().st_size > 0
+        assert "/translate" in operations and requested
+        assert all(url.startswith(base + "/") or url.startswith("data:") for url in requested), requested
     finally:
         stop(server)
 

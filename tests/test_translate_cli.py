@@ -257,6 +257,9 @@ def test_n_best_larger_than_beam_is_refused(files, capsys, tmp_path):
     assert not (tmp_path / "out").exists()
     code, _, err = run(files, capsys, "--beam", "0")
     assert code == 2 and "--beam must be at least 1" in err
+    for penalty in ("nan", "inf", "-0.5", "5.5"):
+        code, _, err = run(files, capsys, "--length-penalty", penalty)
+        assert code == 2 and f"--length-penalty must be between 0 and 5, got {float(penalty)}" in err
 
 
 def test_restrict_target_produces_only_training_target_tokens(files, capsys):

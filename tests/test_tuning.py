@@ -73,3 +73,5 @@ def test_translate_tune_writes_the_choice_that_translate_cli_then_uses(trained, 
 def test_translate_tune_refuses_what_it_cannot_do(trained, capsys):
     assert tune_main(["--checkpoint", str(trained), "--beam", "1"]) == 2
     assert "--beam must be at least 2 to tune a length penalty" in capsys.readouterr().err
+    assert tune_main(["--checkpoint", str(trained), "--candidates", "1.0", "nan"]) == 2
+    assert "--candidates nan: length penalties must be between 0 and 5" in capsys.readouterr().err

@@ -30,6 +30,7 @@ import sentencepiece as spm
 from filelock import FileLock
 from tqdm import tqdm
 
+from translate.parent_watch import exit_with_parent
 from translate.vocab import Vocabularies
 
 CACHE_FORMAT = 1  # bump when the files' layout changes, so old caches are not misread
@@ -147,6 +148,12 @@ def _init_worker(model_bytes: dict[str, bytes]) -> None:
         _worker_models[side] = spm.SentencePieceProcessor(model_proto=data)
 
 
+def _start_worker(model_bytes: dict[str, bytes]) -> None:
+    """A pool worker: it ends with the process encoding through it, even one killed outright."""
+    exit_with_parent()
+    _init_worker(model_bytes)
+
+
 def _encode_chunk(chunk: tuple[list[str], list[str]], dtype: str) -> tuple[np.ndarray, ...]:
     """Ids and lengths of one chunk, as arrays: cheap to send back between processes."""
     result = []
@@ -250,7 +257,7 @@ def encode_to_directory(
             else:
                 # An executor, not multiprocessing.Pool: a worker that dies (killed, out of memory,
                 # a failed start) breaks it with an error, where Pool would wait forever.
-                pool = ProcessPoolExecutor(workers, get_context("spawn"), _init_worker, (models,))
+                pool = ProcessPoolExecutor(workers, get_context("spawn"), _start_worker, (models,))
                 try:
                     pending: deque = deque()
                     for chunk in chain(first, chunks):

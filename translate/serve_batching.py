@@ -25,6 +25,10 @@ class QueueFull(Exception):
     """More lines are waiting than the server accepts; the client should retry later."""
 
 
+class ShuttingDown(Exception):
+    """The server's drain time ran out before this request was answered."""
+
+
 @dataclass(frozen=True)
 class SearchKey:
     """The settings a group of lines is translated with."""
@@ -35,7 +39,7 @@ class SearchKey:
     source_lang: str | None = None
 
 
-@dataclass
+@dataclass(eq=False)  # compared, and kept in a set, by identity
 class Job:
     lines: list[str]
     key: SearchKey
@@ -60,15 +64,18 @@ class Batcher:
         self._worker = self._new_worker()
         self._task: asyncio.Task | None = None
         self._last_batch_jobs = 0
+        self._unanswered: set[Job] = set()  # waiting, or being translated
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def stop(self) -> None:
+        """The batching task stopped, and the worker with it once its call under way ends (a
+        turn of the search, or a batch); the calls queued behind it are dropped."""
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
-        self._worker.shutdown(wait=True)
+        self._worker.shutdown(wait=True, cancel_futures=True)
 
     async def submit(self, lines: list[str], key: SearchKey) -> list[str]:
         """The translations of `lines`, in order; QueueFull when the queue is at its bound."""
@@ -76,10 +83,21 @@ class Batcher:
             return []
         if self.queued_lines + len(lines) > self.max_queued_lines:
             raise QueueFull(f"{self.queued_lines} lines are waiting (at most {self.max_queued_lines})")
-        future = asyncio.get_running_loop().create_future()
+        job = Job(lines, key, sum(map(self.count_tokens, lines)), asyncio.get_running_loop().create_future())
         self.queued_lines += len(lines)
-        await self._queue.put(Job(lines, key, sum(map(self.count_tokens, lines)), future))
-        return await future  # cancelled with the request when its client goes away
+        self._unanswered.add(job)
+        try:
+            await self._queue.put(job)
+            return await job.future  # cancelled with the request when its client goes away
+        finally:
+            self._unanswered.discard(job)
+
+    def fail_all(self, error: Exception) -> None:
+        """Every request waiting or being translated fails with `error` now (the server's drain
+        time is over); what the worker still returns for them is dropped."""
+        for job in list(self._unanswered):
+            if not job.future.done():
+                job.future.set_exception(error)
 
     def _fail(self, jobs: list[Job], error: Exception) -> None:
         """`jobs` fail with `error` (those whose client is still there); a worker process that
@@ -219,3 +237,4 @@ class ContinuousBatcher(Batcher):
             for job, outputs in answered:
                 if not job.future.done():
                     job.future.set_result(outputs)
+

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import os
 import signal
-import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 
+from translate.parent_watch import exit_with_parent
 from translate.serve_batching import SearchKey
 
 _translator = None
@@ -22,17 +22,10 @@ _batch_tokens = 0
 _continuous = None
 
 
-def _exit_when_orphaned(parent: int) -> None:
-    """A server killed outright (SIGKILL, out of memory) cannot stop its model process: it goes too."""
-    while os.getppid() == parent:
-        time.sleep(1.0)
-    os._exit(0)
-
-
 def _load(checkpoint: str, device: str, quantize: str, threads: int | None, batch_tokens: int) -> None:
     # Ctrl-C reaches the whole process group: the server drains its requests, then stops this one.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    threading.Thread(target=_exit_when_orphaned, args=(os.getppid(),), daemon=True).start()
+    exit_with_parent()  # a server killed outright (SIGKILL, out of memory) cannot stop it: it goes too
     import torch
 
     from translate.checkpoint import load_translator

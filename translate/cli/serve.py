@@ -9,7 +9,8 @@
 Lines of concurrent requests are translated together in length-sorted batches under
 --batch-tokens, a request waiting at most --max-wait-ms for others to join; every line's
 translation is what translate-cli gives it. The model runs in a process of its own. SIGTERM
-or Ctrl-C stops accepting requests and finishes those in flight.
+or Ctrl-C stops accepting requests and finishes those in flight within --drain-seconds; the
+rest get 503 with Retry-After.
 
 Set TRANSLATE_DEBUG=1 for a traceback instead of a one-line error.
 """
@@ -51,6 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="lines waiting (with continuous batching, or being searched) at most; beyond, requests "
                              "get 503 with Retry-After (default: 4096)")
     parser.add_argument("--max-beam", type=int, default=16, help="largest beam a request may ask for (default: 16)")
+    parser.add_argument("--drain-seconds", type=float, default=30.0,
+                        help="on SIGTERM or Ctrl-C, how long requests in flight have to finish; those still "
+                             "unanswered then get 503 with Retry-After (default: 30)")
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
                         help="where to translate (default: auto, CUDA where torch sees a GPU)")
     add_quantize_argument(parser)
@@ -65,8 +69,10 @@ def settings_error(args: argparse.Namespace) -> str | None:
     if args.max_lines > args.max_queued_lines:
         return (f"--max-lines {args.max_lines} is over --max-queued-lines {args.max_queued_lines}: such a request "
                 "could never be queued")
-    if args.max_wait_ms < 0:
-        return f"--max-wait-ms must be 0 or more, got {args.max_wait_ms}"
+    for flag in ("max_wait_ms", "drain_seconds"):
+        value = getattr(args, flag)
+        if not 0 <= value < float("inf"):
+            return f"--{flag.replace('_', '-')} must be 0 or more (and finite), got {value}"
     if not 0 <= args.port < 65536:
         return f"--port must be between 0 and 65535, got {args.port}"
     return None
@@ -92,7 +98,7 @@ def serve(args: argparse.Namespace) -> int:
     from translate import checkpoint, serve_worker
     from translate.files import file_digest
     from translate.quantize import quantization_available
-    from translate.serve_app import ServeSettings, create_app
+    from translate.serve_app import DrainingServer, ServeSettings, create_app
 
     args.precision = "32-true"
     device = resolve_device(args)
@@ -106,15 +112,19 @@ def serve(args: argparse.Namespace) -> int:
     settings = ServeSettings(batch_tokens=args.batch_tokens, max_wait_ms=args.max_wait_ms, max_lines=args.max_lines,
                              max_line_chars=args.max_line_chars, max_body_bytes=args.max_body_bytes,
                              max_queued_lines=args.max_queued_lines, max_beam=args.max_beam, batching=args.batching,
-                             api_key=key,
-                             checkpoint_digest=file_digest(args.checkpoint))
+                             api_key=key, checkpoint_digest=file_digest(args.checkpoint),
+                             drain_seconds=args.drain_seconds)
     start_worker = partial(serve_worker.start, args.checkpoint, str(device), args.quantize, args.threads,
                            args.batch_tokens)
     run = serve_worker.advance if args.batching == "continuous" else serve_worker.translate
     app = create_app(translator, settings, worker=(start_worker, run))
     print(f"translate-serve: {args.checkpoint} on {device}; http://{args.host}:{args.port}/ "
           f"(API docs at /docs){'; API key required' if key else ''}", file=sys.stderr)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", timeout_graceful_shutdown=30)
+    # uvicorn's own graceful timeout, after which it cancels requests (500s), comes only after the
+    # service has answered every request: within the drain, or with 503 at its end.
+    config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning",
+                            timeout_graceful_shutdown=int(args.drain_seconds) + 10)
+    DrainingServer(config, app.state.service).run()
     return 0
 
 

@@ -19,6 +19,7 @@ from translate.cli.common import (
     add_checkpoint_argument, add_device_arguments, autocast, prepare_decoding, resolve_device, run_command,
 )
 from translate.defaults import LENGTH_PENALTY_CANDIDATES as CANDIDATES
+from translate.defaults import LENGTH_PENALTY_RANGE
 from translate.errors import UsageError
 
 
@@ -41,6 +42,10 @@ def tune(args: argparse.Namespace) -> int:
         raise UsageError(f"--beam must be at least 2 to tune a length penalty, got {args.beam}")
     if args.sentences < 1:
         raise UsageError(f"--sentences must be at least 1, got {args.sentences}")
+    low, high = LENGTH_PENALTY_RANGE
+    outside = [alpha for alpha in args.candidates if not low <= alpha <= high]
+    if outside:
+        raise UsageError(f"--candidates {outside[0]}: length penalties must be between {low:g} and {high:g}")
     from translate.files import check_writable
     from translate.tuning import tune_checkpoint
 
