@@ -16,7 +16,7 @@ BIN ?= $(VENV)/bin
 STAMP := $(VENV)/.installed
 CORPUS := translate/corpora/libreoffice_help_en_de/train.en.gz
 
-.PHONY: install corpus train test translate eval clean tying-study distant-study
+.PHONY: install corpus train test test-fast test-avx2 translate eval clean tying-study distant-study
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -46,8 +46,18 @@ train: corpus
 		"This function is not available in Basic." \
 		| $(BIN)/translate-cli --checkpoint $(CHECKPOINT) --quiet
 
+# Every test. `make test-fast` leaves out the slowest (marked slow), for a quick check while working.
 test: install
 	$(BIN)/python -m pytest -q
+
+test-fast: install
+	$(BIN)/python -m pytest -q -m "not slow"
+
+# The numerical tests once more with the CPU's kernels held to AVX2, as on a CPU without AVX-512:
+# their tolerances come from the dtype, so they hold on either (.ci/run runs this after make test).
+AVX2 := ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2
+test-avx2: install
+	$(AVX2) $(BIN)/python -m pytest -q -m numerical
 
 translate: install
 	$(BIN)/translate-cli --checkpoint $(CHECKPOINT)

@@ -1,5 +1,6 @@
 """The Transformer against independent references: parameter formula, tie storage, torch.nn.Transformer."""
 
+import copy
 import math
 
 import pytest
@@ -8,6 +9,8 @@ from torch import nn
 
 from translate import model as model_module
 from translate.model import TIE_MODES, ModelConfig, Transformer, append_steps, weighted_values
+
+from tolerances import assert_within_rounding, transformer_terms
 
 CONFIGS = {
     "post-norm": ModelConfig(d_model=32, heads=4, encoder_layers=2, decoder_layers=3, ffn_dim=48,
@@ -110,7 +113,7 @@ def reference_positions(length: int, dim: int) -> torch.Tensor:
             angle = pos / (10000 ** (i / dim))
             table[pos, i] = math.sin(angle)
             table[pos, i + 1] = math.cos(angle)
-    return table.float()
+    return table
 
 
 def copy_attention(ours, theirs: nn.MultiheadAttention) -> None:
@@ -125,12 +128,14 @@ def copy_module(source: nn.Module, target: nn.Module) -> None:
 
 
 def reference_logits(model: Transformer, src: torch.Tensor, tgt: torch.Tensor, pad_id: int) -> torch.Tensor:
-    """The same network rebuilt from torch.nn.TransformerEncoderLayer/DecoderLayer."""
+    """The same network rebuilt from torch.nn.TransformerEncoderLayer/DecoderLayer, in the model's dtype."""
     cfg = model.cfg
     d = cfg.d_model
+    dtype = model.output.weight.dtype
     enc_layers, dec_layers = [], []
     for ours in model.encoder_layers:
-        ref = nn.TransformerEncoderLayer(d, cfg.heads, cfg.ffn_dim, dropout=0.0, batch_first=True, norm_first=cfg.norm_first)
+        ref = nn.TransformerEncoderLayer(d, cfg.heads, cfg.ffn_dim, dropout=0.0, batch_first=True,
+                                         norm_first=cfg.norm_first, dtype=dtype)
         copy_attention(ours.self_attn, ref.self_attn)
         copy_module(ours.ffn.linear1, ref.linear1)
         copy_module(ours.ffn.linear2, ref.linear2)
@@ -138,7 +143,8 @@ def reference_logits(model: Transformer, src: torch.Tensor, tgt: torch.Tensor, p
         copy_module(ours.ffn_block.norm, ref.norm2)
         enc_layers.append(ref.eval())
     for ours in model.decoder_layers:
-        ref = nn.TransformerDecoderLayer(d, cfg.heads, cfg.ffn_dim, dropout=0.0, batch_first=True, norm_first=cfg.norm_first)
+        ref = nn.TransformerDecoderLayer(d, cfg.heads, cfg.ffn_dim, dropout=0.0, batch_first=True,
+                                         norm_first=cfg.norm_first, dtype=dtype)
         copy_attention(ours.self_attn, ref.self_attn)
         copy_attention(ours.cross_attn, ref.multihead_attn)
         copy_module(ours.ffn.linear1, ref.linear1)
@@ -149,14 +155,14 @@ def reference_logits(model: Transformer, src: torch.Tensor, tgt: torch.Tensor, p
         dec_layers.append(ref.eval())
 
     src_pad = src == pad_id
-    x = model.src_embed.weight[src] * math.sqrt(d) + reference_positions(src.shape[1], d)
+    x = model.src_embed.weight[src] * math.sqrt(d) + reference_positions(src.shape[1], d).to(dtype)
     for layer in enc_layers:
         x = layer(x, src_key_padding_mask=src_pad)
     if cfg.norm_first:
         x = nn.functional.layer_norm(x, (d,), model.encoder_norm.weight, model.encoder_norm.bias)
     memory = x
-    causal = torch.triu(torch.full((tgt.shape[1], tgt.shape[1]), float("-inf")), diagonal=1)
-    y = model.tgt_embed.weight[tgt] * math.sqrt(d) + reference_positions(tgt.shape[1], d)
+    causal = torch.triu(torch.full((tgt.shape[1], tgt.shape[1]), float("-inf"), dtype=dtype), diagonal=1)
+    y = model.tgt_embed.weight[tgt] * math.sqrt(d) + reference_positions(tgt.shape[1], d).to(dtype)
     for layer in dec_layers:
         y = layer(y, memory, tgt_mask=causal, memory_key_padding_mask=src_pad)
     if cfg.norm_first:
@@ -164,6 +170,7 @@ def reference_logits(model: Transformer, src: torch.Tensor, tgt: torch.Tensor, p
     return y @ model.output.weight.T
 
 
+@pytest.mark.numerical
 @pytest.mark.parametrize("norm", sorted(CONFIGS))
 @pytest.mark.parametrize("tie", ["none", "all"])
 def test_forward_equals_torch_nn_transformer(tie, norm):
@@ -181,10 +188,19 @@ def test_forward_equals_torch_nn_transformer(tie, norm):
     tgt = torch.randint(4, 50, (3, 7))
     with torch.no_grad():
         ours = model(src, tgt, pad_id=0)
-        theirs = reference_logits(model, src, tgt, pad_id=0)
-    torch.testing.assert_close(ours, theirs, atol=1e-5, rtol=1e-5)
+        theirs = reference_logits(model.double(), src, tgt, pad_id=0)
+    assert_within_rounding(ours, theirs, torch.float32, transformer_terms(model.cfg, src.shape[1]))
 
 
+def full_decoding_in_float64(model: Transformer, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
+    """The reference for cached float32 decoding: every position at once, in float64."""
+    reference = copy.deepcopy(model).double()
+    with torch.no_grad():
+        mask = reference.source_mask(src, 0)
+        return reference.decode(tgt, reference.encode(src, mask), mask)
+
+
+@pytest.mark.numerical
 def test_cached_decoding_equals_full_decoding():
     torch.manual_seed(1)
     model = build("all").eval()
@@ -193,12 +209,14 @@ def test_cached_decoding_equals_full_decoding():
     with torch.no_grad():
         mask = model.source_mask(src, 0)
         memory = model.encode(src, mask)
-        full = model.decode(tgt, memory, mask)
         cache = model.new_cache()
         steps = [model.decode(tgt[:, i : i + 1], memory, mask, cache, offset=i) for i in range(tgt.shape[1])]
-    torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=1e-5)
+    full = full_decoding_in_float64(model, src, tgt)
+    length = max(src.shape[1], tgt.shape[1])
+    assert_within_rounding(torch.cat(steps, dim=1), full, torch.float32, transformer_terms(model.cfg, length))
 
 
+@pytest.mark.numerical
 def test_cached_decoding_in_uneven_chunks_equals_full_decoding():
     torch.manual_seed(2)
     model = build("none", "post-norm").eval()
@@ -208,13 +226,14 @@ def test_cached_decoding_in_uneven_chunks_equals_full_decoding():
     with torch.no_grad():
         mask = model.source_mask(src, 0)
         memory = model.encode(src, mask)
-        full = model.decode(tgt, memory, mask)
         cache, outputs, offset = model.new_cache(), [], 0
         for size in chunks:
             outputs.append(model.decode(tgt[:, offset : offset + size], memory, mask, cache, offset=offset))
             offset += size
     assert offset == tgt.shape[1] and cache[0]["self"]["k"].shape[2] == offset
-    torch.testing.assert_close(torch.cat(outputs, dim=1), full, atol=1e-5, rtol=1e-5)
+    full = full_decoding_in_float64(model, src, tgt)
+    length = max(src.shape[1], tgt.shape[1])
+    assert_within_rounding(torch.cat(outputs, dim=1), full, torch.float32, transformer_terms(model.cfg, length))
 
 
 def test_append_steps_reorders_and_appends_in_one_copy_as_cat_of_the_selected_rows_would():
@@ -225,6 +244,7 @@ def test_append_steps_reorders_and_appends_in_one_copy_as_cat_of_the_selected_ro
     assert torch.equal(append_steps(cached[:4], new, None), torch.cat([cached[:4], new], dim=2))
 
 
+@pytest.mark.numerical
 @pytest.mark.parametrize("shape", [(3, 2, 1, 5), (4, 2, 3, 7), (1, 1, 1, 1), (6, 4, 5, 40)])
 def test_weighted_values_equals_the_batched_product(shape):
     """Each query's weighted sum of the value rows, as embedding bags: one query a row (greedy),
@@ -236,20 +256,22 @@ def test_weighted_values_equals_the_batched_product(shape):
     scores[..., 0] = 0.0  # every query sees at least one key
     weights = scores.softmax(dim=-1)
     values = torch.randn(batch, heads, steps, 8, generator=generator)
-    torch.testing.assert_close(weighted_values(weights, values), torch.matmul(weights, values), atol=1e-6, rtol=1e-5)
+    # each output sums `steps` weighted value rows
+    assert_within_rounding(weighted_values(weights, values), weights.double() @ values.double(), torch.float32, steps)
     transposed = values.transpose(-1, -2).contiguous().transpose(-1, -2)  # not contiguous: the product
     assert torch.equal(weighted_values(weights, transposed), torch.matmul(weights, transposed))
 
 
+@pytest.mark.numerical
 def test_weighted_values_grows_its_row_indexes_for_a_larger_cache(monkeypatch):
     """Grown inside inference mode (as decoding runs), the indexes still serve a call that
     records gradients."""
     monkeypatch.setattr(model_module, "_positions", torch.arange(4))
     weights, values = torch.rand(5, 2, 1, 9).softmax(dim=-1), torch.randn(5, 2, 9, 4)
     with torch.inference_mode():
-        torch.testing.assert_close(weighted_values(weights, values), torch.matmul(weights, values),
-                                   atol=1e-6, rtol=1e-5)
+        assert_within_rounding(weighted_values(weights, values), weights.double() @ values.double(), torch.float32, 9)
     assert model_module._positions.numel() >= 5 * 2 * 9
     values.requires_grad_(True)
     weighted_values(weights, values).sum().backward()
-    torch.testing.assert_close(values.grad, weights.sum(dim=2)[..., None].expand_as(values), atol=1e-6, rtol=1e-5)
+    # a value row's gradient sums its weight over the one query
+    assert_within_rounding(values.grad, weights.double().sum(dim=2)[..., None].expand_as(values), torch.float32, 1)

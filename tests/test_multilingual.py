@@ -4,6 +4,7 @@ scoring any direction, the off-target rate, and what bad input gets."""
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections import Counter
 from pathlib import Path
@@ -27,6 +28,8 @@ from translate.serve_batching import SearchKey
 from translate.serve_continuous import ContinuousTranslator
 from translate.vocab import BOS_ID, EOS_ID
 
+from tolerances import within_rounding
+
 REPO = Path(__file__).resolve().parent.parent
 MULTIWAY = Path(__file__).parent / "fixtures" / "libreoffice_multiway"
 JAPANESE = set(range(0x3040, 0x3100)) | set(range(0x4E00, 0xA000))  # kana and CJK ideographs
@@ -46,13 +49,17 @@ def test_directions_are_parsed_even_where_codes_hold_hyphens():
     assert english_centric("en", ["de", "ja"]) == [("en", "de"), ("de", "en"), ("en", "ja"), ("ja", "en")]
 
 
+@pytest.mark.numerical
 def test_temperature_flattens_the_mixture():
     sizes = [9000, 900, 100]
-    assert sampling_probabilities(sizes, 1.0) == pytest.approx([0.9, 0.09, 0.01])
+    terms = len(sizes) + 3  # float64: size / total, its power, the sum over the directions, the division
+    assert sampling_probabilities(sizes, 1.0) == within_rounding([0.9, 0.09, 0.01], torch.float64, terms)
     five = sampling_probabilities(sizes, 5.0)
     expected = np.array([0.9, 0.09, 0.01]) ** 0.2
-    assert five == pytest.approx(expected / expected.sum())
-    assert sampling_probabilities(sizes, 1e9) == pytest.approx([1 / 3] * 3, abs=1e-6)
+    assert five == within_rounding(expected / expected.sum(), torch.float64, 2 * terms)
+    # Not rounding: each (size / total) ** (1 / T) is within ln(total / size) / T of 1, and so each share of 1/3
+    spread = math.log(sum(sizes) / min(sizes)) / 1e9
+    assert sampling_probabilities(sizes, 1e9) == pytest.approx([1 / 3] * 3, abs=spread)
 
 
 def sampler_of(sizes, rank=0, world=1, temperature=5.0, seed=3):
@@ -73,6 +80,7 @@ def test_batches_are_drawn_by_temperature_one_direction_each():
             counts[parts.pop()] += 1
     total = sum(counts.values())
     observed = np.array([counts[d] for d in range(3)]) / total
+    # Not a rounding tolerance: the frequencies of a seeded sampler's draws (the same on every CPU)
     assert observed == pytest.approx(sampling_probabilities(sizes, 5.0), abs=0.02)
 
 
@@ -247,7 +255,7 @@ def test_bleu_tokenizes_as_the_target_language_needs():
 def test_the_off_target_rate_uses_a_real_language_identifier():
     outputs = ["Klicken Sie auf die Schaltfläche OK.", "Click the OK button to close the dialog.",
                "Wählen Sie die Zellen aus, die Sie kopieren möchten.", ""]
-    assert off_target_rate(outputs, "de", ["en", "ja"]) == pytest.approx(1 / 3)
+    assert off_target_rate(outputs, "de", ["en", "ja"]) == 1 / 3  # one correctly rounded division
     assert off_target_rate(["OKボタンをクリックします。"], "ja", ["en", "de"]) == 0.0
 
 

@@ -1,5 +1,6 @@
 """Beam search against independent references: full-prefix scoring, greedy, exhaustive search."""
 
+import copy
 import itertools
 
 import pytest
@@ -10,6 +11,8 @@ from translate import search
 from translate.search import (Hypothesis, beam_search, encode_by_length, greedy_search,
                               length_groups, length_penalty)
 from translate.vocab import BOS_ID, EOS_ID, PAD_ID
+
+from tolerances import assert_within_rounding, score_terms, tolerance, transformer_terms, within_rounding
 
 VOCAB = 12
 OUTPUTS = [t for t in range(VOCAB) if t not in (PAD_ID, BOS_ID)]  # what a search may produce
@@ -46,10 +49,18 @@ def strip_padding(src: torch.Tensor) -> torch.Tensor:
     return src[:, : int((src != PAD_ID).sum(dim=1).max())]
 
 
+def search_terms(model: Transformer, src: torch.Tensor, max_len_a: float = 1.5, max_len_b: int = 10) -> int:
+    """The terms behind the scores of a search over `src` (`tolerances.score_terms`), for as many steps as
+    the search may take."""
+    steps = min(int(src.shape[-1] * max_len_a + max_len_b), model.cfg.max_positions)
+    return score_terms(model.cfg, max(src.shape[-1], steps), model.tgt_vocab_size, steps)
+
+
 @torch.no_grad()
 def full_prefix_log_probs(model: Transformer, src_row: torch.Tensor, hypotheses: list[list[int]]) -> list[float]:
     """Sum of log p(token | source, prefix) over tokens + EOS, each hypothesis re-read in full
-    by the training forward pass (no cache, no incremental decoding)."""
+    by the training forward pass (no cache, no incremental decoding), in float64."""
+    model = copy.deepcopy(model).double()
     targets = [tokens + [EOS_ID] for tokens in hypotheses]
     longest = max(map(len, targets))
     tgt_in = torch.full((len(targets), longest), PAD_ID)
@@ -59,7 +70,7 @@ def full_prefix_log_probs(model: Transformer, src_row: torch.Tensor, hypotheses:
         tgt_out[row, : len(target)] = torch.tensor(target)
     real = torch.arange(longest)[None, :] < torch.tensor([len(t) for t in targets])[:, None]
     src = strip_padding(src_row[None]).expand(len(targets), -1)
-    logits = model(src, tgt_in, PAD_ID).double()
+    logits = model(src, tgt_in, PAD_ID)
     token_lp = torch.log_softmax(logits, dim=-1).gather(2, tgt_out[:, :, None])[:, :, 0]
     return token_lp.masked_fill(~real, 0.0).sum(dim=1).tolist()
 
@@ -85,23 +96,25 @@ class Uncached:
         return self.model.decode(ids, memory, src_mask)
 
 
+@pytest.mark.numerical
 @pytest.mark.parametrize("alpha", [0.0, 1.0])
 def test_cached_beam_search_equals_uncached_and_full_prefix_scores(alpha):
     model = tiny_model(0)
     src = random_sources(1, 6)
     cached = beam_search(model, src, beam=4, alpha=alpha, n_best=4, max_len_a=1.0, max_len_b=3)
     uncached = beam_search(Uncached(model), src, beam=4, alpha=alpha, n_best=4, max_len_a=1.0, max_len_b=3)
+    terms = search_terms(model, src, 1.0, 3)
     lengths = set()
     for row, (ours, reference) in enumerate(zip(cached, uncached)):
         assert len(ours) == 4
         assert [h.tokens for h in ours] == [h.tokens for h in reference]
-        for h, r in zip(ours, reference):
-            assert h.score == pytest.approx(r.score, abs=1e-5)
+        # both searches run in float32: each carries the rounding
+        assert [h.score for h in ours] == within_rounding([r.score for r in reference], torch.float32, 2 * terms)
         expected = full_prefix_log_probs(model, src[row], [h.tokens for h in ours])
-        for h, log_prob in zip(ours, expected):
-            assert h.log_prob == pytest.approx(log_prob, abs=1e-5)
-            assert h.score == pytest.approx(log_prob / ((5 + len(h.tokens) + 1) / 6) ** alpha, abs=1e-5)
-            lengths.add(len(h.tokens))
+        assert [h.log_prob for h in ours] == within_rounding(expected, torch.float32, terms)
+        penalized = [log_prob / ((5 + len(h.tokens) + 1) / 6) ** alpha for h, log_prob in zip(ours, expected)]
+        assert [h.score for h in ours] == within_rounding(penalized, torch.float32, terms)
+        lengths.update(len(h.tokens) for h in ours)
         assert [h.score for h in ours] == sorted((h.score for h in ours), reverse=True)
     assert len(lengths) > 2, "every hypothesis had the same length: the test would be weak"
 
@@ -146,6 +159,7 @@ def enumerate_and_score(model, src_row, tokens: list[int], max_len: int, alpha: 
     return sorted(scored, key=lambda entry: entry[0], reverse=True)
 
 
+@pytest.mark.numerical
 @pytest.mark.parametrize("alpha", [0.0, 1.0])
 @pytest.mark.parametrize("allowed,max_len", [(None, 3), ((4, 5, 6, 7), 4)])
 def test_wide_beam_finds_the_exhaustive_best(alpha, allowed, max_len):
@@ -161,13 +175,17 @@ def test_wide_beam_finds_the_exhaustive_best(alpha, allowed, max_len):
     width = len(tokens) ** (max_len - 2) * (len(tokens) + 1)
     results = beam_search(model, src, beam=width, alpha=alpha, n_best=5, max_len_a=0.0,
                           max_len_b=max_len, allowed_tokens=mask)
+    terms = search_terms(model, src, 0.0, max_len)
     for row, hypotheses in enumerate(results):
         exhaustive = enumerate_and_score(model, src[row], tokens, max_len, alpha)
-        assert exhaustive[0][0] - exhaustive[5][0] > 1e-4, "near-tie: pick another seed"
+        # float32 ranks the best six as float64 does where no two are within both their roundings
+        scores = [score for score, _, _ in exhaustive[:6]]
+        rounding = tolerance(torch.float32, terms) * max(map(abs, scores))
+        assert min(a - b for a, b in zip(scores, scores[1:])) > 2 * rounding, "near-tie: pick another seed"
         assert [h.tokens for h in hypotheses] == [seq for _, _, seq in exhaustive[:5]]
-        for h, (score, log_prob, _) in zip(hypotheses, exhaustive):
-            assert h.score == pytest.approx(score, abs=1e-5)
-            assert h.log_prob == pytest.approx(log_prob, abs=1e-5)
+        assert [h.score for h in hypotheses] == within_rounding(scores[:5], torch.float32, terms)
+        assert [h.log_prob for h in hypotheses] == within_rounding([lp for _, lp, _ in exhaustive[:5]], torch.float32,
+                                                                   terms)
 
 
 def test_alpha_changes_the_winner():
@@ -191,18 +209,20 @@ def test_the_best_hypothesis_does_not_depend_on_how_many_were_asked_for(alpha):
     assert [h[0].tokens for h in one] == [h[0].tokens for h in four]
 
 
+@pytest.mark.numerical
 def test_a_sentence_gets_the_same_translation_alone_and_in_any_batch():
     model = tiny_model(4)
     src = random_sources(30, 8)
     alone = [beam_search(model, strip_padding(src[i : i + 1]), beam=3, n_best=3, max_len_b=4)[0]
              for i in range(len(src))]
     batches = [list(range(8)), [7, 3, 5, 0], [2, 6], [1, 4, 6, 2, 0]]
+    terms = 2 * search_terms(model, src, max_len_b=4)  # both searches run in float32
     for batch in batches:
         results = beam_search(model, strip_padding(src[batch]), beam=3, n_best=3, max_len_b=4)
         for index, hypotheses in zip(batch, results):
             assert [h.tokens for h in hypotheses] == [h.tokens for h in alone[index]]
-            for h, single in zip(hypotheses, alone[index]):
-                assert h.score == pytest.approx(single.score, abs=1e-5)
+            assert [h.score for h in hypotheses] == within_rounding([h.score for h in alone[index]], torch.float32,
+                                                                    terms)
     assert len({len(h[0].tokens) for h in alone}) > 2
 
 
@@ -231,14 +251,15 @@ def test_allowed_tokens_are_the_only_ones_produced():
 @torch.no_grad()
 def reference_beam_search(model: Transformer, src_row: torch.Tensor, beam: int, max_len: int):
     """The documented scheme written plainly for one sentence, without a cache and without
-    early stopping: every step to the length limit, every finished hypothesis kept."""
+    early stopping: every step to the length limit, every finished hypothesis kept; in float64."""
+    model = copy.deepcopy(model).double()
     src = strip_padding(src_row[None])
     live, finished = [([], 0.0)], []
     for step in range(max_len):
         candidates = []
         for tokens, log_prob in live:
             logits = model(src, torch.tensor([[BOS_ID] + tokens]), PAD_ID)[0, -1]
-            lprobs = torch.log_softmax(logits.float(), dim=-1).tolist()
+            lprobs = torch.log_softmax(logits, dim=-1).tolist()
             for token in ([EOS_ID] if step + 1 >= max_len else OUTPUTS):
                 candidates.append((log_prob + lprobs[token], tokens, token))
         top = sorted(candidates, key=lambda c: c[0], reverse=True)[: 2 * beam]
@@ -250,17 +271,19 @@ def reference_beam_search(model: Transformer, src_row: torch.Tensor, beam: int, 
     return sorted(finished, key=lambda f: f[1], reverse=True)
 
 
+@pytest.mark.numerical
 def test_early_stopping_loses_nothing_with_alpha_zero():
     """With alpha 0 the stopping rule is exact: the beam's best `beam` finished hypotheses are
     those of the same search run to the length limit."""
     model = tiny_model(8, eos_bias=1.0)
     src = random_sources(68, 6)
     results = beam_search(model, src, beam=3, alpha=0.0, n_best=3, max_len_a=0.0, max_len_b=8)
+    terms = search_terms(model, src, 0.0, 8)
     for row, hypotheses in enumerate(results):
         reference = reference_beam_search(model, src[row], beam=3, max_len=8)
         assert [h.tokens for h in hypotheses] == [tokens for tokens, _ in reference[:3]]
-        for h, (_, log_prob) in zip(hypotheses, reference):
-            assert h.log_prob == pytest.approx(log_prob, abs=1e-5)
+        assert [h.log_prob for h in hypotheses] == within_rounding([lp for _, lp in reference[:len(hypotheses)]],
+                                                                   torch.float32, terms)
     steps = []
     for row in range(len(src)):
         counting = Uncached(model)
@@ -269,6 +292,7 @@ def test_early_stopping_loses_nothing_with_alpha_zero():
     assert min(steps) < 8, "every search ran to the limit: early stopping was not tested"
 
 
+@pytest.mark.numerical
 def test_bfloat16_model_is_scored_in_float32():
     model = tiny_model(6).to(torch.bfloat16)
     src = random_sources(50, 4)
@@ -278,15 +302,18 @@ def test_bfloat16_model_is_scored_in_float32():
         logits = model.decode(torch.full((4, 1), BOS_ID), model.encode(src, mask), mask)[:, -1]
     expected = torch.log_softmax(logits.float(), dim=-1)[:, EOS_ID]
     in_bf16 = torch.log_softmax(logits, dim=-1)[:, EOS_ID].float()
-    assert (expected - in_bf16).abs().max() > 1e-4, "bf16 and float32 agree: the test would be weak"
+    # the log-softmax of the same logits in float32: a sum over the vocabulary, and the live score added;
+    # a search scoring in bf16 must fall outside that rounding
+    terms = VOCAB + 1
+    float32_rounding = tolerance(torch.float32, terms) * expected.abs().max()
+    assert (expected - in_bf16).abs().max() > float32_rounding, "bf16 and float32 agree: the test would be weak"
     single = beam_search(model, src, beam=2, max_len_a=0.0, max_len_b=1)
-    assert [h[0].log_prob for h in single] == pytest.approx(expected.tolist(), abs=1e-6)
+    assert [h[0].log_prob for h in single] == within_rounding(expected.tolist(), torch.float32, terms)
     results = beam_search(model, src, beam=3, n_best=3, max_len_b=4)
     for hypotheses in results:
         for h in hypotheses:
             assert isinstance(h, Hypothesis) and isinstance(h.log_prob, float)
-            assert h.log_prob < 0 and h.score == pytest.approx(
-                h.log_prob / length_penalty(len(h.tokens) + 1, 1.0), abs=1e-6)
+            assert h.log_prob < 0 and h.score == h.log_prob / length_penalty(len(h.tokens) + 1, 1.0)  # as computed
     assert greedy_search(model, src, max_len_b=4) == [h[0].tokens for h in beam_search(
         model, src, beam=1, max_len_b=4)]
 
@@ -320,7 +347,7 @@ def test_pad_and_bos_are_never_produced():
     def search(allowed):
         outputs = greedy_search(model, src, max_len_b=4, allowed_tokens=allowed)
         nbest = beam_search(model, src, beam=4, n_best=4, max_len_b=4, allowed_tokens=allowed)
-        return outputs, [[(h.tokens, round(h.score, 5)) for h in hs] for hs in nbest]
+        return outputs, [[(h.tokens, h.score) for h in hs] for hs in nbest]  # a bias of 0 changes no score
 
     free = search(None)
     produced = {t for tokens in free[0] for t in tokens} | {t for hs in free[1] for tokens, _ in hs for t in tokens}
@@ -375,6 +402,7 @@ def test_length_groups_leave_a_batch_of_like_lengths_whole_and_split_a_mixed_one
     assert length_groups([3, 60, 5, 58, 4]) == [[0, 2, 4], [1, 3]]
 
 
+@pytest.mark.numerical
 def test_encoding_by_length_groups_equals_encoding_the_batch_whole(monkeypatch):
     model = tiny_model(8)
     lengths = [3, 60, 5, 58, 4, 31]
@@ -385,19 +413,21 @@ def test_encoding_by_length_groups_equals_encoding_the_batch_whole(monkeypatch):
         src[row, length] = EOS_ID
     mask = model.source_mask(src, PAD_ID)
     assert len(length_groups((src != PAD_ID).sum(dim=1).tolist())) > 1
+    reference = copy.deepcopy(model).double()
     with torch.inference_mode():
-        whole = model.encode(src, mask)
+        whole = reference.encode(src, mask)  # the batch whole, in float64
         grouped = encode_by_length(model, src, mask)
         real = mask[:, 0, 0, :, None]
-        torch.testing.assert_close(grouped * real, whole * real, rtol=1e-5, atol=1e-5)
+        assert_within_rounding(grouped * real, whole * real, torch.float32, transformer_terms(model.cfg, src.shape[1]))
         with torch.autocast("cpu", dtype=torch.bfloat16):
             assert encode_by_length(model, src, mask).dtype == model.encode(src, mask).dtype
     split_greedy, split_beam = greedy_search(model, src), beam_search(model, src, beam=3, n_best=3)
     monkeypatch.setattr(search, "length_groups", lambda lengths: [list(range(len(lengths)))])  # never split
     assert greedy_search(model, src) == split_greedy
+    terms = 2 * search_terms(model, src)  # both searches run in float32
     for ours, theirs in zip(beam_search(model, src, beam=3, n_best=3), split_beam):
         assert [h.tokens for h in ours] == [h.tokens for h in theirs]
-        assert [h.score for h in ours] == pytest.approx([h.score for h in theirs], abs=1e-5)
+        assert [h.score for h in ours] == within_rounding([h.score for h in theirs], torch.float32, terms)
 
 
 def test_the_best_candidates_found_among_few_groups_are_topk_s():
@@ -473,6 +503,7 @@ def test_greedy_search_with_grouped_best_tokens_equals_it_with_argmax(monkeypatc
     assert calls and calls[0][1] >= 2 * search.ARGMAX_GROUP  # the grouped path ran
 
 
+@pytest.mark.numerical
 def test_searches_with_values_summed_by_rows_equal_them_with_the_batched_product(monkeypatch):
     """Decoding's attention sums the cached values row by row (`model.weighted_values`); every
     search gives the tokens and scores it gives with the plain batched product."""
@@ -494,7 +525,8 @@ def test_searches_with_values_summed_by_rows_equal_them_with_the_batched_product
     monkeypatch.setattr(model_module, "weighted_values", lambda w, v: torch.matmul(w, v))
     expected = searches()
     assert by_rows[0] == expected[0] and by_rows[2] == expected[2]
+    terms = 2 * search_terms(model, src, max_len_b=6)  # both searches run in float32
     for ours, theirs in zip(by_rows[1], expected[1]):
         assert [tokens for tokens, _ in ours] == [tokens for tokens, _ in theirs]
-        assert [score for _, score in ours] == pytest.approx([score for _, score in theirs], abs=1e-5)
+        assert [score for _, score in ours] == within_rounding([score for _, score in theirs], torch.float32, terms)
     assert any(shape[2] > 1 for shape in summed_calls)  # beams sharing their sentence's values ran

@@ -17,16 +17,22 @@ from torch.utils.checkpoint import checkpoint
 from translate.vocab import PAD_ID
 
 
+def at_least_float32(tensor: torch.Tensor) -> torch.Tensor:
+    """Half-precision logits scored in float32 (a softmax over the vocabulary loses too much in
+    bf16); float64 kept as it is, so a float64 run is exact to float64."""
+    return tensor.to(torch.promote_types(tensor.dtype, torch.float32))
+
+
 def label_smoothed_nll(logits: torch.Tensor, target: torch.Tensor, smoothing: float) -> torch.Tensor:
     """Sum over non-pad target tokens of cross-entropy against (1 - e) one-hot + e uniform."""
     return F.cross_entropy(
-        logits.reshape(-1, logits.shape[-1]).float(), target.reshape(-1),
+        at_least_float32(logits.reshape(-1, logits.shape[-1])), target.reshape(-1),
         ignore_index=PAD_ID, label_smoothing=smoothing, reduction="sum",
     )
 
 
 def _chunk_nll(states: torch.Tensor, weight: torch.Tensor, target: torch.Tensor, smoothing: float) -> torch.Tensor:
-    return F.cross_entropy(F.linear(states, weight).float(), target, label_smoothing=smoothing, reduction="sum")
+    return F.cross_entropy(at_least_float32(F.linear(states, weight)), target, label_smoothing=smoothing, reduction="sum")
 
 
 def projected_nll(states: torch.Tensor, weight: torch.Tensor, target: torch.Tensor, smoothing: float,
@@ -38,7 +44,7 @@ def projected_nll(states: torch.Tensor, weight: torch.Tensor, target: torch.Tens
     target = target.reshape(-1)[keep]
     if chunk is None or chunk >= len(target):
         return _chunk_nll(states, weight, target, smoothing)
-    total = states.new_zeros((), dtype=torch.float32)
+    total = states.new_zeros((), dtype=torch.promote_types(states.dtype, torch.float32))
     for start in range(0, len(target), chunk):
         rows = slice(start, start + chunk)
         total = total + checkpoint(_chunk_nll, states[rows], weight, target[rows], smoothing, use_reentrant=False)

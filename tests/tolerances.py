@@ -1,0 +1,61 @@
+"""Tolerances from the dtype and the length of the sums a result went through, not from one CPU.
+
+Kernels built for other instruction sets (AVX2, AVX-512, AMX; oneDNN, MKL, fbgemm) split and
+order a sum differently, so two correct results differ by rounding. Summing n terms errs by at
+most about n·eps times the sum of their magnitudes (Higham, Accuracy and Stability of Numerical
+Algorithms, 2nd ed., §4.2), and a result that went through several sums in turn gathers the
+error of each. A tolerance of that size holds on every CPU, while a real fault (a lost term, a
+wrong mask, a mean of means) stays orders of magnitude above it.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from translate.model import ModelConfig
+
+
+def tolerance(dtype: torch.dtype, terms: int) -> float:
+    """The relative error a result of `terms` summed terms (along its whole path) may carry in `dtype`."""
+    return terms * torch.finfo(dtype).eps
+
+
+def transformer_terms(cfg: ModelConfig, length: int, vocab: int = 0) -> int:
+    """The terms summed along one output's path through a Transformer of `cfg` over sequences of
+    at most `length` positions, plus a softmax over `vocab` where it is taken: per attention
+    block the input and output projections (d_model each), the scores (d_model / heads), the
+    softmax and the weighted sum (length each); per feed-forward block its two products
+    (d_model, ffn_dim); per LayerNorm its mean and variance (d_model each)."""
+    d, f = cfg.d_model, cfg.ffn_dim
+    attention = 2 * d + d // cfg.heads + 2 * length
+    feed_forward = d + f
+    norm = 2 * d
+    encoder = cfg.encoder_layers * (attention + feed_forward + 2 * norm)
+    decoder = cfg.decoder_layers * (2 * attention + feed_forward + 3 * norm)
+    return encoder + decoder + d + vocab  # the output projection, then the softmax
+
+
+def assert_within_rounding(actual: torch.Tensor, expected: torch.Tensor, dtype: torch.dtype, terms: int) -> None:
+    """`actual` (computed in `dtype`) equals `expected` (best computed in float64) up to the
+    rounding of `terms` summed terms: relative to each value, and absolute relative to the
+    largest, since a sum that cancels to near zero keeps the error of its large terms."""
+    bound = tolerance(dtype, terms)
+    expected = expected.to(torch.float64)
+    scale = float(expected.abs().max()) if expected.numel() else 0.0
+    torch.testing.assert_close(actual.to(torch.float64), expected, rtol=bound, atol=bound * max(scale, 1e-30))
+
+
+def within_rounding(expected, dtype: torch.dtype, terms: int):
+    """`pytest.approx` of a float or a list of floats with `assert_within_rounding`'s bounds, for results
+    that come back as Python floats (search scores, losses, metrics)."""
+    bound = tolerance(dtype, terms)
+    values = torch.as_tensor(expected, dtype=torch.float64)
+    scale = float(values.abs().max()) if values.numel() else 0.0
+    return pytest.approx(expected, rel=bound, abs=bound * scale)
+
+
+def score_terms(cfg: ModelConfig, length: int, vocab: int, steps: int) -> int:
+    """A search score: the log-softmax of each of `steps` outputs, summed in float32 and divided by the
+    length penalty. The log-probabilities share one sign, so each step's error is relative to the score."""
+    return transformer_terms(cfg, length, vocab) + steps + 1
