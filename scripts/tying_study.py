@@ -119,7 +119,7 @@ def run_config(base: dict, variant: Variant, run_dir: Path) -> dict:
 
 def train(config_path: Path) -> float:
     """`translate-train fit --config config_path` in this process; returns its wall time."""
-    from translate.cli.train import run_cli
+    from translate.lightning_cli import run_cli
 
     started = time.perf_counter()
     # the studies score with their own fixed search, so tuning the beam would only cost time

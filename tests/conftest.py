@@ -17,6 +17,13 @@ def fixture_dir() -> Path:
     return FIXTURE
 
 
+@pytest.fixture(scope="session")
+def bundled_corpus_cache(tmp_path_factory) -> Path:
+    """One vocabulary and id cache for the tests that train on the bundled corpus: the first
+    trains the vocabulary and encodes (seconds), the others reuse them as a second run does."""
+    return tmp_path_factory.mktemp("bundled-cache")
+
+
 def user_outputs() -> dict[str, int]:
     """Every path under runs/ and .cache/ with its modification time."""
     return {str(path): path.stat().st_mtime_ns

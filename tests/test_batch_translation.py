@@ -48,6 +48,7 @@ def test_every_chunk_goes_to_one_process_in_order():
         assert [c for rank in range(world) for c in shard(chunks, rank, world)] == chunks
 
 
+@pytest.mark.slow  # two processes, each loading Lightning
 def test_two_processes_write_what_translate_cli_writes(checkpoint, source, tmp_path, capsys):
     output = tmp_path / "out.de"
     result = subprocess.run(

@@ -25,6 +25,8 @@ from translate.loss import label_smoothed_nll
 from translate.search import greedy_search
 from translate.vocab import PAD_ID
 
+pytestmark = pytest.mark.slow  # each test starts two training processes
+
 STEPS = 8
 
 

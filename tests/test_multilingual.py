@@ -188,12 +188,13 @@ def trained(request, tmp_path_factory) -> Path:
         "--data.cache_dir", str(root / "cache"), "--data.max_tokens", "1200", "--data.dev_max_sentences", "8",
         "--model.model.d_model", "64", "--model.model.ffn_dim", "128", "--model.model.dropout", "0.0",
         "--model.lr", "0.003", "--model.warmup_steps", "50", "--trainer.max_steps", "1000",
-        "--trainer.val_check_interval", "1000",
+        "--trainer.val_check_interval", "1000", "--tune_search", "false",
     ])
     assert code == 0
     return root / "run" / "checkpoints" / "last.ckpt"
 
 
+@pytest.mark.slow  # the two models of `trained`: some 20 s each
 def test_the_tag_chooses_the_output_language(trained, capsys, tmp_path):
     sources = (MULTIWAY / "test.en").read_text().splitlines()[:20]
     (tmp_path / "in.en").write_text("\n".join(sources) + "\n")
@@ -208,6 +209,7 @@ def test_the_tag_chooses_the_output_language(trained, capsys, tmp_path):
     assert not any("<2" in text for texts in outputs.values() for text in texts), "a tag was written out"
 
 
+@pytest.mark.slow  # the two models of `trained`: some 20 s each
 def test_every_direction_is_scored_with_its_tokenizer_and_off_target_rate(trained, capsys):
     assert eval_main(["--checkpoint", str(trained), "--beam", "1", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
@@ -217,6 +219,7 @@ def test_every_direction_is_scored_with_its_tokenizer_and_off_target_rate(traine
     assert tokenizers["en-ja"].startswith("ja-mecab") and tokenizers["en-de"] == "13a"
 
 
+@pytest.mark.slow  # the two models of `trained`: some 20 s each
 def test_a_direction_not_trained_on_is_translated_zero_shot_and_said(trained, capsys):
     assert eval_main(["--checkpoint", str(trained), "--beam", "1", "--directions", "de-ja", "--json"]) == 0
     captured = capsys.readouterr()
@@ -227,6 +230,7 @@ def test_a_direction_not_trained_on_is_translated_zero_shot_and_said(trained, ca
     assert "--directions: 'de-ko' is not SRC-TGT of two languages among de, en, ja" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # the two models of `trained`: some 20 s each
 def test_unknown_or_missing_target_languages_are_refused_with_the_known_ones(trained, capsys):
     source = str(MULTIWAY / "test.en")
     assert translate_main(["--checkpoint", str(trained), "--source", source, "--quiet"]) == 2
@@ -236,6 +240,7 @@ def test_unknown_or_missing_target_languages_are_refused_with_the_known_ones(tra
     assert "--target-lang fr: " in (err := capsys.readouterr().err) and "knows the target languages de, en, ja" in err
 
 
+@pytest.mark.slow  # the two models of `trained`: some 20 s each
 def test_restricting_to_a_languages_targets(trained):
     translator = load_translator(trained)
     japanese, german = translator.target_token_mask("ja"), translator.target_token_mask("de")
@@ -275,6 +280,7 @@ def test_bilingual_corpora_combine_into_one_model(tmp_path):
     assert data.datasets["dev"].parts[1][0][2] == (en_ja / "dev.ja").read_text().splitlines()[0]
 
 
+@pytest.mark.slow  # the two models of `trained`: some 20 s each
 def test_continuous_batching_writes_each_request_s_language(trained):
     """translate-serve's running searches, one per output language, interleaved turn by turn:
     each request gets what translate-cli gives its lines in that language (tag at the source or

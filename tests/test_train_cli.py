@@ -15,7 +15,8 @@ from jsonargparse import Namespace
 
 from translate import precision
 from translate.checkpoint import ARTIFACT_KEY
-from translate.cli.train import TranslateCLI, main
+from translate.cli.train import main
+from translate.lightning_cli import TranslateCLI
 from translate.run_dir import newest_checkpoint
 
 REPO = Path(__file__).resolve().parent.parent

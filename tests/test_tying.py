@@ -376,12 +376,12 @@ def test_shared_modules_lists_a_tensor_tie_outside_whole_modules():
 
 # --- the study --------------------------------------------------------------------------------
 @pytest.mark.numerical
-def test_tying_study_smoke_writes_the_table_and_plot(tmp_path):
+@pytest.mark.slow  # seven trainings
+def test_tying_study_smoke_writes_the_table_and_plot(tmp_path, bundled_corpus_cache):
     out = tmp_path / "study"
     result = subprocess.run(
         [sys.executable, str(REPO / "scripts" / "tying_study.py"), "--smoke", "--out", str(out),
-         "--test-sentences", "12", "--updates", "3",
-         "--cache-dir", str(tmp_path / "cache")],
+         "--test-sentences", "12", "--updates", "3", "--cache-dir", str(bundled_corpus_cache)],
         cwd=REPO, capture_output=True, text=True, timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
@@ -403,6 +403,7 @@ def test_tying_study_smoke_writes_the_table_and_plot(tmp_path):
         assert len((out / name / "test.hyp").read_text().splitlines()) == 12
 
 
+@pytest.mark.slow  # twelve trainings
 def test_distant_pair_study_smoke_writes_the_table_and_plot(tmp_path):
     out = tmp_path / "distant"
     result = subprocess.run(
