@@ -1,6 +1,5 @@
 """Loss, schedule and batching against obvious references; a model that overfits and translates back."""
 
-import math
 import os
 import subprocess
 import sys
