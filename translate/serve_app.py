@@ -160,6 +160,10 @@ class Service:
         self.translator, self.settings, self.worker = translator, settings, worker
         self.metrics = Metrics()
         self.defaults = translator.search_defaults()
+        # The checkpoint's languages, read once: requests are checked against them.
+        self.multilingual = translator.multilingual()
+        self.targets = translator.target_languages()
+        self.sources = sorted({source for source, _ in translator.directions()})
         self.batcher: Batcher | None = None
         self.ready = False
         self.draining = False
@@ -181,7 +185,7 @@ class Service:
                                    self.settings.max_queued_lines, on_batch=self.metrics.batch, new_worker=new_worker)
         self.batcher.start()
         self.metrics.queue_depth.set_function(lambda: self.batcher.queued_lines)
-        first_target = self.translator.target_languages()[0] if self.translator.multilingual() else None
+        first_target = self.targets[0] if self.multilingual else None
         await self.batcher.submit([WARM_UP_LINE], self.search_key(TranslateRequest(text=[], target_lang=first_target)))
         self.ready = True
 
@@ -219,22 +223,20 @@ class Service:
         if body.beam is not None and body.beam > self.settings.max_beam:
             raise HTTPException(422, f"beam {body.beam} is over this server's limit of {self.settings.max_beam} "
                                      "(--max-beam)")
-        translator = self.translator
-        targets = translator.target_languages()
+        targets, sources = self.targets, self.sources
         if body.target_lang is not None and targets and body.target_lang not in targets:
             raise HTTPException(422, f"target_lang {body.target_lang!r}: this model translates into "
                                      f"{', '.join(targets)}")
-        sources = sorted({source for source, _ in translator.directions()})
         if body.source_lang is not None and sources and body.source_lang not in sources:
             raise HTTPException(422, f"source_lang {body.source_lang!r}: this model translates from "
                                      f"{', '.join(sources)}")
-        if body.target_lang is None and translator.multilingual() and len(targets) > 1:
+        if body.target_lang is None and self.multilingual and len(targets) > 1:
             raise HTTPException(422, f"target_lang is required: this many-to-many model translates into "
                                      f"{', '.join(targets)}")
         try:
-            direction = pipeline.direction_for(translator, body.target_lang, body.source_lang)
+            direction = pipeline.direction_for(self.translator, body.target_lang, body.source_lang)
         except UsageError as fault:  # the checks above should leave none; never the checkpoint's path
-            raise HTTPException(422, str(fault).replace(str(translator.path), "this model")) from None
+            raise HTTPException(422, str(fault).replace(str(self.translator.path), "this model")) from None
         return SearchKey(body.beam or self.defaults["beam"],
                          self.defaults["length_penalty"] if body.length_penalty is None else body.length_penalty,
                          direction.target_lang, body.source_lang)
@@ -275,9 +277,9 @@ class Service:
             "checkpoint": (translator.path or "").replace("\\", "/").rsplit("/", 1)[-1],  # its name, not where it is
             "checkpoint_sha256": settings.checkpoint_digest,
             "directions": [list(d) for d in translator.directions()],
-            "target_languages": translator.target_languages() if translator.multilingual() else
+            "target_languages": self.targets if self.multilingual else
             ([translator.languages()[1]] if translator.languages() else []),
-            "multilingual": translator.multilingual(), "tie_embeddings": cfg.tie_embeddings,
+            "multilingual": self.multilingual, "tie_embeddings": cfg.tie_embeddings,
             "d_model": cfg.d_model, "source_vocab_size": len(translator.vocab.source),
             "target_vocab_size": len(translator.vocab.target), "joint_vocab": translator.vocab.joint,
             "search_defaults": self.defaults, "batching": settings.batching,

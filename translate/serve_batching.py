@@ -237,4 +237,3 @@ class ContinuousBatcher(Batcher):
             for job, outputs in answered:
                 if not job.future.done():
                     job.future.set_result(outputs)
-
