@@ -19,6 +19,8 @@ from translate.data import TranslationDataModule
 from translate.encoded import EncodedPairs, available_cpus, cached_encoding, default_workers, encode_to_directory
 from translate.vocab import EOS_ID, PAD_ID, Vocabularies
 
+from processes import descendants, running
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -213,36 +215,6 @@ def test_a_worker_that_dies_is_an_error_not_a_hang(tmp_path, fixture_pairs, voca
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
     assert list(tmp_path.iterdir()) == [], "a failed encoding must leave nothing behind"
-
-
-def process_table() -> dict[int, tuple[int, str, bytes]]:
-    """Every process: its parent, its state and its command line, from /proc."""
-    table = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            table[int(stat.parent.name)] = (int(fields[1]), fields[0], (stat.parent / "cmdline").read_bytes())
-        except (OSError, IndexError, ValueError):
-            continue  # gone meanwhile
-    return table
-
-
-def descendants(pid: int) -> dict[int, bytes]:
-    """The processes `pid` started, and theirs, with their command lines."""
-    table, found, frontier = process_table(), {}, [pid]
-    while frontier:
-        parent = frontier.pop()
-        for child, (ppid, _, command) in table.items():
-            if ppid == parent and child not in found:
-                found[child] = command
-                frontier.append(child)
-    return found
-
-
-def running(pids) -> list[int]:
-    """Those of `pids` still running (a zombie has exited: only its entry waits to be reaped)."""
-    table = process_table()
-    return [pid for pid in pids if pid in table and table[pid][1] != "Z"]
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="follows the processes through /proc")

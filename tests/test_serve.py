@@ -31,6 +31,7 @@ from translate.serve_continuous import ContinuousTranslator, Progress  # noqa: E
 from translate.serve_launch import free_loopback_port, wait_until_ready  # noqa: E402
 from translate.serve_worker import ONEDNN_CACHES  # noqa: E402
 
+from processes import process_table  # noqa: E402
 from test_translate_cli import random_tied_checkpoint  # noqa: E402
 
 LINES = ["Click OK.", "", "Choose Tools - Options.", "\t", "Last line of the test."]
@@ -571,16 +572,8 @@ def test_sigterm_answers_in_flight_requests_within_the_drain_and_the_rest_with_5
 
 def model_processes(server: subprocess.Popen) -> list[int]:
     """The server's model process (its spawned child), from /proc."""
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-            command = (stat.parent / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if parent == server.pid and b"spawn_main" in command:
-            found.append(int(stat.parent.name))
-    return found
+    return [pid for pid, (parent, _, command) in process_table().items()
+            if parent == server.pid and b"spawn_main" in command]
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the model process's environment in /proc")

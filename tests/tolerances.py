@@ -36,22 +36,24 @@ def transformer_terms(cfg: ModelConfig, length: int, vocab: int = 0) -> int:
     return encoder + decoder + d + vocab  # the output projection, then the softmax
 
 
+def bounds(expected: torch.Tensor, dtype: torch.dtype, terms: int) -> tuple[float, float]:
+    """The relative bound, and the largest magnitude of `expected` that scales the absolute one."""
+    return tolerance(dtype, terms), float(expected.abs().max()) if expected.numel() else 0.0
+
+
 def assert_within_rounding(actual: torch.Tensor, expected: torch.Tensor, dtype: torch.dtype, terms: int) -> None:
     """`actual` (computed in `dtype`) equals `expected` (best computed in float64) up to the
     rounding of `terms` summed terms: relative to each value, and absolute relative to the
     largest, since a sum that cancels to near zero keeps the error of its large terms."""
-    bound = tolerance(dtype, terms)
     expected = expected.to(torch.float64)
-    scale = float(expected.abs().max()) if expected.numel() else 0.0
+    bound, scale = bounds(expected, dtype, terms)
     torch.testing.assert_close(actual.to(torch.float64), expected, rtol=bound, atol=bound * max(scale, 1e-30))
 
 
 def within_rounding(expected, dtype: torch.dtype, terms: int):
     """`pytest.approx` of a float or a list of floats with `assert_within_rounding`'s bounds, for results
     that come back as Python floats (search scores, losses, metrics)."""
-    bound = tolerance(dtype, terms)
-    values = torch.as_tensor(expected, dtype=torch.float64)
-    scale = float(values.abs().max()) if values.numel() else 0.0
+    bound, scale = bounds(torch.as_tensor(expected, dtype=torch.float64), dtype, terms)
     return pytest.approx(expected, rel=bound, abs=bound * scale)
 
 
