@@ -16,7 +16,7 @@ BIN ?= $(VENV)/bin
 STAMP := $(VENV)/.installed
 CORPUS := translate/corpora/libreoffice_help_en_de/train.en.gz
 
-.PHONY: install corpus train test test-fast test-avx2 translate eval clean tying-study distant-study
+.PHONY: install corpus train test test-fast test-avx2 translate eval clean tying-study distant-study gpu-report gpu-docs
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -58,6 +58,20 @@ test-fast: install
 AVX2 := ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2
 test-avx2: install
 	$(AVX2) $(BIN)/python -m pytest -q -m numerical
+
+# The GPU figures in one command, on a CUDA machine after `make install TORCH=torch`: each step
+# under its own time cap, into runs/gpu-report/ (report.json, report.md, plots); `make gpu-docs`
+# then fills the docs' GPU sections from it. DRY_RUN=1: every step at toy size on the CPU,
+# into runs/gpu-report-dry-run/.
+# GPU_REPORT_ARGS="--steps converge,serve" runs only those (--list names them).
+DRY_RUN ?=
+GPU_REPORT_ARGS ?=
+REPORT ?= runs/gpu-report/report.json
+gpu-report: install
+	$(BIN)/python scripts/gpu_report.py $(if $(DRY_RUN),--dry-run) $(GPU_REPORT_ARGS)
+
+gpu-docs: install
+	$(BIN)/python scripts/gpu_report_docs.py --report $(REPORT)
 
 translate: install
 	$(BIN)/translate-cli --checkpoint $(CHECKPOINT)

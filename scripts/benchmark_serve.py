@@ -112,13 +112,14 @@ def rss_mib(pid: int) -> float:
     return total
 
 
-def start_server(checkpoint: str, threads: int, mode: str, max_wait_ms: float = 10) -> tuple[subprocess.Popen, str]:
+def start_server(checkpoint: str, threads: int, mode: str, max_wait_ms: float = 10,
+                 device: str = "cpu") -> tuple[subprocess.Popen, str]:
     port = free_loopback_port()
     if MODES[mode] is None:
         command = [sys.executable, __file__, "--litserve-server", checkpoint, str(port), str(threads)]
     else:
         command = [sys.executable, "-m", "translate.cli.serve", "--checkpoint", checkpoint, "--port", str(port),
-                   "--threads", str(threads), "--device", "cpu", "--max-queued-lines", "100000",
+                   "--threads", str(threads), "--device", device, "--max-queued-lines", "100000",
                    "--max-wait-ms", str(max_wait_ms), *MODES[mode]]  # unbatched's 0 comes last and wins
     server = subprocess.Popen(command, start_new_session=True)  # a group of its own: stop() ends its workers too
     base = f"http://127.0.0.1:{port}"
@@ -176,21 +177,22 @@ def batches_so_far(base: str, mode: str) -> tuple[float, float, float, float]:
             samples["translate_model_seconds_total"], samples["translate_sentences_total"])
 
 
-def cli_seconds(checkpoint: str, sentences: list[str], threads: int) -> float:
+def cli_seconds(checkpoint: str, sentences: list[str], threads: int, device: str = "cpu") -> float:
     with tempfile.TemporaryDirectory() as tmp:
         source = Path(tmp) / "in.txt"
         source.write_text("".join(s + "\n" for s in sentences), encoding="utf-8")
         started = time.perf_counter()
         subprocess.run([sys.executable, "-m", "translate.cli.translate", "--checkpoint", checkpoint, "--source",
                         str(source), "--output", str(Path(tmp) / "out.txt"), "--quiet", "--threads", str(threads),
-                        "--device", "cpu"], check=True)
+                        "--device", device], check=True)
         return time.perf_counter() - started
 
 
-def cli_throughput(checkpoint: str, sentences: list[str], threads: int) -> float:
+def cli_throughput(checkpoint: str, sentences: list[str], threads: int, device: str = "cpu") -> float:
     """translate-cli's sentences/s on the file, its start-up (the time for one line) left out."""
-    start_up = cli_seconds(checkpoint, sentences[:1], threads)
-    return len(sentences) / (cli_seconds(checkpoint, sentences, threads) - start_up)
+    start_up = cli_seconds(checkpoint, sentences[:1], threads, device)
+    translating = cli_seconds(checkpoint, sentences, threads, device) - start_up
+    return len(sentences) / translating if translating > 0 else float("nan")  # too few lines to tell
 
 
 def random_batches(checkpoint: str, sentences: list[str], sizes: list[int], threads: int) -> dict[int, float]:
@@ -257,6 +259,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="print the server's RSS every N seconds during each level (default: 0, never)")
     parser.add_argument("--batch-ceiling", default="16,32",
                         help="also the model alone on random batches of these sizes (default: 16,32; '' skips)")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                        help="where translate-serve and translate-cli translate (default: cpu)")
+    parser.add_argument("--json", type=Path, default=None, help="also write the rows and translate-cli's runs here")
     parser.add_argument("--litserve-server", nargs=3, metavar=("CKPT", "PORT", "THREADS"), help=argparse.SUPPRESS)
     parser.add_argument("--random-batches", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -277,11 +282,11 @@ def main(argv: list[str] | None = None) -> int:
           f"{args.seconds:g} s a level", flush=True)
     # translate-cli before every mode and after the last: a mode's ratios are to the mean of the two
     # runs around it, minutes apart, since this machine's speed drifts by 10-20% within an hour.
-    ceilings = [cli_throughput(args.checkpoint, sources, args.threads)]
+    ceilings = [cli_throughput(args.checkpoint, sources, args.threads, args.device)]
     print(f"translate-cli, one file: {ceilings[-1]:.1f} sentences/s", flush=True)
     rows = []
     for mode in args.modes.split(","):
-        server, base = start_server(args.checkpoint, args.threads, mode, args.max_wait_ms)
+        server, base = start_server(args.checkpoint, args.threads, mode, args.max_wait_ms, args.device)
         first = len(rows)
         try:
             for clients in map(int, args.clients.split(",")):
@@ -296,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(rows[-1], flush=True)
         finally:
             stop(server)
-        ceilings.append(cli_throughput(args.checkpoint, sources, args.threads))
+        ceilings.append(cli_throughput(args.checkpoint, sources, args.threads, args.device))
         print(f"translate-cli, one file: {ceilings[-1]:.1f} sentences/s", flush=True)
         for row in rows[first:]:
             row["ceiling"] = (ceilings[-2] + ceilings[-1]) / 2
@@ -322,11 +327,18 @@ def main(argv: list[str] | None = None) -> int:
     print("translate-cli, before each mode and after the last: "
           f"{', '.join(f'{ceiling:.1f}' for ceiling in ceilings)} sentences/s")
     ceiling = statistics.mean(ceilings)
+    alone = {}
     if args.batch_ceiling:
-        for size, value in random_batch_ceiling(args.checkpoint, args.sentences, args.batch_ceiling,
-                                                args.threads).items():
+        alone = random_batch_ceiling(args.checkpoint, args.sentences, args.batch_ceiling, args.threads)
+        for size, value in alone.items():
             print(f"the model alone on random batches of {size}: {value:.1f} sentences/s ({value / ceiling:.0%} of "
                   "translate-cli)")
+    if args.json:
+        from translate.files import write_atomic
+
+        summary = {"device": args.device, "threads": args.threads, "sentences": len(sources), "seconds": args.seconds,
+                   "rows": rows, "cli_sentences_per_s": ceilings, "model_alone_sentences_per_s": alone}
+        write_atomic(args.json, (json.dumps(summary, indent=2) + "\n").encode("utf-8"))
     return 0
 
 

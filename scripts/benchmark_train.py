@@ -61,7 +61,8 @@ MODELS = ("ours", "ours-postnorm", "marian")
 LABELS = {"ours": "ours (as configured)", "ours-postnorm": "ours, post-norm", "marian": "transformers MarianMTModel",
           "ours-projected": "ours, padding dropped before the output projection",
           "ours-compiled": "ours, torch.compile (model.compile)",
-          "ours-math": "ours, math attention (model.training_attention math)"}
+          "ours-math": "ours, math attention (model.training_attention math)",
+          "ours-unfused-adam": "ours, plain Adam (model.fused_optimizer false)"}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -87,6 +88,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="add a row: ours with torch.compile of the model, as model.compile does in training")
     parser.add_argument("--math-attention", action="store_true",
                         help="add a row: ours with attention as plain products (model.training_attention math)")
+    parser.add_argument("--unfused-adam", action="store_true",
+                        help="add a row: ours stepping torch's plain Adam instead of the fused kernel")
+    parser.add_argument("--data", action="append", default=[], metavar="KEY=VALUE",
+                        help="a data setting over the config's (YAML value), e.g. cache_dir=/tmp/cache; repeatable")
     parser.add_argument("--max-tokens", type=int, default=None,
                         help="padded tokens per batch (default: the config's data.max_tokens)")
     parser.add_argument("--memory-worker", nargs=2, metavar=("MODEL", "PRECISION"), help=argparse.SUPPRESS)
@@ -95,10 +100,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.precisions = "fp32,bf16" if args.device == "cpu" else "bf16"
     args.precisions = args.precisions.split(",")
     args.models = (MODELS + (("ours-projected",) if args.loss_chunk is not None else ())
-                   + (("ours-compiled",) if args.compile else ()) + (("ours-math",) if args.math_attention else ()))
+                   + (("ours-compiled",) if args.compile else ()) + (("ours-math",) if args.math_attention else ())
+                   + (("ours-unfused-adam",) if args.unfused_adam else ()))
     for precision in args.precisions:
         if precision not in ("fp32", "bf16"):
             parser.error(f"--precisions: unknown precision {precision!r} (choose from fp32, bf16)")
+    args.data_settings = {}
+    for setting in args.data:
+        key, equals, value = setting.partition("=")
+        if not equals or not key:
+            parser.error(f"--data {setting!r}: write KEY=VALUE, e.g. --data cache_dir=/tmp/cache")
+        args.data_settings[key] = yaml.safe_load(value)
     if args.max_tokens is not None and args.max_tokens < 1:
         parser.error("--max-tokens must be at least 1")
     for name in ("batches", "steps", "rounds"):
@@ -163,7 +175,8 @@ class Trainee:
             self.model.compile(dynamic=True)  # what model.compile does in training
         self.parameters = [p for p in self.model.parameters() if p.requires_grad]
         # Fused Adam where training's default fuses it (a GPU; nothing is clipped here).
-        fused = {"fused": True} if use_fused_optimizer(None, device.type, clipping=False, precision="") else {}
+        fuse = name != "ours-unfused-adam" and use_fused_optimizer(None, device.type, clipping=False, precision="")
+        fused = {"fused": True} if fuse else {}
         self.optimizer = torch.optim.Adam(self.parameters, lr=config["lr"], betas=config["betas"], eps=1e-9, **fused)
         self.label_smoothing = config["label_smoothing"]
         self.loss_chunk = loss_chunk if name == "ours-projected" else None
@@ -309,6 +322,8 @@ def measure_memory(args, name: str, precision: str) -> dict:
         command += ["--loss-chunk", str(args.loss_chunk)]
     if args.max_tokens:
         command += ["--max-tokens", str(args.max_tokens)]
+    for setting in args.data:
+        command += ["--data", setting]
     result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode:
         raise SystemExit(f"error: the memory measurement of {name} ({precision}) failed:\n{result.stderr[-2000:]}")
@@ -351,6 +366,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     config = read_config(args.config)
+    config["data"].update(args.data_settings)
     if args.max_tokens:
         config["data"]["max_tokens"] = args.max_tokens
     if args.memory_worker:
@@ -381,7 +397,7 @@ def main(argv: list[str] | None = None) -> int:
             for name in args.models:
                 results[precision][name]["memory"] = measure_memory(args, name, precision)
     summary = {"config": str(args.config), "device": args.device, "threads": torch.get_num_threads(),
-               "batches": len(batches), "steps": args.steps, "rounds": args.rounds,
+               "batches": len(batches), "target_tokens_per_batch": statistics.mean(tokens), "steps": args.steps, "rounds": args.rounds,
                "torch": torch.__version__, "results": results}
     if device.type == "cuda":
         summary["gpu"] = torch.cuda.get_device_name()

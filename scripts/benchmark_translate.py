@@ -198,12 +198,20 @@ class IsolatedCTranslate2:
         self.process = context.Process(target=_ctranslate2_worker, daemon=True, args=(
             child, str(checkpoint), str(ct2_dir), device, compute, threads, encoded, batches))
         self.process.start()
-        if self.connection.recv() != "ready":
+        child.close()  # the worker's end, held here too, would keep recv() waiting after the worker died
+        self.compute = compute
+        if self.receive() != "ready":
             raise SystemExit(f"CTranslate2 ({compute}) did not start")
+
+    def receive(self):
+        try:
+            return self.connection.recv()
+        except EOFError:
+            raise SystemExit(f"CTranslate2 ({self.compute}) ended without answering (its error is above)") from None
 
     def __call__(self, setting: Setting) -> list[str]:
         self.connection.send(setting)
-        return self.connection.recv()
+        return self.receive()
 
     def close(self) -> None:
         self.connection.send(None)
