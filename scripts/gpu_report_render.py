@@ -205,12 +205,15 @@ def render_plots(report: dict, out: Path) -> dict[str, Path]:
                 if points:
                     axis.plot(*zip(*points), marker="o", label=TRAIN_ROWS.get(name, name))
             axis.set_xscale("log", base=2)
+            sizes = [result["max_tokens"] for result in mine]
+            axis.set_xticks(sizes, [f"{size // 1024}k" if size % 1024 == 0 else str(size) for size in sizes])
+            axis.minorticks_off()
             axis.set_xlabel("padded tokens a batch")
             axis.set_ylabel("MFU (%)")
             axis.set_title(config)
             axis.grid(alpha=0.3)
         axes[0][-1].legend(fontsize=7)
-        figure.suptitle(f"Training MFU, bf16 ({provenance(report)})", fontsize=8)
+        figure.suptitle(f"Training MFU, bf16\n{provenance(report).replace('`', '')}", fontsize=8)
         figure.tight_layout()
         plots["training"] = out / "training-mfu.png"
         figure.savefig(plots["training"], dpi=110)
@@ -221,7 +224,7 @@ def render_plots(report: dict, out: Path) -> dict[str, Path]:
         axis.plot(*zip(*runs[0]["dev_bleu"]), marker="o")
         axis.set_xlabel("updates")
         axis.set_ylabel("dev BLEU (greedy)")
-        axis.set_title(f"configs/converge.yaml ({provenance(report)})", fontsize=8)
+        axis.set_title(f"configs/converge.yaml\n{provenance(report).replace('`', '')}", fontsize=8)
         axis.grid(alpha=0.3)
         figure.tight_layout()
         plots["converge"] = out / "converge-dev-bleu.png"
