@@ -16,7 +16,7 @@ BIN ?= $(VENV)/bin
 STAMP := $(VENV)/.installed
 CORPUS := translate/corpora/libreoffice_help_en_de/train.en.gz
 
-.PHONY: install corpus train test test-fast test-avx2 translate eval clean tying-study distant-study gpu-report gpu-docs
+.PHONY: install corpus train test test-fast test-avx2 lint translate eval clean tying-study distant-study gpu-report gpu-docs
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -52,6 +52,11 @@ test: install
 
 test-fast: install
 	$(BIN)/python -m pytest -q -m "not slow"
+
+# The floors of translate/ as import contracts (pyproject.toml: inference never imports the
+# training stack, no package imports one above it, no import cycles).
+lint: install
+	$(BIN)/lint-imports
 
 # The numerical tests once more with the CPU's kernels held to AVX2, as on a CPU without AVX-512:
 # their tolerances come from the dtype, so they hold on either (.ci/run runs this after make test).

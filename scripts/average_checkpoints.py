@@ -21,8 +21,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from translate.checkpoint import AVERAGED_KEY, average_checkpoints, last_checkpoints  # noqa: E402
-from translate.checkpoint_io import atomic_torch_save  # noqa: E402
+from translate.model.checkpoint import AVERAGED_KEY, average_checkpoints, last_checkpoints  # noqa: E402
+from translate.train.checkpoint_io import atomic_torch_save  # noqa: E402
 from translate.errors import UsageError  # noqa: E402
 from translate.files import check_writable  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""What keeping freed memory (`translate.allocator`, set by translate-cli) gains in decoding.
+"""What keeping freed memory (`translate.decode.allocator`, set by translate-cli) gains in decoding.
 
     OMP_NUM_THREADS=1 .venv/bin/python scripts/benchmark_allocator.py --checkpoint runs/default/checkpoints/last.ckpt
 
@@ -27,10 +27,10 @@ def measure(checkpoint: str, limit: int, repeats: int, keep: bool) -> dict:
     """Best seconds and page faults of the timed runs, by beam, in this process."""
     import torch
 
-    from translate.allocator import keep_freed_memory
-    from translate.checkpoint import load_translator
-    from translate.corpus import BUNDLED_CORPUS, read_lines, split_paths
-    from translate.pipeline import translate_nbest
+    from translate.decode.allocator import keep_freed_memory
+    from translate.model.checkpoint import load_translator
+    from translate.text.corpus import BUNDLED_CORPUS, read_lines, split_paths
+    from translate.decode.pipeline import translate_nbest
 
     kept = keep_freed_memory() if keep else False
     torch.set_num_threads(1)

@@ -5,7 +5,7 @@
 One query a row meets `steps` cached keys and values (4 heads of 64, the default model's) for
 `rows` rows, through `sum()` over the keys and values, which only streams them; through two
 batched products around a softmax (`torch.matmul`, what decoding ran before 2026-11-25); and
-through the attention a decoding step runs now (`translate.model._attend_step`: the values
+through the attention a decoding step runs now (`translate.model.transformer._attend_step`: the values
 summed row by row, `weighted_values`). Each is timed with the CPU's caches warm (the cache read
 just before) and cold (a 96 MiB buffer written in between, as a step's other layers and weights
 do); GB/s counts the cache's bytes.
@@ -23,7 +23,7 @@ sys.path.insert(0, str(REPO))
 
 import torch  # noqa: E402
 
-from translate.model import _attend_step  # noqa: E402
+from translate.model.transformer import _attend_step  # noqa: E402
 
 HEADS, HEAD_DIM = 4, 64
 

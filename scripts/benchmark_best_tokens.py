@@ -19,7 +19,7 @@ import torch  # noqa: E402
 
 from benchmark_tokenize import best_us  # noqa: E402
 
-from translate.search import best_tokens  # noqa: E402
+from translate.decode.search import best_tokens  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -23,11 +23,13 @@ sys.path.insert(0, str(REPO))
 
 import torch  # noqa: E402
 
-from translate import continuous, serve_continuous  # noqa: E402
-from translate.checkpoint import load_translator  # noqa: E402
-from translate.corpus import BUNDLED_CORPUS, read_lines, split_paths  # noqa: E402
-from translate.pipeline import translate_lines  # noqa: E402
-from translate.serve_batching import SearchKey  # noqa: E402
+from translate.decode import continuous
+
+from translate.serve import continuous as serve_continuous  # noqa: E402
+from translate.model.checkpoint import load_translator  # noqa: E402
+from translate.text.corpus import BUNDLED_CORPUS, read_lines, split_paths  # noqa: E402
+from translate.decode.pipeline import translate_lines  # noqa: E402
+from translate.serve.batching import SearchKey  # noqa: E402
 
 
 def closed_loop(translator, lines: list[str], key: SearchKey, clients: int,

@@ -36,7 +36,7 @@ def memory_mib() -> dict[str, float]:
 
 def write_repeated_corpus(directory: Path, pairs: int) -> None:
     """`pairs` lines per side, the bundled training split repeated with distinct prefixes."""
-    from translate.corpus import BUNDLED_CORPUS, iter_parallel, split_paths
+    from translate.text.corpus import BUNDLED_CORPUS, iter_parallel, split_paths
 
     directory.mkdir(parents=True, exist_ok=True)
     written = 0
@@ -56,10 +56,10 @@ def write_repeated_corpus(directory: Path, pairs: int) -> None:
 def measure_one(corpus: Path, vocab_file: Path, cache: Path, workers: int, max_tokens: int, max_length: int) -> dict:
     import numpy as np
 
-    from translate.corpus import filter_by_length, iter_split
-    from translate.data import TokenBatchSampler, collate
-    from translate.encoded import encode_to_directory
-    from translate.vocab import PAD_ID, Vocabularies
+    from translate.text.corpus import filter_by_length, iter_split
+    from translate.train.data_module import TokenBatchSampler, collate
+    from translate.train.encoded import encode_to_directory
+    from translate.text.vocab import PAD_ID, Vocabularies
     from torch.utils.data import DataLoader
 
     vocab = Vocabularies.from_state({"joint": vocab_file.read_bytes()})
@@ -111,8 +111,8 @@ def main() -> None:
         print(json.dumps(measure_one(Path(corpus), Path(vocab_file), Path(cache), workers, args.max_tokens, args.max_length)))
         return
 
-    from translate.corpus import BUNDLED_CORPUS, read_split
-    from translate.vocab import Vocabularies
+    from translate.text.corpus import BUNDLED_CORPUS, read_split
+    from translate.text.vocab import Vocabularies
 
     with tempfile.TemporaryDirectory(prefix="benchmark-data-") as tmp:
         tmp = Path(tmp)

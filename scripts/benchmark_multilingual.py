@@ -68,13 +68,13 @@ def data_settings(languages: list[str]) -> dict:
 
 def train_vocabulary(corpus: Path, languages: list[str], vocab_cache: Path) -> None:
     """Into the cache, before any measured process (its trainer's memory is not the data path's)."""
-    from translate.data import TranslationDataModule
+    from translate.train.data_module import TranslationDataModule
 
     TranslationDataModule(corpus_dir=str(corpus), cache_dir=str(vocab_cache), **data_settings(languages))
 
 
 def measure_one(corpus: Path, languages: list[str], cache: Path, vocab_cache: Path) -> dict:
-    from translate.data import TranslationDataModule
+    from translate.train.data_module import TranslationDataModule
 
     settings = data_settings(languages)
     vocab = TranslationDataModule(corpus_dir=str(corpus.parent / "copies-1"), cache_dir=str(vocab_cache), **settings).vocab

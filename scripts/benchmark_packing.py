@@ -1,4 +1,4 @@
-"""Per call, `F.linear` against the packed oneDNN product (`translate/packing.py`) for layers of
+"""Per call, `F.linear` against the packed oneDNN product (`translate/model/packing.py`) for layers of
 the shapes a model has, at the row counts decoding meets: where packing pays.
 
     OMP_NUM_THREADS=1 .venv/bin/python scripts/benchmark_packing.py

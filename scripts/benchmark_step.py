@@ -32,12 +32,12 @@ sys.path.insert(0, str(REPO))
 
 import torch  # noqa: E402
 
-from translate.checkpoint import load_translator  # noqa: E402
-from translate.cli.common import prepare_decoding  # noqa: E402
-from translate.corpus import BUNDLED_CORPUS, read_lines, split_paths  # noqa: E402
-from translate.padding import pad  # noqa: E402
-from translate.search import greedy_search  # noqa: E402
-from translate.vocab import EOS_ID  # noqa: E402
+from translate.model.checkpoint import load_translator  # noqa: E402
+from translate.decode.device import prepare_decoding  # noqa: E402
+from translate.text.corpus import BUNDLED_CORPUS, read_lines, split_paths  # noqa: E402
+from translate.model.padding import pad  # noqa: E402
+from translate.decode.search import greedy_search  # noqa: E402
+from translate.text.vocab import EOS_ID  # noqa: E402
 
 
 def source_tokens(translator, count: int) -> list[int]:
@@ -111,9 +111,9 @@ def by_batch(translator, connection, sentences: int, repeats: int) -> None:
     scripts/benchmark_translate.py); then ours over the same batches joined, as translate-cli."""
     from benchmark_translate import batch_limits
 
-    from translate.continuous import ContinuousGreedySearch, search_joined
+    from translate.decode.continuous import ContinuousGreedySearch, search_joined
     from translate.defaults import BATCH_TOKENS
-    from translate.pipeline import length_batches
+    from translate.decode.pipeline import length_batches
 
     config = translator.training_config
     a, b = config.get("max_len_a", 1.5), config.get("max_len_b", 10)
@@ -175,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--long {args.long}: the model covers {translator.model.cfg.max_positions} positions")
     compute = "int8" if args.quantize == "int8" else "float32"
 
-    from translate.export import export_ctranslate2
+    from translate.export.convert import export_ctranslate2
 
     with tempfile.TemporaryDirectory(prefix="benchmark_step.") as tmp:
         ct2_dir = export_ctranslate2(Path(args.checkpoint), Path(tmp) / "ct2")

@@ -1,5 +1,5 @@
 """SentencePiece's list calls against one call a line, for as many lines as a server's request or a
-file's batch holds: where `translate.vocab.BATCH_CALL_LINES` should lie.
+file's batch holds: where `translate.text.vocab.BATCH_CALL_LINES` should lie.
 
     .venv/bin/python scripts/benchmark_tokenize.py --checkpoint runs/default/checkpoints/last.ckpt
 
@@ -18,9 +18,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from translate.checkpoint import ARTIFACT_KEY, read_checkpoint  # noqa: E402
-from translate.corpus import BUNDLED_CORPUS, read_lines, split_paths  # noqa: E402
-from translate.vocab import Vocabularies  # noqa: E402
+from translate.model.checkpoint import ARTIFACT_KEY, read_checkpoint  # noqa: E402
+from translate.text.corpus import BUNDLED_CORPUS, read_lines, split_paths  # noqa: E402
+from translate.text.vocab import Vocabularies  # noqa: E402
 
 
 def best_us(function, repeats: int, calls: int = 20) -> float:

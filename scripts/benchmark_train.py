@@ -7,7 +7,7 @@
 Three models, all built from the config's `model.model` section and the data module's
 vocabulary: ours as configured; ours post-norm (`norm_first: false`); and `MarianMTModel` with
 identical dimensions, ties, ReLU, sinusoidal positions and embedding scaling, made from the
-post-norm model by `translate.export.to_huggingface` (so it starts from the same weights: its
+post-norm model by `translate.export.convert.to_huggingface` (so it starts from the same weights: its
 first loss equals our post-norm model's, which the script checks). Marian is post-norm, so the
 post-norm row is the like-for-like comparison; the configured row is what `make train` runs.
 
@@ -22,7 +22,7 @@ attention as plain products. The machine is shared and noisy, so timing is in ro
 interleaved (their order rotated every round), and each model's figure is the median over
 rounds of target (non-pad) tokens per second.
 
-Utilisation. Each batch's model FLOPs are counted from the architecture (`translate.flops`:
+Utilisation. Each batch's model FLOPs are counted from the architecture (`translate.model.flops`:
 every matrix product of forward and backward, attention scores and the output projection
 included; a test checks the count against torch's FlopCounterMode), so a row's FLOP/s is the
 FLOPs of the steps it ran over their time, and its MFU that rate over the device's peak: on a
@@ -141,8 +141,8 @@ def read_config(path: Path) -> dict:
 def load_batches(config: dict, count: int):
     """The vocabulary and the first `count` batches of the shuffled first training epoch, each
     with its target token count (counted here, so that the timed steps need no host sync)."""
-    from translate.data import TranslationDataModule
-    from translate.vocab import PAD_ID
+    from translate.train.data_module import TranslationDataModule
+    from translate.text.vocab import PAD_ID
 
     data = TranslationDataModule(**{"seed": config["seed"], **config["data"]})
     data.setup("fit")
@@ -159,9 +159,9 @@ class Trainee:
     """One model with its optimizer and a training step on our batch format."""
 
     def __init__(self, name: str, config: dict, vocab, device: torch.device, loss_chunk: int | None = None) -> None:
-        from translate.export import to_huggingface
-        from translate.model import ModelConfig, Transformer
-        from translate.module import use_fused_optimizer
+        from translate.export.convert import to_huggingface
+        from translate.model.transformer import ModelConfig, Transformer
+        from translate.train.lightning_module import use_fused_optimizer
 
         torch.manual_seed(config["seed"])
         cfg = ModelConfig(**config["model"])
@@ -184,9 +184,9 @@ class Trainee:
     def step(self, batch: dict, precision: str) -> tuple[int, torch.Tensor]:
         """One update; returns the target tokens trained on and the loss, left on the device
         (reading it would make the host wait for every step, which training does not)."""
-        from translate.loss import batch_nll, label_smoothed_nll
-        from translate.module import attention_backend
-        from translate.vocab import PAD_ID
+        from translate.train.loss import batch_nll, label_smoothed_nll
+        from translate.train.lightning_module import attention_backend
+        from translate.text.vocab import PAD_ID
 
         tokens = batch["tokens"]
         autocast = (torch.autocast(self.device.type, dtype=torch.bfloat16) if precision == "bf16"
@@ -207,8 +207,8 @@ class Trainee:
 
 def batch_flops(config: dict, vocab, batch: dict) -> int:
     """Model FLOPs of one training step on `batch` (its padded shapes)."""
-    from translate.flops import training_flops
-    from translate.model import ModelConfig
+    from translate.model.flops import training_flops
+    from translate.model.transformer import ModelConfig
 
     rows, src_len = batch["src"].shape
     return training_flops(ModelConfig(**config["model"]), len(vocab.target), rows, src_len, batch["tgt_in"].shape[1])
@@ -234,7 +234,7 @@ def peak_tflops(args, device: torch.device, precision: str) -> tuple[float | Non
     if args.peak_tflops:
         return args.peak_tflops, "--peak-tflops"
     if device.type == "cuda":
-        from translate.flops import device_peak
+        from translate.model.flops import device_peak
 
         name = torch.cuda.get_device_name()
         return device_peak(name, precision), f"{name} data sheet, dense {precision}"

@@ -5,14 +5,14 @@
     python scripts/benchmark_translate.py --device cuda --precision bf16-mixed --skip ctranslate2,ctranslate2-int8
 
 The checkpoint is exported to a temporary Hugging Face directory and a CTranslate2 directory
-(`translate.export`), then the bundled test split is translated by
+(`translate.export.convert`), then the bundled test split is translated by
   - ours: `translate_nbest`, what translate-cli runs (tokenize, search, detokenize), in a process
-    set up as translate-cli's (`translate.allocator`);
+    set up as translate-cli's (`translate.decode.allocator`);
   - ours-unpacked: the same with plain `nn.Linear` layers (`load_translator(pack=False)`),
-    which shows what packing the weights (`translate/packing.py`) gains;
+    which shows what packing the weights (`translate/model/packing.py`) gains;
   - ours-int8: the same with int8 linear layers (`translate-cli --quantize int8`);
   - ours-int8-unfused: int8 with each feed-forward ReLU a pass of its own (plain
-    `quantize_dynamic`), which shows what fusing it into the int8 product (`translate/quantize.py`) gains;
+    `quantize_dynamic`), which shows what fusing it into the int8 product (`translate/model/quantize.py`) gains;
   - transformers: `generate` on the exported model, `do_sample=False`;
   - CTranslate2: `Translator.translate_batch` with `intra_threads` = torch's threads, in
     float32 and (ctranslate2-int8) with `compute_type="int8"`, each in a process of its own
@@ -54,14 +54,14 @@ sys.path.insert(0, str(REPO))
 
 import torch  # noqa: E402
 
-from translate.checkpoint import Translator, load_translator  # noqa: E402
-from translate.cli.common import autocast, prepare_decoding  # noqa: E402
-from translate.corpus import BUNDLED_CORPUS, read_lines, split_paths  # noqa: E402
-from translate.padding import pad  # noqa: E402
-from translate.metrics import corpus_scores  # noqa: E402
-from translate.pipeline import BATCH_TOKENS, length_batches, translate_nbest  # noqa: E402
-from translate.quantize import linear_bytes  # noqa: E402
-from translate.vocab import EOS_ID, PAD_ID  # noqa: E402
+from translate.model.checkpoint import Translator, load_translator  # noqa: E402
+from translate.decode.device import autocast, prepare_decoding  # noqa: E402
+from translate.text.corpus import BUNDLED_CORPUS, read_lines, split_paths  # noqa: E402
+from translate.model.padding import pad  # noqa: E402
+from translate.text.metrics import corpus_scores  # noqa: E402
+from translate.decode.pipeline import BATCH_TOKENS, length_batches, translate_nbest  # noqa: E402
+from translate.model.quantize import linear_bytes  # noqa: E402
+from translate.text.vocab import EOS_ID, PAD_ID  # noqa: E402
 
 
 @dataclass
@@ -160,7 +160,7 @@ def export_both(checkpoint: Path, directory: Path, device: str, precision: str, 
     `in_process`."""
     import transformers
 
-    from translate.export import export_ctranslate2, export_huggingface
+    from translate.export.convert import export_ctranslate2, export_huggingface
 
     hf_model, ct2 = None, {}
     if "transformers" not in skip:

@@ -16,7 +16,7 @@ import dataclasses
 import torch
 import yaml
 
-from translate.model import TIE_MODES, ModelConfig, Transformer
+from translate.model.transformer import TIE_MODES, ModelConfig, Transformer
 
 # Options beyond the embedding ties, each shown on top of three-way tying.
 SHARING_VARIANTS = {

@@ -70,7 +70,7 @@ SMOKE = {
 def aligned_subset(corpus: Path, langs: list[str], out: Path, limit: int | None = None) -> dict[str, int]:
     """The rows of a multi-way corpus that every language has, as plain `{split}.{lang}` files:
     the same English sentences, and as many pairs, for every language."""
-    from translate.corpus import plain_or_gzipped, read_lines
+    from translate.text.corpus import plain_or_gzipped, read_lines
 
     sizes = {}
     for split in ("train", "dev", "test"):
@@ -111,7 +111,7 @@ def piece_ids(vocab, lines: list[str]) -> set[int]:
 def foreign_pieces(translator, target_text: list[str]) -> list[int]:
     """Pieces of the target softmax that the target language's training text never uses (the
     source language's, or another target's): ordinary pieces only, not specials or tags."""
-    from translate.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+    from translate.text.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
     vocab = translator.vocab.target
     never = {PAD_ID, UNK_ID, BOS_ID, EOS_ID, *vocab.tag_ids().values()}
@@ -125,8 +125,8 @@ def foreign_mass(translator, sources: list[str], references: list[str], foreign:
     import numpy as np
     import torch
 
-    from translate.data import collate
-    from translate.pipeline import direction_for
+    from translate.train.data_module import collate
+    from translate.decode.pipeline import direction_for
 
     if not foreign:
         return 0.0
@@ -151,11 +151,11 @@ def foreign_mass(translator, sources: list[str], references: list[str], foreign:
 def evaluate(run_dir: Path, sources: list[str], references: dict[str, list[str]], langs: list[str],
              train_text: dict[str, list[str]]) -> list[dict]:
     """One row per target language the run's model translates into."""
-    from translate.analysis import asymmetry, direct_path, parameter_counts
-    from translate.checkpoint import load_translator, read_checkpoint
-    from translate.language_id import off_target_rate
-    from translate.metrics import corpus_scores
-    from translate.pipeline import translate_lines
+    from translate.model.analysis import asymmetry, direct_path, parameter_counts
+    from translate.model.checkpoint import load_translator, read_checkpoint
+    from translate.text.language_id import off_target_rate
+    from translate.text.metrics import corpus_scores
+    from translate.decode.pipeline import translate_lines
 
     checkpoint = run_dir / "checkpoints" / "last.ckpt"
     translator = load_translator(checkpoint)
@@ -262,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--resume", action="store_true", help="keep finished runs with the same config")
     args = parser.parse_args(argv)
 
-    from translate.corpus import plain_or_gzipped, read_lines
+    from translate.text.corpus import plain_or_gzipped, read_lines
 
     missing = [lang for lang in ["en", *args.langs] if not plain_or_gzipped(args.corpus / f"train.{lang}").is_file()]
     if missing:  # each language's pairs do not depend on the others built, so building just these is the same

@@ -15,7 +15,7 @@ class TranslateAPI(ls.LitAPI):
     def setup(self, device) -> None:
         import torch
 
-        from translate.checkpoint import load_translator
+        from translate.model.checkpoint import load_translator
 
         torch.set_num_threads(self.threads)
         # Packed, with oneDNN's caches bounded as translate-serve's model process (the same model path).
@@ -27,7 +27,7 @@ class TranslateAPI(ls.LitAPI):
 
     def predict(self, lines: list[str]) -> list[str]:
         from translate.defaults import BATCH_TOKENS
-        from translate.pipeline import translate_lines
+        from translate.decode.pipeline import translate_lines
 
         return translate_lines(self.translator, list(lines), BATCH_TOKENS, beam=self.search["beam"],
                                length_penalty=self.search["length_penalty"])
@@ -38,7 +38,7 @@ class TranslateAPI(ls.LitAPI):
 
 def serve(checkpoint: str, port: int, threads: int, max_batch_size: int, batch_timeout: float) -> None:
     """On 127.0.0.1 only, until terminated."""
-    from translate.serve_worker import bound_onednn_caches
+    from translate.serve.worker import bound_onednn_caches
 
     bound_onednn_caches()
     api = TranslateAPI(checkpoint, threads, max_batch_size=max_batch_size, batch_timeout=batch_timeout,

@@ -10,7 +10,7 @@ Trains every `tie_embeddings` mode (none, decoder, src_tgt, all) and, on top of 
 sharing variants (attention shared across layers, encoder-decoder layer sharing, an adapter on
 the tied input embedding), all from `configs/default.yaml` with the same data, vocabulary, seed,
 step budget and every other setting equal. Each run is then scored on the test split (sacrebleu
-BLEU and chrF, greedy) and its direct path W_E A^T W_U^T measured (`translate/analysis.py`):
+BLEU and chrF, greedy) and its direct path W_E A^T W_U^T measured (`translate/model/analysis.py`):
 asymmetry, and the mean reciprocal rank of each token's most frequent successor on the target
 side of the training data. Results are written atomically under `--out` (runs/tying-study/):
 one directory per run (config, logs, checkpoint, test hypotheses, result.json), and
@@ -37,7 +37,7 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from translate.analysis import (  # noqa: E402
+from translate.model.analysis import (  # noqa: E402
     asymmetry, bigram_mrr, direct_path, parameter_counts, target_bigrams, unigram_scores,
 )
 from translate.files import write_atomic  # noqa: E402
@@ -119,7 +119,7 @@ def run_config(base: dict, variant: Variant, run_dir: Path) -> dict:
 
 def train(config_path: Path) -> float:
     """`translate-train fit --config config_path` in this process; returns its wall time."""
-    from translate.lightning_cli import run_cli
+    from translate.train.lightning_cli import run_cli
 
     started = time.perf_counter()
     # the studies score with their own fixed search, so tuning the beam would only cost time
@@ -144,10 +144,10 @@ def logged_metrics(metrics_csv: Path) -> dict:
 def evaluate_run(run_dir: Path, sources: list[str], references: list[str], bigrams, batch_tokens: int,
                  device: str = "cpu") -> dict:
     """Test-split scores (decoded on `device`) and direct-path measures of the run's last checkpoint."""
-    from translate.checkpoint import load_translator, read_checkpoint
+    from translate.model.checkpoint import load_translator, read_checkpoint
     from translate.files import write_lines_atomic
-    from translate.metrics import corpus_scores
-    from translate.pipeline import translate_lines
+    from translate.text.metrics import corpus_scores
+    from translate.decode.pipeline import translate_lines
 
     checkpoint = run_dir / "checkpoints" / "last.ckpt"
     updates = read_checkpoint(checkpoint).get("global_step")  # fewer than max_steps if max_time hit
@@ -270,7 +270,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from translate.data import TranslationDataModule
+    from translate.train.data_module import TranslationDataModule
 
     with open(args.config) as handle:
         base = merge(yaml.safe_load(handle), SCALES["smoke" if args.smoke else args.scale])

@@ -1,4 +1,4 @@
-"""glibc's thresholds for decoding (`translate.allocator`), checked through glibc's own accounting."""
+"""glibc's thresholds for decoding (`translate.decode.allocator`), checked through glibc's own accounting."""
 
 import ctypes
 import ctypes.util
@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from translate import allocator
+from translate.decode import allocator
 
 PROBE = r"""
 import ctypes, ctypes.util, json
-from translate.allocator import keep_freed_memory
+from translate.decode.allocator import keep_freed_memory
 
 libc = ctypes.CDLL(ctypes.util.find_library("c"))
 class Info(ctypes.Structure):  # glibc's struct mallinfo2

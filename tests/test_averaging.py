@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 import torch
 
-from translate.checkpoint import (
+from translate.model.checkpoint import (
     AVERAGED_KEY, CheckpointError, average_checkpoints, last_checkpoints, load_translator,
 )
 from translate.cli.translate import main as translate_main
-from translate.data import TranslationDataModule
-from translate.model import ModelConfig
-from translate.module import TranslationModule
+from translate.train.data_module import TranslationDataModule
+from translate.model.transformer import ModelConfig
+from translate.train.lightning_module import TranslationModule
 
 FIXTURE = Path(__file__).parent / "fixtures" / "libreoffice_small"
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "average_checkpoints.py"

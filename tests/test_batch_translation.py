@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from translate.batch_translation import PartWriter
-from translate.cli.batch import chunk_bounds, main as batch_main, shard
+from translate.train.batch_prediction import PartWriter
+from translate.cli.batch import main as batch_main
+from translate.train.batch_prediction import chunk_bounds, shard
 from translate.cli.train import main as train_main
 from translate.cli.translate import main as translate_main
 

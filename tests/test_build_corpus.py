@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from translate.corpus import CorpusError, read_split
+from translate.text.corpus import CorpusError, read_split
 
 REPO = Path(__file__).resolve().parent.parent
 spec = importlib.util.spec_from_file_location("build_corpus", REPO / "scripts" / "build_corpus.py")

@@ -5,11 +5,11 @@ import pickle
 import pytest
 import torch
 
-from translate import checkpoint as checkpoint_module
-from translate.checkpoint import CheckpointError, Translator, load_translator
-from translate.data import TranslationDataModule
-from translate.model import ModelConfig
-from translate.module import TranslationModule
+from translate.model import checkpoint as checkpoint_module
+from translate.model.checkpoint import CheckpointError, Translator, load_translator
+from translate.train.data_module import TranslationDataModule
+from translate.model.transformer import ModelConfig
+from translate.train.lightning_module import TranslationModule
 
 
 @pytest.fixture(scope="module")

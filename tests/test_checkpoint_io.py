@@ -11,11 +11,11 @@ import pytest
 import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 
-from translate.checkpoint import load_translator, read_checkpoint
-from translate.checkpoint_io import AtomicCheckpointIO
-from translate.data import TranslationDataModule
-from translate.model import ModelConfig
-from translate.module import TranslationModule
+from translate.model.checkpoint import load_translator, read_checkpoint
+from translate.train.checkpoint_io import AtomicCheckpointIO
+from translate.train.data_module import TranslationDataModule
+from translate.model.transformer import ModelConfig
+from translate.train.lightning_module import TranslationModule
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURE = Path(__file__).parent / "fixtures" / "libreoffice_small"
@@ -63,7 +63,7 @@ def test_kill_mid_save_keeps_the_old_checkpoint(tmp_path):
     before = digest(path)
     program = textwrap.dedent(f"""
         import io, os, signal, torch
-        from translate.checkpoint_io import AtomicCheckpointIO
+        from translate.train.checkpoint_io import AtomicCheckpointIO
         real_save = torch.save
         def killed_midway(obj, handle, *args, **kwargs):
             buffer = io.BytesIO()

@@ -4,7 +4,7 @@ import gzip
 
 import pytest
 
-from translate.corpus import (
+from translate.text.corpus import (
     BUNDLED_CORPUS, CorpusError, filter_by_length, read_jsonl, read_lines, read_parallel,
     read_hf_dataset, read_split, read_tsv, split_files, split_paths,
 )
@@ -124,7 +124,7 @@ def test_hf_dataset_sources_yield_the_same_pairs(tmp_path, fixture_dir):
 def test_data_module_trains_from_a_saved_hf_dataset(tmp_path, fixture_dir):
     import datasets
 
-    from translate.data import TranslationDataModule
+    from translate.train.data_module import TranslationDataModule
 
     splits = {}
     for split in ("train", "dev", "test"):

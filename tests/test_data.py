@@ -14,10 +14,10 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from translate.corpus import read_parallel
-from translate.data import TranslationDataModule
-from translate.encoded import EncodedPairs, available_cpus, cached_encoding, default_workers, encode_to_directory
-from translate.vocab import EOS_ID, PAD_ID, Vocabularies
+from translate.text.corpus import read_parallel
+from translate.train.data_module import TranslationDataModule
+from translate.train.encoded import EncodedPairs, available_cpus, cached_encoding, default_workers, encode_to_directory
+from translate.text.vocab import EOS_ID, PAD_ID, Vocabularies
 
 from processes import descendants, running
 
@@ -179,7 +179,7 @@ def test_encoding_needs_neither_fcntl_nor_cpu_affinity(tmp_path, fixture_dir, mo
     script = (
         "import sys; sys.modules['fcntl'] = None\n"
         "import os; del os.sched_getaffinity\n"
-        "from translate.data import TranslationDataModule\n"
+        "from translate.train.data_module import TranslationDataModule\n"
         "import translate.cli.translate, translate.cli.evaluate, translate.cli.export, translate.cli.inspect\n"
         f"data = TranslationDataModule(corpus_dir={str(fixture_dir)!r}, vocab_size=300, cache_dir={str(tmp_path)!r}, encode_workers=2)\n"
         "data.setup('fit')\n"

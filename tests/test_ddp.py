@@ -17,13 +17,13 @@ import torch
 
 from test_resume import FIXTURE, logged, overlay, read_records, train
 from tolerances import transformer_terms, within_rounding
-from translate.checkpoint import load_translator
-from translate.data import TokenBatchSampler, TranslationDataModule
-from translate.metrics import corpus_scores
-from translate.model import ModelConfig
-from translate.loss import label_smoothed_nll
-from translate.search import greedy_search
-from translate.vocab import PAD_ID
+from translate.model.checkpoint import load_translator
+from translate.train.data_module import TokenBatchSampler, TranslationDataModule
+from translate.text.metrics import corpus_scores
+from translate.model.transformer import ModelConfig
+from translate.train.loss import label_smoothed_nll
+from translate.decode.search import greedy_search
+from translate.text.vocab import PAD_ID
 
 pytestmark = pytest.mark.slow  # each test starts two training processes
 

@@ -11,10 +11,10 @@ transformers = pytest.importorskip("transformers")
 # MarianTokenizer recommends sacremoses for a normalizer that it never applies when encoding.
 pytestmark = pytest.mark.filterwarnings("ignore:Recommended. pip install sacremoses")
 
-from translate.export import ExportError, export_huggingface  # noqa: E402
-from translate.model import ModelConfig, Transformer  # noqa: E402
-from translate.search import greedy_search, strip_special  # noqa: E402
-from translate.vocab import BOS_ID, EOS_ID, PAD_ID, Vocabularies, train_sentencepiece  # noqa: E402
+from translate.export.convert import ExportError, export_huggingface  # noqa: E402
+from translate.model.transformer import ModelConfig, Transformer  # noqa: E402
+from translate.decode.search import greedy_search, strip_special  # noqa: E402
+from translate.text.vocab import BOS_ID, EOS_ID, PAD_ID, Vocabularies, train_sentencepiece  # noqa: E402
 
 from test_translate_cli import write_checkpoint  # noqa: E402
 from tolerances import assert_within_rounding, transformer_terms  # noqa: E402
@@ -48,7 +48,7 @@ def vocabularies() -> dict[str, Vocabularies]:
 
 
 def save_checkpoint(path: Path, cfg: ModelConfig, vocab: Vocabularies, train_steps: int = 0) -> Transformer:
-    """A seeded model saved in the format translate.checkpoint reads (as TranslationModule saves it).
+    """A seeded model saved in the format translate.model.checkpoint reads (as TranslationModule saves it).
 
     A random model repeats one token forever; `train_steps` of a copy task give it outputs that
     vary with the source and end with EOS at different lengths, so greedy search is really tested.
@@ -159,10 +159,10 @@ def test_pre_norm_without_shared_embeddings_is_refused(tie, vocabularies, tmp_pa
 
 def test_a_wrong_mapping_is_caught_before_anything_is_written(vocabularies, tmp_path, monkeypatch):
     """Without the sin/cos permutation the logits differ: the export stops and leaves nothing."""
-    import translate.export
+    import translate.export.convert
 
     save_checkpoint(tmp_path / "model.ckpt", small_config(False, "all"), vocabularies["joint"])
-    monkeypatch.setattr(translate.export, "residual_permutation", lambda d_model: torch.arange(d_model))
+    monkeypatch.setattr(translate.export.convert, "residual_permutation", lambda d_model: torch.arange(d_model))
     with pytest.raises(ExportError, match="logits differ from ours"):
         export_huggingface(tmp_path / "model.ckpt", tmp_path / "hf")
     assert list(tmp_path.iterdir()) == [tmp_path / "model.ckpt"]
@@ -221,7 +221,7 @@ CT2_CASES = [
 @pytest.mark.parametrize("norm,tie,vocab_kind", CT2_CASES)
 def test_ctranslate2_export_gives_our_scores_and_greedy_output(norm, tie, vocab_kind, vocabularies, tmp_path):
     ctranslate2 = pytest.importorskip("ctranslate2")
-    from translate.export import export_ctranslate2
+    from translate.export.convert import export_ctranslate2
 
     vocab = vocabularies[vocab_kind]
     model = save_checkpoint(tmp_path / "model.ckpt", small_config(norm == "pre-norm", tie), vocab, train_steps=120)
@@ -260,7 +260,7 @@ def test_ctranslate2_export_gives_our_scores_and_greedy_output(norm, tie, vocab_
 
 
 def test_ctranslate2_missing_is_a_clear_error(monkeypatch, tmp_path):
-    from translate.export import export_ctranslate2
+    from translate.export.convert import export_ctranslate2
 
     monkeypatch.setitem(__import__("sys").modules, "ctranslate2", None)
     with pytest.raises(ExportError, match="pip install ctranslate2"):

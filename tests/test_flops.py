@@ -5,8 +5,8 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from translate.flops import device_peak, forward_flops, training_flops
-from translate.model import ModelConfig, Transformer
+from translate.model.flops import device_peak, forward_flops, training_flops
+from translate.model.transformer import ModelConfig, Transformer
 
 
 @pytest.mark.parametrize("changes", [{}, {"embedding_adapter": True}, {"encoder_layers": 1, "decoder_layers": 3}])

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-import translate.checkpoint
-from translate.checkpoint import load_translator
+import translate.model.checkpoint
+from translate.model.checkpoint import load_translator
 from translate.cli.evaluate import main as eval_main
 from translate.cli.translate import main
-from translate.vocab import Vocabularies, train_sentencepiece
+from translate.text.vocab import Vocabularies, train_sentencepiece
 
 from test_translate_cli import FIXTURE, save_checkpoint
 
@@ -124,7 +124,7 @@ def test_an_unwritable_output_is_refused_before_any_work(ckpt, capsys, tmp_path,
     def no_work(*args, **kwargs):
         raise AssertionError("the checkpoint was loaded before the output was checked")
 
-    monkeypatch.setattr(translate.checkpoint, "load_translator", no_work)
+    monkeypatch.setattr(translate.model.checkpoint, "load_translator", no_work)
     (tmp_path / "dir.de").mkdir()
     code, _, err = cli(ckpt, capsys, "--source", str(source), "--output", str(tmp_path / "dir.de"))
     assert code == 2

@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from translate.cli.evaluate import main as eval_main
-from translate.corpus import read_lines
-from translate.metrics import corpus_scores
-from translate.module import CorpusBLEU
+from translate.text.corpus import read_lines
+from translate.text.metrics import corpus_scores
+from translate.train.lightning_module import CorpusBLEU
 
 from tolerances import within_rounding
 

@@ -7,8 +7,8 @@ import pytest
 import torch
 from torch import nn
 
-from translate import model as model_module
-from translate.model import TIE_MODES, ModelConfig, Transformer, append_steps, weighted_values
+from translate.model import transformer as model_module
+from translate.model.transformer import TIE_MODES, ModelConfig, Transformer, append_steps, weighted_values
 
 from tolerances import assert_within_rounding, transformer_terms
 

@@ -1,14 +1,14 @@
-"""Packed linear layers (translate/packing.py): the same numbers as the plain model, the same
+"""Packed linear layers (translate/model/packing.py): the same numbers as the plain model, the same
 parameters and ties, and a fallback wherever the packed path does not apply."""
 
 import pytest
 import torch
 from torch import nn
 
-from translate.model import FeedForward
-from translate.packing import PACK_ALWAYS_WEIGHTS, PACK_MIN_ROWS, PackedLinear, pack_linear_layers, packing_available
-from translate.search import beam_search, greedy_search
-from translate.vocab import BOS_ID, EOS_ID, PAD_ID
+from translate.model.transformer import FeedForward
+from translate.model.packing import PACK_ALWAYS_WEIGHTS, PACK_MIN_ROWS, PackedLinear, pack_linear_layers, packing_available
+from translate.decode.search import beam_search, greedy_search
+from translate.text.vocab import BOS_ID, EOS_ID, PAD_ID
 
 from test_search import search_terms
 from test_tying import all_variants, build, variant_id
@@ -140,7 +140,7 @@ def test_a_model_loaded_under_inference_mode_is_packed():
 @pytest.mark.numerical
 def test_a_few_rows_take_the_packed_product_only_on_a_large_layer(monkeypatch):
     """F.linear reorders the weight at every call: on a layer of PACK_ALWAYS_WEIGHTS or more,
-    that costs more than the packed call even for one row (translate/packing.py)."""
+    that costs more than the packed call even for one row (translate/model/packing.py)."""
     calls = []
     real = torch.ops.mkldnn._linear_pointwise
     monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", lambda *args: calls.append(args) or real(*args))

@@ -6,10 +6,10 @@ import pytest
 import torch
 from torch import nn
 
-from translate.checkpoint import load_translator
-from translate.model import FeedForward
+from translate.model.checkpoint import load_translator
+from translate.model.transformer import FeedForward
 from translate.cli.translate import main
-from translate.quantize import linear_bytes, quantization_available
+from translate.model.quantize import linear_bytes, quantization_available
 
 from test_translate_cli import random_tied_checkpoint
 

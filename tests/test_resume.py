@@ -21,7 +21,7 @@ import pytest
 import torch
 
 from translate.cli.train import main as train_main
-from translate.data import collate
+from translate.train.data_module import collate
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURE = Path(__file__).parent / "fixtures" / "libreoffice_small"

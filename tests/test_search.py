@@ -6,11 +6,11 @@ import itertools
 import pytest
 import torch
 
-from translate.model import ModelConfig, Transformer
-from translate import search
-from translate.search import (Hypothesis, beam_search, encode_by_length, greedy_search,
+from translate.model.transformer import ModelConfig, Transformer
+from translate.decode import search
+from translate.decode.search import (Hypothesis, beam_search, encode_by_length, greedy_search,
                               length_groups, length_penalty)
-from translate.vocab import BOS_ID, EOS_ID, PAD_ID
+from translate.text.vocab import BOS_ID, EOS_ID, PAD_ID
 
 from tolerances import assert_within_rounding, score_terms, tolerance, transformer_terms, within_rounding
 
@@ -331,7 +331,7 @@ def test_pad_and_bos_are_never_produced():
     """A model that prefers PAD and BOS to every other token: no search produces them, and
     each gives what it gives when they are explicitly disallowed; a checkpoint's target-token
     mask leaves them out too."""
-    from translate.checkpoint import Translator
+    from translate.model.checkpoint import Translator
 
     model = tiny_model(9)
     with torch.no_grad():
@@ -507,8 +507,8 @@ def test_greedy_search_with_grouped_best_tokens_equals_it_with_argmax(monkeypatc
 def test_searches_with_values_summed_by_rows_equal_them_with_the_batched_product(monkeypatch):
     """Decoding's attention sums the cached values row by row (`model.weighted_values`); every
     search gives the tokens and scores it gives with the plain batched product."""
-    from translate import model as model_module
-    from translate.continuous import ContinuousGreedySearch, search_joined
+    from translate.model import transformer as model_module
+    from translate.decode.continuous import ContinuousGreedySearch, search_joined
 
     model, src = tiny_model(7), random_sources(41, 10)
     sources = [row[row != PAD_ID].tolist() for row in src]

@@ -22,14 +22,14 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import strategies as st  # noqa: E402
 from fastapi.testclient import TestClient  # noqa: E402
 
-from translate.checkpoint import load_translator  # noqa: E402
+from translate.model.checkpoint import load_translator  # noqa: E402
 from translate.files import file_digest  # noqa: E402
-from translate.pipeline import translate_lines  # noqa: E402
-from translate.serve_app import ServeSettings, create_app  # noqa: E402
-from translate.serve_batching import Batcher, ContinuousBatcher, QueueFull, SearchKey  # noqa: E402
-from translate.serve_continuous import ContinuousTranslator, Progress  # noqa: E402
-from translate.serve_launch import free_loopback_port, wait_until_ready  # noqa: E402
-from translate.serve_worker import ONEDNN_CACHES  # noqa: E402
+from translate.decode.pipeline import translate_lines  # noqa: E402
+from translate.serve.app import ServeSettings, create_app  # noqa: E402
+from translate.serve.batching import Batcher, ContinuousBatcher, QueueFull, SearchKey  # noqa: E402
+from translate.serve.continuous import ContinuousTranslator, Progress  # noqa: E402
+from translate.serve.launch import free_loopback_port, wait_until_ready  # noqa: E402
+from translate.serve.worker import ONEDNN_CACHES  # noqa: E402
 
 from processes import process_table  # noqa: E402
 from test_translate_cli import random_tied_checkpoint  # noqa: E402
@@ -410,7 +410,7 @@ def test_the_api_page_loads_its_assets_from_the_server(translator):
 
 
 def test_serving_does_not_load_the_training_stack():
-    code = ("import sys, translate.serve_app, translate.cli.serve\n"
+    code = ("import sys, translate.serve.app, translate.cli.serve\n"
             "print(sorted({n.split('.')[0] for n in sys.modules} & {'lightning', 'torchmetrics', 'pytorch_lightning'}))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.stdout.strip() == "[]", result.stderr

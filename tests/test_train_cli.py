@@ -13,11 +13,11 @@ import pytest
 import torch
 from jsonargparse import Namespace
 
-from translate import precision
-from translate.checkpoint import ARTIFACT_KEY
+from translate.train import precision
+from translate.model.checkpoint import ARTIFACT_KEY
 from translate.cli.train import main
-from translate.lightning_cli import TranslateCLI
-from translate.run_dir import newest_checkpoint
+from translate.train.lightning_cli import TranslateCLI
+from translate.train.run_dir import newest_checkpoint
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURE = Path(__file__).parent / "fixtures" / "libreoffice_small"

@@ -12,13 +12,13 @@ import pytest
 import torch
 
 from translate.cli.train import main as train_main
-from translate.corpus import read_parallel
-from translate.data import TokenBatchSampler, TranslationDataModule, collate
+from translate.text.corpus import read_parallel
+from translate.train.data_module import TokenBatchSampler, TranslationDataModule, collate
 from translate.errors import UsageError
-from translate.model import ModelConfig
-from translate.loss import label_smoothed_nll
-from translate.module import TranslationModule, inverse_sqrt_schedule, linear_decay_schedule, use_fused_optimizer
-from translate.vocab import Vocabularies
+from translate.model.transformer import ModelConfig
+from translate.train.loss import label_smoothed_nll
+from translate.train.lightning_module import TranslationModule, inverse_sqrt_schedule, linear_decay_schedule, use_fused_optimizer
+from translate.text.vocab import Vocabularies
 
 from tolerances import assert_within_rounding, transformer_terms, within_rounding
 

@@ -8,15 +8,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from translate.checkpoint import CheckpointError, load_translator
-import translate.checkpoint
-import translate.pipeline
+from translate.model.checkpoint import CheckpointError, load_translator
+import translate.model.checkpoint
+import translate.decode.pipeline
 from translate.cli.translate import main
-from translate.metrics import corpus_scores
-from translate.model import ModelConfig, Transformer
-from translate.pipeline import split_long, translate_lines, translate_nbest
-from translate.search import beam_search
-from translate.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocabularies, train_sentencepiece
+from translate.text.metrics import corpus_scores
+from translate.model.transformer import ModelConfig, Transformer
+from translate.decode.pipeline import split_long, translate_lines, translate_nbest
+from translate.decode.search import beam_search
+from translate.text.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocabularies, train_sentencepiece
 
 from tolerances import score_terms, tolerance, within_rounding
 
@@ -252,8 +252,8 @@ def test_reference_with_another_line_count_is_refused_before_translating(files, 
     def no_work(*args, **kwargs):
         raise AssertionError("work was done before the reference was checked")
 
-    monkeypatch.setattr(translate.checkpoint, "load_translator", no_work)
-    monkeypatch.setattr(translate.pipeline, "translate_nbest", no_work)
+    monkeypatch.setattr(translate.model.checkpoint, "load_translator", no_work)
+    monkeypatch.setattr(translate.decode.pipeline, "translate_nbest", no_work)
     reference = tmp_path / "short.de"
     reference.write_text("eins\nzwei\n", encoding="utf-8")
     code, out, err = run(files, capsys, "--reference", str(reference), "--output", str(tmp_path / "out"))
@@ -362,7 +362,7 @@ def test_a_stopped_run_resumes_where_it_stopped_and_gives_one_run_s_output(files
 
     out = tmp_path / "out"
     translated = []
-    original = translate.pipeline.translate_nbest
+    original = translate.decode.pipeline.translate_nbest
 
     def stops_on_second_chunk(translator, lines, *args, **kwargs):
         if len(translated) == 5:
@@ -370,7 +370,7 @@ def test_a_stopped_run_resumes_where_it_stopped_and_gives_one_run_s_output(files
         translated.extend(lines)
         return original(translator, lines, *args, **kwargs)
 
-    monkeypatch.setattr(translate.pipeline, "translate_nbest", stops_on_second_chunk)
+    monkeypatch.setattr(translate.decode.pipeline, "translate_nbest", stops_on_second_chunk)
     code, _, err = run(files, capsys, *settings, "--chunk-lines", "5", "--output", str(out))
     assert code == 130 and "the translations of the first 5 input lines are in" in err
     assert not out.exists()
@@ -389,7 +389,7 @@ def test_a_stopped_run_resumes_where_it_stopped_and_gives_one_run_s_output(files
         translated.extend(lines)
         return original(translator, lines, *args, **kwargs)
 
-    monkeypatch.setattr(translate.pipeline, "translate_nbest", counts_lines)
+    monkeypatch.setattr(translate.decode.pipeline, "translate_nbest", counts_lines)
     translated.clear()
     code, _, err = run(files, capsys, *settings, "--chunk-lines", "5", "--output", str(out), "--resume")
     assert code == 0, err
@@ -415,6 +415,6 @@ def test_a_run_stopped_before_its_first_chunk_leaves_nothing(files, capsys, tmp_
     def stops(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(translate.pipeline, "translate_nbest", stops)
+    monkeypatch.setattr(translate.decode.pipeline, "translate_nbest", stops)
     code, _, _ = run(files, capsys, "--output", str(tmp_path / "out"))
     assert code == 130 and list(tmp_path.iterdir()) == []

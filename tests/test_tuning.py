@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from translate import tuning
-from translate.checkpoint import load_translator
+from translate.decode import tuning
+from translate.model.checkpoint import load_translator
 from translate.cli.train import main as train_main
 from translate.cli.translate import main as translate_main
 from translate.cli.tune import main as tune_main

@@ -2,11 +2,11 @@
 
 import pytest
 
-from translate.corpus import CorpusError, read_parallel
-from translate.data import TranslationDataModule
-from translate.model import ModelConfig
-from translate.module import TranslationModule
-from translate.vocab import BATCH_CALL_LINES, BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocabularies
+from translate.text.corpus import CorpusError, read_parallel
+from translate.train.data_module import TranslationDataModule
+from translate.model.transformer import ModelConfig
+from translate.train.lightning_module import TranslationModule
+from translate.text.vocab import BATCH_CALL_LINES, BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocabularies
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +78,7 @@ def test_separate_vocabularies_refuse_sharing_ties_at_module_level(tmp_path, fix
 
 
 def test_data_module_names_a_missing_training_file(tmp_path):
-    from translate.corpus import CorpusError
+    from translate.text.corpus import CorpusError
 
     with pytest.raises(CorpusError, match=r"train\.en: no such file"):
         TranslationDataModule(corpus_dir=str(tmp_path), cache_dir=str(tmp_path / "cache"))

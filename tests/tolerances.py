@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from translate.model import ModelConfig
+from translate.model.transformer import ModelConfig
 
 
 def tolerance(dtype: torch.dtype, terms: int) -> float:

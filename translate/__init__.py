@@ -1,3 +1,14 @@
-"""An encoder-decoder Transformer translation toolkit on PyTorch Lightning."""
+"""An encoder-decoder Transformer translation toolkit on PyTorch Lightning.
+
+Floors, each importing only those below it (checked by the import contracts in pyproject.toml):
+  cli/                      parse flags, call the library, print
+  train/                    Lightning: training and batch prediction; may use every floor below
+  serve/, export/           the HTTP service; other toolkits' formats
+  decode/                   search, the lines-in/lines-out pipeline, tuning
+  model/                    the Transformer, its fast paths, checkpoints
+  text/                     corpora, vocabulary, languages, metrics
+  errors, files, defaults, partial_output, parent_watch: the ground every floor stands on
+Nothing below train/ imports Lightning or torchmetrics, so translating starts fast.
+"""
 
 __version__ = "0.1.0"

@@ -18,11 +18,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-from translate.cli.common import (
-    add_checkpoint_argument, add_language_arguments, add_search_arguments, run_command, search_settings_error,
-)
+from translate.cli.common import add_checkpoint_argument, add_language_arguments, add_search_arguments, run_command
+
+from translate.decode.settings import search_settings_error
 from translate.errors import UsageError
 
 CHUNK_LINES = 5000
@@ -46,20 +45,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def chunk_bounds(lines: int, chunk_lines: int) -> list[tuple[int, int]]:
-    """[start, end) of every chunk of the input."""
-    return [(start, min(start + chunk_lines, lines)) for start in range(0, lines, chunk_lines)]
-
-
-def shard(chunks: list, rank: int, world: int) -> list:
-    """Rank `rank`'s contiguous run of whole chunks: every chunk to exactly one rank, in order."""
-    return chunks[rank * len(chunks) // world:(rank + 1) * len(chunks) // world]
-
-
-def part_path(output: Path, rank: int, world: int) -> Path:
-    return output.with_name(f"{output.name}.part-{rank}-of-{world}")
-
-
 def run(args: argparse.Namespace) -> int:
     error = search_settings_error(args)
     if error:
@@ -68,11 +53,11 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--chunk-lines must be at least 1, got {args.chunk_lines}")
     import lightning as L
 
-    from translate.batch_translation import BatchTranslation, PartWriter
-    from translate.quiet import quiet_third_party_noise
+    from translate.train.batch_prediction import BatchTranslation, PartWriter, chunk_bounds
+    from translate.train.quiet import quiet_third_party_noise
 
     quiet_third_party_noise()
-    from translate.corpus import iter_lines
+    from translate.text.corpus import iter_lines
     from translate.files import check_writable
 
     output = check_writable(args.output)

@@ -7,12 +7,11 @@ so `--help` and a mistyped flag answer at once.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import sys
 from collections.abc import Callable
 
-from translate.defaults import BATCH_TOKENS, LENGTH_PENALTY_RANGE
+from translate.defaults import BATCH_TOKENS
 
 PRECISIONS = ("32-true", "bf16-mixed", "16-mixed")  # spelled as in training (trainer.precision)
 DEBUG_VARIABLE = "TRANSLATE_DEBUG"  # set to 1 for a traceback instead of a one-line error
@@ -68,41 +67,6 @@ SEARCH_FLAGS = ("--batch-tokens", "--beam", "--length-penalty", "--max-input-tok
                 "--quantize", "--device", "--precision")
 
 
-def search_settings_error(args: argparse.Namespace) -> str | None:
-    """What is wrong with the parsed search settings, or None (checked before any work)."""
-    if args.beam is not None and args.beam < 1:
-        return f"--beam must be at least 1, got {args.beam}"
-    if args.length_penalty is not None and not LENGTH_PENALTY_RANGE[0] <= args.length_penalty <= LENGTH_PENALTY_RANGE[1]:
-        return (f"--length-penalty must be between {LENGTH_PENALTY_RANGE[0]:g} and {LENGTH_PENALTY_RANGE[1]:g}, "
-                f"got {args.length_penalty}")
-    if args.batch_tokens < 1:
-        return f"--batch-tokens must be at least 1, got {args.batch_tokens}"
-    if args.max_input_tokens is not None and args.max_input_tokens < 1:
-        return f"--max-input-tokens must be at least 1, got {args.max_input_tokens}"
-    n_best = getattr(args, "n_best", 1)
-    if n_best < 1 or (args.beam is not None and n_best > args.beam):
-        return f"--n-best {n_best} must be between 1 and the beam size (--beam {args.beam})"
-    if args.precision == "16-mixed" and args.device == "cpu":
-        return "--precision 16-mixed (float16 autocast) needs a CUDA device; on the CPU use bf16-mixed or 32-true"
-    if args.quantize == "int8" and (args.device == "cuda" or args.precision != "32-true"):
-        return "--quantize int8 runs on the CPU in 32-true: add --device cpu and leave --precision at 32-true"
-    return None
-
-
-def apply_search_defaults(args: argparse.Namespace, translator) -> None:
-    """Fill --beam and --length-penalty where not given from the checkpoint's tuned settings."""
-    from translate.errors import UsageError
-
-    defaults = translator.search_defaults()
-    if args.beam is None:
-        args.beam = defaults["beam"]
-    if args.length_penalty is None:
-        args.length_penalty = defaults["length_penalty"]
-    error = search_settings_error(args)
-    if error:
-        raise UsageError(error)
-
-
 def resolve_device(args: argparse.Namespace) -> str:
     """`--device` made concrete (auto: CUDA where torch sees a GPU); a UsageError where the
     device or the precision cannot run here."""
@@ -120,23 +84,6 @@ def resolve_device(args: argparse.Namespace) -> str:
     if getattr(args, "quantize", "none") == "int8" and device != "cpu":
         raise UsageError("--quantize int8 runs on the CPU: add --device cpu")
     return device
-
-
-def prepare_decoding(device: str) -> None:
-    """Process settings for a command that decodes: on the CPU, freed memory kept for reuse
-    (`translate.allocator`)."""
-    if device == "cpu":
-        from translate.allocator import keep_freed_memory
-
-        keep_freed_memory()
-
-
-def autocast(device: str, precision: str) -> contextlib.AbstractContextManager:
-    """The autocast context `precision` asks for on `device` (none for 32-true)."""
-    import torch
-
-    dtype = {"bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}.get(precision)
-    return contextlib.nullcontext() if dtype is None else torch.autocast(device_type=device, dtype=dtype)
 
 
 def given_flags(argv: list[str] | None, flags: tuple[str, ...]) -> list[str]:

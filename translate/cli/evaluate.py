@@ -24,11 +24,11 @@ import argparse
 import json
 import sys
 
-from translate.cli.common import (
-    apply_search_defaults,
-    SEARCH_FLAGS, add_language_arguments, add_search_arguments, autocast, given_flags, prepare_decoding, resolve_device,
-    run_command, search_settings_error,
-)
+from translate.cli.common import SEARCH_FLAGS, add_language_arguments, add_search_arguments, given_flags, resolve_device, run_command
+
+from translate.decode.settings import apply_search_defaults, search_settings_error
+
+from translate.decode.device import autocast, prepare_decoding
 from translate.errors import UsageError
 
 
@@ -80,7 +80,7 @@ def arguments_error(args: argparse.Namespace, argv: list[str] | None) -> str | N
 
 def scored_directions(translator, args: argparse.Namespace) -> list[tuple[str, str]]:
     """The directions `--checkpoint` alone scores: the trained ones, or those --directions names."""
-    from translate.languages import parse_direction
+    from translate.text.languages import parse_direction
 
     trained = translator.directions()
     if not trained:
@@ -99,7 +99,7 @@ def translate(translator, sources: list[str], args, device: str, target_lang: st
               source_lang: str | None) -> list[str]:
     from tqdm import tqdm
 
-    from translate import pipeline
+    from translate.decode import pipeline
 
     with tqdm(total=len(sources), unit=" lines", file=sys.stderr, mininterval=1.0) as bar:
         with autocast(device, args.precision):
@@ -112,14 +112,14 @@ def translate(translator, sources: list[str], args, device: str, target_lang: st
 
 def score_row(translator, direction, hypotheses, references, description) -> dict:
     """One direction's scores, with the off-target rate for a many-to-many model."""
-    from translate.metrics import corpus_scores
+    from translate.text.metrics import corpus_scores
 
     scores = corpus_scores(hypotheses, references, ("the translations", description), target_lang=direction[1])
     trained = direction[0] == "?" or tuple(direction) in translator.directions()  # "?": the source language not given
     row = {"direction": f"{direction[0]}-{direction[1]}", "trained": trained,
            "lines": len(references), **scores.__dict__}
     if translator.multilingual():
-        from translate.language_id import off_target_rate
+        from translate.text.language_id import off_target_rate
 
         row["off_target"] = off_target_rate(hypotheses, direction[1], translator.target_languages())
     return row
@@ -143,10 +143,11 @@ def evaluate(args: argparse.Namespace, argv: list[str] | None) -> int:
     error = arguments_error(args, argv)
     if error:
         raise UsageError(error)
-    from translate import checkpoint, pipeline
-    from translate.corpus import read_lines
+    from translate.model import checkpoint
+    from translate.decode import pipeline
+    from translate.text.corpus import read_lines
     from translate.files import check_writable, write_lines_atomic
-    from translate.metrics import corpus_scores
+    from translate.text.metrics import corpus_scores
 
     if args.hypotheses:
         names = (args.hypotheses, args.reference)

@@ -36,10 +36,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def report(translator, source_text: str | None = None, target_text: str | None = None) -> dict:
     """Everything `translate-inspect` shows, as plain types, for a loaded `Translator`."""
-    from translate.analysis import (
+    from translate.model.analysis import (
         asymmetry, direct_path, distinct_ids, parameter_counts, shared_modules, shared_tensors,
     )
-    from translate.corpus import read_lines
+    from translate.text.corpus import read_lines
 
     model, vocab = translator.model, translator.vocab
     src_lang, tgt_lang = translator.languages() or ("source", "target")
@@ -99,7 +99,7 @@ def format_report(info: dict) -> str:
 
 
 def inspect(args: argparse.Namespace) -> int:
-    from translate.checkpoint import load_translator
+    from translate.model.checkpoint import load_translator
 
     info = report(load_translator(args.checkpoint), args.source, args.reference)
     print(json.dumps(info, indent=2) if args.json else format_report(info))

@@ -95,10 +95,12 @@ def serve(args: argparse.Namespace) -> int:
     import torch
     import uvicorn
 
-    from translate import checkpoint, serve_worker
+    from translate.model import checkpoint
+
+    from translate.serve import worker as serve_worker
     from translate.files import file_digest
-    from translate.quantize import quantization_available
-    from translate.serve_app import DrainingServer, ServeSettings, create_app
+    from translate.model.quantize import quantization_available
+    from translate.serve.app import DrainingServer, ServeSettings, create_app
 
     args.precision = "32-true"
     device = resolve_device(args)

@@ -25,14 +25,13 @@ import os
 import stat
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import TextIO
 
-from translate.cli.common import (
-    apply_search_defaults,
-    add_checkpoint_argument, add_language_arguments, add_search_arguments, autocast, prepare_decoding, resolve_device,
-    run_command, search_settings_error,
-)
+from translate.cli.common import add_checkpoint_argument, add_language_arguments, add_search_arguments, resolve_device, run_command
+
+from translate.decode.settings import apply_search_defaults, search_settings_error
+
+from translate.decode.device import autocast, prepare_decoding
 from translate.errors import UsageError
 
 CHUNK_LINES = 5000  # lines a chunk: a few minutes of CPU work at most, lost to a crash
@@ -139,7 +138,7 @@ def is_stream(path: str) -> bool:
 def read_source(path: str) -> tuple[Iterator[str], bool, int | None]:
     """The input's lines, whether it is live (a terminal or pipe: chunks of what has arrived),
     and its line count where it is a file (counted, and checked as UTF-8, before any work)."""
-    from translate.corpus import iter_decoded, iter_lines
+    from translate.text.corpus import iter_decoded, iter_lines
 
     if path == "-":
         mode = os.fstat(sys.stdin.fileno()).st_mode
@@ -160,10 +159,12 @@ def translate_command(args: argparse.Namespace) -> int:
     import torch
     from tqdm import tqdm
 
-    from translate import checkpoint, pipeline
-    from translate.corpus import read_lines
+    from translate.model import checkpoint
+
+    from translate.decode import pipeline
+    from translate.text.corpus import read_lines
     from translate.files import check_writable, file_digest
-    from translate.line_feed import chunks
+    from translate.text.line_feed import chunks
     from translate.partial_output import PartialOutput
 
     if args.threads:
@@ -231,7 +232,7 @@ def translate_command(args: argparse.Namespace) -> int:
             raise UsageError(f"--reference {args.reference} has {len(references)} lines but the input "
                              f"{source_name} had {output.lines_done}: the translations are complete, "
                              "but they are not scored")
-        from translate.metrics import corpus_scores  # sacrebleu: only when there is something to score
+        from translate.text.metrics import corpus_scores  # sacrebleu: only when there is something to score
 
         print(corpus_scores(one_best(output.read(), args.n_best), references).report(), file=sys.stderr)
     return 0

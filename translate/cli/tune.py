@@ -15,9 +15,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from translate.cli.common import (
-    add_checkpoint_argument, add_device_arguments, autocast, prepare_decoding, resolve_device, run_command,
-)
+from translate.cli.common import add_checkpoint_argument, add_device_arguments, resolve_device, run_command
+
+from translate.decode.device import autocast, prepare_decoding
 from translate.defaults import LENGTH_PENALTY_CANDIDATES as CANDIDATES
 from translate.defaults import LENGTH_PENALTY_RANGE
 from translate.errors import UsageError
@@ -47,7 +47,7 @@ def tune(args: argparse.Namespace) -> int:
     if outside:
         raise UsageError(f"--candidates {outside[0]}: length penalties must be between {low:g} and {high:g}")
     from translate.files import check_writable
-    from translate.tuning import tune_checkpoint
+    from translate.decode.tuning import report, tune_checkpoint
 
     if not args.dry_run:
         check_writable(args.checkpoint)
@@ -62,17 +62,6 @@ def tune(args: argparse.Namespace) -> int:
         print(f"translate-tune: {args.checkpoint} now translates with beam {settings['beam']} and length penalty "
               f"{settings['length_penalty']:.1f} unless --beam or --length-penalty says otherwise", file=sys.stderr)
     return 0
-
-
-def report(settings: dict) -> str:
-    greedy = settings["greedy"]
-    lines = [f"dev: {settings['sentences']:,} sentences", "", "| search | BLEU | chrF | BP |", "|---|---:|---:|---:|",
-             f"| greedy | {greedy['bleu']:.2f} | {greedy['chrf']:.2f} | {greedy['brevity_penalty']:.3f} |"]
-    for row in settings["candidates"]:
-        chosen = " (chosen)" if row["length_penalty"] == settings["length_penalty"] else ""
-        lines.append(f"| beam {row['beam']}, alpha {row['length_penalty']:.1f}{chosen} | {row['bleu']:.2f} | "
-                     f"{row['chrf']:.2f} | {row['brevity_penalty']:.3f} |")
-    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:

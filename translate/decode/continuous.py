@@ -1,0 +1,382 @@
+"""Searches that sentences join and leave step by step (continuous batching).
+
+`search.beam_search` and `search.greedy_search` take a batch and return when its last sentence is
+done, so a batch runs on for its longest sentence while fewer and fewer rows decode, and the
+next batch waits. Here a sentence joins between two steps (`add`) and leaves at the step it is
+done (`step`), so the rows stay many: translate-serve's beam search (`ContinuousBeamSearch`)
+takes requests as they come, and translate-cli lets each batch join while the last sentences of
+the one before finish (`search_joined`).
+
+Each sentence decodes as it does alone (the same steps, scores and stopping rule): its rows keep
+their own step count, hence their own positions and length penalty. The sentences that joined
+at one step form a cohort with attention caches of their own (segments,
+`MultiHeadAttention._attend_segments`), as wide as its own steps and its own longest source; the
+products of a step run on every row at once. Beyond `MAX_COHORTS` the two cohorts nearest in
+age merge, the younger's cached steps aligned at the end and masked before its own. A joining
+sentence gets `beam` rows at once, all but the first with a log-probability of -inf, which
+picks what `beam_search`'s single first row picks.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Hashable, Iterable, Iterator, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from translate.model.transformer import Transformer
+from translate.model.padding import pad
+from translate.decode.search import (
+    NEVER_GENERATED, Hypothesis, encode_by_length, extensions, length_penalty, max_output_lengths, next_tokens,
+    token_bias,
+)
+from translate.text.vocab import BOS_ID, EOS_ID, PAD_ID
+
+# Attention caches kept apart, one per cohort of sentences that joined at one step, so that each
+# is as wide as its own steps; each costs its own attention products a step, so beyond this many
+# the two nearest in age merge (8 to 16 alike at 32 clients; 4 lose a fifth at 128: docs/serving.md).
+MAX_COHORTS = 12
+
+
+class _CohortSearch:
+    """What both searches share: sentences (tickets, step counts, length limits, last tokens) and
+    their rows' attention caches in cohorts; `rows_per_sentence` is the beam (1 for greedy)."""
+
+    def __init__(self, model: Transformer, rows_per_sentence: int, max_len_a: float, max_len_b: int,
+                 allowed_tokens: Tensor | None, never: Sequence[int]) -> None:
+        self.model, self.beam = model, rows_per_sentence
+        self.max_len_a, self.max_len_b = max_len_a, max_len_b
+        self.device = next(model.parameters()).device
+        self.bias = token_bias(allowed_tokens, model.tgt_vocab_size, self.device)
+        self.blocked = NEVER_GENERATED + list(never)
+        self._reset()
+
+    def _reset(self) -> None:
+        self.tickets: list[Hashable] = []  # per sentence, what the caller knows it by
+        self.steps: list[int] = []  # per sentence, the tokens each of its rows has
+        self.cohorts: list[int] = []  # sentences per self-attention segment, oldest first
+        # Per decoder layer, one self- and one cross-attention segment per cohort.
+        self.cache = [{"self": {"segments": []}, "cross": {"segments": []}} for _ in self.model.decoder_layers]
+        self.limits = torch.empty(0, dtype=torch.long, device=self.device)
+        self.last = torch.empty((0, 1), dtype=torch.long, device=self.device)
+
+    def _segments(self, cohort: int, kind: str = "self") -> list[dict]:
+        """Cohort `cohort`'s self- or cross-attention segment in every layer."""
+        return [layer[kind]["segments"][cohort] for layer in self.cache]
+
+    def _add(self, tickets: Sequence[Hashable], sources: Sequence[Sequence[int]],
+             starts: Sequence[int | None] | None) -> int:
+        """The sentences' encoder keys and values in a cohort (a new one, or the one that joined
+        since the last step), their first tokens and limits; returns how many joined."""
+        model, beam, device = self.model, self.beam, self.device
+        src_ids = pad(sources).to(device)
+        src_mask = model.source_mask(src_ids, PAD_ID)
+        cross = model.cross_keys_values(encode_by_length(model, src_ids, src_mask))
+        count = len(sources)
+        if self.cohorts and "k" not in self._segments(-1)[0]:  # joined since the last step too
+            self.cohorts[-1] += count
+            for own, joined, new in zip(self._segments(-1), self._segments(-1, "cross"), cross):
+                own["size"] += count * beam
+                _join_cross(joined, dict(new, size=count * beam, mask=src_mask))
+        else:
+            self.cohorts.append(count)
+            for layer, new in zip(self.cache, cross):
+                layer["self"]["segments"].append({"size": count * beam})
+                layer["cross"]["segments"].append(dict(new, size=count * beam, mask=src_mask))
+            while len(self.cohorts) > MAX_COHORTS:
+                self._merge_cheapest()
+        first = [BOS_ID if start is None else start for start in (starts or [None] * count)]
+        self.last = torch.cat([self.last, torch.tensor(first, device=device).repeat_interleave(beam)[:, None]])
+        self.limits = torch.cat([self.limits, max_output_lengths(src_ids, self.max_len_a, self.max_len_b,
+                                                                 model.cfg.max_positions)])
+        self.tickets += list(tickets)
+        self.steps += [0] * count
+        return count
+
+    def _merge_cheapest(self) -> None:
+        """Two neighbouring cohorts as one: the pair whose younger rows gain the fewest padded
+        cache positions (masked) by taking the older one's width."""
+        widths = [segment["k"].shape[2] if "k" in segment else 0 for segment in self.cache[0]["self"]["segments"]]
+        added = [self.cohorts[i + 1] * (widths[i] - widths[i + 1]) for i in range(len(self.cohorts) - 1)]
+        i = added.index(min(added))
+        for layer in self.cache:
+            segments = layer["self"]["segments"]
+            older, younger = segments[i], segments.pop(i + 1)
+            for name in ("k", "v"):
+                parts = []
+                for segment in (older, younger):
+                    if name not in segment:  # a cohort that joined at this step has no cached steps yet
+                        heads, dim = older[name].shape[1], older[name].shape[3]
+                        parts.append(older[name].new_zeros(segment["size"], heads, 0, dim))
+                        continue
+                    rows = segment.get("rows")
+                    parts.append(segment[name] if rows is None else segment[name].index_select(0, rows))
+                parts[1] = F.pad(parts[1], (0, 0, widths[i] - widths[i + 1], 0))  # aligned at the end
+                older[name] = torch.cat(parts)
+            older.pop("rows", None)
+            older["size"] += younger["size"]
+            _join_cross(layer["cross"]["segments"][i], layer["cross"]["segments"].pop(i + 1))
+        self.cohorts[i] += self.cohorts.pop(i + 1)
+
+    def _decode(self) -> tuple[Tensor, Tensor]:
+        """The next token's logits of every row, and each sentence's step count as a tensor."""
+        steps = torch.tensor(self.steps, device=self.device)
+        offset = self.steps[0] if min(self.steps) == max(self.steps) else steps.repeat_interleave(self.beam)
+        self._set_masks()
+        return self.model.decode(self.last, None, None, self.cache, offset=offset)[:, -1], steps
+
+    def _set_masks(self) -> None:
+        """Per cohort whose rows are at different steps (merged cohorts), the cached keys each
+        row may see at this step: its own, the last (steps) of them, and the new one."""
+        start = 0
+        for cohort, count in enumerate(self.cohorts):
+            segments = self._segments(cohort)
+            own = self.steps[start:start + count]
+            start += count
+            if min(own) == max(own):
+                for segment in segments:
+                    segment.pop("mask", None)
+                continue
+            width = segments[0]["k"].shape[2]
+            row_steps = torch.tensor(own, device=self.device).repeat_interleave(self.beam)
+            mask = (torch.arange(width + 1, device=self.device) >= (width - row_steps)[:, None])[:, None, None, :]
+            for segment in segments:
+                segment["mask"] = mask
+
+    def _select_rows(self, rows: Tensor, going: list[int]) -> None:
+        """Each cohort's rows from `rows` (the global decoder rows kept, reordered), picked with
+        the next step's append; cohorts left empty go, and columns no row of a cohort owns."""
+        beam, first, cohorts, kept = self.beam, 0, [], []
+        for cohort, count in enumerate(self.cohorts):
+            members = [s for s in going if first <= s < first + count]  # this cohort's sentences still searched
+            if len(members) < count:  # sentences of this cohort left: their encoder keys and values go
+                sentences = torch.tensor([s - first for s in members], dtype=torch.long, device=self.device)
+                for joined in self._segments(cohort, "cross"):
+                    for name in ("k", "v", "mask"):
+                        joined[name] = joined[name].index_select(0, sentences)
+                    joined["size"] = len(members) * beam
+            if members:
+                start = sum(cohorts) * beam  # the going rows of the cohorts before this one come first
+                local = rows[start:start + len(members) * beam] - first * beam
+                longest = max(self.steps[s] for s in members) + 1
+                for segment in self._segments(cohort):
+                    segment["rows"] = local if "rows" not in segment else segment["rows"].index_select(0, local)
+                    segment["size"] = len(members) * beam
+                    if segment["k"].shape[2] > longest:
+                        segment["k"], segment["v"] = segment["k"][:, :, -longest:], segment["v"][:, :, -longest:]
+                cohorts.append(len(members))
+                kept.append(cohort)
+            first += count
+        if len(kept) < len(self.cohorts):
+            for layer in self.cache:
+                for kind in ("self", "cross"):
+                    layer[kind]["segments"] = [layer[kind]["segments"][c] for c in kept]
+        self.cohorts = cohorts
+
+    def _keep(self, going: list[int]) -> Tensor:
+        """Only sentences `going` (indexes, in order) stay in the per-sentence lists; their indexes
+        as a tensor, for the caller's tensors."""
+        self.tickets = [self.tickets[s] for s in going]
+        self.steps = [self.steps[s] for s in going]
+        index = torch.tensor(going, dtype=torch.long, device=self.device)
+        self.limits = self.limits.index_select(0, index)
+        return index
+
+
+class ContinuousBeamSearch(_CohortSearch):
+    """A running beam search over sentences that join (`add`) and leave (`step`) at any step."""
+
+    def __init__(self, model: Transformer, beam: int = 5, alpha: float = 1.0, n_best: int = 1,
+                 max_len_a: float = 1.5, max_len_b: int = 10, allowed_tokens: Tensor | None = None,
+                 never: Sequence[int] = ()) -> None:
+        if beam < 1:
+            raise ValueError(f"beam must be at least 1, got {beam}")
+        if not 1 <= n_best <= beam:
+            raise ValueError(f"n_best must be between 1 and the beam size {beam}, got {n_best}")
+        self.alpha, self.n_best = alpha, n_best
+        self.wait_for = n_best if alpha == 0 else beam  # as beam_search
+        super().__init__(model, beam, max_len_a, max_len_b, allowed_tokens, never)
+        # Float32 penalties by step, as beam_search's Python float becomes in a float32 division.
+        self.penalties = torch.tensor([length_penalty(step + 1, alpha) for step in range(model.cfg.max_positions)],
+                                      device=self.device)
+
+    def _reset(self) -> None:
+        super()._reset()
+        self.finished: list[list[Hypothesis]] = []
+        self.beam_lp = torch.empty((0, self.beam), device=self.device)
+        self.best_finished = torch.empty((0, self.wait_for), device=self.device)
+        self.history = torch.empty((0, 0), dtype=torch.long, device=self.device)  # aligned at the end
+
+    def __len__(self) -> int:
+        """Sentences being searched."""
+        return len(self.tickets)
+
+    @torch.inference_mode()
+    def add(self, tickets: Sequence[Hashable], sources: Sequence[Sequence[int]],
+            starts: Sequence[int | None] | None = None) -> None:
+        """Sentences that join the search before its next step: source ids (with EOS, and any
+        language tag the model reads), each with a ticket `step` will return it with and an
+        optional first decoder token (a target-language tag) in place of BOS."""
+        if not sources:
+            return
+        count = self._add(tickets, sources, starts)
+        rows = count * self.beam
+        self.history = torch.cat([self.history, self.history.new_full((rows, self.history.shape[1]), PAD_ID)])
+        joining = torch.full((count, self.beam), float("-inf"), device=self.device)
+        joining[:, 0] = 0.0
+        self.beam_lp = torch.cat([self.beam_lp, joining])
+        self.best_finished = torch.cat([self.best_finished,
+                                        torch.full((count, self.wait_for), float("-inf"), device=self.device)])
+        self.finished += [[] for _ in range(count)]
+
+    @torch.inference_mode()
+    def step(self) -> list[tuple[Hashable, list[Hypothesis]]]:
+        """One decoding step for every live sentence; the sentences done at it, with their
+        tickets and up to `n_best` hypotheses, best first (see `search.beam_search`)."""
+        if not self.tickets:
+            return []
+        beam, n = self.beam, len(self.tickets)
+        history_width = self.history.shape[1]
+        logits, steps = self._decode()
+        top_lp, top_beam, ends, live_lp, live_beam, live_token = extensions(
+            logits, self.beam_lp, steps + 1 >= self.limits, beam, self.blocked, self.bias)
+
+        penalty = self.penalties[steps][:, None]
+        ending = ends.nonzero()
+        if ending.numel():
+            sentence, column = ending[:, 0], ending[:, 1]
+            log_probs = top_lp[sentence, column]
+            rows = self.history.index_select(0, sentence * beam + top_beam[sentence, column]).tolist()
+            for s, ids, log_prob in zip(sentence.tolist(), rows, log_probs.tolist()):
+                tokens = ids[history_width - self.steps[s]:]
+                self.finished[s].append(Hypothesis(tokens, log_prob / length_penalty(self.steps[s] + 1, self.alpha),
+                                                   log_prob))
+            new_scores = torch.where(ends, top_lp / penalty, float("-inf"))
+            self.best_finished = torch.cat([self.best_finished, new_scores], dim=1).topk(self.wait_for, dim=1).values
+
+        best_live = live_lp[:, 0]
+        done = ((best_live == float("-inf")) | (best_live / penalty[:, 0] <= self.best_finished[:, -1])).tolist()
+        answered = []
+        for s in (s for s, is_done in enumerate(done) if is_done):
+            hypotheses = sorted(self.finished[s], key=lambda h: h.score, reverse=True)
+            answered.append((self.tickets[s], hypotheses[: self.n_best] or [Hypothesis([], float("-inf"), float("-inf"))]))
+        if len(answered) == n:
+            self._reset()
+            return answered
+        going_list = [s for s, is_done in enumerate(done) if not is_done]
+        going = torch.tensor(going_list, device=self.device)
+        rows = ((going * beam)[:, None] + live_beam[going]).view(-1)
+        self._select_rows(rows, going_list)
+        if answered:
+            going = self._keep(going_list)
+            self.best_finished = self.best_finished.index_select(0, going)
+            live_lp, live_token = live_lp.index_select(0, going), live_token.index_select(0, going)
+            self.finished = [self.finished[s] for s in going_list]
+        self.steps = [steps + 1 for steps in self.steps]
+        self.last = live_token.view(-1, 1)
+        self.history = torch.cat([self.history.index_select(0, rows), self.last], dim=1)
+        self.history = self.history[:, -max(self.steps):]  # columns no live row owns any more go
+        self.beam_lp = live_lp
+        return answered
+
+
+class ContinuousGreedySearch(_CohortSearch):
+    """A running greedy search over sentences that join (`add`) and leave (`step`) at any step;
+    each gets the tokens `search.greedy_search` gives it."""
+
+    def __init__(self, model: Transformer, max_len_a: float = 1.5, max_len_b: int = 10,
+                 allowed_tokens: Tensor | None = None, never: Sequence[int] = ()) -> None:
+        super().__init__(model, 1, max_len_a, max_len_b, allowed_tokens, never)
+
+    def _reset(self) -> None:
+        super()._reset()
+        self.tokens: list[list[int]] = []  # per sentence, its output so far
+        self.done = torch.empty(0, dtype=torch.bool, device=self.device)  # answered, rows not yet dropped
+        self.answered = 0
+
+    def __len__(self) -> int:
+        """Sentences being searched (not yet answered)."""
+        return len(self.tickets) - self.answered
+
+    @torch.inference_mode()
+    def add(self, tickets: Sequence[Hashable], sources: Sequence[Sequence[int]],
+            starts: Sequence[int | None] | None = None) -> None:
+        """Sentences that join before the next step, as `ContinuousBeamSearch.add`."""
+        if not sources:
+            return
+        count = self._add(tickets, sources, starts)
+        self.tokens += [[] for _ in range(count)]
+        self.done = torch.cat([self.done, self.done.new_zeros(count)])
+
+    @torch.inference_mode()
+    def step(self) -> list[tuple[Hashable, list[int]]]:
+        """One greedy step for every row; the sentences done at it, with their tickets and tokens
+        (without BOS and EOS)."""
+        if not len(self):
+            return []
+        logits, steps = self._decode()
+        token = next_tokens(logits, self.blocked, self.bias, steps + 1 >= self.limits)
+        ending = (token == EOS_ID) & ~self.done
+        answered = [(self.tickets[s], self.tokens[s]) for s in ending.nonzero()[:, 0].tolist()]
+        for tokens, t, done in zip(self.tokens, token.tolist(), self.done.tolist()):
+            if not done and t != EOS_ID:
+                tokens.append(t)
+        self.done |= ending
+        self.answered += len(answered)
+        if not len(self):
+            self._reset()
+            return answered
+        # As greedy_search, answered rows leave once they are a tenth of the rows (leaving copies
+        # the encoder's keys and values), or before their next position would pass the model's last.
+        last_position = steps + 1 >= self.model.cfg.max_positions
+        if self.answered * 10 >= len(self.tickets) or bool((self.done & last_position).any()):
+            going_list = (~self.done).nonzero()[:, 0].tolist()
+            going = torch.tensor(going_list, dtype=torch.long, device=self.device)
+            self._select_rows(going, going_list)
+            self._keep(going_list)
+            self.tokens = [self.tokens[s] for s in going_list]
+            self.done, self.answered, token = self.done[going], 0, token[going]
+        self.steps = [steps + 1 for steps in self.steps]
+        self.last = token[:, None]
+        return answered
+
+
+# translate-cli's batches: the next joins the running search once the sentences searched are down
+# to this share of the batch budget in source tokens, so that few steps decode few rows
+# (docs/benchmarks.md).
+JOIN_BELOW = 0.5
+
+
+def search_joined(search: ContinuousGreedySearch | ContinuousBeamSearch,
+                  batches: Iterable[tuple[Sequence[Hashable], Sequence[Sequence[int]]]], batch_tokens: int,
+                  start: int | None = None, join_below: float = JOIN_BELOW) -> Iterator[tuple[Hashable, list]]:
+    """Batches (tickets, source ids with EOS) searched by one running `search`: the next batch
+    joins whenever the sentences being searched hold at most `join_below * batch_tokens` source
+    tokens; yields (ticket, what `search.step` gives) as each sentence is done, which is what
+    `search.greedy_search` or `search.beam_search` gives it. Given longest first, the batches
+    leave the shortest sentences for the last steps. `start` is every sentence's first decoder
+    token in place of BOS (a target-language tag)."""
+    waiting, searched, tokens = deque(batches), {}, 0  # source tokens by ticket, and their sum
+    while waiting or len(search):
+        while waiting and tokens <= join_below * batch_tokens:
+            tickets, sources = waiting.popleft()
+            search.add(tickets, sources, [start] * len(sources))
+            searched.update(zip(tickets, map(len, sources)))
+            tokens += sum(map(len, sources))
+        for ticket, found in search.step():
+            tokens -= searched.pop(ticket)
+            yield ticket, found
+
+
+def _join_cross(segment: dict, other: dict) -> None:
+    """`other`'s sentences after `segment`'s in one cross-attention segment: the encoder's keys
+    and values padded to the longer source, the padding masked."""
+    width = max(segment["k"].shape[2], other["k"].shape[2])
+    for name in ("k", "v"):
+        segment[name] = torch.cat([F.pad(part[name], (0, 0, 0, width - part[name].shape[2]))
+                                   for part in (segment, other)])
+    segment["mask"] = torch.cat([F.pad(part["mask"], (0, width - part["mask"].shape[-1]), value=False)
+                                 for part in (segment, other)])
+    segment["size"] += other["size"]

@@ -1,0 +1,298 @@
+"""Raw lines in, translations out, one for one: checkpoint → ids → search → detokenized text."""
+
+from __future__ import annotations
+
+import math
+import sys
+import unicodedata
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from translate.model.checkpoint import Translator
+from translate.decode.continuous import ContinuousBeamSearch, ContinuousGreedySearch, search_joined
+from translate.defaults import BATCH_TOKENS
+from translate.errors import UsageError
+from translate.text.vocab import EOS_ID, language_tag
+
+
+def is_blank(line: str) -> bool:
+    """Nothing to translate: only whitespace (any Unicode space, tabs), control characters such
+    as NUL, or invisible format characters (a stray byte-order mark, zero-width spaces). Such a
+    line gives an empty translation; decoded, it would give invented words."""
+    return all(char.isspace() or unicodedata.category(char) in ("Cc", "Cf") for char in line)
+
+
+@dataclass
+class Direction:
+    """How to ask a model for one output language: a tag before the source (`prefix`) or as the
+    decoder's first token (`start`); the tags it must never produce; its allowed targets."""
+
+    prefix: list[int]
+    start: int | None
+    never: list[int]
+    target_lang: str | None
+
+
+_zero_shot_warned: set[tuple[str | None, str, str]] = set()  # (checkpoint, source, target)
+
+
+def direction_for(translator: Translator, target_lang: str | None, source_lang: str | None = None) -> Direction:
+    """The tag settings that make `translator` write `target_lang`; a UsageError for a language
+    it does not know. A direction it was not trained on (zero-shot) is allowed, said once."""
+    tags = translator.vocab.target.tag_ids()
+    if not translator.multilingual():
+        trained = translator.languages()
+        if target_lang is not None and trained and target_lang != trained[1]:
+            raise UsageError(f"--target-lang {target_lang}: {translator.path} translates "
+                             f"{trained[0]}→{trained[1]} only")
+        return Direction([], None, [], None)
+    known = translator.target_languages()
+    if target_lang is None:
+        if len(known) > 1:
+            raise UsageError(f"{translator.path} is a many-to-many model: choose the output language "
+                             f"with --target-lang (one of {', '.join(known)})")
+        target_lang = known[0]
+    if target_lang not in tags:
+        raise UsageError(f"--target-lang {target_lang}: {translator.path} knows the target languages "
+                         f"{', '.join(known)} (no tag {language_tag(target_lang)} in its vocabulary)")
+    directions = translator.directions()
+    if source_lang is not None and (source_lang, target_lang) not in directions:
+        if (translator.path, source_lang, target_lang) not in _zero_shot_warned:
+            _zero_shot_warned.add((translator.path, source_lang, target_lang))
+            print(f"warning: {translator.path} was not trained on {source_lang}→{target_lang}: "
+                  "translating zero-shot", file=sys.stderr)
+    tag = tags[target_lang]
+    at_source = translator.tag_position() == "source"
+    return Direction([tag] if at_source else [], None if at_source else tag, sorted(tags.values()), target_lang)
+
+
+@dataclass
+class Translation:
+    """One entry of an n-best list: detokenized text, length-normalized score, total log-prob.
+
+    Greedy search (beam 1) computes no scores: both are None there.  An empty input line is
+    not decoded and gets an empty text with score 0.  Entries that fill an n-best list the
+    search could not fill (a search space smaller than n_best) have an empty text and -inf.
+    """
+
+    text: str
+    score: float | None
+    log_prob: float | None
+
+
+def length_batches(lengths: list[int], batch_tokens: int) -> list[list[int]]:
+    """Indexes of the non-empty sentences, shortest first, cut into batches of at most
+    `batch_tokens` padded source tokens (EOS counted); a longer sentence goes alone.
+
+    Sorting by length keeps padding, and the steps spent on sentences that finished early,
+    small.  The benchmark uses this too, so every system decodes the same batches.
+    """
+    order = sorted((i for i, length in enumerate(lengths) if length), key=lambda i: lengths[i])
+    batches, start = [], 0
+    while start < len(order):
+        longest = lengths[order[start]] + 1
+        end = start + 1
+        while end < len(order) and (lengths[order[end]] + 1) * (end - start + 1) <= max(batch_tokens, longest):
+            end += 1
+        batches.append(order[start:end])
+        start = end
+    return batches
+
+
+# What ends a sentence in a SentencePiece piece (closing quotes and brackets after it allowed):
+# where an over-long line is cut.
+SENTENCE_END = tuple(".!?;:…。！？")
+CLOSING = "\"'»“”’)]"
+WORD_START = "\u2581"  # SentencePiece's word-boundary mark
+
+
+def split_long(ids: list[int], limit: int, pieces: Sequence[str]) -> list[list[int]]:
+    """An over-long line's ids as consecutive segments, which joined give `ids` back.
+
+    Why: a model trained on sentences translates a long line badly or not at all, so the line
+    is cut after every sentence end (closing quotes or brackets after it kept) that a
+    word-initial piece follows, so not inside "3.5".  A sentence still over `limit` tokens is
+    cut before the last word-initial piece in the second half of the window that fits, else
+    at the limit.
+    """
+    if limit < 1:
+        raise ValueError(f"the segment limit must be at least 1 token, got {limit}")
+    cuts = [i for i in range(1, len(ids))
+            if pieces[ids[i]].startswith(WORD_START) and _ends_sentence(ids, i, pieces)]
+    segments = []
+    for start, end in zip([0, *cuts], [*cuts, len(ids)]):
+        while end - start > limit:
+            window = range(start + limit, start + limit // 2, -1)  # cut positions, latest first
+            cut = next((i for i in window if pieces[ids[i]].startswith(WORD_START)), start + limit)
+            segments.append(ids[start:cut])
+            start = cut
+        segments.append(ids[start:end])
+    return segments
+
+
+def _ends_sentence(ids: list[int], end: int, pieces: Sequence[str]) -> bool:
+    """Whether `ids[:end]` ends a sentence: its last piece that is more than closing quotes
+    and brackets ends with a sentence-ending mark."""
+    for k in range(end - 1, -1, -1):
+        text = pieces[ids[k]].rstrip(CLOSING)
+        if text:
+            return text.endswith(SENTENCE_END)
+    return False
+
+
+Found = tuple[list[int], float | None, float | None]  # a hypothesis: tokens, score, log-prob
+
+
+def _join(parts: list[Found]) -> Found:
+    """One line's hypothesis from its segments': tokens in order, scores summed (None, as
+    greedy search gives, stays None)."""
+    tokens = [token for part_tokens, _, _ in parts for token in part_tokens]
+    scores, log_probs = [p[1] for p in parts], [p[2] for p in parts]
+    return (tokens,
+            None if None in scores else sum(scores),
+            None if None in log_probs else sum(log_probs))
+
+
+def translate_nbest(
+    translator: Translator,
+    lines: list[str],
+    batch_tokens: int = BATCH_TOKENS,
+    max_len_a: float | None = None,
+    max_len_b: int | None = None,
+    max_input_tokens: int | None = None,
+    progress: Callable[[int], None] | None = None,
+    beam: int = 1,
+    length_penalty: float = 1.0,
+    n_best: int = 1,
+    restrict_to_target: bool = False,
+    first_line: int = 1,
+    target_lang: str | None = None,
+    source_lang: str | None = None,
+) -> list[list[Translation]]:
+    """Exactly `n_best` translations for every line, best first; nothing is ever dropped.
+    A blank line (`is_blank`) gives empty translations and is not decoded.
+
+    Lines are sorted by length so batches carry little padding, then put back in order; the
+    batches, longest first, go through one running search (`continuous.search_joined`), each
+    joining as the last sentences of the ones before finish, so that few steps decode few rows;
+    each sentence gets what `greedy_search` or `beam_search` gives it alone. A line over
+    `max_input_tokens` (default: the longest training sentence, `data.max_length` of the saved
+    run config; at most the model's positions less EOS) is translated in
+    segments, sentence by sentence (`split_long`), joined again, with a warning; entry k of
+    its n-best list joins every segment's k-th best, with the scores summed.
+    `batch_tokens` budgets source tokens; beam search decodes `beam` rows per sentence.
+    Beam 1 is greedy search (which beam search with beam 1 equals); `length_penalty` is the
+    GNMT alpha of `beam_search`.  `restrict_to_target` lets the model produce only the ids
+    seen on the target side of its training data (plus UNK and EOS).  `progress` is called with
+    the number of lines finished as they finish; `first_line` is the number warnings give
+    `lines[0]` (a chunk's place in the whole input). A many-to-many model writes `target_lang`
+    (`direction_for`); `source_lang`, where known, lets a zero-shot direction be said.
+    """
+    if beam < 1:
+        raise ValueError(f"beam must be at least 1, got {beam}")
+    if not 1 <= n_best <= beam:
+        raise ValueError(f"n_best must be between 1 and the beam size {beam}, got {n_best}")
+    model = translator.model
+    max_len_a, max_len_b = output_length_rule(translator, max_len_a, max_len_b)
+    direction = direction_for(translator, target_lang, source_lang)
+    device = next(model.parameters()).device
+    allowed = translator.target_token_mask(direction.target_lang).to(device) if restrict_to_target else None
+    units, owners = source_units(translator, lines, direction, max_input_tokens, first_line)
+    found: list[list[Found]] = [[([], 0.0, 0.0)] for _ in units]  # an empty unit is not decoded
+    batches = length_batches([len(ids) for ids in units], batch_tokens)
+    units_left = [0] * len(lines)  # per line: its units not decoded yet
+    for batch in batches:
+        for index in batch:
+            units_left[owners[index]] += 1
+    if progress:
+        progress(units_left.count(0))  # empty lines are done already
+
+    def decoded(index: int) -> int:
+        """Lines finished by unit `index`'s translation: 1 for its line's last unit, else 0."""
+        units_left[owners[index]] -= 1
+        return int(units_left[owners[index]] == 0)
+
+    # One running search, each batch joining as the one before ends, longest first.
+    if beam == 1:
+        search = ContinuousGreedySearch(model, max_len_a, max_len_b, allowed, direction.never)
+    else:
+        search = ContinuousBeamSearch(model, beam, length_penalty, n_best, max_len_a, max_len_b, allowed,
+                                      direction.never)
+    sources = ((batch, [direction.prefix + units[i] + [EOS_ID] for i in batch]) for batch in reversed(batches))
+    for index, result in search_joined(search, sources, batch_tokens, direction.start):
+        found[index] = ([(result, None, None)] if beam == 1
+                        else [(h.tokens, h.score, h.log_prob) for h in result])
+        if progress:
+            progress(decoded(index))
+    return join_units(translator, len(lines), owners, found, n_best)
+
+
+def output_length_rule(translator: Translator, max_len_a: float | None = None,
+                       max_len_b: int | None = None) -> tuple[float, int]:
+    """(a, b) of the `a * source_length + b` output limit: the given ones, else the run config's."""
+    config = translator.training_config
+    return (config.get("max_len_a", 1.5) if max_len_a is None else max_len_a,
+            config.get("max_len_b", 10) if max_len_b is None else max_len_b)
+
+
+def source_units(translator: Translator, lines: list[str], direction: Direction,
+                 max_input_tokens: int | None = None, first_line: int = 1) -> tuple[list[list[int]], list[int]]:
+    """The units decoded, each line's ids (none for a blank line) or the segments of an over-long
+    one (`split_long`, with a warning), and the index of the line each unit belongs to."""
+    vocab = translator.vocab
+    limit = min(max_input_tokens or translator.trained_max_length() or math.inf,
+                translator.model.cfg.max_positions - 1 - len(direction.prefix))
+    units, owners, pieces = [], [], None
+    texts = ["" if is_blank(line) else line for line in lines]
+    for number, ids in enumerate(vocab.source.encode(texts), start=first_line):
+        segments = [ids]
+        if len(ids) > limit:
+            pieces = pieces or [vocab.source.processor.id_to_piece(i) for i in range(len(vocab.source))]
+            segments = split_long(ids, limit, pieces)
+            print(f"warning: line {number} has {len(ids)} tokens, more than the {limit} the model was "
+                  f"trained on or can read; translating it in {len(segments)} segments", file=sys.stderr)
+        units += segments
+        owners += [number - first_line] * len(segments)
+    return units, owners
+
+
+def join_units(translator: Translator, line_count: int, owners: list[int], found: list[list[Found]],
+               n_best: int = 1) -> list[list[Translation]]:
+    """Each line's n-best list from its units' hypotheses (`found`, in `owners` order): segments
+    joined (`_join`), detokenized; lists the search could not fill padded with empty entries."""
+    unfilled = ([], float("-inf"), float("-inf"))  # beyond what the search space held
+    per_line: list[list[list[Found]]] = [[] for _ in range(line_count)]
+    for owner, entries in zip(owners, found):
+        per_line[owner].append(entries + [unfilled] * (n_best - len(entries)))
+    joined = [_join([segment[k] for segment in segments]) for segments in per_line for k in range(n_best)]
+    texts = translator.vocab.target.decode([tokens for tokens, _, _ in joined])
+    flat = [Translation(text, score, log_prob) for text, (_, score, log_prob) in zip(texts, joined)]
+    return [flat[i * n_best : (i + 1) * n_best] for i in range(line_count)]
+
+
+def translate_lines(
+    translator: Translator,
+    lines: list[str],
+    batch_tokens: int = BATCH_TOKENS,
+    max_len_a: float | None = None,
+    max_len_b: int | None = None,
+    max_input_tokens: int | None = None,
+    progress: Callable[[int], None] | None = None,
+    beam: int = 1,
+    length_penalty: float = 1.0,
+    n_best: int = 1,
+    restrict_to_target: bool = False,
+    target_lang: str | None = None,
+    source_lang: str | None = None,
+) -> list[str]:
+    """Translate every line; an empty line gives an empty line and nothing is ever dropped.
+
+    Returns `n_best * len(lines)` texts: the n-best list of line 1 (best first), then that of
+    line 2, and so on; with `n_best=1`, one translation per line in input order.  See
+    `translate_nbest` for the settings, and for the scores.
+    """
+    nbest = translate_nbest(
+        translator, lines, batch_tokens, max_len_a, max_len_b, max_input_tokens, progress,
+        beam, length_penalty, n_best, restrict_to_target, target_lang=target_lang, source_lang=source_lang,
+    )
+    return [entry.text for entries in nbest for entry in entries]

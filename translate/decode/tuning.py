@@ -1,0 +1,106 @@
+"""The length penalty a model translates best with, chosen on its dev set and kept in its checkpoint.
+
+Beam search ranks hypotheses by log-probability / ((5 + length) / 6) ** alpha (GNMT). A short
+hypothesis loses less log-probability, so too small an alpha lets beam search prefer
+translations that stop early (a brevity penalty well under 1), and the best alpha differs by
+model and corpus. Each candidate alpha is tried at the model's beam size on dev sentences; the
+one with the best BLEU among those whose brevity penalty is at least 0.95 is kept (the longest,
+where none is), and greedy search is scored beside them for comparison.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
+
+from translate.model.checkpoint import ARTIFACT_KEY, SEARCH_KEY, Translator
+from translate.defaults import LENGTH_PENALTY_CANDIDATES as CANDIDATES
+from translate.defaults import MIN_BREVITY_PENALTY
+
+
+def score(translator: Translator, jobs: list, beam: int, alpha: float, batch_tokens: int) -> dict:
+    """BLEU, chrF and brevity penalty of one search setting, averaged over the directions."""
+    from translate.text.metrics import corpus_scores
+    from translate.decode.pipeline import translate_lines
+
+    rows = []
+    for (source_lang, target_lang), sources, references in jobs:
+        target = target_lang if translator.multilingual() else None
+        hypotheses = translate_lines(translator, sources, batch_tokens, beam=beam, length_penalty=alpha,
+                                     target_lang=target, source_lang=source_lang if target else None)
+        rows.append(corpus_scores(hypotheses, references, target_lang=target_lang))
+    return {"beam": beam, "length_penalty": alpha,
+            "bleu": statistics.mean(r.bleu for r in rows), "chrf": statistics.mean(r.chrf for r in rows),
+            "brevity_penalty": statistics.mean(r.brevity_penalty for r in rows)}
+
+
+def tune_length_penalty(
+    translator: Translator,
+    jobs: list,
+    beam: int = 5,
+    candidates: Sequence[float] = CANDIDATES,
+    batch_tokens: int = 4096,
+    progress: Callable[[str], None] | None = None,
+) -> dict:
+    """The search settings to store: `{"beam", "length_penalty", "greedy", "candidates", ...}`.
+    `jobs` are ((source language, target language), sources, references) of dev sentences."""
+    greedy = score(translator, jobs, 1, 0.0, batch_tokens)
+    tried = []
+    for alpha in candidates:
+        tried.append(score(translator, jobs, beam, alpha, batch_tokens))
+        if progress:
+            row = tried[-1]
+            progress(f"alpha {alpha:.1f}: BLEU {row['bleu']:.2f}, chrF {row['chrf']:.2f}, BP {row['brevity_penalty']:.3f}")
+    long_enough = [row for row in tried if row["brevity_penalty"] >= MIN_BREVITY_PENALTY]
+    best = (max(long_enough, key=lambda row: (row["bleu"], row["chrf"])) if long_enough
+            else max(tried, key=lambda row: row["brevity_penalty"]))
+    return {"beam": beam, "length_penalty": best["length_penalty"], "greedy": greedy, "candidates": tried,
+            "sentences": sum(len(sources) for _, sources, _ in jobs)}
+
+
+def dev_jobs(translator: Translator, split: str = "dev", sentences: int | None = 300) -> list:
+    """Up to `sentences` dev pairs of every direction the model was trained on."""
+    jobs = []
+    for direction in translator.directions():
+        sources, references, _ = translator.corpus_split(split, direction)
+        jobs.append((direction, sources[:sentences], references[:sentences]))
+    return jobs
+
+
+def tune_checkpoint(path, device, split: str = "dev", sentences: int | None = 300, beam: int = 5,
+                    candidates: Sequence[float] = CANDIDATES, progress: Callable[[str], None] | None = None,
+                    write: bool = True) -> dict:
+    """Load the checkpoint at `path`, tune its length penalty on `split` and (with `write`) store
+    the result in it: what translate-tune and the end of translate-train fit do."""
+    from translate.model.checkpoint import load_translator
+
+    translator = load_translator(path, device)
+    settings = tune_length_penalty(translator, dev_jobs(translator, split, sentences), beam, candidates,
+                                   progress=progress)
+    if write:
+        store(path, settings)
+    return settings
+
+
+def store(path, settings: dict) -> None:
+    """Write the tuned settings into the checkpoint at `path` (atomically, nothing else changed)."""
+    import torch
+
+    from translate.model.checkpoint import read_checkpoint
+    from translate.files import atomic_output
+
+    checkpoint = read_checkpoint(path)
+    checkpoint[ARTIFACT_KEY][SEARCH_KEY] = settings
+    with atomic_output(path) as handle:
+        torch.save(checkpoint, handle)
+
+
+def report(settings: dict) -> str:
+    greedy = settings["greedy"]
+    lines = [f"dev: {settings['sentences']:,} sentences", "", "| search | BLEU | chrF | BP |", "|---|---:|---:|---:|",
+             f"| greedy | {greedy['bleu']:.2f} | {greedy['chrf']:.2f} | {greedy['brevity_penalty']:.3f} |"]
+    for row in settings["candidates"]:
+        chosen = " (chosen)" if row["length_penalty"] == settings["length_penalty"] else ""
+        lines.append(f"| beam {row['beam']}, alpha {row['length_penalty']:.1f}{chosen} | {row['bleu']:.2f} | "
+                     f"{row['chrf']:.2f} | {row['brevity_penalty']:.3f} |")
+    return "\n".join(lines)

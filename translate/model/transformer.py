@@ -1,0 +1,468 @@
+"""The encoder-decoder Transformer, with every embedding tie decided in one place.
+
+Reading order: `ModelConfig` (the architecture), `TIE_MODES` (which matrices are one
+Parameter), the attention and layer blocks, then `Transformer` with its two entry points
+used by training (`forward`) and by search (`encode` + `decode` with a key/value cache).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+TieMode = Literal["none", "decoder", "src_tgt", "all"]
+
+# Which places share one matrix.  "decoder": decoder input = pre-softmax projection;
+# "src_tgt": encoder input = decoder input; "all": the three-way tie of Vaswani et al.
+TIE_MODES: dict[str, dict[str, bool]] = {
+    "none": {"src_tgt": False, "tgt_output": False},
+    "decoder": {"src_tgt": False, "tgt_output": True},
+    "src_tgt": {"src_tgt": True, "tgt_output": False},
+    "all": {"src_tgt": True, "tgt_output": True},
+}
+
+
+@dataclass
+class ModelConfig:
+    """Architecture hyper-parameters; the single source of their defaults.
+
+    Args:
+        d_model: width of the model: embeddings, attention and residual stream.
+        heads: attention heads (d_model must divide by it).
+        encoder_layers: layers of the encoder.
+        decoder_layers: layers of the decoder.
+        ffn_dim: inner width of each feed-forward block.
+        dropout: dropout on embeddings and residual branches.
+        attention_dropout: dropout on attention weights.
+        activation_dropout: dropout after the feed-forward activation.
+        norm_first: pre-norm layers (stable at high learning rates) instead of post-norm.
+        tie_embeddings: which embedding matrices are one parameter: none, decoder (decoder input =
+            pre-softmax), src_tgt (encoder input = decoder input) or all (three-way; needs one
+            joint vocabulary).
+        max_positions: longest sequence the sinusoidal positions cover (data.max_length + 1 at least).
+        share_layer_attention: one self-attention per stack and one cross-attention, used by every
+            layer (ALBERT-style; for the tying study).
+        share_encoder_decoder_layers: encoder layer i and decoder layer i share self-attention and
+            feed-forward blocks (for the tying study).
+        embedding_adapter: a d_model x d_model map, initialised to the identity, on the decoder's
+            input embedding, so a tied model can learn an asymmetric direct path.
+    """
+
+    d_model: int = 512
+    heads: int = 8
+    encoder_layers: int = 6
+    decoder_layers: int = 6
+    ffn_dim: int = 2048
+    dropout: float = 0.1
+    attention_dropout: float = 0.0
+    activation_dropout: float = 0.0
+    norm_first: bool = False
+    tie_embeddings: TieMode = "all"
+    max_positions: int = 1024
+    # Sharing beyond the embeddings, measured by scripts/tying_study.py.  ALBERT-style: one
+    # self-attention per stack and one cross-attention in the decoder, used by every layer.
+    share_layer_attention: bool = False
+    # Encoder layer i and decoder layer i use one self-attention and one feed-forward block
+    # (i < min(encoder_layers, decoder_layers)); LayerNorms and cross-attention stay separate.
+    share_encoder_decoder_layers: bool = False
+    # A d_model x d_model linear map (initialised to the identity) on the decoder's input
+    # embedding: with a tied output projection the direct path W_E W_E^T is symmetric, and
+    # this map lets the model learn an asymmetric W_E A^T W_E^T instead.
+    embedding_adapter: bool = False
+
+    def __post_init__(self) -> None:
+        if self.tie_embeddings not in TIE_MODES:
+            raise ValueError(
+                f"tie_embeddings must be one of {sorted(TIE_MODES)}, got {self.tie_embeddings!r}"
+            )
+        if self.d_model % self.heads:
+            raise ValueError(f"d_model ({self.d_model}) must be divisible by heads ({self.heads})")
+
+
+def sinusoidal_positions(length: int, dim: int, offset: int = 0) -> Tensor:
+    """The fixed sin/cos position table of Vaswani et al. (sin on even, cos on odd dims)."""
+    position = torch.arange(offset, offset + length, dtype=torch.float32).unsqueeze(1)
+    frequency = torch.exp(torch.arange(0, dim, 2, dtype=torch.float32) * (-math.log(10000.0) / dim))
+    table = torch.zeros(length, dim)
+    table[:, 0::2] = torch.sin(position * frequency)
+    table[:, 1::2] = torch.cos(position * frequency)
+    return table
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention on `scaled_dot_product_attention`, with an optional cache.
+
+    The cache is a dict owned by the caller: for self-attention it grows by one step per
+    call; for cross-attention it holds the encoder's keys and values, computed once.
+    """
+
+    def __init__(self, d_model: int, heads: int, dropout: float) -> None:
+        super().__init__()
+        self.heads = heads
+        self.dropout = dropout
+        self.q_proj = nn.Linear(d_model, d_model)
+        self.k_proj = nn.Linear(d_model, d_model)
+        self.v_proj = nn.Linear(d_model, d_model)
+        self.out_proj = nn.Linear(d_model, d_model)
+
+    def _split(self, x: Tensor) -> Tensor:
+        batch, length, dim = x.shape
+        return x.view(batch, length, self.heads, dim // self.heads).transpose(1, 2)
+
+    def _merge(self, x: Tensor) -> Tensor:
+        """`_split` undone: (B, H, L, D) to (B, L, H * D)."""
+        batch, heads, length, dim = x.shape
+        return x.transpose(1, 2).reshape(batch, length, heads * dim)
+
+    def keys_values(self, source: Tensor) -> tuple[Tensor, Tensor]:
+        """The keys and values of `source`, split into heads."""
+        return self._split(self.k_proj(source)), self._split(self.v_proj(source))
+
+    def forward(
+        self,
+        query: Tensor,
+        key_value: Tensor | None,
+        mask: Tensor | None = None,
+        causal: bool = False,
+        cache: dict[str, Tensor] | None = None,
+        static_kv: bool = False,
+    ) -> Tensor:
+        """`mask` is boolean, True where attention is allowed, broadcast to (B, H, Lq, Lk)."""
+        q = self._split(self.q_proj(query))
+        if cache is not None and "segments" in cache:  # sentences that joined a search at different steps
+            return self.out_proj(self._merge(self._attend_segments(q, query, cache["segments"], static_kv)))
+        if cache is not None and static_kv and "k" in cache:
+            k, v = cache["k"], cache["v"]
+        else:
+            k, v = self.keys_values(query if key_value is None else key_value)
+            if cache is not None:  # self-attention's new steps, or the encoder's keys at the first step
+                k, v = _cache_steps(cache, k, v)
+        # A single new query may see every cached key, so causality needs no mask there.
+        # Several new queries after cached keys (a prompt fed in chunks) need the causal
+        # mask aligned to the end: query i of L new ones sees keys up to (cached + i).
+        is_causal = causal and q.shape[2] > 1
+        if is_causal and k.shape[2] > q.shape[2]:
+            mask = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device).tril(
+                k.shape[2] - q.shape[2])
+            is_causal = False
+        return self.out_proj(self._merge(self._attend(q, k, v, mask, is_causal, cached=cache is not None)))
+
+    def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: bool, cached: bool) -> Tensor:
+        """Attention of (B, H, L, D) queries over keys and values with B or B / group rows."""
+        batch, heads, length, dim = q.shape
+        group, rest = divmod(batch, k.shape[0])
+        if rest:
+            raise ValueError(f"{batch} query rows cannot share {k.shape[0]} key rows: each key row "
+                             "serves the same whole number of consecutive query rows (a sentence's beams)")
+        if group > 1:  # `group` consecutive query rows share one key row (the beams of a sentence)
+            q = q.view(-1, group, heads, length, dim).transpose(1, 2).reshape(-1, heads, group * length, dim)
+        if cached and not is_causal and not self.training and q.dtype == torch.float32:
+            out = _attend_step(q, k, v, mask)
+        else:
+            out = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=mask, is_causal=is_causal,
+                dropout_p=self.dropout if self.training else 0.0,
+            )
+        if group > 1:
+            out = out.view(-1, heads, group, length, dim).transpose(1, 2).reshape(batch, heads, length, dim)
+        return out
+
+    def _attend_segments(self, q: Tensor, query: Tensor, segments: list[dict], static_kv: bool) -> Tensor:
+        """One new step of rows that come in consecutive segments with caches of their own
+        (`translate.decode.continuous`): segment i holds `size` query rows, its keys and values
+        ("k", "v": the encoder's, one row per sentence, with `static_kv`; else its cached steps,
+        reordered by a pending "rows" as `append_steps`, which the new step joins) and a "mask"
+        where some keys are hidden (source padding; cached steps of other rows' sentences)."""
+        if not static_kv:
+            new_k, new_v = self.keys_values(query)
+        outputs, start = [], 0
+        for segment in segments:
+            end = start + segment["size"]
+            if not static_kv:
+                _cache_steps(segment, new_k[start:end], new_v[start:end])
+            outputs.append(self._attend(q[start:end], segment["k"], segment["v"], segment.get("mask"),
+                                        is_causal=False, cached=True))
+            start = end
+        return outputs[0] if len(outputs) == 1 else torch.cat(outputs)
+
+
+def _cache_steps(cache: dict, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+    """`k`, `v` after the keys and values `cache` holds (reordered by a pending "rows"), or as its
+    first; stored contiguous, or every later step's attention would copy the cache first.
+    Measured faster than writing into a preallocated buffer: attention over a contiguous cache
+    outweighs the copy."""
+    if "k" in cache:
+        rows = cache.pop("rows", None)
+        k, v = append_steps(cache["k"], k, rows), append_steps(cache["v"], v, rows)
+    cache["k"], cache["v"] = k.contiguous(), v.contiguous()
+    return cache["k"], cache["v"]
+
+
+def append_steps(cached: Tensor, new: Tensor, rows: Tensor | None) -> Tensor:
+    """The cache's rows `rows` (all, in order, when None) with the new steps after them.
+
+    Beam search reorders the cache every step; deferred to here, the reordering and the
+    append are one copy instead of two (`search.select_rows` leaves `rows` in the cache)."""
+    if rows is None:
+        return torch.cat([cached, new], dim=2)
+    _, heads, length, dim = cached.shape
+    out = cached.new_empty(rows.numel(), heads, length + new.shape[2], dim)
+    torch.index_select(cached, 0, rows, out=out[:, :, :length])
+    out[:, :, length:] = new
+    return out
+
+
+def _attend_step(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
+    """Attention written out for incremental decoding, where a few queries meet the cache:
+    on the CPU plain matmul-softmax-matmul beats `scaled_dot_product_attention` there.  Used
+    in float32 only; in bf16/fp16 the fused kernel's float accumulation is kept."""
+    scores = torch.matmul(q, k.transpose(-1, -2)).mul_(q.shape[-1] ** -0.5)
+    if mask is not None:
+        scores = scores.masked_fill_(~mask, float("-inf"))
+    return weighted_values(scores.softmax(dim=-1), v)
+
+
+_positions = torch.arange(0)  # grown on demand; its slices index the cached value rows
+
+
+def weighted_values(weights: Tensor, v: Tensor) -> Tensor:
+    """`weights @ v` for (B, H, L, T) attention weights over (B, H, T, D) cached values.
+
+    On the CPU each query's output is a weighted sum of T value rows, which `F.embedding_bag`
+    computes reading each row once; the batched product's matrix-vector kernel reads the cache
+    at a third of a plain read's speed here (`scripts/benchmark_attention.py`)."""
+    batch, heads, length, steps = weights.shape
+    if not v.is_cpu or not v.is_contiguous() or weights.dtype != v.dtype:
+        return torch.matmul(weights, v)
+    global _positions
+    cached_rows = batch * heads * steps
+    positions = _positions  # this call's own reference: another thread may grow the shared one
+    if positions.numel() < cached_rows:
+        with torch.inference_mode(False):  # a plain tensor, usable outside inference mode too
+            positions = _positions = torch.arange(max(cached_rows, 2 * positions.numel()))
+    rows = positions[:cached_rows].view(batch * heads, 1, steps)  # bag (b, h, l): v[b, h]'s rows
+    rows = rows.view(-1, steps) if length == 1 else rows.expand(-1, length, steps).reshape(-1, steps)
+    out = F.embedding_bag(rows, v.view(-1, v.shape[-1]), mode="sum", per_sample_weights=weights.reshape(-1, steps))
+    return out.view(batch, heads, length, v.shape[-1])
+
+
+class FeedForward(nn.Module):
+    def __init__(self, d_model: int, ffn_dim: int, activation_dropout: float) -> None:
+        super().__init__()
+        self.linear1 = nn.Linear(d_model, ffn_dim)
+        self.linear2 = nn.Linear(ffn_dim, d_model)
+        # A module, so that decoding can fuse it into linear1 (translate/model/packing.py).
+        self.activation = nn.ReLU()
+        self.activation_dropout = nn.Dropout(activation_dropout)
+
+    def forward(self, x: Tensor) -> Tensor:
+        hidden = self.activation(self.linear1(x))
+        # Dropout modules are skipped outside training: each call costs a decoding step ~2 us.
+        return self.linear2(self.activation_dropout(hidden) if self.training else hidden)
+
+
+class Residual(nn.Module):
+    """One sublayer with its residual connection, pre-norm or post-norm."""
+
+    def __init__(self, d_model: int, dropout: float, norm_first: bool) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(d_model)
+        self.dropout = nn.Dropout(dropout)
+        self.norm_first = norm_first
+
+    def forward(self, x: Tensor, sublayer) -> Tensor:
+        if self.norm_first:
+            out = sublayer(self.norm(x))
+            return x + (self.dropout(out) if self.training else out)
+        out = sublayer(x)
+        return self.norm(x + (self.dropout(out) if self.training else out))
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.heads, cfg.attention_dropout)
+        self.ffn = FeedForward(cfg.d_model, cfg.ffn_dim, cfg.activation_dropout)
+        self.attn_block = Residual(cfg.d_model, cfg.dropout, cfg.norm_first)
+        self.ffn_block = Residual(cfg.d_model, cfg.dropout, cfg.norm_first)
+
+    def forward(self, x: Tensor, src_mask: Tensor) -> Tensor:
+        x = self.attn_block(x, lambda h: self.self_attn(h, None, mask=src_mask))
+        return self.ffn_block(x, self.ffn)
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.heads, cfg.attention_dropout)
+        self.cross_attn = MultiHeadAttention(cfg.d_model, cfg.heads, cfg.attention_dropout)
+        self.ffn = FeedForward(cfg.d_model, cfg.ffn_dim, cfg.activation_dropout)
+        self.self_block = Residual(cfg.d_model, cfg.dropout, cfg.norm_first)
+        self.cross_block = Residual(cfg.d_model, cfg.dropout, cfg.norm_first)
+        self.ffn_block = Residual(cfg.d_model, cfg.dropout, cfg.norm_first)
+
+    def forward(
+        self, x: Tensor, memory: Tensor | None, src_mask: Tensor, cache: dict | None = None
+    ) -> Tensor:
+        self_cache = None if cache is None else cache.setdefault("self", {})
+        cross_cache = None if cache is None else cache.setdefault("cross", {})
+        x = self.self_block(x, lambda h: self.self_attn(h, None, causal=True, cache=self_cache))
+        x = self.cross_block(
+            x, lambda h: self.cross_attn(h, memory, mask=src_mask, cache=cross_cache, static_kv=True)
+        )
+        return self.ffn_block(x, self.ffn)
+
+
+class Transformer(nn.Module):
+    """Encoder-decoder Transformer over token ids.
+
+    `shared_vocab` says whether source and target ids come from one vocabulary; the
+    `src_tgt` and `all` ties are refused without it, because sharing a matrix between
+    two different id spaces would train silently and mean nothing.
+    """
+
+    def __init__(
+        self, cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int, shared_vocab: bool
+    ) -> None:
+        super().__init__()
+        tie = TIE_MODES[cfg.tie_embeddings]
+        if tie["src_tgt"] and not shared_vocab:
+            raise ValueError(
+                f"tie_embeddings={cfg.tie_embeddings!r} makes the encoder and decoder share one "
+                f"embedding matrix, which needs one joint vocabulary, but this model has separate "
+                f"source ({src_vocab_size} tokens) and target ({tgt_vocab_size} tokens) vocabularies. "
+                "Train a joint vocabulary or choose tie_embeddings 'decoder' or 'none'."
+            )
+        self.cfg = cfg
+        self.src_vocab_size, self.tgt_vocab_size = src_vocab_size, tgt_vocab_size
+        self.shared_vocab = shared_vocab
+        self.embed_scale = math.sqrt(cfg.d_model)
+
+        self.src_embed = nn.Embedding(src_vocab_size, cfg.d_model)
+        self.tgt_embed = self.src_embed if tie["src_tgt"] else nn.Embedding(tgt_vocab_size, cfg.d_model)
+        self.output = nn.Linear(cfg.d_model, tgt_vocab_size, bias=False)
+        if tie["tgt_output"]:
+            self.output.weight = self.tgt_embed.weight
+        self.tgt_embed_adapter = (
+            nn.Linear(cfg.d_model, cfg.d_model, bias=False) if cfg.embedding_adapter else None
+        )
+
+        self.encoder_layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.encoder_layers))
+        self.decoder_layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.decoder_layers))
+        self._share_layers()
+        # Pre-norm stacks end un-normalised, so they get a final LayerNorm each.
+        self.encoder_norm = nn.LayerNorm(cfg.d_model) if cfg.norm_first else nn.Identity()
+        self.decoder_norm = nn.LayerNorm(cfg.d_model) if cfg.norm_first else nn.Identity()
+        self.embed_dropout = nn.Dropout(cfg.dropout)
+        self.register_buffer(
+            "positions", sinusoidal_positions(cfg.max_positions, cfg.d_model), persistent=False
+        )
+        self._init_weights()
+
+    def _share_layers(self) -> None:
+        """Make the sharing variants real: one module object (so one Parameter each) in
+        several layers.  Encoder-decoder sharing comes first so that, with both options, every
+        self-attention of both stacks ends up as the encoder's single one."""
+        encoder, decoder = self.encoder_layers, self.decoder_layers
+        if self.cfg.share_encoder_decoder_layers:
+            for enc, dec in zip(encoder, decoder):
+                dec.self_attn, dec.ffn = enc.self_attn, enc.ffn
+        if self.cfg.share_layer_attention:
+            for layer in encoder[1:]:
+                layer.self_attn = encoder[0].self_attn
+            for layer in decoder[1:]:
+                layer.self_attn, layer.cross_attn = decoder[0].self_attn, decoder[0].cross_attn
+
+    def _init_weights(self) -> None:
+        for module in self.modules():
+            if isinstance(module, nn.Linear):
+                nn.init.xavier_uniform_(module.weight)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
+        # Embeddings (and a tied output projection) N(0, d^-0.5): with the sqrt(d) scale the
+        # input has unit variance and tied logits stay O(1).
+        for weight in self.embedding_weights().values():
+            nn.init.normal_(weight, mean=0.0, std=self.cfg.d_model**-0.5)
+        if self.tgt_embed_adapter is not None:  # starts as the plain tied model
+            nn.init.eye_(self.tgt_embed_adapter.weight)
+
+    def embedding_weights(self) -> dict[str, nn.Parameter]:
+        """The three embedding places; tied places map to the same Parameter."""
+        return {
+            "src_embed": self.src_embed.weight,
+            "tgt_embed": self.tgt_embed.weight,
+            "output": self.output.weight,
+        }
+
+    def _embed(
+        self, embedding: nn.Embedding, ids: Tensor, offset: int | Tensor = 0, adapter: nn.Module | None = None
+    ) -> Tensor:
+        """`offset`: the position of `ids[:, 0]`, one for the batch or (a tensor) one per row."""
+        length = ids.shape[1]
+        last = offset + length if isinstance(offset, int) else int(offset.max()) + length
+        if last > self.cfg.max_positions:
+            raise ValueError(
+                f"sequence of {last} tokens exceeds max_positions={self.cfg.max_positions}"
+            )
+        tokens = embedding(ids) if adapter is None else adapter(embedding(ids))
+        if isinstance(offset, int):
+            positions = self.positions[offset : offset + length]
+        else:  # rows at different steps (sentences that joined a running search at different times)
+            positions = self.positions[offset[:, None] + torch.arange(length, device=ids.device)]
+        x = tokens * self.embed_scale + positions
+        return self.embed_dropout(x) if self.training else x
+
+    @staticmethod
+    def source_mask(src_ids: Tensor, pad_id: int) -> Tensor:
+        """Boolean (B, 1, 1, S) mask, True on real source tokens."""
+        return (src_ids != pad_id)[:, None, None, :]
+
+    def encode(self, src_ids: Tensor, src_mask: Tensor) -> Tensor:
+        x = self._embed(self.src_embed, src_ids)
+        for layer in self.encoder_layers:
+            x = layer(x, src_mask)
+        return self.encoder_norm(x)
+
+    def decode(
+        self,
+        tgt_ids: Tensor,
+        memory: Tensor,
+        src_mask: Tensor,
+        cache: list[dict] | None = None,
+        offset: int | Tensor = 0,
+        project: bool = True,
+    ) -> Tensor:
+        """Logits for each target position (with `project` False, the states they are projected
+        from); with `cache`, `tgt_ids` are the new steps only.
+
+        `memory` may have fewer rows than `tgt_ids`: each memory row then serves that many
+        consecutive target rows (a sentence's beams), so its cross-attention keys and values
+        are computed and cached once per sentence, not once per beam; once they are cached,
+        `memory` may be None. `offset` may give each row its own position (with a self-attention
+        cache in segments, `_attend_segments`, for rows at different steps).
+        """
+        x = self._embed(self.tgt_embed, tgt_ids, offset, self.tgt_embed_adapter)
+        for index, layer in enumerate(self.decoder_layers):
+            x = layer(x, memory, src_mask, None if cache is None else cache[index])
+        x = self.decoder_norm(x)
+        return self.output(x) if project else x
+
+    def new_cache(self) -> list[dict]:
+        return [{} for _ in self.decoder_layers]
+
+    def cross_keys_values(self, memory: Tensor) -> list[dict[str, Tensor]]:
+        """Each decoder layer's cross-attention keys and values of `memory`, as `decode` caches
+        them at its first step (`cache[layer]["cross"]`)."""
+        return [{"k": k.contiguous(), "v": v.contiguous()}
+                for k, v in (layer.cross_attn.keys_values(memory) for layer in self.decoder_layers)]
+
+    def forward(self, src_ids: Tensor, tgt_in_ids: Tensor, pad_id: int, project: bool = True) -> Tensor:
+        """Logits of every target position; with `project` False the decoder's final states
+        instead, for a loss that projects only the positions it scores (`translate.train.loss`)."""
+        src_mask = self.source_mask(src_ids, pad_id)
+        return self.decode(tgt_in_ids, self.encode(src_ids, src_mask), src_mask, project=project)

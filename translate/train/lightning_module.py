@@ -1,0 +1,362 @@
+"""The LightningModule: label-smoothed loss, Adam with inverse-square-root warm-up, validation BLEU.
+
+Validation statistics are torchmetrics states (sums of loss, token counts and sacrebleu's
+n-gram counts), so under DDP they are summed over all ranks before the score is computed: the
+figure equals the single-process one on the same data.
+
+Training randomness (dropout) is drawn from a generator reseeded before every batch from the
+run's seed, the batch number and the rank, so a run resumed from a checkpoint draws the same
+masks as one never stopped, whatever else consumed random numbers in between.
+
+The loss of an update is the mean over every target token of the update: all its accumulated
+micro-batches on all ranks (as fairseq normalises), not a mean of per-batch means, which would
+weight a token of a short batch more than one of a long batch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import sys
+import time
+from dataclasses import asdict
+from typing import Literal
+
+import lightning as L
+import torch
+from sacrebleu.metrics import BLEU
+from torchmetrics import Metric, SumMetric
+
+from translate.model.checkpoint import ARTIFACT_KEY
+from translate.errors import UsageError
+from translate.train.loss import batch_nll
+from translate.model.transformer import ModelConfig, Transformer
+from translate.decode.search import greedy_search
+from translate.text.vocab import PAD_ID, Vocabularies
+
+class CorpusBLEU(Metric):
+    """sacrebleu's corpus BLEU as a torchmetrics Metric, for validation under DDP.
+
+    The state is sacrebleu's own sufficient statistics (n-gram matches and totals, hypothesis
+    and reference lengths), summed over batches and over ranks; the score is computed from the
+    sums by sacrebleu, so it equals `corpus_scores` on all the sentences at once, smoothing
+    included.
+    """
+
+    full_state_update = False
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._bleu = BLEU()
+        order = self._bleu.max_ngram_order
+        self.add_state("counts", default=torch.zeros(order, dtype=torch.float64), dist_reduce_fx="sum")
+        self.add_state("totals", default=torch.zeros(order, dtype=torch.float64), dist_reduce_fx="sum")
+        self.add_state("lengths", default=torch.zeros(2, dtype=torch.float64), dist_reduce_fx="sum")
+
+    def update(self, hypotheses: list[str], references: list[str]) -> None:
+        score = self._bleu.corpus_score(hypotheses, [references])
+        self.counts += torch.tensor(score.counts, dtype=torch.float64, device=self.counts.device)
+        self.totals += torch.tensor(score.totals, dtype=torch.float64, device=self.totals.device)
+        self.lengths += torch.tensor([score.sys_len, score.ref_len], dtype=torch.float64, device=self.lengths.device)
+
+    def compute(self) -> torch.Tensor:
+        score = BLEU.compute_bleu(
+            [int(c) for c in self.counts], [int(t) for t in self.totals],
+            int(self.lengths[0]), int(self.lengths[1]), smooth_method="exp",
+        )
+        return torch.tensor(score.score, dtype=torch.float64)
+
+
+def inverse_sqrt_schedule(warmup_steps: int):
+    """Linear warm-up to 1, then decay as sqrt(warmup / step) (Vaswani et al., 2017); with no
+    warm-up (0) the first update takes the peak rate and the decay starts from there."""
+    warmup = max(warmup_steps, 1)
+
+    def factor(step: int) -> float:
+        step = step + 1
+        return min(step / warmup, math.sqrt(warmup / step))
+
+    return factor
+
+
+def linear_decay_schedule(warmup_steps: int, total_steps: int):
+    """Linear warm-up to 1, then linear decay to 0 at `total_steps`: for runs whose length is
+    fixed in advance (a short budget gains from ending at a small learning rate)."""
+
+    def factor(step: int) -> float:
+        step = step + 1
+        if step <= warmup_steps:
+            return step / warmup_steps
+        return max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps))
+
+    return factor
+
+
+LrSchedule = Literal["inverse_sqrt", "linear"]
+
+
+def attention_backend(name: str) -> contextlib.AbstractContextManager:
+    """The context that makes `scaled_dot_product_attention` use backend `name` (default: any)."""
+    if name == "math":
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        return sdpa_kernel(SDPBackend.MATH)
+    return contextlib.nullcontext()
+
+
+def use_fused_optimizer(requested: bool | None, device_type: str, clipping: bool, precision: str) -> bool:
+    """Whether Adam runs as one fused kernel: as `model.fused_optimizer` asks, by default on a
+    GPU; but Lightning refuses to clip the gradients of an optimizer that unscales them itself
+    under mixed precision, so there a default gives way and an explicit request is refused."""
+    conflict = clipping and precision.endswith("-mixed")
+    if requested and conflict:
+        raise UsageError(f"model.fused_optimizer true cannot clip gradients under trainer.precision {precision}: "
+                         "set trainer.gradient_clip_val 0 or model.fused_optimizer false")
+    if requested is None:
+        return device_type == "cuda" and not conflict  # one launch for every tensor on a GPU
+    return requested
+
+
+class TranslationModule(L.LightningModule):
+    """Trains a `Transformer`; `vocab` comes from the data module (linked by the CLI).
+
+    Args:
+        vocab: the SentencePiece vocabularies (set by the CLI from the data module).
+        model: the architecture.
+        lr: peak learning rate of Adam.
+        warmup_steps: updates of linear warm-up to the peak (0: none).
+        lr_schedule: inverse_sqrt (Vaswani et al.) or linear decay to 0 at trainer.max_steps.
+        betas: Adam's betas.
+        weight_decay: weight decay of the matrices (not of biases and norms): L2 for adam,
+            decoupled for adamw.
+        label_smoothing: label smoothing of the training loss (0.1 in Vaswani et al.).
+        val_bleu: translate the dev set greedily at each validation and log sacrebleu BLEU.
+        max_len_a: output length limit a * source length + b, for validation and (as the
+            checkpoint's default) translation.
+        max_len_b: see max_len_a.
+        optimizer: adam, or adamw (decoupled weight decay).
+        fused_optimizer: the fused optimizer kernel (default: on a GPU, unless gradients are clipped
+            under mixed precision, which Lightning cannot do for a fused optimizer).
+        compile: torch.compile the model's forward pass (the training step; search is not compiled).
+        training_attention: the `scaled_dot_product_attention` backend of the training steps:
+            `default` (PyTorch's choice), or `math` (plain products and softmax, whose backward
+            pass is faster than the CPU's fused kernel in bf16; validation and search unchanged).
+        loss_chunk: None: the loss takes the logits of every position, padding included. A
+            number: padded positions are dropped before the output projection, and the logits
+            are made that many rows at a time under activation checkpointing (0: all at once).
+    """
+
+    def __init__(
+        self,
+        vocab: Vocabularies,
+        model: ModelConfig | None = None,
+        lr: float = 7e-4,
+        warmup_steps: int = 4000,
+        lr_schedule: LrSchedule = "inverse_sqrt",
+        betas: tuple[float, float] = (0.9, 0.98),
+        weight_decay: float = 0.0,
+        label_smoothing: float = 0.1,
+        val_bleu: bool = True,
+        max_len_a: float = 1.5,
+        max_len_b: int = 10,
+        optimizer: Literal["adam", "adamw"] = "adam",
+        fused_optimizer: bool | None = None,
+        compile: bool = False,
+        loss_chunk: int | None = None,
+        training_attention: Literal["default", "math"] = "default",
+    ) -> None:
+        super().__init__()
+        if warmup_steps < 0:
+            raise UsageError(f"model.warmup_steps must be 0 (no warm-up) or more, got {warmup_steps}")
+        self.vocab = vocab
+        self.model_config = model or ModelConfig()
+        self.model = Transformer(
+            self.model_config, len(vocab.source), len(vocab.target), shared_vocab=vocab.joint
+        )
+        self.training_config = {
+            "lr": lr, "warmup_steps": warmup_steps, "lr_schedule": lr_schedule, "betas": list(betas),
+            "weight_decay": weight_decay, "label_smoothing": label_smoothing,
+            "max_len_a": max_len_a, "max_len_b": max_len_b,
+            "optimizer": optimizer, "fused_optimizer": fused_optimizer,
+        }
+        if loss_chunk is not None and loss_chunk < 0:
+            raise UsageError(f"model.loss_chunk must be 0 (all rows at once), a row count, or null, got {loss_chunk}")
+        self.compile_model, self.loss_chunk = compile, loss_chunk
+        if training_attention not in ("default", "math"):
+            raise UsageError(f"model.training_attention must be default or math, got {training_attention!r}")
+        self.training_attention = training_attention
+        self.val_bleu_enabled = val_bleu
+        self.run_config: str | None = None  # the resolved CLI config, set by the CLI
+        self.target_tokens: list[int] | None = None  # ids seen on the target side of the training data
+        self.target_tokens_by_language: dict[str, list[int]] | None = None  # the same per target language
+        self.tag_ids = sorted(vocab.target.tag_ids().values())  # a many-to-many model's language tags
+        self.eval_nll, self.eval_tokens = SumMetric(), SumMetric()
+        self.eval_bleu = CorpusBLEU()
+        self._update_tokens = 0  # target tokens of the update in progress (this rank)
+        self._update_nll: torch.Tensor | float = 0.0  # their summed loss (this rank)
+        self._window_tokens = 0  # target tokens since the last throughput log (this rank)
+        self._window_start: float | None = None
+
+    # --- training -------------------------------------------------------------------
+    def on_fit_start(self) -> None:
+        """Record which ids the training targets use, so decoding can be restricted to them;
+        say what is being trained."""
+        datamodule = getattr(self.trainer, "datamodule", None)
+        if self.target_tokens is None and hasattr(datamodule, "target_tokens_by_language"):
+            self.target_tokens_by_language = datamodule.target_tokens_by_language()
+            self.target_tokens = sorted({i for ids in self.target_tokens_by_language.values() for i in ids})
+        if self.trainer.is_global_zero:
+            print(f"translate-train: model {self.summary()}", file=sys.stderr, flush=True)
+
+    def summary(self) -> str:
+        """One line: parameters (tied tensors counted once), tying, size, vocabulary."""
+        from translate.model.analysis import parameter_counts
+
+        counts, cfg = parameter_counts(self.model), self.model_config
+        vocab = f"{len(self.vocab.target):,} joint" if self.vocab.joint else f"{len(self.vocab.source):,}/{len(self.vocab.target):,}"
+        return (f"{counts['total']:,} parameters ({counts.get('in_embeddings', 0):,} in embeddings, "
+                f"tie_embeddings {cfg.tie_embeddings}), d_model {cfg.d_model}, "
+                f"{cfg.encoder_layers}+{cfg.decoder_layers} layers, vocabulary {vocab}")
+
+    def on_train_start(self) -> None:
+        self._update_tokens, self._update_nll = 0, 0.0
+        self._window_tokens, self._window_start = 0, time.perf_counter()
+
+    def on_train_batch_start(self, batch: dict, batch_idx: int) -> None:
+        """Reseed from (seed, batch number across the run, rank): resumable, distinct per rank."""
+        index = self.trainer.fit_loop.epoch_loop.total_batch_idx
+        seed = int(os.environ.get("PL_GLOBAL_SEED", 0))
+        torch.manual_seed((seed * 1_000_003 + index * 4099 + self.global_rank) % (2**63 - 1))
+
+    def nll(self, batch: dict, smoothing: float) -> torch.Tensor:
+        """The batch's summed label-smoothed cross-entropy over its target tokens."""
+        return batch_nll(self.model, batch, smoothing, self.loss_chunk)
+
+    def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
+        with attention_backend(self.training_attention):  # chosen in the forward pass; backward follows it
+            nll = self.nll(batch, self.training_config["label_smoothing"])
+        self._update_nll = self._update_nll + nll.detach()
+        self._update_tokens += batch["tgt_tokens"]
+        self._window_tokens += batch["tgt_tokens"]
+        # A sum: the update's token count is known only after its last micro-batch, so the
+        # gradient is divided by it in on_before_optimizer_step.
+        return nll
+
+    def on_before_optimizer_step(self, optimizer) -> None:
+        """Turn the accumulated gradient into that of the mean loss over the update's target
+        tokens (all micro-batches, all ranks), before clipping; log that loss, the effective
+        batch and, on logging steps, target tokens per second over all ranks."""
+        update = torch.tensor([self._update_tokens, self._window_tokens, 0.0], dtype=torch.float64, device=self.device)
+        update[2] = self._update_nll  # stays on the device: no host sync on steps that do not log
+        update = self.trainer.strategy.reduce(update, reduce_op="sum")  # one small collective per update
+        tokens = update[0].clamp(min=1)
+        # Lightning divided each micro-batch's loss by accumulate_grad_batches and DDP averaged
+        # the gradients over ranks: undo both, then divide by the tokens.
+        scale = self.trainer.accumulate_grad_batches * self.trainer.world_size / tokens
+        grads = [p.grad for p in self.parameters() if p.grad is not None]
+        if grads:
+            torch._foreach_mul_(grads, scale.to(device=grads[0].device, dtype=grads[0].dtype))
+        # Logged (and so read back to the host) on logging steps only: the rest run without a sync.
+        if (self.trainer.global_step + 1) % max(self.trainer.log_every_n_steps, 1) == 0:
+            now = time.perf_counter()
+            self.log("train_loss", (update[2] / tokens).float(), prog_bar=True)
+            self.log("lr", optimizer.param_groups[0]["lr"], prog_bar=True)
+            self.log("train_batch_tgt_tokens", update[0])
+            if self._window_start is not None and now > self._window_start:
+                self.log("train_tgt_tokens_per_sec", update[1] / (now - self._window_start), prog_bar=True)
+            self._window_tokens, self._window_start = 0, now
+        self._update_tokens, self._update_nll = 0, 0.0
+
+    def configure_model(self) -> None:
+        if self.compile_model:  # in place: the parameter names, and so the checkpoints, stay the same
+            self.model.compile(dynamic=True)
+
+    def parameter_groups(self) -> list[dict]:
+        """Weight decay for the matrices only: biases and LayerNorm gains are not decayed."""
+        decay = self.training_config["weight_decay"]
+        parameters = [p for p in self.parameters() if p.requires_grad]
+        if not decay:
+            return [{"params": parameters, "weight_decay": 0.0}]
+        return [{"params": [p for p in parameters if p.ndim >= 2], "weight_decay": decay},
+                {"params": [p for p in parameters if p.ndim < 2], "weight_decay": 0.0}]
+
+    def configure_optimizers(self):
+        cfg = self.training_config
+        fused = use_fused_optimizer(cfg["fused_optimizer"], self.device.type, bool(self.trainer.gradient_clip_val),
+                                    str(self.trainer.precision))
+        kind = torch.optim.AdamW if cfg["optimizer"] == "adamw" else torch.optim.Adam
+        optimizer = kind(self.parameter_groups(), lr=cfg["lr"], betas=tuple(cfg["betas"]), eps=1e-9,
+                         **({"fused": True} if fused else {}))
+        if cfg["lr_schedule"] == "linear":
+            if self.trainer.max_steps <= 0:
+                raise ValueError("lr_schedule 'linear' decays to 0 at trainer.max_steps, which is not set")
+            schedule = linear_decay_schedule(cfg["warmup_steps"], self.trainer.max_steps)
+        else:
+            schedule = inverse_sqrt_schedule(cfg["warmup_steps"])
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+    # --- validation and test ----------------------------------------------------------
+    def _evaluation_step(self, batch: dict) -> None:
+        if not batch.get("scored", True):  # a stand-in batch of a rank with no sentence to score
+            return
+        self.eval_nll.update(self.nll(batch, 0.0))
+        self.eval_tokens.update((batch["tgt_out"] != PAD_ID).sum())
+        if self.val_bleu_enabled:
+            hypotheses = self.vocab.target.decode(
+                greedy_search(self.model, batch["src"], self.training_config["max_len_a"],
+                              self.training_config["max_len_b"], start=batch["tgt_in"][:, 0],
+                              never=self.tag_ids)
+            )
+            self.eval_bleu.update(hypotheses, batch["references"])
+
+    def _evaluation_epoch_end(self, prefix: str) -> None:
+        # The metrics' compute() already sums over all ranks, so every rank logs the same
+        # values: no sync_dist (Lightning's DDP warning about it does not apply; and the BLEU
+        # is a CPU tensor, which NCCL could not all-reduce).
+        nll = self.eval_nll.compute() / self.eval_tokens.compute()
+        self.log(f"{prefix}_loss", nll)
+        self.log(f"{prefix}_ppl", torch.exp(nll))
+        if self.val_bleu_enabled:
+            self.log(f"{prefix}_bleu", self.eval_bleu.compute(), prog_bar=True)
+        for metric in (self.eval_nll, self.eval_tokens, self.eval_bleu):
+            metric.reset()
+
+    def validation_step(self, batch: dict, batch_idx: int) -> None:
+        self._evaluation_step(batch)
+
+    def on_validation_epoch_end(self) -> None:
+        self._evaluation_epoch_end("val")
+
+    def test_step(self, batch: dict, batch_idx: int) -> None:
+        self._evaluation_step(batch)
+
+    def on_test_epoch_end(self) -> None:
+        self._evaluation_epoch_end("test")
+
+    # --- checkpoint -------------------------------------------------------------------
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        """Store what translation needs, in plain types, so the checkpoint stands alone."""
+        checkpoint[ARTIFACT_KEY] = {
+            "model_config": asdict(self.model_config),
+            "src_vocab_size": self.model.src_vocab_size,
+            "tgt_vocab_size": self.model.tgt_vocab_size,
+            "vocab": self.vocab.state(),
+            "training_config": self.training_config,
+            "run_config": self.run_config,
+            "target_tokens": self.target_tokens,
+            "target_tokens_by_language": self.target_tokens_by_language,
+        }
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        """Resuming with another vocabulary would silently scramble every embedding row."""
+        artifact = checkpoint.get(ARTIFACT_KEY, {})
+        self.target_tokens = artifact.get("target_tokens", self.target_tokens)
+        self.target_tokens_by_language = artifact.get("target_tokens_by_language", self.target_tokens_by_language)
+        saved = artifact.get("vocab")
+        if saved is not None and saved != self.vocab.state():
+            raise ValueError(
+                "the checkpoint was trained with a different SentencePiece vocabulary than the "
+                "data module built; resume with the same corpus and vocabulary settings"
+            )
