@@ -73,10 +73,10 @@ DRY_RUN ?=
 GPU_REPORT_ARGS ?=
 REPORT ?= runs/gpu-report/report.json
 gpu-report: install
-	$(BIN)/python scripts/gpu_report.py $(if $(DRY_RUN),--dry-run) $(GPU_REPORT_ARGS)
+	$(BIN)/python scripts/benchmarks/gpu_report.py $(if $(DRY_RUN),--dry-run) $(GPU_REPORT_ARGS)
 
 gpu-docs: install
-	$(BIN)/python scripts/gpu_report_docs.py --report $(REPORT)
+	$(BIN)/python scripts/benchmarks/gpu_report_docs.py --report $(REPORT)
 
 translate: install
 	$(BIN)/translate-cli --checkpoint $(CHECKPOINT)
@@ -87,12 +87,12 @@ eval: install
 # Every tie mode and sharing variant trained alike, scored and compared (about an hour on 2
 # CPU cores); results under runs/tying-study/.  On a GPU: make tying-study STUDY_ARGS="--scale gpu"
 tying-study: corpus
-	$(BIN)/python scripts/tying_study.py $(STUDY_ARGS)
+	$(BIN)/python scripts/studies/tying_study.py $(STUDY_ARGS)
 
 # Three-way tying into a close, a medium and two distant languages (de, ru, ja, zh-CN), every
 # cell on 2 seeds, plus a multilingual model: a few hours on 2 CPU cores; runs/distant-study/.
 distant-study: install
-	$(BIN)/python scripts/distant_study.py $(STUDY_ARGS)
+	$(BIN)/python scripts/studies/distant_study.py $(STUDY_ARGS)
 
 clean:
 	rm -rf runs .cache

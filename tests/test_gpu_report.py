@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-SCRIPTS = REPO / "scripts"
+SCRIPTS = REPO / "scripts" / "benchmarks"
 sys.path.insert(0, str(SCRIPTS))
 
 import gpu_report  # noqa: E402

@@ -380,7 +380,7 @@ def test_shared_modules_lists_a_tensor_tie_outside_whole_modules():
 def test_tying_study_smoke_writes_the_table_and_plot(tmp_path, bundled_corpus_cache):
     out = tmp_path / "study"
     result = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "tying_study.py"), "--smoke", "--out", str(out),
+        [sys.executable, str(REPO / "scripts" / "studies" / "tying_study.py"), "--smoke", "--out", str(out),
          "--test-sentences", "12", "--updates", "3", "--cache-dir", str(bundled_corpus_cache)],
         cwd=REPO, capture_output=True, text=True, timeout=300,
     )
@@ -407,7 +407,7 @@ def test_tying_study_smoke_writes_the_table_and_plot(tmp_path, bundled_corpus_ca
 def test_distant_pair_study_smoke_writes_the_table_and_plot(tmp_path):
     out = tmp_path / "distant"
     result = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "distant_study.py"), "--smoke", "--out", str(out), "--seeds", "1", "2",
+        [sys.executable, str(REPO / "scripts" / "studies" / "distant_study.py"), "--smoke", "--out", str(out), "--seeds", "1", "2",
          "--corpus", str(REPO / "tests" / "fixtures" / "libreoffice_multiway"), "--langs", "de", "ja",
          "--cells", "all", "separate-decoder", "multilingual", "--cache-dir", str(tmp_path / "cache")],
         cwd=REPO, capture_output=True, text=True, timeout=600,

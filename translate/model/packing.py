@@ -4,7 +4,7 @@ Decoding spends most of its time in the linear layers, multiplying a few dozen r
 oneDNN (the CPU backend bundled with PyTorch) multiplies faster when the weight has been
 reordered once into its blocked layout, and it can apply the feed-forward ReLU in the same
 pass; each call costs a fixed ~12 us, where `F.linear` instead reorders the weight at every
-call, at a cost that grows with the weight (`scripts/benchmark_packing.py`; figures in
+call, at a cost that grows with the weight (`scripts/benchmarks/benchmark_packing.py`; figures in
 docs/benchmarks.md). So every layer is packed, and a call with fewer than `PACK_MIN_ROWS` rows
 (the last sentences of a batch) takes `F.linear` only on a layer of fewer than
 `PACK_ALWAYS_WEIGHTS` weights.  `pack_linear_layers` swaps a decoding model's `nn.Linear`s for

@@ -64,7 +64,7 @@ class ModelConfig:
     norm_first: bool = False
     tie_embeddings: TieMode = "all"
     max_positions: int = 1024
-    # Sharing beyond the embeddings, measured by scripts/tying_study.py.  ALBERT-style: one
+    # Sharing beyond the embeddings, measured by scripts/studies/tying_study.py.  ALBERT-style: one
     # self-attention per stack and one cross-attention in the decoder, used by every layer.
     share_layer_attention: bool = False
     # Encoder layer i and decoder layer i use one self-attention and one feed-forward block
@@ -235,7 +235,7 @@ def weighted_values(weights: Tensor, v: Tensor) -> Tensor:
 
     On the CPU each query's output is a weighted sum of T value rows, which `F.embedding_bag`
     computes reading each row once; the batched product's matrix-vector kernel reads the cache
-    at a third of a plain read's speed here (`scripts/benchmark_attention.py`)."""
+    at a third of a plain read's speed here (`scripts/benchmarks/benchmark_attention.py`)."""
     batch, heads, length, steps = weights.shape
     if not v.is_cpu or not v.is_contiguous() or weights.dtype != v.dtype:
         return torch.matmul(weights, v)

@@ -3,8 +3,8 @@ bundled corpus (the batches and step of `benchmark_train.py`), device kernels gr
 matrix products, attention, the loss, the optimizer and the rest, and the share of the wall
 time the device was idle (waiting for the host to launch work).
 
-    python scripts/profile_train.py --device cuda --config configs/base.yaml --max-tokens 32768
-    .venv/bin/python scripts/profile_train.py --config configs/tiny.yaml --steps 2   # CPU
+    python scripts/benchmarks/profile_train.py --device cuda --config configs/base.yaml --max-tokens 32768
+    .venv/bin/python scripts/benchmarks/profile_train.py --config configs/tiny.yaml --steps 2   # CPU
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))
 
 import torch  # noqa: E402

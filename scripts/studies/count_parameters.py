@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Parameter counts of every tying mode for the architectures in configs/*.yaml.
 
-    python scripts/count_parameters.py configs/default.yaml configs/base.yaml
+    python scripts/studies/count_parameters.py configs/default.yaml configs/base.yaml
 
 The vocabulary size is read from each config's `data.vocab_size` (a joint vocabulary), so
 the figures are those of a model built from that config. With `--sharing`, the sharing variants

@@ -1,7 +1,7 @@
 """Data-path benchmark: preprocessing speed, memory, padding efficiency and loader speed.
 
-    .venv/bin/python scripts/benchmark_data.py                       # bundled, 100k, 1M pairs
-    .venv/bin/python scripts/benchmark_data.py --sizes bundled,1000000 --workers 4
+    .venv/bin/python scripts/benchmarks/benchmark_data.py                       # bundled, 100k, 1M pairs
+    .venv/bin/python scripts/benchmarks/benchmark_data.py --sizes bundled,1000000 --workers 4
 
 Larger corpora are the bundled training split repeated (with a line number prepended to each
 copy so no two pairs are identical).  Each size runs in a fresh process, so its peak resident
@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 

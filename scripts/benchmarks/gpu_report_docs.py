@@ -1,7 +1,7 @@
 """Fill the docs' GPU sections from a `make gpu-report` run, so that one GPU session updates them
 in one step:
 
-    .venv/bin/python scripts/gpu_report_docs.py              # runs/gpu-report/report.json into docs/
+    .venv/bin/python scripts/benchmarks/gpu_report_docs.py              # runs/gpu-report/report.json into docs/
     make gpu-docs REPORT=path/to/report.json
 
 Each section lies between `<!-- gpu-report:NAME -->` and `<!-- /gpu-report:NAME -->` in a file
@@ -19,7 +19,7 @@ import shutil
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from gpu_report_render import RENDERERS, TITLES, provenance  # noqa: E402
@@ -32,7 +32,7 @@ IMAGES = "images/gpu-report"
 
 
 def block(report: dict, name: str, images: dict[str, str]) -> str:
-    lines = [f"_From {provenance(report)}; written by `scripts/gpu_report_docs.py` from the report's "
+    lines = [f"_From {provenance(report)}; written by `scripts/benchmarks/gpu_report_docs.py` from the report's "
              "report.json: edit the report, not this text._", "", RENDERERS[name](report)]
     if name in images:
         lines += ["", f"![{TITLES[name]}]({images[name]})"]

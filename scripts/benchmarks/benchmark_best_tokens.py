@@ -1,8 +1,8 @@
 """Greedy search's choice of each row's best token: `argmax` against `search.best_tokens` (the
 same index, found through group maxima), on scores of the model's vocabulary size.
 
-    OMP_NUM_THREADS=1 .venv/bin/python scripts/benchmark_best_tokens.py
-    OMP_NUM_THREADS=1 .venv/bin/python scripts/benchmark_best_tokens.py --vocab 32000 --rows 1,8,64
+    OMP_NUM_THREADS=1 .venv/bin/python scripts/benchmarks/benchmark_best_tokens.py
+    OMP_NUM_THREADS=1 .venv/bin/python scripts/benchmarks/benchmark_best_tokens.py --vocab 32000 --rows 1,8,64
 
 Microseconds a call, best of --repeats; each row count is checked to give argmax's indexes.
 """
@@ -13,7 +13,7 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import torch  # noqa: E402
 

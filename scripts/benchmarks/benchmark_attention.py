@@ -1,6 +1,6 @@
 """How fast a decoding step's attention reads its cache, against a plain read of the same bytes.
 
-    OMP_NUM_THREADS=1 .venv/bin/python scripts/benchmark_attention.py
+    OMP_NUM_THREADS=1 .venv/bin/python scripts/benchmarks/benchmark_attention.py
 
 One query a row meets `steps` cached keys and values (4 heads of 64, the default model's) for
 `rows` rows, through `sum()` over the keys and values, which only streams them; through two
@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 import torch  # noqa: E402

@@ -5,7 +5,7 @@ gives the median and the fastest of `--runs` runs. The floors are printed beside
 interpreter, `import torch` (which translating one sentence cannot avoid) and `import lightning`
 (which the inference commands do not load).
 
-    .venv/bin/python scripts/benchmark_startup.py --checkpoint runs/default/checkpoints/last.ckpt
+    .venv/bin/python scripts/benchmarks/benchmark_startup.py --checkpoint runs/default/checkpoints/last.ckpt
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@ runs/gpu-report/ as report.json, report.md and plots.
 
     make install TORCH=torch && make gpu-report        # on a CUDA machine
     make gpu-report DRY_RUN=1                           # every step at toy size on the CPU
-    .venv/bin/python scripts/gpu_report.py --steps converge,decode-bf16    # only these
-    .venv/bin/python scripts/gpu_report_docs.py         # then the docs' GPU sections from report.json
+    .venv/bin/python scripts/benchmarks/gpu_report.py --steps converge,decode-bf16    # only these
+    .venv/bin/python scripts/benchmarks/gpu_report_docs.py         # then the docs' GPU sections from report.json
 
 Each step runs its commands in a process group of its own with what is left of its cap (and of
 the whole report's); one that fails or runs out of time is recorded as such and the next runs.
@@ -29,13 +29,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from translate.files import write_atomic  # noqa: E402
 
 PYTHON = sys.executable
-SCRIPTS = REPO / "scripts"
+SCRIPTS = Path(__file__).resolve().parent  # the other benchmarks
 DONE = "ok"
 
 
@@ -495,7 +495,7 @@ def load_report(path: Path) -> dict:
 
 def save(report: dict, out: Path) -> None:
     """report.json, then report.md and the plots from it; a fault in the latter costs no figures and
-    stops no step (scripts/gpu_report_render.py makes them again from report.json)."""
+    stops no step (scripts/benchmarks/gpu_report_render.py makes them again from report.json)."""
     write_atomic(out / "report.json", (json.dumps(report, indent=2) + "\n").encode("utf-8"))
     from gpu_report_render import render_markdown, render_plots
 

@@ -2,9 +2,9 @@
 whole batches and no batching,
 beside translate-cli on the same lines as one file (the batch ceiling).
 
-    .venv/bin/python scripts/benchmark_serve.py --checkpoint runs/default/checkpoints/last.ckpt
-    .venv/bin/python scripts/benchmark_serve.py --clients 32 --seconds 600 --modes continuous   # soak: RSS at start and end
-    .venv/bin/python scripts/benchmark_serve.py --clients 128 --seconds 360 --modes continuous --rss-every 30   # and on the way
+    .venv/bin/python scripts/benchmarks/benchmark_serve.py --checkpoint runs/default/checkpoints/last.ckpt
+    .venv/bin/python scripts/benchmarks/benchmark_serve.py --clients 32 --seconds 600 --modes continuous   # soak: RSS at start and end
+    .venv/bin/python scripts/benchmarks/benchmark_serve.py --clients 128 --seconds 360 --modes continuous --rss-every 30   # and on the way
 
 Each client (a coroutine with an httpx.AsyncClient of its own) sends one test-split sentence a
 request and the next as soon as the answer comes, for --seconds per level; the clients take the
@@ -49,7 +49,7 @@ from pathlib import Path
 
 import httpx
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from translate.text.corpus import BUNDLED_CORPUS, read_lines, split_paths  # noqa: E402
@@ -61,7 +61,7 @@ LITSERVE_BATCH, LITSERVE_WAIT_S = 64, 0.010
 
 
 def litserve_server(checkpoint: str, port: int, threads: int) -> None:
-    """The model behind LitServe on 127.0.0.1:port (scripts/litserve_translate.py)."""
+    """The model behind LitServe on 127.0.0.1:port (scripts/benchmarks/litserve_translate.py)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from litserve_translate import serve
 

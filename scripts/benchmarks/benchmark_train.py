@@ -1,8 +1,8 @@
 """Training-speed benchmark: our Transformer against Hugging Face `MarianMTModel`, same batches.
 
-    .venv/bin/python scripts/benchmark_train.py                      # CPU, configs/default.yaml
-    .venv/bin/python scripts/benchmark_train.py --steps 2 --rounds 1 --no-memory   # quick check
-    .venv/bin/python scripts/benchmark_train.py --device cuda --config configs/base.yaml
+    .venv/bin/python scripts/benchmarks/benchmark_train.py                      # CPU, configs/default.yaml
+    .venv/bin/python scripts/benchmarks/benchmark_train.py --steps 2 --rounds 1 --no-memory   # quick check
+    .venv/bin/python scripts/benchmarks/benchmark_train.py --device cuda --config configs/base.yaml
 
 Three models, all built from the config's `model.model` section and the data module's
 vocabulary: ours as configured; ours post-norm (`norm_first: false`); and `MarianMTModel` with
@@ -51,7 +51,7 @@ from contextlib import nullcontext
 from dataclasses import replace
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 import torch  # noqa: E402

@@ -1,8 +1,8 @@
 """Many-to-many data path: multi-way corpus build time per language, and the encoding of every
 direction's training split (pairs/s, memory) as the corpus grows.
 
-    .venv/bin/python scripts/benchmark_multilingual.py --build de fr ja zh-CN ru ko
-    .venv/bin/python scripts/benchmark_multilingual.py --corpus data/libreoffice_help --languages de fr ja zh-CN ru --copies 1,4,16
+    .venv/bin/python scripts/benchmarks/benchmark_multilingual.py --build de fr ja zh-CN ru ko
+    .venv/bin/python scripts/benchmarks/benchmark_multilingual.py --corpus data/libreoffice_help --languages de fr ja zh-CN ru --copies 1,4,16
 
 Build: `scripts/build_corpus.py`'s multi-way build of one language at a time (apt-get download,
 dpkg-deb extraction, parsing and aligning English and that language), wall time each.
@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "scripts"))
 

@@ -1,8 +1,8 @@
 """Per call, `F.linear` against the packed oneDNN product (`translate/model/packing.py`) for layers of
 the shapes a model has, at the row counts decoding meets: where packing pays.
 
-    OMP_NUM_THREADS=1 .venv/bin/python scripts/benchmark_packing.py
-    OMP_NUM_THREADS=1 .venv/bin/python scripts/benchmark_packing.py --shapes 512x512,512x2048,2048x512 --rows 1,4,16
+    OMP_NUM_THREADS=1 .venv/bin/python scripts/benchmarks/benchmark_packing.py
+    OMP_NUM_THREADS=1 .venv/bin/python scripts/benchmarks/benchmark_packing.py --shapes 512x512,512x2048,2048x512 --rows 1,4,16
 
 Each row cycles through 24 copies of the layer, so that, as in a decoding step, the weight is not
 already in the core's cache; microseconds a call, best of --repeats.

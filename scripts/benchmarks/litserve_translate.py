@@ -1,4 +1,4 @@
-"""The model behind Lightning's LitServe, for scripts/benchmark_serve.py's comparison: POST
+"""The model behind Lightning's LitServe, for scripts/benchmarks/benchmark_serve.py's comparison: POST
 /translate {"text": [line]} -> {"translations": [translation]}, LitServe batching the requests.
 (Its own module: LitServe pickles the API object into its worker process.)"""
 

@@ -1,8 +1,8 @@
 """Decoding benchmark: our search against `transformers` `generate` and CTranslate2, one CPU or GPU.
 
-    .venv/bin/python scripts/benchmark_translate.py --checkpoint runs/default/checkpoints/last.ckpt
-    .venv/bin/python scripts/benchmark_translate.py --limit 200 --repeats 1     # a quick look
-    python scripts/benchmark_translate.py --device cuda --precision bf16-mixed --skip ctranslate2,ctranslate2-int8
+    .venv/bin/python scripts/benchmarks/benchmark_translate.py --checkpoint runs/default/checkpoints/last.ckpt
+    .venv/bin/python scripts/benchmarks/benchmark_translate.py --limit 200 --repeats 1     # a quick look
+    python scripts/benchmarks/benchmark_translate.py --device cuda --precision bf16-mixed --skip ctranslate2,ctranslate2-int8
 
 The checkpoint is exported to a temporary Hugging Face directory and a CTranslate2 directory
 (`translate.export.convert`), then the bundled test split is translated by
@@ -49,7 +49,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 import torch  # noqa: E402

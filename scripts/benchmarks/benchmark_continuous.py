@@ -3,9 +3,9 @@ sending its next test sentence the moment its last is answered, against translat
 sentences as one file, for several cohort limits and join fractions; and how many translations
 are the same as translate-cli's.
 
-    OMP_NUM_THREADS=1 .venv/bin/python scripts/benchmark_continuous.py --checkpoint runs/default/checkpoints/last.ckpt
+    OMP_NUM_THREADS=1 .venv/bin/python scripts/benchmarks/benchmark_continuous.py --checkpoint runs/default/checkpoints/last.ckpt
 
-The sentences are the test split's in one shuffled order (seed 0), as scripts/benchmark_serve.py
+The sentences are the test split's in one shuffled order (seed 0), as scripts/benchmarks/benchmark_serve.py
 sends them; the search settings are the checkpoint's. Each configuration runs once after
 translate-cli, in one process, so the ratios are taken minutes apart at most.
 """
@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 import torch  # noqa: E402

@@ -1,5 +1,5 @@
 """report.json of `make gpu-report` as Markdown sections and plots: report.md is made from them,
-and scripts/gpu_report_docs.py puts the same sections into the docs."""
+and scripts/benchmarks/gpu_report_docs.py puts the same sections into the docs."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ def training(report: dict) -> str:
         return with_gaps(["No training throughput was measured."], report, "train-")
     lines = ["Target (non-pad) tokens per second, the median over rounds, each row on the same batches; MFU is "
              "the model FLOPs counted from the architecture over the device's bf16 peak "
-             "(`scripts/benchmark_train.py`).", "",
+             "(`scripts/benchmarks/benchmark_train.py`).", "",
              "| config | padded tokens a batch | target tokens a batch | row | target tokens/s | vs Marian | TFLOP/s "
              "| MFU |", "|---|---:|---:|---|---:|---:|---:|---:|"]
     for result in results:
@@ -105,7 +105,7 @@ def decoding(report: dict) -> str:
     results = done(report, "decoding")
     if not results:
         return with_gaps(["No decoding was measured."], report, "decode-")
-    lines = ["Whole test split of the bundled corpus, the converge run's checkpoint (`scripts/benchmark_translate.py`; "
+    lines = ["Whole test split of the bundled corpus, the converge run's checkpoint (`scripts/benchmarks/benchmark_translate.py`; "
              "the others at length penalty 0, where all rank by the same score).", "",
              "| precision | system | beam | length penalty | sent/s | tok/s | BLEU | chrF | same as ours | ours / this |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
@@ -138,7 +138,7 @@ def serving(report: dict) -> str:
     result = results[0]
     cli = result["cli_sentences_per_s"]
     lines = [f"Closed-loop clients over loopback, one test sentence a request, {result['seconds']:g} s a level "
-             f"(`scripts/benchmark_serve.py --device {result['device']}`); translate-cli on the same "
+             f"(`scripts/benchmarks/benchmark_serve.py --device {result['device']}`); translate-cli on the same "
              f"{result['sentences']:,} sentences as one file: " + ", ".join(f"{value:,.1f}" for value in cli)
              + " sentences/s (before and after).", "",
              "| clients | sent/s | of translate-cli | sentences a batch | model busy | p50 ms | p95 ms | p99 ms | errors |",

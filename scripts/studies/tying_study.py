@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """The tying study: what each kind of weight sharing costs or buys, measured on real data.
 
-    python scripts/tying_study.py                # 7 runs on 2 CPU cores, about an hour
-    python scripts/tying_study.py --updates 1250 # make train's budget: ~85 min
-    python scripts/tying_study.py --scale gpu    # a bigger model and budget on one GPU
-    python scripts/tying_study.py --smoke        # two tiny updates per run: checks the path
+    python scripts/studies/tying_study.py                # 7 runs on 2 CPU cores, about an hour
+    python scripts/studies/tying_study.py --updates 1250 # make train's budget: ~85 min
+    python scripts/studies/tying_study.py --scale gpu    # a bigger model and budget on one GPU
+    python scripts/studies/tying_study.py --smoke        # two tiny updates per run: checks the path
 
 Trains every `tie_embeddings` mode (none, decoder, src_tgt, all) and, on top of `all`, the three
 sharing variants (attention shared across layers, encoder-decoder layer sharing, an adapter on
@@ -34,7 +34,7 @@ from pathlib import Path
 
 import yaml
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from translate.model.analysis import (  # noqa: E402

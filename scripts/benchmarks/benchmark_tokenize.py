@@ -1,7 +1,7 @@
 """SentencePiece's list calls against one call a line, for as many lines as a server's request or a
 file's batch holds: where `translate.text.vocab.BATCH_CALL_LINES` should lie.
 
-    .venv/bin/python scripts/benchmark_tokenize.py --checkpoint runs/default/checkpoints/last.ckpt
+    .venv/bin/python scripts/benchmarks/benchmark_tokenize.py --checkpoint runs/default/checkpoints/last.ckpt
 
 SentencePiece's `encode`/`decode` of a list start threads for the work (one per core); for a single
 string they do not. Microseconds a call for the first N test sentences of the bundled split, best
@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from translate.model.checkpoint import ARTIFACT_KEY, read_checkpoint  # noqa: E402

@@ -1,7 +1,7 @@
 """Where decoding spends its time: torch.profiler over our search on the test split, operators
 by their own CPU time, plus the share left to Python outside any operator.
 
-    OMP_NUM_THREADS=1 .venv/bin/python scripts/profile_decoding.py --checkpoint runs/default/checkpoints/last.ckpt --beam 1
+    OMP_NUM_THREADS=1 .venv/bin/python scripts/benchmarks/profile_decoding.py --checkpoint runs/default/checkpoints/last.ckpt --beam 1
 
 With --by-rows, instead: the encoder's time and the decoding steps' time by how many rows a
 step decodes (what a batch's last, longest sentences cost), without the profiler, and how many
@@ -19,7 +19,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 import torch  # noqa: E402

@@ -1,6 +1,6 @@
 """What keeping freed memory (`translate.decode.allocator`, set by translate-cli) gains in decoding.
 
-    OMP_NUM_THREADS=1 .venv/bin/python scripts/benchmark_allocator.py --checkpoint runs/default/checkpoints/last.ckpt
+    OMP_NUM_THREADS=1 .venv/bin/python scripts/benchmarks/benchmark_allocator.py --checkpoint runs/default/checkpoints/last.ckpt
 
 An allocator setting holds for a whole process, so each measurement is a process of its own:
 pairs of processes, one with glibc as it comes and one with `keep_freed_memory()`, in alternating
@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """The distant-pair study: does three-way tying cost more when the languages share less?
 
-    python scripts/distant_study.py                   # 2 CPU cores, a few hours; runs/distant-study/
+    python scripts/studies/distant_study.py                   # 2 CPU cores, a few hours; runs/distant-study/
     make distant-study                                # the same
-    python scripts/distant_study.py --smoke           # two tiny updates per run: checks the path
+    python scripts/studies/distant_study.py --smoke           # two tiny updates per run: checks the path
 
 Three-way tying (Press & Wolf 2017) needs one joint vocabulary, whose softmax then covers both
 languages. English is translated into a close language (de), a medium one (ru) and two distant
@@ -37,7 +37,7 @@ from pathlib import Path
 
 import yaml
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "scripts"))
 

@@ -1,8 +1,8 @@
 """What one greedy decoding step costs, by rows decoded: ours against CTranslate2 on the same model.
 
-    OMP_NUM_THREADS=1 .venv/bin/python scripts/benchmark_step.py --checkpoint runs/default/checkpoints/last.ckpt
-    OMP_NUM_THREADS=1 .venv/bin/python scripts/benchmark_step.py --quantize int8     # ours int8 against its int8
-    OMP_NUM_THREADS=1 .venv/bin/python scripts/benchmark_step.py --batches 500       # each of translate-cli's batches
+    OMP_NUM_THREADS=1 .venv/bin/python scripts/benchmarks/benchmark_step.py --checkpoint runs/default/checkpoints/last.ckpt
+    OMP_NUM_THREADS=1 .venv/bin/python scripts/benchmarks/benchmark_step.py --quantize int8     # ours int8 against its int8
+    OMP_NUM_THREADS=1 .venv/bin/python scripts/benchmarks/benchmark_step.py --batches 500       # each of translate-cli's batches
 
 A batch of `rows` copies of one test sentence cut to `--source-tokens` tokens is translated greedily
 twice, to a forced length of `--short` and of `--long` output tokens (ours: EOS blocked until the
@@ -10,7 +10,7 @@ length limit; CTranslate2: `min_decoding_length` = `max_decoding_length`); the d
 extra steps is the cost of one step at that many rows, with the encoder and every fixed cost
 cancelled, and the self-attention cache between `--short` and `--long` steps long. "Its products
 alone" times only the step's linear layers on that many rows, the floor of ours. CTranslate2 runs
-in a process of its own (scripts/benchmark_translate.py says why). Each time is the best of
+in a process of its own (scripts/benchmarks/benchmark_translate.py says why). Each time is the best of
 `--repeats`, ours and CTranslate2 alternating. With `--batches N`, each of translate-cli's
 length-sorted batches of the first N test sentences is decoded greedily alone by both instead:
 where in a run the time is lost; then all of them as translate-cli now searches them, each batch
@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 import torch  # noqa: E402
@@ -108,7 +108,7 @@ def ctranslate2_worker(connection, ct2_dir: str, compute: str, threads: int) -> 
 def by_batch(translator, connection, sentences: int, repeats: int) -> None:
     """Each of translate-cli's length-sorted batches of the first `sentences` test sentences,
     decoded greedily alone by ours and by CTranslate2 (one length limit a batch, as in
-    scripts/benchmark_translate.py); then ours over the same batches joined, as translate-cli."""
+    scripts/benchmarks/benchmark_translate.py); then ours over the same batches joined, as translate-cli."""
     from benchmark_translate import batch_limits
 
     from translate.decode.continuous import ContinuousGreedySearch, search_joined
