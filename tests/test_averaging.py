@@ -9,12 +9,16 @@ import numpy as np
 import pytest
 import torch
 
-from translate.model.checkpoint import (
-    AVERAGED_KEY, CheckpointError, average_checkpoints, last_checkpoints, load_translator,
-)
 from translate.cli.translate import main as translate_main
-from translate.train.data_module import TranslationDataModule
+from translate.model.checkpoint import (
+    AVERAGED_KEY,
+    CheckpointError,
+    average_checkpoints,
+    last_checkpoints,
+    load_translator,
+)
 from translate.model.transformer import ModelConfig
+from translate.train.data_module import TranslationDataModule
 from translate.train.lightning_module import TranslationModule
 
 FIXTURE = Path(__file__).parent / "fixtures" / "libreoffice_small"

@@ -7,8 +7,8 @@ import torch
 
 from translate.model import checkpoint as checkpoint_module
 from translate.model.checkpoint import CheckpointError, Translator, load_translator
-from translate.train.data_module import TranslationDataModule
 from translate.model.transformer import ModelConfig
+from translate.train.data_module import TranslationDataModule
 from translate.train.lightning_module import TranslationModule
 
 

@@ -12,9 +12,9 @@ import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 
 from translate.model.checkpoint import load_translator, read_checkpoint
+from translate.model.transformer import ModelConfig
 from translate.train.checkpoint_io import AtomicCheckpointIO
 from translate.train.data_module import TranslationDataModule
-from translate.model.transformer import ModelConfig
 from translate.train.lightning_module import TranslationModule
 
 REPO = Path(__file__).resolve().parent.parent

@@ -6,14 +6,13 @@ import random
 
 import pytest
 import torch
+from test_search import full_prefix_log_probs, random_sources, search_terms, tiny_model
+from tolerances import within_rounding
 
 from translate.decode import continuous
 from translate.decode.continuous import ContinuousBeamSearch, ContinuousGreedySearch, search_joined
 from translate.decode.search import beam_search, greedy_search
 from translate.text.vocab import EOS_ID, PAD_ID
-
-from test_search import full_prefix_log_probs, random_sources, search_terms, tiny_model
-from tolerances import within_rounding
 
 
 def sources_of(seed: int, count: int) -> list[list[int]]:

@@ -5,8 +5,17 @@ import gzip
 import pytest
 
 from translate.text.corpus import (
-    BUNDLED_CORPUS, CorpusError, filter_by_length, read_jsonl, read_lines, read_parallel,
-    read_hf_dataset, read_split, read_tsv, split_files, split_paths,
+    BUNDLED_CORPUS,
+    CorpusError,
+    filter_by_length,
+    read_hf_dataset,
+    read_jsonl,
+    read_lines,
+    read_parallel,
+    read_split,
+    read_tsv,
+    split_files,
+    split_paths,
 )
 
 
@@ -21,7 +30,7 @@ def test_misaligned_files_name_both_files_and_counts(tmp_path):
 
 def test_invalid_utf8_names_file_and_line(tmp_path):
     path = tmp_path / "bad.de"
-    path.write_bytes("gut\nauch gut\n".encode() + b"kaputt \xff\xfe\n")
+    path.write_bytes(b"gut\nauch gut\n" + b"kaputt \xff\xfe\n")
     with pytest.raises(CorpusError, match=r"bad\.de:3: invalid UTF-8"):
         read_lines(path)
 

@@ -13,13 +13,18 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from processes import descendants, running
 
 from translate.text.corpus import read_parallel
-from translate.train.data_module import TranslationDataModule
-from translate.train.encoded import EncodedPairs, available_cpus, cached_encoding, default_workers, encode_to_directory
 from translate.text.vocab import EOS_ID, PAD_ID, Vocabularies
-
-from processes import descendants, running
+from translate.train.data_module import TranslationDataModule
+from translate.train.encoded import (
+    EncodedPairs,
+    available_cpus,
+    cached_encoding,
+    default_workers,
+    encode_to_directory,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -14,16 +14,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
 from test_resume import FIXTURE, logged, overlay, read_records, train
 from tolerances import transformer_terms, within_rounding
-from translate.model.checkpoint import load_translator
-from translate.train.data_module import TokenBatchSampler, TranslationDataModule
-from translate.text.metrics import corpus_scores
-from translate.model.transformer import ModelConfig
-from translate.train.loss import label_smoothed_nll
+
 from translate.decode.search import greedy_search
+from translate.model.checkpoint import load_translator
+from translate.model.transformer import ModelConfig
+from translate.text.metrics import corpus_scores
 from translate.text.vocab import PAD_ID
+from translate.train.data_module import TokenBatchSampler, TranslationDataModule
+from translate.train.loss import label_smoothed_nll
 
 pytestmark = pytest.mark.slow  # each test starts two training processes
 

@@ -13,14 +13,13 @@ import threading
 from pathlib import Path
 
 import pytest
+from test_translate_cli import FIXTURE, save_checkpoint
 
 import translate.model.checkpoint
-from translate.model.checkpoint import load_translator
 from translate.cli.evaluate import main as eval_main
 from translate.cli.translate import main
+from translate.model.checkpoint import load_translator
 from translate.text.vocab import Vocabularies, train_sentencepiece
-
-from test_translate_cli import FIXTURE, save_checkpoint
 
 SENTENCES = ["Click OK.", "Select the cells that you want to copy.", "Last line."]
 

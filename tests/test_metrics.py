@@ -5,13 +5,12 @@ import sys
 
 import pytest
 import torch
+from tolerances import within_rounding
 
 from translate.cli.evaluate import main as eval_main
 from translate.text.corpus import read_lines
 from translate.text.metrics import corpus_scores
 from translate.train.lightning_module import CorpusBLEU
-
-from tolerances import within_rounding
 
 
 def degrade(lines):

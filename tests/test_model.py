@@ -5,12 +5,17 @@ import math
 
 import pytest
 import torch
+from tolerances import assert_within_rounding, transformer_terms
 from torch import nn
 
 from translate.model import transformer as model_module
-from translate.model.transformer import TIE_MODES, ModelConfig, Transformer, append_steps, weighted_values
-
-from tolerances import assert_within_rounding, transformer_terms
+from translate.model.transformer import (
+    TIE_MODES,
+    ModelConfig,
+    Transformer,
+    append_steps,
+    weighted_values,
+)
 
 CONFIGS = {
     "post-norm": ModelConfig(d_model=32, heads=4, encoder_layers=2, decoder_layers=3, ffn_dim=48,

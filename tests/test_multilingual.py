@@ -11,23 +11,22 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from tolerances import within_rounding
 
-from translate.model.checkpoint import load_translator
 from translate.cli.evaluate import main as eval_main
 from translate.cli.train import main as train_main
 from translate.cli.translate import main as translate_main
-from translate.text.corpus import CorpusError
-from translate.train.data_module import TranslationDataModule, collate
-from translate.train.directions import TemperatureBatchSampler, sampling_probabilities
-from translate.text.languages import english_centric, parse_direction
-from translate.text.language_id import off_target_rate
-from translate.text.metrics import bleu_tokenizer, corpus_scores
 from translate.decode.pipeline import translate_lines
+from translate.model.checkpoint import load_translator
 from translate.serve.batching import SearchKey
 from translate.serve.continuous import ContinuousTranslator
+from translate.text.corpus import CorpusError
+from translate.text.language_id import off_target_rate
+from translate.text.languages import english_centric, parse_direction
+from translate.text.metrics import bleu_tokenizer, corpus_scores
 from translate.text.vocab import BOS_ID, EOS_ID
-
-from tolerances import within_rounding
+from translate.train.data_module import TranslationDataModule, collate
+from translate.train.directions import TemperatureBatchSampler, sampling_probabilities
 
 REPO = Path(__file__).resolve().parent.parent
 MULTIWAY = Path(__file__).parent / "fixtures" / "libreoffice_multiway"

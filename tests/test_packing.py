@@ -3,16 +3,21 @@ parameters and ties, and a fallback wherever the packed path does not apply."""
 
 import pytest
 import torch
-from torch import nn
-
-from translate.model.transformer import FeedForward
-from translate.model.packing import PACK_ALWAYS_WEIGHTS, PACK_MIN_ROWS, PackedLinear, pack_linear_layers, packing_available
-from translate.decode.search import beam_search, greedy_search
-from translate.text.vocab import BOS_ID, EOS_ID, PAD_ID
-
 from test_search import search_terms
 from test_tying import all_variants, build, variant_id
 from tolerances import assert_within_rounding, transformer_terms, within_rounding
+from torch import nn
+
+from translate.decode.search import beam_search, greedy_search
+from translate.model.packing import (
+    PACK_ALWAYS_WEIGHTS,
+    PACK_MIN_ROWS,
+    PackedLinear,
+    pack_linear_layers,
+    packing_available,
+)
+from translate.model.transformer import FeedForward
+from translate.text.vocab import BOS_ID, EOS_ID, PAD_ID
 
 pytestmark = pytest.mark.skipif(not packing_available(), reason="this PyTorch build has no oneDNN")
 

@@ -4,14 +4,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_translate_cli import random_tied_checkpoint
 from torch import nn
 
-from translate.model.checkpoint import load_translator
-from translate.model.transformer import FeedForward
 from translate.cli.translate import main
+from translate.model.checkpoint import load_translator
 from translate.model.quantize import linear_bytes, quantization_available
-
-from test_translate_cli import random_tied_checkpoint
+from translate.model.transformer import FeedForward
 
 pytestmark = pytest.mark.skipif(not quantization_available(), reason="no quantized CPU engine in this torch")
 

@@ -5,14 +5,25 @@ import itertools
 
 import pytest
 import torch
+from tolerances import (
+    assert_within_rounding,
+    score_terms,
+    tolerance,
+    transformer_terms,
+    within_rounding,
+)
 
-from translate.model.transformer import ModelConfig, Transformer
 from translate.decode import search
-from translate.decode.search import (Hypothesis, beam_search, encode_by_length, greedy_search,
-                              length_groups, length_penalty)
+from translate.decode.search import (
+    Hypothesis,
+    beam_search,
+    encode_by_length,
+    greedy_search,
+    length_groups,
+    length_penalty,
+)
+from translate.model.transformer import ModelConfig, Transformer
 from translate.text.vocab import BOS_ID, EOS_ID, PAD_ID
-
-from tolerances import assert_within_rounding, score_terms, tolerance, transformer_terms, within_rounding
 
 VOCAB = 12
 OUTPUTS = [t for t in range(VOCAB) if t not in (PAD_ID, BOS_ID)]  # what a search may produce
@@ -507,8 +518,8 @@ def test_greedy_search_with_grouped_best_tokens_equals_it_with_argmax(monkeypatc
 def test_searches_with_values_summed_by_rows_equal_them_with_the_batched_product(monkeypatch):
     """Decoding's attention sums the cached values row by row (`model.weighted_values`); every
     search gives the tokens and scores it gives with the plain batched product."""
-    from translate.model import transformer as model_module
     from translate.decode.continuous import ContinuousGreedySearch, search_joined
+    from translate.model import transformer as model_module
 
     model, src = tiny_model(7), random_sources(41, 10)
     sources = [row[row != PAD_ID].tolist() for row in src]

@@ -19,20 +19,19 @@ import pytest
 fastapi = pytest.importorskip("fastapi")
 httpx = pytest.importorskip("httpx")
 hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import strategies as st  # noqa: E402
 from fastapi.testclient import TestClient  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from processes import process_table  # noqa: E402
+from test_translate_cli import random_tied_checkpoint  # noqa: E402
 
-from translate.model.checkpoint import load_translator  # noqa: E402
-from translate.files import file_digest  # noqa: E402
 from translate.decode.pipeline import translate_lines  # noqa: E402
+from translate.files import file_digest  # noqa: E402
+from translate.model.checkpoint import load_translator  # noqa: E402
 from translate.serve.app import ServeSettings, create_app  # noqa: E402
 from translate.serve.batching import Batcher, ContinuousBatcher, QueueFull, SearchKey  # noqa: E402
 from translate.serve.continuous import ContinuousTranslator, Progress  # noqa: E402
 from translate.serve.launch import free_loopback_port, wait_until_ready  # noqa: E402
 from translate.serve.worker import ONEDNN_CACHES  # noqa: E402
-
-from processes import process_table  # noqa: E402
-from test_translate_cli import random_tied_checkpoint  # noqa: E402
 
 LINES = ["Click OK.", "", "Choose Tools - Options.", "\t", "Last line of the test."]
 

@@ -13,9 +13,9 @@ import pytest
 import torch
 from jsonargparse import Namespace
 
-from translate.train import precision
-from translate.model.checkpoint import ARTIFACT_KEY
 from translate.cli.train import main
+from translate.model.checkpoint import ARTIFACT_KEY
+from translate.train import precision
 from translate.train.lightning_cli import TranslateCLI
 from translate.train.run_dir import newest_checkpoint
 

@@ -10,17 +10,21 @@ import lightning as L
 import numpy as np
 import pytest
 import torch
+from tolerances import assert_within_rounding, transformer_terms, within_rounding
 
 from translate.cli.train import main as train_main
-from translate.text.corpus import read_parallel
-from translate.train.data_module import TokenBatchSampler, TranslationDataModule, collate
 from translate.errors import UsageError
 from translate.model.transformer import ModelConfig
-from translate.train.loss import label_smoothed_nll
-from translate.train.lightning_module import TranslationModule, inverse_sqrt_schedule, linear_decay_schedule, use_fused_optimizer
+from translate.text.corpus import read_parallel
 from translate.text.vocab import Vocabularies
-
-from tolerances import assert_within_rounding, transformer_terms, within_rounding
+from translate.train.data_module import TokenBatchSampler, TranslationDataModule, collate
+from translate.train.lightning_module import (
+    TranslationModule,
+    inverse_sqrt_schedule,
+    linear_decay_schedule,
+    use_fused_optimizer,
+)
+from translate.train.loss import label_smoothed_nll
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURE = Path(__file__).parent / "fixtures" / "libreoffice_small"
@@ -246,7 +250,7 @@ def test_tiny_config_runs_the_whole_make_train_path(tmp_path, bundled_corpus_cac
     assert checkpoint.is_file() and checkpoint.stat().st_mtime >= started, "last.ckpt was not rewritten"
     assert f"run directory {run_dir}" in result.stderr and f"checkpoint {checkpoint}" in result.stderr
     hypotheses = (run_dir / "test.hyp").read_text(encoding="utf-8").split("\n")[:-1]
-    references = read_parallel(*[REPO / "translate/corpora/libreoffice_help_en_de" / f"test.{l}.gz" for l in ("en", "de")])
+    references = read_parallel(*[REPO / "translate/corpora/libreoffice_help_en_de" / f"test.{lang}.gz" for lang in ("en", "de")])
     assert len(hypotheses) == len(references)
     saved = torch.load(checkpoint, weights_only=True)["translate"]
     assert "tie_embeddings: all" in saved["run_config"]

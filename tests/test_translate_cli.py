@@ -7,18 +7,17 @@ from pathlib import Path
 
 import pytest
 import torch
+from tolerances import score_terms, tolerance, within_rounding
 
-from translate.model.checkpoint import CheckpointError, load_translator
-import translate.model.checkpoint
 import translate.decode.pipeline
+import translate.model.checkpoint
 from translate.cli.translate import main
-from translate.text.metrics import corpus_scores
-from translate.model.transformer import ModelConfig, Transformer
 from translate.decode.pipeline import split_long, translate_lines, translate_nbest
 from translate.decode.search import beam_search
+from translate.model.checkpoint import CheckpointError, load_translator
+from translate.model.transformer import ModelConfig, Transformer
+from translate.text.metrics import corpus_scores
 from translate.text.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocabularies, train_sentencepiece
-
-from tolerances import score_terms, tolerance, within_rounding
 
 FIXTURE = Path(__file__).parent / "fixtures" / "libreoffice_small"
 LINES = ["Click OK.", "", "Choose Tools - Macros - Organize Dialogs.", "Last line."]
@@ -377,7 +376,7 @@ def test_a_stopped_run_resumes_where_it_stopped_and_gives_one_run_s_output(files
     partial = tmp_path / "out.partial"
     assert [row[:2] for row in nbest_rows(partial)] == [row[:2] for row in whole[:10]]
     with open(partial, "ab") as handle:  # a chunk written but not recorded when the run stopped
-        handle.write("5 ||| half a li".encode())
+        handle.write(b"5 ||| half a li")
 
     code, _, err = run(files, capsys, *settings, "--chunk-lines", "5", "--output", str(out))
     assert code == 2 and "holds the translations of 5 input lines" in err and "--resume" in err

@@ -11,22 +11,27 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_search import uncached_greedy  # the slow reference: whole prefix re-read every step
+from tolerances import assert_within_rounding, tolerance, transformer_terms, within_rounding
 
+from translate.cli import inspect as inspect_cli
+from translate.decode.search import greedy_search
+from translate.export.convert import ExportError, ctranslate2_spec, huggingface_architecture
 from translate.model.analysis import (
-    asymmetry, bigram_mrr, direct_path, parameter_counts, shared_modules, shared_tensors, target_bigrams,
+    asymmetry,
+    bigram_mrr,
+    direct_path,
+    parameter_counts,
+    shared_modules,
+    shared_tensors,
+    target_bigrams,
     unigram_scores,
 )
 from translate.model.checkpoint import load_translator
-from translate.cli import inspect as inspect_cli
-from translate.train.data_module import TranslationDataModule
-from translate.export.convert import ExportError, ctranslate2_spec, huggingface_architecture
 from translate.model.transformer import ModelConfig, Transformer
-from translate.train.lightning_module import TranslationModule
-from translate.decode.search import greedy_search
 from translate.text.vocab import BOS_ID, EOS_ID, PAD_ID
-
-from test_search import uncached_greedy  # the slow reference: whole prefix re-read every step
-from tolerances import assert_within_rounding, tolerance, transformer_terms, within_rounding
+from translate.train.data_module import TranslationDataModule
+from translate.train.lightning_module import TranslationModule
 
 REPO = Path(__file__).resolve().parent.parent
 VOCAB = 50

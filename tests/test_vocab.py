@@ -2,11 +2,11 @@
 
 import pytest
 
-from translate.text.corpus import CorpusError, read_parallel
-from translate.train.data_module import TranslationDataModule
 from translate.model.transformer import ModelConfig
-from translate.train.lightning_module import TranslationModule
+from translate.text.corpus import CorpusError, read_parallel
 from translate.text.vocab import BATCH_CALL_LINES, BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocabularies
+from translate.train.data_module import TranslationDataModule
+from translate.train.lightning_module import TranslationModule
 
 
 @pytest.fixture(scope="module")

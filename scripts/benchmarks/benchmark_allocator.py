@@ -28,9 +28,9 @@ def measure(checkpoint: str, limit: int, repeats: int, keep: bool) -> dict:
     import torch
 
     from translate.decode.allocator import keep_freed_memory
+    from translate.decode.pipeline import translate_nbest
     from translate.model.checkpoint import load_translator
     from translate.text.corpus import BUNDLED_CORPUS, read_lines, split_paths
-    from translate.decode.pipeline import translate_nbest
 
     kept = keep_freed_memory() if keep else False
     torch.set_num_threads(1)

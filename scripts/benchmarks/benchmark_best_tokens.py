@@ -16,7 +16,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import torch  # noqa: E402
-
 from benchmark_tokenize import best_us  # noqa: E402
 
 from translate.decode.search import best_tokens  # noqa: E402

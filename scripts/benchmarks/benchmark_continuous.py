@@ -23,13 +23,12 @@ sys.path.insert(0, str(REPO))
 
 import torch  # noqa: E402
 
-from translate.decode import continuous
-
-from translate.serve import continuous as serve_continuous  # noqa: E402
-from translate.model.checkpoint import load_translator  # noqa: E402
-from translate.text.corpus import BUNDLED_CORPUS, read_lines, split_paths  # noqa: E402
+from translate.decode import continuous  # noqa: E402
 from translate.decode.pipeline import translate_lines  # noqa: E402
+from translate.model.checkpoint import load_translator  # noqa: E402
+from translate.serve import continuous as serve_continuous  # noqa: E402
 from translate.serve.batching import SearchKey  # noqa: E402
+from translate.text.corpus import BUNDLED_CORPUS, read_lines, split_paths  # noqa: E402
 
 
 def closed_loop(translator, lines: list[str], key: SearchKey, clients: int,

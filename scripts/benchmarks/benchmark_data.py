@@ -55,12 +55,12 @@ def write_repeated_corpus(directory: Path, pairs: int) -> None:
 
 def measure_one(corpus: Path, vocab_file: Path, cache: Path, workers: int, max_tokens: int, max_length: int) -> dict:
     import numpy as np
+    from torch.utils.data import DataLoader
 
     from translate.text.corpus import filter_by_length, iter_split
+    from translate.text.vocab import PAD_ID, Vocabularies
     from translate.train.data_module import TokenBatchSampler, collate
     from translate.train.encoded import encode_to_directory
-    from translate.text.vocab import PAD_ID, Vocabularies
-    from torch.utils.data import DataLoader
 
     vocab = Vocabularies.from_state({"joint": vocab_file.read_bytes()})
     started = time.perf_counter()

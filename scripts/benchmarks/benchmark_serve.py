@@ -52,8 +52,8 @@ import httpx
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from translate.text.corpus import BUNDLED_CORPUS, read_lines, split_paths  # noqa: E402
 from translate.serve.launch import free_loopback_port, wait_until_ready  # noqa: E402
+from translate.text.corpus import BUNDLED_CORPUS, read_lines, split_paths  # noqa: E402
 
 MODES = {"continuous": [], "batched": ["--batching", "batch"],
          "unbatched": ["--batching", "batch", "--max-wait-ms", "0", "--batch-tokens", "1"], "litserve": None}
@@ -200,9 +200,9 @@ def random_batches(checkpoint: str, sentences: list[str], sizes: list[int], thre
     what a closed loop of `size` single-sentence clients offers at best (printed as JSON)."""
     import torch
 
-    from translate.model.checkpoint import load_translator
-    from translate.defaults import BATCH_TOKENS
     from translate.decode.pipeline import translate_lines
+    from translate.defaults import BATCH_TOKENS
+    from translate.model.checkpoint import load_translator
 
     torch.set_num_threads(threads)
     translator = load_translator(checkpoint)

@@ -32,11 +32,11 @@ sys.path.insert(0, str(REPO))
 
 import torch  # noqa: E402
 
-from translate.model.checkpoint import load_translator  # noqa: E402
 from translate.decode.device import prepare_decoding  # noqa: E402
-from translate.text.corpus import BUNDLED_CORPUS, read_lines, split_paths  # noqa: E402
-from translate.model.padding import pad  # noqa: E402
 from translate.decode.search import greedy_search  # noqa: E402
+from translate.model.checkpoint import load_translator  # noqa: E402
+from translate.model.padding import pad  # noqa: E402
+from translate.text.corpus import BUNDLED_CORPUS, read_lines, split_paths  # noqa: E402
 from translate.text.vocab import EOS_ID  # noqa: E402
 
 
@@ -112,8 +112,8 @@ def by_batch(translator, connection, sentences: int, repeats: int) -> None:
     from benchmark_translate import batch_limits
 
     from translate.decode.continuous import ContinuousGreedySearch, search_joined
-    from translate.defaults import BATCH_TOKENS
     from translate.decode.pipeline import length_batches
+    from translate.defaults import BATCH_TOKENS
 
     config = translator.training_config
     a, b = config.get("max_len_a", 1.5), config.get("max_len_b", 10)

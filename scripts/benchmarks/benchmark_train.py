@@ -141,8 +141,8 @@ def read_config(path: Path) -> dict:
 def load_batches(config: dict, count: int):
     """The vocabulary and the first `count` batches of the shuffled first training epoch, each
     with its target token count (counted here, so that the timed steps need no host sync)."""
-    from translate.train.data_module import TranslationDataModule
     from translate.text.vocab import PAD_ID
+    from translate.train.data_module import TranslationDataModule
 
     data = TranslationDataModule(**{"seed": config["seed"], **config["data"]})
     data.setup("fit")
@@ -184,9 +184,9 @@ class Trainee:
     def step(self, batch: dict, precision: str) -> tuple[int, torch.Tensor]:
         """One update; returns the target tokens trained on and the loss, left on the device
         (reading it would make the host wait for every step, which training does not)."""
-        from translate.train.loss import batch_nll, label_smoothed_nll
-        from translate.train.lightning_module import attention_backend
         from translate.text.vocab import PAD_ID
+        from translate.train.lightning_module import attention_backend
+        from translate.train.loss import batch_nll, label_smoothed_nll
 
         tokens = batch["tokens"]
         autocast = (torch.autocast(self.device.type, dtype=torch.bfloat16) if precision == "bf16"

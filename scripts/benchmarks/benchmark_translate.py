@@ -45,22 +45,22 @@ import sys
 import tempfile
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 import torch  # noqa: E402
 
-from translate.model.checkpoint import Translator, load_translator  # noqa: E402
 from translate.decode.device import autocast, prepare_decoding  # noqa: E402
-from translate.text.corpus import BUNDLED_CORPUS, read_lines, split_paths  # noqa: E402
-from translate.model.padding import pad  # noqa: E402
-from translate.text.metrics import corpus_scores  # noqa: E402
 from translate.decode.pipeline import BATCH_TOKENS, length_batches, translate_nbest  # noqa: E402
+from translate.model.checkpoint import Translator, load_translator  # noqa: E402
+from translate.model.padding import pad  # noqa: E402
 from translate.model.quantize import linear_bytes  # noqa: E402
+from translate.text.corpus import BUNDLED_CORPUS, read_lines, split_paths  # noqa: E402
+from translate.text.metrics import corpus_scores  # noqa: E402
 from translate.text.vocab import EOS_ID, PAD_ID  # noqa: E402
 
 

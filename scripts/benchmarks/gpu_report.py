@@ -25,9 +25,9 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
@@ -490,7 +490,7 @@ def load_report(path: Path) -> dict:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except ValueError as error:
-        raise SystemExit(f"error: {path}: not a report ({error}); move it away or pass --out elsewhere")
+        raise SystemExit(f"error: {path}: not a report ({error}); move it away or pass --out elsewhere") from None
 
 
 def save(report: dict, out: Path) -> None:

@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         report = json.loads(args.report.read_text(encoding="utf-8"))
         report["command"], report["steps"]
     except (ValueError, KeyError) as error:
-        raise SystemExit(f"error: {args.report}: not a gpu-report report.json ({error})")
+        raise SystemExit(f"error: {args.report}: not a gpu-report report.json ({error})") from None
     if report.get("dry_run") and not args.allow_dry_run:
         raise SystemExit(f"error: {args.report} is a dry run's (toy sizes on the CPU): its figures do not belong in "
                          "the docs (--allow-dry-run fills them anyway, e.g. into a copy)")

@@ -56,7 +56,7 @@ def training(report: dict) -> str:
              "| config | padded tokens a batch | target tokens a batch | row | target tokens/s | vs Marian | TFLOP/s "
              "| MFU |", "|---|---:|---:|---|---:|---:|---:|---:|"]
     for result in results:
-        for precision, rows in result["results"].items():
+        for rows in result["results"].values():
             marian = rows.get("marian", {}).get("tokens_per_s")
             for name, row in rows.items():
                 mfu = f"{row['tflops'] / row['peak_tflops']:.1%}" if row.get("peak_tflops") else ""

@@ -26,8 +26,8 @@ class TranslateAPI(ls.LitAPI):
         return request["text"][0]
 
     def predict(self, lines: list[str]) -> list[str]:
-        from translate.defaults import BATCH_TOKENS
         from translate.decode.pipeline import translate_lines
+        from translate.defaults import BATCH_TOKENS
 
         return translate_lines(self.translator, list(lines), BATCH_TOKENS, beam=self.search["beam"],
                                length_penalty=self.search["length_penalty"])

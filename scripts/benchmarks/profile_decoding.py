@@ -25,10 +25,10 @@ sys.path.insert(0, str(REPO))
 import torch  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
-from translate.model.checkpoint import load_translator  # noqa: E402
-from translate.text.corpus import BUNDLED_CORPUS, read_lines, split_paths  # noqa: E402
-from translate.model.transformer import MultiHeadAttention  # noqa: E402
 from translate.decode.pipeline import translate_lines  # noqa: E402
+from translate.model.checkpoint import load_translator  # noqa: E402
+from translate.model.transformer import MultiHeadAttention  # noqa: E402
+from translate.text.corpus import BUNDLED_CORPUS, read_lines, split_paths  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,10 +19,9 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))
 
 import torch  # noqa: E402
+from benchmark_train import Trainee, load_batches, read_config, synchronize, to_device  # noqa: E402
 from torch.autograd import DeviceType  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
-
-from benchmark_train import Trainee, load_batches, read_config, synchronize, to_device  # noqa: E402
 
 # Kernel or operator name patterns, first match wins.
 GROUPS = (

@@ -125,8 +125,8 @@ def foreign_mass(translator, sources: list[str], references: list[str], foreign:
     import numpy as np
     import torch
 
-    from translate.train.data_module import collate
     from translate.decode.pipeline import direction_for
+    from translate.train.data_module import collate
 
     if not foreign:
         return 0.0
@@ -151,11 +151,11 @@ def foreign_mass(translator, sources: list[str], references: list[str], foreign:
 def evaluate(run_dir: Path, sources: list[str], references: dict[str, list[str]], langs: list[str],
              train_text: dict[str, list[str]]) -> list[dict]:
     """One row per target language the run's model translates into."""
+    from translate.decode.pipeline import translate_lines
     from translate.model.analysis import asymmetry, direct_path, parameter_counts
     from translate.model.checkpoint import load_translator, read_checkpoint
     from translate.text.language_id import off_target_rate
     from translate.text.metrics import corpus_scores
-    from translate.decode.pipeline import translate_lines
 
     checkpoint = run_dir / "checkpoints" / "last.ckpt"
     translator = load_translator(checkpoint)

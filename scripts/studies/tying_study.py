@@ -37,10 +37,15 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from translate.model.analysis import (  # noqa: E402
-    asymmetry, bigram_mrr, direct_path, parameter_counts, target_bigrams, unigram_scores,
-)
 from translate.files import write_atomic  # noqa: E402
+from translate.model.analysis import (  # noqa: E402
+    asymmetry,
+    bigram_mrr,
+    direct_path,
+    parameter_counts,
+    target_bigrams,
+    unigram_scores,
+)
 
 
 @dataclass(frozen=True)
@@ -144,10 +149,10 @@ def logged_metrics(metrics_csv: Path) -> dict:
 def evaluate_run(run_dir: Path, sources: list[str], references: list[str], bigrams, batch_tokens: int,
                  device: str = "cpu") -> dict:
     """Test-split scores (decoded on `device`) and direct-path measures of the run's last checkpoint."""
-    from translate.model.checkpoint import load_translator, read_checkpoint
-    from translate.files import write_lines_atomic
-    from translate.text.metrics import corpus_scores
     from translate.decode.pipeline import translate_lines
+    from translate.files import write_lines_atomic
+    from translate.model.checkpoint import load_translator, read_checkpoint
+    from translate.text.metrics import corpus_scores
 
     checkpoint = run_dir / "checkpoints" / "last.ckpt"
     updates = read_checkpoint(checkpoint).get("global_step")  # fewer than max_steps if max_time hit

@@ -19,8 +19,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from translate.cli.common import add_checkpoint_argument, add_language_arguments, add_search_arguments, run_command
-
+from translate.cli.common import (
+    add_checkpoint_argument,
+    add_language_arguments,
+    add_search_arguments,
+    run_command,
+)
 from translate.decode.settings import search_settings_error
 from translate.errors import UsageError
 
@@ -57,8 +61,8 @@ def run(args: argparse.Namespace) -> int:
     from translate.train.quiet import quiet_third_party_noise
 
     quiet_third_party_noise()
-    from translate.text.corpus import iter_lines
     from translate.files import check_writable
+    from translate.text.corpus import iter_lines
 
     output = check_writable(args.output)
     lines = sum(1 for _ in iter_lines(args.source))  # counts and checks the UTF-8 before any work

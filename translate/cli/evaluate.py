@@ -24,11 +24,16 @@ import argparse
 import json
 import sys
 
-from translate.cli.common import SEARCH_FLAGS, add_language_arguments, add_search_arguments, given_flags, resolve_device, run_command
-
-from translate.decode.settings import apply_search_defaults, search_settings_error
-
+from translate.cli.common import (
+    SEARCH_FLAGS,
+    add_language_arguments,
+    add_search_arguments,
+    given_flags,
+    resolve_device,
+    run_command,
+)
 from translate.decode.device import autocast, prepare_decoding
+from translate.decode.settings import apply_search_defaults, search_settings_error
 from translate.errors import UsageError
 
 
@@ -143,10 +148,10 @@ def evaluate(args: argparse.Namespace, argv: list[str] | None) -> int:
     error = arguments_error(args, argv)
     if error:
         raise UsageError(error)
-    from translate.model import checkpoint
     from translate.decode import pipeline
-    from translate.text.corpus import read_lines
     from translate.files import check_writable, write_lines_atomic
+    from translate.model import checkpoint
+    from translate.text.corpus import read_lines
     from translate.text.metrics import corpus_scores
 
     if args.hypotheses:

@@ -37,7 +37,12 @@ def build_parser() -> argparse.ArgumentParser:
 def report(translator, source_text: str | None = None, target_text: str | None = None) -> dict:
     """Everything `translate-inspect` shows, as plain types, for a loaded `Translator`."""
     from translate.model.analysis import (
-        asymmetry, direct_path, distinct_ids, parameter_counts, shared_modules, shared_tensors,
+        asymmetry,
+        direct_path,
+        distinct_ids,
+        parameter_counts,
+        shared_modules,
+        shared_tensors,
     )
     from translate.text.corpus import read_lines
 

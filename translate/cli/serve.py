@@ -22,7 +22,12 @@ import os
 import sys
 from functools import partial
 
-from translate.cli.common import add_checkpoint_argument, add_quantize_argument, resolve_device, run_command
+from translate.cli.common import (
+    add_checkpoint_argument,
+    add_quantize_argument,
+    resolve_device,
+    run_command,
+)
 from translate.defaults import BATCH_TOKENS
 from translate.errors import UsageError
 
@@ -95,11 +100,10 @@ def serve(args: argparse.Namespace) -> int:
     import torch
     import uvicorn
 
-    from translate.model import checkpoint
-
-    from translate.serve import worker as serve_worker
     from translate.files import file_digest
+    from translate.model import checkpoint
     from translate.model.quantize import quantization_available
+    from translate.serve import worker as serve_worker
     from translate.serve.app import DrainingServer, ServeSettings, create_app
 
     args.precision = "32-true"

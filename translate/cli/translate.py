@@ -27,11 +27,15 @@ import sys
 from collections.abc import Iterator
 from typing import TextIO
 
-from translate.cli.common import add_checkpoint_argument, add_language_arguments, add_search_arguments, resolve_device, run_command
-
-from translate.decode.settings import apply_search_defaults, search_settings_error
-
+from translate.cli.common import (
+    add_checkpoint_argument,
+    add_language_arguments,
+    add_search_arguments,
+    resolve_device,
+    run_command,
+)
 from translate.decode.device import autocast, prepare_decoding
+from translate.decode.settings import apply_search_defaults, search_settings_error
 from translate.errors import UsageError
 
 CHUNK_LINES = 5000  # lines a chunk: a few minutes of CPU work at most, lost to a crash
@@ -159,13 +163,12 @@ def translate_command(args: argparse.Namespace) -> int:
     import torch
     from tqdm import tqdm
 
-    from translate.model import checkpoint
-
     from translate.decode import pipeline
-    from translate.text.corpus import read_lines
     from translate.files import check_writable, file_digest
-    from translate.text.line_feed import chunks
+    from translate.model import checkpoint
     from translate.partial_output import PartialOutput
+    from translate.text.corpus import read_lines
+    from translate.text.line_feed import chunks
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -232,7 +235,9 @@ def translate_command(args: argparse.Namespace) -> int:
             raise UsageError(f"--reference {args.reference} has {len(references)} lines but the input "
                              f"{source_name} had {output.lines_done}: the translations are complete, "
                              "but they are not scored")
-        from translate.text.metrics import corpus_scores  # sacrebleu: only when there is something to score
+        from translate.text.metrics import (
+            corpus_scores,  # sacrebleu: only when there is something to score
+        )
 
         print(corpus_scores(one_best(output.read(), args.n_best), references).report(), file=sys.stderr)
     return 0

@@ -15,8 +15,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from translate.cli.common import add_checkpoint_argument, add_device_arguments, resolve_device, run_command
-
+from translate.cli.common import (
+    add_checkpoint_argument,
+    add_device_arguments,
+    resolve_device,
+    run_command,
+)
 from translate.decode.device import autocast, prepare_decoding
 from translate.defaults import LENGTH_PENALTY_CANDIDATES as CANDIDATES
 from translate.defaults import LENGTH_PENALTY_RANGE
@@ -46,8 +50,8 @@ def tune(args: argparse.Namespace) -> int:
     outside = [alpha for alpha in args.candidates if not low <= alpha <= high]
     if outside:
         raise UsageError(f"--candidates {outside[0]}: length penalties must be between {low:g} and {high:g}")
-    from translate.files import check_writable
     from translate.decode.tuning import report, tune_checkpoint
+    from translate.files import check_writable
 
     if not args.dry_run:
         check_writable(args.checkpoint)

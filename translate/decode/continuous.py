@@ -26,12 +26,18 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from translate.model.transformer import Transformer
-from translate.model.padding import pad
 from translate.decode.search import (
-    NEVER_GENERATED, Hypothesis, encode_by_length, extensions, length_penalty, max_output_lengths, next_tokens,
+    NEVER_GENERATED,
+    Hypothesis,
+    encode_by_length,
+    extensions,
+    length_penalty,
+    max_output_lengths,
+    next_tokens,
     token_bias,
 )
+from translate.model.padding import pad
+from translate.model.transformer import Transformer
 from translate.text.vocab import BOS_ID, EOS_ID, PAD_ID
 
 # Attention caches kept apart, one per cohort of sentences that joined at one step, so that each

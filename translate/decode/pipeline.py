@@ -8,10 +8,10 @@ import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from translate.model.checkpoint import Translator
 from translate.decode.continuous import ContinuousBeamSearch, ContinuousGreedySearch, search_joined
 from translate.defaults import BATCH_TOKENS
 from translate.errors import UsageError
+from translate.model.checkpoint import Translator
 from translate.text.vocab import EOS_ID, language_tag
 
 

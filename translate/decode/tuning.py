@@ -13,15 +13,15 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable, Sequence
 
-from translate.model.checkpoint import ARTIFACT_KEY, SEARCH_KEY, Translator
 from translate.defaults import LENGTH_PENALTY_CANDIDATES as CANDIDATES
 from translate.defaults import MIN_BREVITY_PENALTY
+from translate.model.checkpoint import ARTIFACT_KEY, SEARCH_KEY, Translator
 
 
 def score(translator: Translator, jobs: list, beam: int, alpha: float, batch_tokens: int) -> dict:
     """BLEU, chrF and brevity penalty of one search setting, averaged over the directions."""
-    from translate.text.metrics import corpus_scores
     from translate.decode.pipeline import translate_lines
+    from translate.text.metrics import corpus_scores
 
     rows = []
     for (source_lang, target_lang), sources, references in jobs:
@@ -86,8 +86,8 @@ def store(path, settings: dict) -> None:
     """Write the tuned settings into the checkpoint at `path` (atomically, nothing else changed)."""
     import torch
 
-    from translate.model.checkpoint import read_checkpoint
     from translate.files import atomic_output
+    from translate.model.checkpoint import read_checkpoint
 
     checkpoint = read_checkpoint(path)
     checkpoint[ARTIFACT_KEY][SEARCH_KEY] = settings

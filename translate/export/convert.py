@@ -48,8 +48,8 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from translate.model.checkpoint import load_translator
 from translate.errors import UsageError
+from translate.model.checkpoint import load_translator
 from translate.model.transformer import TIE_MODES, MultiHeadAttention, Transformer
 from translate.text.vocab import BOS_ID, EOS_ID, PAD_ID, SentencePieceVocab, Vocabularies
 

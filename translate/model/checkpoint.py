@@ -13,11 +13,10 @@ import torch
 import yaml
 
 from translate.errors import UsageError
-from translate.model.transformer import ModelConfig, Transformer
 from translate.model.packing import pack_linear_layers
 from translate.model.quantize import quantize_int8
+from translate.model.transformer import ModelConfig, Transformer
 from translate.text.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocabularies
-
 
 ARTIFACT_KEY = "translate"  # checkpoint entry holding everything needed to translate
 SEARCH_KEY = "search"  # its entry of search settings tuned on the dev set (translate-tune)

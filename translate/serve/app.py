@@ -24,16 +24,23 @@ from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi_offline import FastAPIOffline
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as AnyHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from translate.decode import pipeline
-from translate.model.checkpoint import Translator
 from translate.defaults import LENGTH_PENALTY_RANGE
 from translate.errors import UsageError
+from translate.model.checkpoint import Translator
 from translate.serve.batching import Batcher, ContinuousBatcher, QueueFull, SearchKey, ShuttingDown
 from translate.serve.continuous import ContinuousTranslator
 from translate.serve.worker import translate_with

@@ -15,8 +15,8 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from translate.decode import pipeline
-from translate.model.checkpoint import Translator
 from translate.decode.continuous import ContinuousBeamSearch
+from translate.model.checkpoint import Translator
 from translate.serve.batching import SearchKey
 from translate.text.vocab import EOS_ID
 

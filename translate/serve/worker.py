@@ -29,7 +29,6 @@ def _load(checkpoint: str, device: str, quantize: str, threads: int | None, batc
     import torch
 
     from translate.model.checkpoint import load_translator
-
     from translate.serve.continuous import ContinuousTranslator
 
     global _translator, _batch_tokens, _continuous

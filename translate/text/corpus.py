@@ -44,7 +44,7 @@ def _checked_reads(handle: Iterable[bytes], path: Path) -> Iterator[bytes]:
     the file and the last line read whole."""
     number = 0
     try:
-        for number, raw in enumerate(handle, start=1):
+        for number, raw in enumerate(handle, start=1):  # noqa: B007 - the except clause reads it
             yield raw
     except (EOFError, OSError, zlib.error) as error:
         raise CorpusError(f"{path}: unreadable after line {number} ({error}); is the file truncated?") from None

@@ -53,10 +53,9 @@ class BatchTranslation(L.LightningModule):
     def predict_dataloader(self):
         """Loaded here, where the process knows its rank and device: the checkpoint, its part
         (resumed where asked), and the chunks still to translate."""
-        from translate.model import checkpoint
         from translate.decode import pipeline
-
         from translate.decode.settings import apply_search_defaults
+        from translate.model import checkpoint
         from translate.partial_output import PartialOutput
 
         args, rank, world = self.args, self.global_rank, self.trainer.world_size

@@ -21,17 +21,31 @@ import torch
 from filelock import FileLock
 from torch.utils.data import DataLoader, Sampler
 
-from translate.train.token_batches import budget_batches
+from translate.errors import UsageError
+from translate.files import file_digest, write_atomic
+from translate.model.padding import pad
 from translate.text.corpus import (
-    BUNDLED_CORPUS, CorpusError, CorpusFormat, filter_by_length, iter_split, load_hf_dataset, split_files,
+    BUNDLED_CORPUS,
+    CorpusError,
+    CorpusFormat,
+    filter_by_length,
+    iter_split,
+    load_hf_dataset,
+    split_files,
+)
+from translate.text.languages import Direction, TagPosition, direction_name, english_centric
+from translate.text.vocab import (
+    BOS_ID,
+    EOS_ID,
+    EmptyTextError,
+    ModelType,
+    Vocabularies,
+    language_tag,
 )
 from translate.train.directions import TaggedPairs, TemperatureBatchSampler
 from translate.train.encoded import EncodedPairs, cached_encoding
-from translate.errors import UsageError
-from translate.text.languages import Direction, TagPosition, direction_name, english_centric
-from translate.files import file_digest, write_atomic
-from translate.model.padding import pad
-from translate.text.vocab import BOS_ID, EOS_ID, EmptyTextError, ModelType, Vocabularies, language_tag
+from translate.train.token_batches import budget_batches
+
 
 class TokenBatchSampler(Sampler[list[int]]):
     """Batches of similar length whose padded size never exceeds `max_tokens` on either side.

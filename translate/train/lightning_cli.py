@@ -22,12 +22,17 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
 from lightning.pytorch.utilities import rank_zero_only
 
-from translate.train.quiet import quiet_third_party_noise
-from translate.train.data_module import TranslationDataModule
 from translate.errors import UsageError
+from translate.train.data_module import TranslationDataModule
 from translate.train.lightning_module import TranslationModule
+from translate.train.quiet import quiet_third_party_noise
 from translate.train.run_dir import (
-    DATA_IDENTITY, bundled_corpus_name, checkpoint_data, checkpoint_settings, data_identity, default_run_dir,
+    DATA_IDENTITY,
+    bundled_corpus_name,
+    checkpoint_data,
+    checkpoint_settings,
+    data_identity,
+    default_run_dir,
     newest_checkpoint,
 )
 
@@ -228,8 +233,7 @@ class TranslateCLI(LightningCLI):
 
     def tune_search(self, checkpoint: str) -> None:
         """translate-tune on the last checkpoint: its length penalty chosen on the dev set."""
-        from translate.decode.tuning import report
-        from translate.decode.tuning import tune_checkpoint
+        from translate.decode.tuning import report, tune_checkpoint
 
         sentences = self.config[self.subcommand].data.get("dev_max_sentences") or 300
         settings = tune_checkpoint(checkpoint, self.trainer.strategy.root_device, "dev", sentences)

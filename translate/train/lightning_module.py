@@ -28,12 +28,13 @@ import torch
 from sacrebleu.metrics import BLEU
 from torchmetrics import Metric, SumMetric
 
-from translate.model.checkpoint import ARTIFACT_KEY
-from translate.errors import UsageError
-from translate.train.loss import batch_nll
-from translate.model.transformer import ModelConfig, Transformer
 from translate.decode.search import greedy_search
+from translate.errors import UsageError
+from translate.model.checkpoint import ARTIFACT_KEY
+from translate.model.transformer import ModelConfig, Transformer
 from translate.text.vocab import PAD_ID, Vocabularies
+from translate.train.loss import batch_nll
+
 
 class CorpusBLEU(Metric):
     """sacrebleu's corpus BLEU as a torchmetrics Metric, for validation under DDP.

@@ -12,7 +12,12 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from translate.model.checkpoint import (
-    ARTIFACT_KEY, AVERAGED_KEY, CheckpointError, checkpoint_step, read_checkpoint, run_settings,
+    ARTIFACT_KEY,
+    AVERAGED_KEY,
+    CheckpointError,
+    checkpoint_step,
+    read_checkpoint,
+    run_settings,
 )
 from translate.text.corpus import BUNDLED_CORPUS
 
