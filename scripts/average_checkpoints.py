@@ -31,10 +31,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--dir", type=Path, help="a run's checkpoint directory (*.ckpt files)")
-    source.add_argument("--checkpoints", type=Path, nargs="+", help="the checkpoint files to average")
-    parser.add_argument("--last", type=int, default=5,
-                        help="with --dir: how many checkpoints, by highest training step (default 5)")
-    parser.add_argument("--output", type=Path, required=True, help="where to write the averaged checkpoint")
+    source.add_argument(
+        "--checkpoints", type=Path, nargs="+", help="the checkpoint files to average"
+    )
+    parser.add_argument(
+        "--last",
+        type=int,
+        default=5,
+        help="with --dir: how many checkpoints, by highest training step (default 5)",
+    )
+    parser.add_argument(
+        "--output", type=Path, required=True, help="where to write the averaged checkpoint"
+    )
     return parser.parse_args(argv)
 
 

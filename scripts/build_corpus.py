@@ -34,8 +34,22 @@ from pathlib import Path
 PACKAGES = ["libreoffice-help-en-us", "libreoffice-help-de"]
 OUTPUT = Path(__file__).resolve().parent.parent / "translate" / "corpora" / "libreoffice_help_en_de"
 FIXTURE = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "libreoffice_small"
-VOID_TAGS = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param",
-             "source", "track", "wbr"}
+VOID_TAGS = {
+    "area",
+    "base",
+    "br",
+    "col",
+    "embed",
+    "hr",
+    "img",
+    "input",
+    "link",
+    "meta",
+    "param",
+    "source",
+    "track",
+    "wbr",
+}
 Key = tuple[str, int]  # (par_id/hd_id, occurrence of that id in the file)
 TEST_PER_MILLE, DEV_PER_MILLE = 42, 30  # documents hashed into [0, 1000)
 LICENSE = b"""The text in this directory is taken from the LibreOffice help
@@ -115,9 +129,11 @@ def download_html(workdir: Path, packages: list[str] = PACKAGES) -> Path:
         for deb in sorted(workdir.glob("*.deb")):
             subprocess.run(["dpkg-deb", "-x", str(deb), str(workdir / "root")], check=True)
     except (OSError, subprocess.CalledProcessError) as error:
-        sys.exit(f"build_corpus: could not fetch {', '.join(packages)} with apt-get/dpkg-deb: {error}\n"
-                 "Run 'apt-get update' first (`apt-cache search libreoffice-help-` lists the languages), "
-                 "or pass --html-root with an extracted help directory.")
+        sys.exit(
+            f"build_corpus: could not fetch {', '.join(packages)} with apt-get/dpkg-deb: {error}\n"
+            "Run 'apt-get update' first (`apt-cache search libreoffice-help-` lists the languages), "
+            "or pass --html-root with an extracted help directory."
+        )
     return workdir / "root" / "usr" / "share" / "libreoffice" / "help"
 
 
@@ -129,7 +145,9 @@ def aligned_pairs(html_root: Path) -> tuple[list[tuple[str, str, str]], Counter]
     dropped: Counter = Counter()
     seen: set[tuple[str, str]] = set()
     pairs = []
-    documents = sorted(p.relative_to(en_root).as_posix() for p in (en_root / "text").rglob("*.html"))
+    documents = sorted(
+        p.relative_to(en_root).as_posix() for p in (en_root / "text").rglob("*.html")
+    )
     for document in documents:
         if not (de_root / document).is_file():
             dropped["document missing in German"] += 1
@@ -156,10 +174,18 @@ def aligned_pairs(html_root: Path) -> tuple[list[tuple[str, str, str]], Counter]
 def document_split(document: str) -> str:
     """train, dev or test for a help page, by a hash of its path: the same in every language."""
     bucket = int(hashlib.sha256(document.encode()).hexdigest(), 16) % 1000
-    return "test" if bucket < TEST_PER_MILLE else "dev" if bucket < TEST_PER_MILLE + DEV_PER_MILLE else "train"
+    return (
+        "test"
+        if bucket < TEST_PER_MILLE
+        else "dev"
+        if bucket < TEST_PER_MILLE + DEV_PER_MILLE
+        else "train"
+    )
 
 
-def split_by_document(pairs: list[tuple[str, str, str]]) -> tuple[dict[str, list[tuple[str, str]]], Counter]:
+def split_by_document(
+    pairs: list[tuple[str, str, str]],
+) -> tuple[dict[str, list[tuple[str, str]]], Counter]:
     """Hash each document into test, dev or train, then drop English test/dev repeats (counted)."""
     splits: dict[str, list[tuple[str, str]]] = {"train": [], "dev": [], "test": []}
     for document, en, de in pairs:
@@ -169,9 +195,15 @@ def split_by_document(pairs: list[tuple[str, str, str]]) -> tuple[dict[str, list
     dev_en = {en for en, _ in splits["dev"]}
     before = {split: len(split_pairs) for split, split_pairs in splits.items()}
     splits["dev"] = [(en, de) for en, de in splits["dev"] if en not in test_en]
-    splits["train"] = [(en, de) for en, de in splits["train"] if en not in test_en and en not in dev_en]
-    removed = Counter({f"{split} (English in a held-out split)": before[split] - len(splits[split])
-                       for split in ("dev", "train")})
+    splits["train"] = [
+        (en, de) for en, de in splits["train"] if en not in test_en and en not in dev_en
+    ]
+    removed = Counter(
+        {
+            f"{split} (English in a held-out split)": before[split] - len(splits[split])
+            for split in ("dev", "train")
+        }
+    )
     return splits, removed
 
 
@@ -196,7 +228,9 @@ def write_corpus(splits: dict[str, list[tuple[str, str]]], dropped: Counter) -> 
             write_atomic(OUTPUT / f"{split}.{lang}.gz", data)
     counts = "\n".join(f"| {split} | {len(pairs)} |" for split, pairs in splits.items())
     drops = "\n".join(f"| {reason} | {n} |" for reason, n in sorted(dropped.items()))
-    write_atomic(OUTPUT / "README.md", f"""# LibreOffice help, English-German
+    write_atomic(
+        OUTPUT / "README.md",
+        f"""# LibreOffice help, English-German
 
 Paragraph-aligned pairs from the LibreOffice 7.4 help pages in Debian's packages
 `libreoffice-help-en-us` and `libreoffice-help-de` (7.4.7). Each HTML element with a
@@ -219,8 +253,12 @@ Rebuild with `python scripts/build_corpus.py`.
 | dropped | pairs |
 |---|---|
 {drops}
-""".encode())
-    write_atomic(OUTPUT / "LICENSE", LICENSE.replace(b"PACKAGES", b"libreoffice-help-en-us and libreoffice-help-de"))
+""".encode(),
+    )
+    write_atomic(
+        OUTPUT / "LICENSE",
+        LICENSE.replace(b"PACKAGES", b"libreoffice-help-en-us and libreoffice-help-de"),
+    )
 
 
 def write_fixture(splits: dict[str, list[tuple[str, str]]]) -> None:
@@ -249,8 +287,14 @@ def too_short(text: str, lang: str) -> bool:
 def help_directory(html_root: Path, lang: str) -> Path:
     directory = html_root / ("en-US" if lang == "en" else lang)
     if not (directory / "text").is_dir():
-        have = sorted(p.name for p in html_root.iterdir() if (p / "text").is_dir()) if html_root.is_dir() else []
-        sys.exit(f"build_corpus: {directory}/text is missing; {html_root} holds the languages {', '.join(have) or 'none'}")
+        have = (
+            sorted(p.name for p in html_root.iterdir() if (p / "text").is_dir())
+            if html_root.is_dir()
+            else []
+        )
+        sys.exit(
+            f"build_corpus: {directory}/text is missing; {html_root} holds the languages {', '.join(have) or 'none'}"
+        )
     return directory
 
 
@@ -263,20 +307,32 @@ def multiway_rows(html_root: Path, langs: list[str]) -> tuple[list[Row], dict[st
     roots = {lang: help_directory(html_root, lang) for lang in ["en", *langs]}
     dropped = {lang: Counter() for lang in langs}
     rows: list[Row] = []
-    documents = sorted(p.relative_to(roots["en"]).as_posix() for p in (roots["en"] / "text").rglob("*.html"))
+    documents = sorted(
+        p.relative_to(roots["en"]).as_posix() for p in (roots["en"] / "text").rglob("*.html")
+    )
     for document in documents:
         english = paragraphs(roots["en"] / document)
-        others = {lang: paragraphs(roots[lang] / document) if (roots[lang] / document).is_file() else {}
-                  for lang in langs}
+        others = {
+            lang: paragraphs(roots[lang] / document) if (roots[lang] / document).is_file() else {}
+            for lang in langs
+        }
         for key, en in english.items():
             if not en or too_short(en, "en"):
                 continue
             texts = {"en": en}
             for lang in langs:
                 text = others[lang].get(key)
-                reason = ("id missing" if text is None else "empty" if not text
-                          else "equal to English (untranslated)" if text == en
-                          else "too short" if too_short(text, lang) else None)
+                reason = (
+                    "id missing"
+                    if text is None
+                    else "empty"
+                    if not text
+                    else "equal to English (untranslated)"
+                    if text == en
+                    else "too short"
+                    if too_short(text, lang)
+                    else None
+                )
                 if reason:
                     dropped[lang][reason] += 1
                 else:
@@ -285,7 +341,9 @@ def multiway_rows(html_root: Path, langs: list[str]) -> tuple[list[Row], dict[st
     return rows, dropped
 
 
-def split_rows(rows: list[Row], langs: list[str], dropped: dict[str, Counter]) -> dict[str, list[dict[str, str]]]:
+def split_rows(
+    rows: list[Row], langs: list[str], dropped: dict[str, Counter]
+) -> dict[str, list[dict[str, str]]]:
     """Rows by document split. A row whose English also stands in test (or, for training, in
     dev) leaves the later splits, so no test sentence is trained on; and a pair (English, X)
     seen before in the split is left out for X, so no pair is repeated. Each language's pairs
@@ -295,7 +353,9 @@ def split_rows(rows: list[Row], langs: list[str], dropped: dict[str, Counter]) -
         splits[document_split(document)].append(texts)
     held_out = {split: {texts["en"] for texts in splits[split]} for split in ("dev", "test")}
     splits["dev"] = [t for t in splits["dev"] if t["en"] not in held_out["test"]]
-    splits["train"] = [t for t in splits["train"] if t["en"] not in held_out["test"] | held_out["dev"]]
+    splits["train"] = [
+        t for t in splits["train"] if t["en"] not in held_out["test"] | held_out["dev"]
+    ]
     for split in splits:
         seen: set[tuple[str, str, str]] = set()
         kept = []
@@ -312,53 +372,75 @@ def split_rows(rows: list[Row], langs: list[str], dropped: dict[str, Counter]) -
     return splits
 
 
-def write_multiway(out: Path, splits: dict[str, list[dict[str, str]]], langs: list[str],
-                   dropped: dict[str, Counter]) -> None:
+def write_multiway(
+    out: Path,
+    splits: dict[str, list[dict[str, str]]],
+    langs: list[str],
+    dropped: dict[str, Counter],
+) -> None:
     """`{split}.{lang}.gz` for English and every language, line-aligned, blank where missing."""
     for split, rows in splits.items():
         for lang in ["en", *langs]:
-            data = gzip.compress(text([row.get(lang, "") for row in rows]), compresslevel=9, mtime=0)
+            data = gzip.compress(
+                text([row.get(lang, "") for row in rows]), compresslevel=9, mtime=0
+            )
             write_atomic(out / f"{split}.{lang}.gz", data)
     counts = "\n".join(
-        f"| {lang} | " + " | ".join(f"{sum(lang in row for row in splits[s]):,}" for s in splits) + " | "
-        + ", ".join(f"{reason} {n:,}" for reason, n in sorted(dropped[lang].items())) + " |"
-        for lang in langs)
-    write_atomic(out / "README.md", f"""# LibreOffice help, multi-way: en {' '.join(langs)}
+        f"| {lang} | "
+        + " | ".join(f"{sum(lang in row for row in splits[s]):,}" for s in splits)
+        + " | "
+        + ", ".join(f"{reason} {n:,}" for reason, n in sorted(dropped[lang].items()))
+        + " |"
+        for lang in langs
+    )
+    write_atomic(
+        out / "README.md",
+        f"""# LibreOffice help, multi-way: en {" ".join(langs)}
 
 Paragraphs of the LibreOffice 7.4 help pages in Debian's `libreoffice-help-*` packages, aligned
 across all languages on (file, paragraph id). Line i of every `{{split}}.{{lang}}.gz` is the same
 English paragraph; a blank line means that language has no usable translation of it (corpus
 format `multiway` reads any pair, skipping those lines). A translation is left out when its id
 is missing, it is empty, equal to the English (untranslated), or too short (under {MIN_WORDS}
-words, or {MIN_CHARACTERS} characters for {', '.join(sorted(UNSPACED))}), and a training pair is
+words, or {MIN_CHARACTERS} characters for {", ".join(sorted(UNSPACED))}), and a training pair is
 kept once. Split by document exactly as the bundled English-German corpus: a SHA-256 hash of
 the file path ({TEST_PER_MILLE}/1000 test, {DEV_PER_MILLE}/1000 dev), the same pages in every
 language; rows whose English is in test are removed from dev and train.
 
-Built by `python scripts/build_corpus.py --langs {' '.join(langs)}`.
+Built by `python scripts/build_corpus.py --langs {" ".join(langs)}`.
 
 | language | train | dev | test | left out |
 |---|---|---|---|---|
 {counts}
-""".encode())
-    write_atomic(out / "LICENSE", LICENSE.replace(b"PACKAGES", ", ".join(map(package, ["en", *langs])).encode()))
-
-
+""".encode(),
+    )
+    write_atomic(
+        out / "LICENSE",
+        LICENSE.replace(b"PACKAGES", ", ".join(map(package, ["en", *langs])).encode()),
+    )
 
 
 MULTIWAY_FIXTURE_SIZES = {"train": 600, "dev": 40, "test": 40}
 
 
-def write_multiway_fixture(directory: Path, splits: dict[str, list[dict[str, str]]], langs: list[str]) -> None:
+def write_multiway_fixture(
+    directory: Path, splits: dict[str, list[dict[str, str]]], langs: list[str]
+) -> None:
     """The tests' multi-way fixture: the first rows of each split that every language has, with
     at most 20 English words, as plain `{split}.{lang}` files."""
     for split, size in MULTIWAY_FIXTURE_SIZES.items():
-        rows = [row for row in splits[split] if all(lang in row for lang in langs) and len(row["en"].split()) <= 20]
+        rows = [
+            row
+            for row in splits[split]
+            if all(lang in row for lang in langs) and len(row["en"].split()) <= 20
+        ]
         for lang in ["en", *langs]:
             write_atomic(directory / f"{split}.{lang}", text([row[lang] for row in rows[:size]]))
 
 
-def build_multiway(html_root: Path | None, langs: list[str], out: Path) -> dict[str, list[dict[str, str]]]:
+def build_multiway(
+    html_root: Path | None, langs: list[str], out: Path
+) -> dict[str, list[dict[str, str]]]:
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as workdir:
         root = html_root or download_html(Path(workdir), [package(lang) for lang in ["en", *langs]])
@@ -373,14 +455,29 @@ def build_multiway(html_root: Path | None, langs: list[str], out: Path) -> dict[
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--html-root", type=Path, help="an extracted .../share/libreoffice/help directory")
-    parser.add_argument("--langs", nargs="+", metavar="LANG",
-                        help="build a multi-way corpus of English and these languages (LibreOffice's codes: de fr ja zh-CN ...)")
-    parser.add_argument("--out", type=Path, default=Path("data/libreoffice_help"),
-                        help="with --langs: the directory to write (default: data/libreoffice_help)")
-    parser.add_argument("--fixture", type=Path,
-                        help="with --langs: also write the tests' small multi-way fixture here")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--html-root", type=Path, help="an extracted .../share/libreoffice/help directory"
+    )
+    parser.add_argument(
+        "--langs",
+        nargs="+",
+        metavar="LANG",
+        help="build a multi-way corpus of English and these languages (LibreOffice's codes: de fr ja zh-CN ...)",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path("data/libreoffice_help"),
+        help="with --langs: the directory to write (default: data/libreoffice_help)",
+    )
+    parser.add_argument(
+        "--fixture",
+        type=Path,
+        help="with --langs: also write the tests' small multi-way fixture here",
+    )
     args = parser.parse_args()
     if args.langs:
         langs = list(dict.fromkeys(lang for lang in args.langs if lang != "en"))

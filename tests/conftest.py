@@ -26,8 +26,12 @@ def bundled_corpus_cache(tmp_path_factory) -> Path:
 
 def user_outputs() -> dict[str, int]:
     """Every path under runs/ and .cache/ with its modification time."""
-    return {str(path): path.stat().st_mtime_ns
-            for root in USER_OUTPUTS if root.exists() for path in [root, *root.rglob("*")]}
+    return {
+        str(path): path.stat().st_mtime_ns
+        for root in USER_OUTPUTS
+        if root.exists()
+        for path in [root, *root.rglob("*")]
+    }
 
 
 def pytest_sessionstart(session) -> None:
@@ -40,11 +44,15 @@ def pytest_sessionfinish(session, exitstatus) -> None:
     if before is None:
         return
     after = user_outputs()
-    touched = sorted(path for path in after.keys() | before.keys() if before.get(path) != after.get(path))
+    touched = sorted(
+        path for path in after.keys() | before.keys() if before.get(path) != after.get(path)
+    )
     if touched:
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-        message = (f"tests wrote into the repository's runs/ or .cache/ ({len(touched)} paths, e.g. "
-                   f"{', '.join(touched[:3])}): tests must use temporary directories")
+        message = (
+            f"tests wrote into the repository's runs/ or .cache/ ({len(touched)} paths, e.g. "
+            f"{', '.join(touched[:3])}): tests must use temporary directories"
+        )
         if reporter is not None:
             reporter.write_line(message, red=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -11,7 +11,11 @@ def process_table() -> dict[int, tuple[int, str, bytes]]:
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
-            table[int(stat.parent.name)] = (int(fields[1]), fields[0], (stat.parent / "cmdline").read_bytes())
+            table[int(stat.parent.name)] = (
+                int(fields[1]),
+                fields[0],
+                (stat.parent / "cmdline").read_bytes(),
+            )
         except (OSError, IndexError, ValueError):
             continue  # gone meanwhile
     return table

@@ -41,18 +41,29 @@ print(json.dumps({"plain": plain, "kept": kept, "after": allocate(16 * 2**20)}))
 
 def glibc_with_mallinfo2() -> bool:
     name = ctypes.util.find_library("c")
-    return sys.platform.startswith("linux") and name is not None and hasattr(ctypes.CDLL(name), "mallinfo2")
+    return (
+        sys.platform.startswith("linux")
+        and name is not None
+        and hasattr(ctypes.CDLL(name), "mallinfo2")
+    )
 
 
 @pytest.mark.skipif(not glibc_with_mallinfo2(), reason="needs glibc 2.33 or later")
 def test_large_blocks_come_from_the_heap_and_stay_there_once_kept():
-    env = {"PYTHONPATH": str(Path(allocator.__file__).resolve().parents[1])}  # and no MALLOC_* of the caller's
-    result = json.loads(subprocess.run([sys.executable, "-c", PROBE], env=env, check=True, capture_output=True,
-                                       text=True).stdout)
+    env = {
+        "PYTHONPATH": str(Path(allocator.__file__).resolve().parents[1])
+    }  # and no MALLOC_* of the caller's
+    result = json.loads(
+        subprocess.run(
+            [sys.executable, "-c", PROBE], env=env, check=True, capture_output=True, text=True
+        ).stdout
+    )
     assert result["plain"][0] == 1  # glibc as it comes maps 8 MiB of its own
     assert result["kept"] is True
     mapped, free_after = result["after"]
-    assert mapped == 0 and free_after >= 16 * 2**20  # from the heap, and kept there for the next step
+    assert (
+        mapped == 0 and free_after >= 16 * 2**20
+    )  # from the heap, and kept there for the next step
 
 
 def test_a_users_own_malloc_settings_are_left_alone(monkeypatch):

@@ -33,8 +33,11 @@ TIED = ("model.src_embed.weight", "model.tgt_embed.weight", "model.output.weight
 @pytest.fixture(scope="module")
 def vocabs(tmp_path_factory):
     directory = tmp_path_factory.mktemp("vocab")
-    make = lambda size: TranslationDataModule(  # noqa: E731
-        corpus_dir=str(FIXTURE), vocab_size=size, cache_dir=str(directory)).vocab
+    make = lambda size: (
+        TranslationDataModule(  # noqa: E731
+            corpus_dir=str(FIXTURE), vocab_size=size, cache_dir=str(directory)
+        ).vocab
+    )
     return make(300), make(350)
 
 
@@ -43,8 +46,12 @@ def save_checkpoint(path: Path, vocab, seed: int, step: int, **model_options) ->
     torch.manual_seed(seed)
     options = dict(d_model=32, heads=2, encoder_layers=1, decoder_layers=1, ffn_dim=32, dropout=0.0)
     module = TranslationModule(vocab, ModelConfig(**{**options, **model_options}))
-    state = {"state_dict": module.state_dict(), "global_step": step, "epoch": 0,
-             "optimizer_states": [{"state": {}}]}
+    state = {
+        "state_dict": module.state_dict(),
+        "global_step": step,
+        "epoch": 0,
+        "optimizer_states": [{"state": {}}],
+    }
     module.on_save_checkpoint(state)
     torch.save(state, path)
     return {name: value.clone() for name, value in module.state_dict().items()}
@@ -66,7 +73,9 @@ def test_averaging_two_gives_their_elementwise_mean(vocabs, tmp_path):
     differing = 0
     for name in a:
         expected = (a[name].numpy().astype(np.float64) + b[name].numpy().astype(np.float64)) / 2
-        np.testing.assert_array_equal(averaged[name].numpy(), expected.astype(np.float32), err_msg=name)
+        np.testing.assert_array_equal(
+            averaged[name].numpy(), expected.astype(np.float32), err_msg=name
+        )
         differing += not torch.equal(a[name], b[name])
     assert differing > 10  # the two inits really differ, so the mean is not trivially either
 
@@ -74,8 +83,15 @@ def test_averaging_two_gives_their_elementwise_mean(vocabs, tmp_path):
 def test_tied_weights_stay_one_tensor_and_load_as_one_parameter(vocabs, tmp_path):
     a = save_checkpoint(tmp_path / "a.ckpt", vocabs[0], seed=1, step=10)
     save_checkpoint(tmp_path / "b.ckpt", vocabs[0], seed=2, step=20)
-    assert main_ok(["--checkpoints", str(tmp_path / "a.ckpt"), str(tmp_path / "b.ckpt"),
-                    "--output", str(tmp_path / "avg.ckpt")])
+    assert main_ok(
+        [
+            "--checkpoints",
+            str(tmp_path / "a.ckpt"),
+            str(tmp_path / "b.ckpt"),
+            "--output",
+            str(tmp_path / "avg.ckpt"),
+        ]
+    )
     saved = torch.load(tmp_path / "avg.ckpt", weights_only=True)["state_dict"]
     pointers = {saved[name].untyped_storage().data_ptr() for name in TIED}
     assert len(pointers) == 1  # written once, under all three names
@@ -89,7 +105,9 @@ def test_tied_weights_stay_one_tensor_and_load_as_one_parameter(vocabs, tmp_path
 def test_partial_ties_survive(vocabs, tmp_path):
     """With decoder-only tying, tgt_embed = output is one tensor but src_embed another."""
     for seed in (1, 2):
-        save_checkpoint(tmp_path / f"{seed}.ckpt", vocabs[0], seed=seed, step=seed, tie_embeddings="decoder")
+        save_checkpoint(
+            tmp_path / f"{seed}.ckpt", vocabs[0], seed=seed, step=seed, tie_embeddings="decoder"
+        )
     averaged = average_checkpoints([tmp_path / "1.ckpt", tmp_path / "2.ckpt"])["state_dict"]
     assert averaged["model.tgt_embed.weight"] is averaged["model.output.weight"]
     assert averaged["model.src_embed.weight"] is not averaged["model.tgt_embed.weight"]
@@ -98,7 +116,9 @@ def test_partial_ties_survive(vocabs, tmp_path):
 def test_different_vocabularies_are_refused(vocabs, tmp_path):
     save_checkpoint(tmp_path / "a.ckpt", vocabs[0], seed=1, step=10)
     save_checkpoint(tmp_path / "b.ckpt", vocabs[1], seed=1, step=20)
-    with pytest.raises(CheckpointError, match="a.ckpt and .*b.ckpt were trained with different SentencePiece"):
+    with pytest.raises(
+        CheckpointError, match="a.ckpt and .*b.ckpt were trained with different SentencePiece"
+    ):
         average_checkpoints([tmp_path / "a.ckpt", tmp_path / "b.ckpt"])
 
 
@@ -122,9 +142,15 @@ def test_last_n_are_chosen_by_saved_step_not_file_time(vocabs, tmp_path):
     for seed, (name, step) in enumerate(steps.items()):
         save_checkpoint(run / name, vocabs[0], seed=seed, step=step)
     shutil.copy(run / "step300.ckpt", run / "last.ckpt")
-    for age, name in enumerate(["step300.ckpt", "step200.ckpt", "best.ckpt", "step100.ckpt", "last.ckpt"]):
+    for age, name in enumerate(
+        ["step300.ckpt", "step200.ckpt", "best.ckpt", "step100.ckpt", "last.ckpt"]
+    ):
         os.utime(run / name, (1_000_000 + age, 1_000_000 + age))  # file times in another order
-    assert [p.name for p in last_checkpoints(run, 3)] == ["best.ckpt", "step200.ckpt", "step300.ckpt"]
+    assert [p.name for p in last_checkpoints(run, 3)] == [
+        "best.ckpt",
+        "step200.ckpt",
+        "step300.ckpt",
+    ]
 
     assert main_ok(["--dir", str(run), "--last", "2", "--output", str(run / "averaged.ckpt")])
     averaged = torch.load(run / "averaged.ckpt", weights_only=True)
@@ -132,7 +158,11 @@ def test_last_n_are_chosen_by_saved_step_not_file_time(vocabs, tmp_path):
     assert averaged["global_step"] == 300
     # The averaged file in the directory is not itself taken as a checkpoint of step 300.
     assert [p.name for p in last_checkpoints(run, 4)] == [
-        "step100.ckpt", "best.ckpt", "step200.ckpt", "step300.ckpt"]
+        "step100.ckpt",
+        "best.ckpt",
+        "step200.ckpt",
+        "step300.ckpt",
+    ]
     with pytest.raises(CheckpointError, match="only 4 distinct training steps"):
         last_checkpoints(run, 5)
 
@@ -140,8 +170,15 @@ def test_last_n_are_chosen_by_saved_step_not_file_time(vocabs, tmp_path):
 def test_script_reports_errors_without_a_traceback(vocabs, tmp_path, capsys):
     save_checkpoint(tmp_path / "a.ckpt", vocabs[0], seed=1, step=10)
     save_checkpoint(tmp_path / "b.ckpt", vocabs[1], seed=1, step=20)
-    code = average_main(["--checkpoints", str(tmp_path / "a.ckpt"), str(tmp_path / "b.ckpt"),
-                         "--output", str(tmp_path / "avg.ckpt")])
+    code = average_main(
+        [
+            "--checkpoints",
+            str(tmp_path / "a.ckpt"),
+            str(tmp_path / "b.ckpt"),
+            "--output",
+            str(tmp_path / "avg.ckpt"),
+        ]
+    )
     assert code == 2
     assert "different SentencePiece vocabularies" in capsys.readouterr().err
     assert not (tmp_path / "avg.ckpt").exists()
@@ -149,20 +186,40 @@ def test_script_reports_errors_without_a_traceback(vocabs, tmp_path, capsys):
     state = torch.load(tmp_path / "a.ckpt", weights_only=True)
     del state["global_step"]
     torch.save(state, tmp_path / "nostep.ckpt")
-    assert average_main(["--checkpoints", str(tmp_path / "nostep.ckpt"), "--output", str(tmp_path / "x.ckpt")]) == 2
+    assert (
+        average_main(
+            ["--checkpoints", str(tmp_path / "nostep.ckpt"), "--output", str(tmp_path / "x.ckpt")]
+        )
+        == 2
+    )
     assert "nostep.ckpt: no global_step recorded" in capsys.readouterr().err
 
 
 def test_translate_cli_accepts_the_average(vocabs, tmp_path, capsys):
     for seed in (1, 2, 3):
         save_checkpoint(tmp_path / f"{seed}.ckpt", vocabs[0], seed=seed, step=seed * 10)
-    assert main_ok(["--dir", str(tmp_path), "--last", "3", "--output", str(tmp_path / "avg" / "avg.ckpt")])
+    assert main_ok(
+        ["--dir", str(tmp_path), "--last", "3", "--output", str(tmp_path / "avg" / "avg.ckpt")]
+    )
     capsys.readouterr()
     source = tmp_path / "input.en"
     source.write_text("Click OK.\n\nSelect the cells.\n", encoding="utf-8")
     output = tmp_path / "output.de"
-    code = translate_main(["--checkpoint", str(tmp_path / "avg" / "avg.ckpt"), "--source", str(source),
-                           "--output", str(output), "--quiet", "--max-len-a", "0", "--max-len-b", "4"])
+    code = translate_main(
+        [
+            "--checkpoint",
+            str(tmp_path / "avg" / "avg.ckpt"),
+            "--source",
+            str(source),
+            "--output",
+            str(output),
+            "--quiet",
+            "--max-len-a",
+            "0",
+            "--max-len-b",
+            "4",
+        ]
+    )
     assert code == 0, capsys.readouterr().err
     assert len(output.read_text(encoding="utf-8").splitlines()) == 3
 

@@ -21,9 +21,28 @@ FIXTURE = Path(__file__).parent / "fixtures" / "libreoffice_small"
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("batch")
-    assert train_main(["fit", "--config", str(REPO / "configs" / "tiny.yaml"), "--run_dir", str(root / "run"),
-                       "--data.corpus_dir", str(FIXTURE), "--data.cache_dir", str(root / "cache"),
-                       "--data.max_tokens", "600", "--trainer.max_steps", "40", "--tune_search", "false"]) == 0
+    assert (
+        train_main(
+            [
+                "fit",
+                "--config",
+                str(REPO / "configs" / "tiny.yaml"),
+                "--run_dir",
+                str(root / "run"),
+                "--data.corpus_dir",
+                str(FIXTURE),
+                "--data.cache_dir",
+                str(root / "cache"),
+                "--data.max_tokens",
+                "600",
+                "--trainer.max_steps",
+                "40",
+                "--tune_search",
+                "false",
+            ]
+        )
+        == 0
+    )
     return root / "run" / "checkpoints" / "last.ckpt"
 
 
@@ -36,8 +55,22 @@ def source(tmp_path_factory) -> Path:
 
 
 def cli_output(checkpoint: Path, source: Path, capsys) -> str:
-    assert translate_main(["--checkpoint", str(checkpoint), "--source", str(source), "--quiet", "--chunk-lines", "8",
-                           "--beam", "2"]) == 0
+    assert (
+        translate_main(
+            [
+                "--checkpoint",
+                str(checkpoint),
+                "--source",
+                str(source),
+                "--quiet",
+                "--chunk-lines",
+                "8",
+                "--beam",
+                "2",
+            ]
+        )
+        == 0
+    )
     return capsys.readouterr().out
 
 
@@ -52,9 +85,29 @@ def test_every_chunk_goes_to_one_process_in_order():
 def test_two_processes_write_what_translate_cli_writes(checkpoint, source, tmp_path, capsys):
     output = tmp_path / "out.de"
     result = subprocess.run(
-        [sys.executable, "-m", "translate.cli.batch", "--checkpoint", str(checkpoint), "--source", str(source),
-         "--output", str(output), "--devices", "2", "--accelerator", "cpu", "--chunk-lines", "8", "--beam", "2"],
-        capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "translate.cli.batch",
+            "--checkpoint",
+            str(checkpoint),
+            "--source",
+            str(source),
+            "--output",
+            str(output),
+            "--devices",
+            "2",
+            "--accelerator",
+            "cpu",
+            "--chunk-lines",
+            "8",
+            "--beam",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "59 lines translated by 2 processes" in result.stderr
     assert output.read_text() == cli_output(checkpoint, source, capsys)
@@ -63,8 +116,20 @@ def test_two_processes_write_what_translate_cli_writes(checkpoint, source, tmp_p
 
 def test_a_stopped_run_resumes_where_it_stopped(checkpoint, source, tmp_path, capsys, monkeypatch):
     output = tmp_path / "out.de"
-    argv = ["--checkpoint", str(checkpoint), "--source", str(source), "--output", str(output),
-            "--accelerator", "cpu", "--chunk-lines", "8", "--beam", "2"]
+    argv = [
+        "--checkpoint",
+        str(checkpoint),
+        "--source",
+        str(source),
+        "--output",
+        str(output),
+        "--accelerator",
+        "cpu",
+        "--chunk-lines",
+        "8",
+        "--beam",
+        "2",
+    ]
     written = PartWriter.write_on_batch_end
 
     def stop_after_three(self, trainer, module, prediction, *args, **kwargs):
@@ -74,11 +139,16 @@ def test_a_stopped_run_resumes_where_it_stopped(checkpoint, source, tmp_path, ca
 
     monkeypatch.setattr(PartWriter, "write_on_batch_end", stop_after_three)
     assert batch_main(argv) == 130
-    assert not output.exists() and (tmp_path / "out.de.part-0-of-1.partial").read_text().count("\n") == 24
+    assert (
+        not output.exists()
+        and (tmp_path / "out.de.part-0-of-1.partial").read_text().count("\n") == 24
+    )
     monkeypatch.setattr(PartWriter, "write_on_batch_end", written)
     assert batch_main(argv) == 2
     assert "add --resume to continue it" in capsys.readouterr().err
     assert batch_main(argv + ["--beam", "3", "--resume"]) == 2
-    assert "was written for another --beam than this run's" in " ".join(capsys.readouterr().err.split())
+    assert "was written for another --beam than this run's" in " ".join(
+        capsys.readouterr().err.split()
+    )
     assert batch_main(argv + ["--resume"]) == 0
     assert output.read_text() == cli_output(checkpoint, source, capsys)

@@ -50,8 +50,11 @@ def write_tree(root: Path, pages: dict[str, str]) -> None:
     for split, page in pages.items():
         for index, lang in enumerate(("en-US", "de", "ja")):
             body = "".join(
-                f'<p id="{pid}">{texts[index]}{marker(split, lang, pid)}</p>' if texts[index] is not None else ""
-                for pid, texts in PARAGRAPHS.items())
+                f'<p id="{pid}">{texts[index]}{marker(split, lang, pid)}</p>'
+                if texts[index] is not None
+                else ""
+                for pid, texts in PARAGRAPHS.items()
+            )
             path = root / lang / page
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(f"<html><body><h1>t</h1>{body}</body></html>", encoding="utf-8")
@@ -74,8 +77,12 @@ def test_rows_align_across_languages_and_leave_out_what_is_unusable(built):
     root, _ = built
     for split in ("train", "dev", "test"):
         en, de, ja = (lines(root / "out" / f"{split}.{lang}.gz") for lang in ("en", "de", "ja"))
-        assert en == [f"Click the OK button. {split}", f"Select the cells. {split}", f"Open a file. {split}",
-                      f"Insert a chart. {split}"]
+        assert en == [
+            f"Click the OK button. {split}",
+            f"Select the cells. {split}",
+            f"Open a file. {split}",
+            f"Insert a chart. {split}",
+        ]
         assert de == [f"Klicken Sie auf OK. {split}", "", f"Öffnen Sie eine Datei. {split}", ""]
         assert ja == ["OKボタンをクリックします。", "セルを選択", "", "グラフを挿入します。"]
 
@@ -85,20 +92,28 @@ def test_the_split_is_by_document_and_the_same_in_every_language(built):
     for split, page in pages.items():
         assert build_corpus.document_split(page) == split
         for lang in ("en", "de"):
-            assert all(line.endswith(split) or not line for line in lines(root / "out" / f"{split}.{lang}.gz"))
+            assert all(
+                line.endswith(split) or not line
+                for line in lines(root / "out" / f"{split}.{lang}.gz")
+            )
 
 
 def test_the_length_filter_counts_characters_where_words_have_no_spaces():
     assert build_corpus.too_short("開く", "ja") and not build_corpus.too_short("セルを選択", "ja")
-    assert build_corpus.too_short("打开", "zh-CN") and not build_corpus.too_short("打开文件", "zh-CN")
-    assert build_corpus.too_short("Hinweise", "de") and not build_corpus.too_short("Zwei Wörter", "de")
+    assert build_corpus.too_short("打开", "zh-CN") and not build_corpus.too_short(
+        "打开文件", "zh-CN"
+    )
+    assert build_corpus.too_short("Hinweise", "de") and not build_corpus.too_short(
+        "Zwei Wörter", "de"
+    )
 
 
 def test_the_multiway_reader_gives_any_pair_without_the_blank_lines(built):
     root, _ = built
     corpus = root / "out"
     assert read_split(corpus, "test", "de", "ja", "multiway") == [
-        ("Klicken Sie auf OK. test", "OKボタンをクリックします。")]
+        ("Klicken Sie auf OK. test", "OKボタンをクリックします。")
+    ]
     assert len(read_split(corpus, "test", "en", "ja", "multiway")) == 3
     assert len(read_split(corpus, "test", "en", "de", "text")) == 4, "format text keeps blank lines"
     with pytest.raises(CorpusError, match="languages among de, en, ja"):
@@ -114,9 +129,20 @@ def test_the_build_is_deterministic(built, tmp_path):
 
 def test_a_language_missing_from_the_help_tree_is_named(built):
     root, _ = built
-    result = subprocess.run([sys.executable, str(REPO / "scripts" / "build_corpus.py"), "--html-root",
-                             str(root / "help"), "--langs", "fr", "--out", str(root / "fr")],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "scripts" / "build_corpus.py"),
+            "--html-root",
+            str(root / "help"),
+            "--langs",
+            "fr",
+            "--out",
+            str(root / "fr"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 1
     assert result.stderr.strip().endswith("holds the languages de, en-US, ja")
 
@@ -125,6 +151,18 @@ def test_a_languages_pairs_do_not_depend_on_the_other_languages_built(built, tmp
     root, _ = built
     build_corpus.build_multiway(root / "help", ["ja"], tmp_path / "ja")
     for split in ("train", "dev", "test"):
-        alone = [(e, j) for e, j in zip(lines(tmp_path / "ja" / f"{split}.en.gz"), lines(tmp_path / "ja" / f"{split}.ja.gz")) if j]
-        both = [(e, j) for e, j in zip(lines(root / "out" / f"{split}.en.gz"), lines(root / "out" / f"{split}.ja.gz")) if j]
+        alone = [
+            (e, j)
+            for e, j in zip(
+                lines(tmp_path / "ja" / f"{split}.en.gz"), lines(tmp_path / "ja" / f"{split}.ja.gz")
+            )
+            if j
+        ]
+        both = [
+            (e, j)
+            for e, j in zip(
+                lines(root / "out" / f"{split}.en.gz"), lines(root / "out" / f"{split}.ja.gz")
+            )
+            if j
+        ]
         assert alone == both

@@ -17,8 +17,9 @@ def checkpoint(tmp_path_factory, request):
     fixture = request.config.rootpath / "tests" / "fixtures" / "libreoffice_small"
     directory = tmp_path_factory.mktemp("ckpt")
     data = TranslationDataModule(corpus_dir=str(fixture), vocab_size=300, cache_dir=str(directory))
-    module = TranslationModule(data.vocab, ModelConfig(d_model=32, heads=2, encoder_layers=1,
-                                                       decoder_layers=1, ffn_dim=32))
+    module = TranslationModule(
+        data.vocab, ModelConfig(d_model=32, heads=2, encoder_layers=1, decoder_layers=1, ffn_dim=32)
+    )
     state = {"state_dict": module.state_dict()}
     module.on_save_checkpoint(state)
     path = directory / "model.ckpt"
@@ -39,7 +40,9 @@ def test_checkpoint_with_another_vocabulary_is_refused(checkpoint, tmp_path, req
     path, _ = checkpoint
     state = torch.load(path, weights_only=True)
     fixture = request.config.rootpath / "tests" / "fixtures" / "libreoffice_small"
-    other = TranslationDataModule(corpus_dir=str(fixture), vocab_size=350, cache_dir=str(tmp_path)).vocab
+    other = TranslationDataModule(
+        corpus_dir=str(fixture), vocab_size=350, cache_dir=str(tmp_path)
+    ).vocab
     state["translate"]["vocab"] = other.state()
     torch.save(state, tmp_path / "mixed.ckpt")
     with pytest.raises(CheckpointError, match="does not belong to these weights"):
@@ -71,15 +74,26 @@ def run_cli(checkpoint_path, data: bytes, *args: str):
     import sys
 
     return subprocess.run(
-        [sys.executable, "-m", "translate.cli.translate", "--checkpoint", str(checkpoint_path), "--quiet", *args],
-        input=data, capture_output=True,
+        [
+            sys.executable,
+            "-m",
+            "translate.cli.translate",
+            "--checkpoint",
+            str(checkpoint_path),
+            "--quiet",
+            *args,
+        ],
+        input=data,
+        capture_output=True,
     )
 
 
 def test_cli_keeps_one_line_per_input_line(checkpoint, tmp_path):
     path, _ = checkpoint
     lines = ["Click OK.", "", "word " * 1500, "Нажмите кнопку ОК.", "点击确定", "", "Last line."]
-    result = run_cli(path, "".join(line + "\n" for line in lines).encode(), "--output", str(tmp_path / "out.de"))
+    result = run_cli(
+        path, "".join(line + "\n" for line in lines).encode(), "--output", str(tmp_path / "out.de")
+    )
     assert result.returncode == 0, result.stderr.decode()
     output = (tmp_path / "out.de").read_text(encoding="utf-8").split("\n")
     assert len(output) == len(lines) + 1 and output[-1] == ""
@@ -99,9 +113,15 @@ def test_cli_refuses_invalid_utf8_before_writing(checkpoint, tmp_path):
 def test_the_saved_config_is_parsed_once_not_on_every_question(monkeypatch):
     parses = []
     safe_load = checkpoint_module.yaml.safe_load
-    monkeypatch.setattr(checkpoint_module.yaml, "safe_load", lambda text: parses.append(text) or safe_load(text))
+    monkeypatch.setattr(
+        checkpoint_module.yaml, "safe_load", lambda text: parses.append(text) or safe_load(text)
+    )
     translator = Translator(None, None, {}, "data:\n  src_lang: en\n  tgt_lang: de\n")
-    assert [translator.languages() for _ in range(3)] == [("en", "de")] * 3 and translator.directions() == [("en", "de")]
+    assert [translator.languages() for _ in range(3)] == [
+        ("en", "de")
+    ] * 3 and translator.directions() == [("en", "de")]
     assert len(parses) == 1
-    translator.run_config = "data:\n  src_lang: de\n  tgt_lang: en\n"  # another config is read again
+    translator.run_config = (
+        "data:\n  src_lang: de\n  tgt_lang: en\n"  # another config is read again
+    )
     assert translator.languages() == ("de", "en") and len(parses) == 2

@@ -84,18 +84,40 @@ def test_kill_mid_save_keeps_the_old_checkpoint(tmp_path):
 
 
 def test_trainer_with_the_plugin_saves_loadable_checkpoints(tmp_path):
-    data = TranslationDataModule(corpus_dir=str(FIXTURE), vocab_size=300, max_tokens=400,
-                                 cache_dir=str(tmp_path / "cache"))
-    module = TranslationModule(data.vocab, ModelConfig(d_model=32, heads=2, encoder_layers=1, decoder_layers=1,
-                                                       ffn_dim=32, dropout=0.0), warmup_steps=2, val_bleu=False)
+    data = TranslationDataModule(
+        corpus_dir=str(FIXTURE), vocab_size=300, max_tokens=400, cache_dir=str(tmp_path / "cache")
+    )
+    module = TranslationModule(
+        data.vocab,
+        ModelConfig(
+            d_model=32, heads=2, encoder_layers=1, decoder_layers=1, ffn_dim=32, dropout=0.0
+        ),
+        warmup_steps=2,
+        val_bleu=False,
+    )
     directory = tmp_path / "checkpoints"
     trainer = L.Trainer(
-        accelerator="cpu", devices=1, max_steps=3, logger=False, enable_progress_bar=False,
-        enable_model_summary=False, limit_val_batches=0, use_distributed_sampler=False,
+        accelerator="cpu",
+        devices=1,
+        max_steps=3,
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        limit_val_batches=0,
+        use_distributed_sampler=False,
         plugins=[AtomicCheckpointIO()],
-        callbacks=[ModelCheckpoint(dirpath=directory, filename="step{step}", every_n_train_steps=1,
-                                   save_top_k=-1, monitor="step", mode="max", save_last=True,
-                                   auto_insert_metric_name=False)],
+        callbacks=[
+            ModelCheckpoint(
+                dirpath=directory,
+                filename="step{step}",
+                every_n_train_steps=1,
+                save_top_k=-1,
+                monitor="step",
+                mode="max",
+                save_last=True,
+                auto_insert_metric_name=False,
+            )
+        ],
     )
     assert isinstance(trainer.strategy.checkpoint_io, AtomicCheckpointIO)
     trainer.fit(module, datamodule=data)

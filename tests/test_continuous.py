@@ -17,11 +17,17 @@ from translate.text.vocab import EOS_ID, PAD_ID
 
 def sources_of(seed: int, count: int) -> list[list[int]]:
     """Source id lists of different lengths, each ending in EOS."""
-    return [[t for t in row.tolist() if t != PAD_ID] for row in random_sources(seed, count, max_len=9)]
+    return [
+        [t for t in row.tolist() if t != PAD_ID] for row in random_sources(seed, count, max_len=9)
+    ]
 
 
-def run_continuously(search: ContinuousBeamSearch | ContinuousGreedySearch, sources: list[list[int]], seed: int,
-                     starts: list[int] | None = None) -> dict[int, list]:
+def run_continuously(
+    search: ContinuousBeamSearch | ContinuousGreedySearch,
+    sources: list[list[int]],
+    seed: int,
+    starts: list[int] | None = None,
+) -> dict[int, list]:
     """Every sentence joins at a random step (some several at once, some into an empty search);
     what each was answered with (hypotheses, or greedy tokens), by ticket."""
     rng = random.Random(seed)
@@ -29,7 +35,11 @@ def run_continuously(search: ContinuousBeamSearch | ContinuousGreedySearch, sour
     while waiting or len(search):
         if waiting and (not len(search) or rng.random() < 0.3):
             joining = [waiting.pop(0) for _ in range(min(len(waiting), rng.randint(1, 3)))]
-            search.add(joining, [sources[i] for i in joining], None if starts is None else [starts[i] for i in joining])
+            search.add(
+                joining,
+                [sources[i] for i in joining],
+                None if starts is None else [starts[i] for i in joining],
+            )
         for ticket, hypotheses in search.step():
             assert ticket not in answered
             answered[ticket] = hypotheses
@@ -39,9 +49,13 @@ def run_continuously(search: ContinuousBeamSearch | ContinuousGreedySearch, sour
 
 
 @pytest.mark.numerical
-@pytest.mark.parametrize("beam, alpha, n_best, cohorts", [(5, 1.0, 1, 4), (3, 0.0, 2, 2), (4, 1.3, 3, 1), (1, 1.0, 1, 3)])
+@pytest.mark.parametrize(
+    "beam, alpha, n_best, cohorts", [(5, 1.0, 1, 4), (3, 0.0, 2, 2), (4, 1.3, 3, 1), (1, 1.0, 1, 3)]
+)
 def test_each_sentence_decodes_as_it_does_alone(beam, alpha, n_best, cohorts, monkeypatch):
-    monkeypatch.setattr(continuous, "MAX_COHORTS", cohorts)  # few: cohorts merge, rows at different steps share one
+    monkeypatch.setattr(
+        continuous, "MAX_COHORTS", cohorts
+    )  # few: cohorts merge, rows at different steps share one
     model = tiny_model(seed=beam, eos_bias=0.5)
     sources = sources_of(seed=beam, count=14)
     search = ContinuousBeamSearch(model, beam, alpha, n_best, max_len_a=1.0, max_len_b=6)
@@ -54,7 +68,9 @@ def test_each_sentence_decodes_as_it_does_alone(beam, alpha, n_best, cohorts, mo
         terms = search_terms(model, src, 1.0, 6)
         assert [h.tokens for h in got] == [h.tokens for h in expected]
         # both searches run in float32: each carries the rounding
-        assert [h.score for h in got] == within_rounding([h.score for h in expected], torch.float32, 2 * terms)
+        assert [h.score for h in got] == within_rounding(
+            [h.score for h in expected], torch.float32, 2 * terms
+        )
         # the log-probabilities, re-read by the training forward pass without any cache (in float64)
         reread = full_prefix_log_probs(model, src[0], [h.tokens for h in got])
         assert [h.log_prob for h in got] == within_rounding(reread, torch.float32, terms)
@@ -67,8 +83,16 @@ def test_a_start_token_and_forbidden_ids_apply_per_sentence():
     search = ContinuousBeamSearch(model, beam=3, alpha=1.0, max_len_a=1.0, max_len_b=5, never=[7])
     answered = run_continuously(search, sources, seed=1, starts=starts)
     for index, source in enumerate(sources):
-        [expected] = beam_search(model, torch.tensor([source]), 3, 1.0, max_len_a=1.0, max_len_b=5,
-                                 start=torch.tensor([starts[index]]), never=[7])
+        [expected] = beam_search(
+            model,
+            torch.tensor([source]),
+            3,
+            1.0,
+            max_len_a=1.0,
+            max_len_b=5,
+            start=torch.tensor([starts[index]]),
+            never=[7],
+        )
         assert answered[index][0].tokens == expected[0].tokens
         assert 7 not in answered[index][0].tokens
 
@@ -99,20 +123,33 @@ def test_a_bad_setting_is_refused():
 
 
 @pytest.mark.parametrize("cohorts, eos_bias, seed", [(12, 0.5, 1), (2, 0.0, 2), (1, -0.5, 3)])
-def test_each_sentence_joining_a_greedy_search_gets_greedy_search_s_tokens(cohorts, eos_bias, seed, monkeypatch):
-    monkeypatch.setattr(continuous, "MAX_COHORTS", cohorts)  # few: cohorts merge, rows at different steps share one
+def test_each_sentence_joining_a_greedy_search_gets_greedy_search_s_tokens(
+    cohorts, eos_bias, seed, monkeypatch
+):
+    monkeypatch.setattr(
+        continuous, "MAX_COHORTS", cohorts
+    )  # few: cohorts merge, rows at different steps share one
     model = tiny_model(seed=seed, eos_bias=eos_bias)
     sources = sources_of(seed=seed, count=24)
     starts = [4 + i % 3 for i in range(len(sources))]
     allowed = torch.ones(model.tgt_vocab_size, dtype=torch.bool)
     allowed[9:12] = False
-    search = ContinuousGreedySearch(model, max_len_a=1.0, max_len_b=6, allowed_tokens=allowed, never=[7])
+    search = ContinuousGreedySearch(
+        model, max_len_a=1.0, max_len_b=6, allowed_tokens=allowed, never=[7]
+    )
     answered = run_continuously(search, sources, seed=seed, starts=starts)
     assert sorted(answered) == list(range(len(sources)))
     assert len(search) == 0 and search.cohorts == [] and search.tickets == []
     for index, source in enumerate(sources):
-        [expected] = greedy_search(model, torch.tensor([source]), max_len_a=1.0, max_len_b=6, allowed_tokens=allowed,
-                                   start=torch.tensor([starts[index]]), never=[7])
+        [expected] = greedy_search(
+            model,
+            torch.tensor([source]),
+            max_len_a=1.0,
+            max_len_b=6,
+            allowed_tokens=allowed,
+            start=torch.tensor([starts[index]]),
+            never=[7],
+        )
         assert answered[index] == expected
         assert not {7, 9, 10, 11} & set(answered[index])
 
@@ -125,15 +162,24 @@ def test_joined_batches_get_each_batch_s_greedy_search(join_below):
     done there leave before the others, so that none passes it."""
     model = tiny_model(seed=4, eos_bias=-1.0)
     sources = sources_of(seed=6, count=30)
-    batches = [(list(range(start, min(start + 7, 30))), sources[start:start + 7]) for start in range(0, 30, 7)]
+    batches = [
+        (list(range(start, min(start + 7, 30))), sources[start : start + 7])
+        for start in range(0, 30, 7)
+    ]
     search = ContinuousGreedySearch(model, max_len_a=8.0, max_len_b=1)
     found = dict(search_joined(search, batches, 40, join_below=join_below))
     assert sorted(found) == list(range(30))
     limits = [min(8 * len(source) + 1, model.cfg.max_positions) for source in sources]
-    assert any(len(found[i]) + 1 == model.cfg.max_positions for i in range(30))  # the last position reached
-    assert any(len(found[i]) + 1 == limits[i] < model.cfg.max_positions for i in range(30))  # a shorter limit
+    assert any(
+        len(found[i]) + 1 == model.cfg.max_positions for i in range(30)
+    )  # the last position reached
+    assert any(
+        len(found[i]) + 1 == limits[i] < model.cfg.max_positions for i in range(30)
+    )  # a shorter limit
     for tickets, batch in batches:
-        src = torch.nn.utils.rnn.pad_sequence([torch.tensor(s) for s in batch], batch_first=True, padding_value=PAD_ID)
+        src = torch.nn.utils.rnn.pad_sequence(
+            [torch.tensor(s) for s in batch], batch_first=True, padding_value=PAD_ID
+        )
         assert [found[i] for i in tickets] == greedy_search(model, src, max_len_a=8.0, max_len_b=1)
 
 
@@ -141,16 +187,33 @@ def test_joined_batches_get_each_batch_s_greedy_search(join_below):
 def test_joined_batches_get_each_batch_s_beam_search():
     model = tiny_model(seed=5, eos_bias=0.0)
     sources = sources_of(seed=7, count=20)
-    batches = [(list(range(start, min(start + 6, 20))), sources[start:start + 6]) for start in range(0, 20, 6)][::-1]
-    search = ContinuousBeamSearch(model, beam=3, alpha=1.0, n_best=2, max_len_a=1.5, max_len_b=4, never=[7])
+    batches = [
+        (list(range(start, min(start + 6, 20))), sources[start : start + 6])
+        for start in range(0, 20, 6)
+    ][::-1]
+    search = ContinuousBeamSearch(
+        model, beam=3, alpha=1.0, n_best=2, max_len_a=1.5, max_len_b=4, never=[7]
+    )
     found = dict(search_joined(search, batches, 30, start=5))
     assert sorted(found) == list(range(20))
     for tickets, batch in batches:
-        src = torch.nn.utils.rnn.pad_sequence([torch.tensor(s) for s in batch], batch_first=True, padding_value=PAD_ID)
-        expected = beam_search(model, src, 3, 1.0, 2, max_len_a=1.5, max_len_b=4, never=[7],
-                               start=torch.full((len(batch),), 5))
+        src = torch.nn.utils.rnn.pad_sequence(
+            [torch.tensor(s) for s in batch], batch_first=True, padding_value=PAD_ID
+        )
+        expected = beam_search(
+            model,
+            src,
+            3,
+            1.0,
+            2,
+            max_len_a=1.5,
+            max_len_b=4,
+            never=[7],
+            start=torch.full((len(batch),), 5),
+        )
         terms = 2 * search_terms(model, src, 1.5, 4)  # both searches run in float32
         for index, hypotheses in zip(tickets, expected):
             assert [h.tokens for h in found[index]] == [h.tokens for h in hypotheses]
-            assert [h.score for h in found[index]] == within_rounding([h.score for h in hypotheses], torch.float32,
-                                                                      terms)
+            assert [h.score for h in found[index]] == within_rounding(
+                [h.score for h in hypotheses], torch.float32, terms
+            )

@@ -45,7 +45,11 @@ def test_gzip_and_plain_read_the_same(tmp_path):
     (tmp_path / "t.de").write_text(text, encoding="utf-8", newline="")
     with gzip.open(tmp_path / "u.de.gz", "wt", encoding="utf-8", newline="") as handle:
         handle.write(text)
-    assert read_lines(tmp_path / "t.de") == read_lines(tmp_path / "u.de.gz") == ["Grüße", "", "zweite Zeile"]
+    assert (
+        read_lines(tmp_path / "t.de")
+        == read_lines(tmp_path / "u.de.gz")
+        == ["Grüße", "", "zweite Zeile"]
+    )
 
 
 def test_split_paths_prefer_plain_then_gzip(tmp_path):
@@ -56,9 +60,17 @@ def test_split_paths_prefer_plain_then_gzip(tmp_path):
 
 
 def test_filter_counts_every_reason():
-    pairs = [([5, 6], [7]), ([], [1]), ([1] * 9, [2] * 9), ([1] * 8, [2]), ([1, 2], [3, 4]), ([1], [])]
-    keep, report = filter_by_length([len(s) for s, _ in pairs], [len(t) for _, t in pairs],
-                                    max_length=8, max_ratio=3.0)
+    pairs = [
+        ([5, 6], [7]),
+        ([], [1]),
+        ([1] * 9, [2] * 9),
+        ([1] * 8, [2]),
+        ([1, 2], [3, 4]),
+        ([1], []),
+    ]
+    keep, report = filter_by_length(
+        [len(s) for s, _ in pairs], [len(t) for _, t in pairs], max_length=8, max_ratio=3.0
+    )
     assert keep.tolist() == [0, 4]
     assert report.removed == {"empty": 2, "longer than 8 tokens": 1, "length ratio above 3.0": 1}
     assert report.kept == 2
@@ -79,9 +91,14 @@ def write_formats(directory, pairs):
 
     (directory / "train.en").write_text("".join(s + "\n" for s, _ in pairs), encoding="utf-8")
     (directory / "train.de").write_text("".join(t + "\n" for _, t in pairs), encoding="utf-8")
-    (directory / "train.tsv.gz").write_bytes(gzip.compress("".join(f"{s}\t{t}\n" for s, t in pairs).encode()))
+    (directory / "train.tsv.gz").write_bytes(
+        gzip.compress("".join(f"{s}\t{t}\n" for s, t in pairs).encode())
+    )
     (directory / "train.jsonl").write_text(
-        "".join(json.dumps({"translation": {"en": s, "de": t}}, ensure_ascii=False) + "\n" for s, t in pairs),
+        "".join(
+            json.dumps({"translation": {"en": s, "de": t}}, ensure_ascii=False) + "\n"
+            for s, t in pairs
+        ),
         encoding="utf-8",
     )
 
@@ -96,15 +113,21 @@ def test_every_format_yields_the_same_pairs(tmp_path, fixture_dir):
 
 def test_tsv_with_wrong_field_count_names_the_line(tmp_path):
     (tmp_path / "train.tsv").write_text("a\tb\nc\td\te\n", encoding="utf-8")
-    with pytest.raises(CorpusError, match=r"train\.tsv:2: expected 2 tab-separated fields, found 3"):
+    with pytest.raises(
+        CorpusError, match=r"train\.tsv:2: expected 2 tab-separated fields, found 3"
+    ):
         read_tsv(tmp_path / "train.tsv")
 
 
 def test_jsonl_missing_language_key_says_what_was_expected(tmp_path):
     (tmp_path / "train.jsonl").write_text(
-        '{"translation": {"en": "a", "de": "b"}}\n{"translation": {"en": "c", "fr": "d"}}\n', encoding="utf-8"
+        '{"translation": {"en": "a", "de": "b"}}\n{"translation": {"en": "c", "fr": "d"}}\n',
+        encoding="utf-8",
     )
-    with pytest.raises(CorpusError, match=r'train\.jsonl:2: expected \{"translation": \{"en": \.\.\., "de": \.\.\.\}\}'):
+    with pytest.raises(
+        CorpusError,
+        match=r'train\.jsonl:2: expected \{"translation": \{"en": \.\.\., "de": \.\.\.\}\}',
+    ):
         read_jsonl(tmp_path / "train.jsonl", "en", "de")
     (tmp_path / "bad.jsonl").write_text("{not json\n", encoding="utf-8")
     with pytest.raises(CorpusError, match=r"bad\.jsonl:1: not a JSON object"):
@@ -118,10 +141,21 @@ def test_hf_dataset_sources_yield_the_same_pairs(tmp_path, fixture_dir):
     pairs = read_parallel(fixture_dir / "train.en", fixture_dir / "train.de")
     write_formats(tmp_path, pairs)
     for streaming in (False, True):
-        assert read_hf_dataset("json", "train", "en", "de", data_files=str(tmp_path / "train.jsonl"),
-                               streaming=streaming) == pairs
+        assert (
+            read_hf_dataset(
+                "json",
+                "train",
+                "en",
+                "de",
+                data_files=str(tmp_path / "train.jsonl"),
+                streaming=streaming,
+            )
+            == pairs
+        )
     records = [{"translation": {"en": s, "de": t}} for s, t in pairs]
-    datasets.DatasetDict({"train": datasets.Dataset.from_list(records)}).save_to_disk(str(tmp_path / "saved"))
+    datasets.DatasetDict({"train": datasets.Dataset.from_list(records)}).save_to_disk(
+        str(tmp_path / "saved")
+    )
     assert read_hf_dataset(str(tmp_path / "saved"), "train", "en", "de") == pairs
 
     with pytest.raises(CorpusError, match=r"could not load dataset .*split 'validation'"):
@@ -138,11 +172,19 @@ def test_data_module_trains_from_a_saved_hf_dataset(tmp_path, fixture_dir):
     splits = {}
     for split in ("train", "dev", "test"):
         pairs = read_parallel(fixture_dir / f"{split}.en", fixture_dir / f"{split}.de")
-        splits[split] = datasets.Dataset.from_list([{"translation": {"en": s, "de": t}} for s, t in pairs])
+        splits[split] = datasets.Dataset.from_list(
+            [{"translation": {"en": s, "de": t}} for s, t in pairs]
+        )
     datasets.DatasetDict(splits).save_to_disk(str(tmp_path / "saved"))
-    from_hf = TranslationDataModule(corpus_dir=str(tmp_path / "saved"), corpus_format="hf",
-                                    vocab_size=300, cache_dir=str(tmp_path / "cache"))
-    from_text = TranslationDataModule(corpus_dir=str(fixture_dir), vocab_size=300, cache_dir=str(tmp_path / "cache2"))
+    from_hf = TranslationDataModule(
+        corpus_dir=str(tmp_path / "saved"),
+        corpus_format="hf",
+        vocab_size=300,
+        cache_dir=str(tmp_path / "cache"),
+    )
+    from_text = TranslationDataModule(
+        corpus_dir=str(fixture_dir), vocab_size=300, cache_dir=str(tmp_path / "cache2")
+    )
     assert from_hf.vocab.state() == from_text.vocab.state()
     from_hf.setup("fit")
     from_text.setup("fit")
@@ -159,6 +201,9 @@ def test_unknown_hf_dataset_name_says_what_was_expected(monkeypatch):
 
     monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
-    with pytest.raises(CorpusError, match=r"could not load dataset 'no-such-owner/no-such-corpus' "
-                                          r"\(config 'de-en', split 'train'\).*expected a Hugging Face hub dataset"):
+    with pytest.raises(
+        CorpusError,
+        match=r"could not load dataset 'no-such-owner/no-such-corpus' "
+        r"\(config 'de-en', split 'train'\).*expected a Hugging Face hub dataset",
+    ):
         read_hf_dataset("no-such-owner/no-such-corpus", "train", "en", "de", config="de-en")

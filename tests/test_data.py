@@ -43,11 +43,21 @@ def as_lists(encoded: EncodedPairs) -> list[tuple[list[int], list[int]]]:
     return [(src.tolist(), tgt.tolist()) for src, tgt, _ in encoded]
 
 
-def test_parallel_encoding_equals_sentencepiece_and_is_memory_mapped(tmp_path, fixture_pairs, vocab):
-    expected = list(zip(vocab.source.encode([s for s, _ in fixture_pairs]),
-                        vocab.target.encode([t for _, t in fixture_pairs])))
-    serial = encode_to_directory(iter(fixture_pairs), vocab, tmp_path / "serial", workers=1, chunk_size=37)
-    parallel = encode_to_directory(iter(fixture_pairs), vocab, tmp_path / "parallel", workers=2, chunk_size=37)
+def test_parallel_encoding_equals_sentencepiece_and_is_memory_mapped(
+    tmp_path, fixture_pairs, vocab
+):
+    expected = list(
+        zip(
+            vocab.source.encode([s for s, _ in fixture_pairs]),
+            vocab.target.encode([t for _, t in fixture_pairs]),
+        )
+    )
+    serial = encode_to_directory(
+        iter(fixture_pairs), vocab, tmp_path / "serial", workers=1, chunk_size=37
+    )
+    parallel = encode_to_directory(
+        iter(fixture_pairs), vocab, tmp_path / "parallel", workers=2, chunk_size=37
+    )
     assert as_lists(serial) == as_lists(parallel) == expected
     assert isinstance(parallel.src_tokens, np.memmap) and parallel.src_tokens.dtype == np.uint16
     assert parallel.src_lengths().tolist() == [len(s) for s, _ in expected]
@@ -105,8 +115,13 @@ def batch_pairs(batch) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
 
 
 def test_loader_gives_every_kept_pair_once_per_epoch_within_the_budget(tmp_path, fixture_dir):
-    data = TranslationDataModule(corpus_dir=str(fixture_dir), vocab_size=300, max_tokens=300,
-                                 max_length=40, cache_dir=str(tmp_path))
+    data = TranslationDataModule(
+        corpus_dir=str(fixture_dir),
+        vocab_size=300,
+        max_tokens=300,
+        max_length=40,
+        cache_dir=str(tmp_path),
+    )
     data.setup("fit")
     kept = Counter((tuple(s.tolist()), tuple(t.tolist())) for s, t, _ in data.datasets["train"])
     assert 200 < sum(kept.values()) < 400, "the length filter should remove some fixture pairs"
@@ -124,10 +139,13 @@ def test_loader_gives_every_kept_pair_once_per_epoch_within_the_budget(tmp_path,
 
 
 def test_ddp_ranks_get_disjoint_equal_shares_of_the_corpus(tmp_path, fixture_dir):
-    data = TranslationDataModule(corpus_dir=str(fixture_dir), vocab_size=300, max_tokens=500,
-                                 cache_dir=str(tmp_path))
+    data = TranslationDataModule(
+        corpus_dir=str(fixture_dir), vocab_size=300, max_tokens=500, cache_dir=str(tmp_path)
+    )
     data.setup("fit")
-    everything = Counter((tuple(s.tolist()), tuple(t.tolist())) for s, t, _ in data.datasets["train"])
+    everything = Counter(
+        (tuple(s.tolist()), tuple(t.tolist())) for s, t, _ in data.datasets["train"]
+    )
     shares = []
     for rank in range(2):
         data.trainer = SimpleNamespace(global_rank=rank, world_size=2)
@@ -139,8 +157,12 @@ def test_ddp_ranks_get_disjoint_equal_shares_of_the_corpus(tmp_path, fixture_dir
 
 
 def test_target_tokens_are_those_of_the_training_targets(tmp_path, fixture_dir, fixture_pairs):
-    data = TranslationDataModule(corpus_dir=str(fixture_dir), vocab_size=300, cache_dir=str(tmp_path))
-    expected = sorted({t for ids in data.vocab.target.encode([t for _, t in fixture_pairs]) for t in ids})
+    data = TranslationDataModule(
+        corpus_dir=str(fixture_dir), vocab_size=300, cache_dir=str(tmp_path)
+    )
+    expected = sorted(
+        {t for ids in data.vocab.target.encode([t for _, t in fixture_pairs]) for t in ids}
+    )
     assert data.target_tokens() == expected
     assert len(expected) < len(data.vocab.target)
 
@@ -149,20 +171,33 @@ def test_target_tokens_leave_out_pairs_the_length_filter_removed(tmp_path, fixtu
     """A character that occurs only in a pair too long to train on is not a training target."""
     corpus = tmp_path / "corpus"
     shutil.copytree(fixture_dir, corpus)
-    with open(corpus / "train.en", "a", encoding="utf-8") as en, open(corpus / "train.de", "a", encoding="utf-8") as de:
+    with (
+        open(corpus / "train.en", "a", encoding="utf-8") as en,
+        open(corpus / "train.de", "a", encoding="utf-8") as de,
+    ):
         en.write("word " * 60 + "\n")
         de.write("Ω " * 60 + "\n")
-    data = TranslationDataModule(corpus_dir=str(corpus), vocab_size=300, max_length=50, cache_dir=str(tmp_path / "cache"))
-    [omega] = [i for i in data.vocab.target.encode(["Ω"])[0] if data.vocab.target.processor.id_to_piece(i).strip("▁")]
+    data = TranslationDataModule(
+        corpus_dir=str(corpus), vocab_size=300, max_length=50, cache_dir=str(tmp_path / "cache")
+    )
+    [omega] = [
+        i
+        for i in data.vocab.target.encode(["Ω"])[0]
+        if data.vocab.target.processor.id_to_piece(i).strip("▁")
+    ]
     data.setup("fit")
     assert len(data.datasets["train"]) < 401, "the long pair must be filtered out"
     assert omega not in data.target_tokens()
     kept = {t for _, tgt, _ in data.datasets["train"] for t in tgt.tolist()}
     assert data.target_tokens() == sorted(kept)
-    assert np.bincount(np.asarray(data.datasets["train"].tgt_tokens))[omega] == 60, "the cache still holds the pair"
+    assert np.bincount(np.asarray(data.datasets["train"].tgt_tokens))[omega] == 60, (
+        "the cache still holds the pair"
+    )
 
 
-def test_a_killed_encodings_leftovers_are_removed_once_its_process_is_gone(tmp_path, fixture_pairs, vocab):
+def test_a_killed_encodings_leftovers_are_removed_once_its_process_is_gone(
+    tmp_path, fixture_pairs, vocab
+):
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
     host = socket.gethostname()
@@ -190,7 +225,9 @@ def test_encoding_needs_neither_fcntl_nor_cpu_affinity(tmp_path, fixture_dir, mo
         "data.setup('fit')\n"
         "print(len(data.datasets['train']))\n"
     )
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert int(result.stdout.split()[-1]) > 300
 
@@ -214,15 +251,22 @@ def test_a_worker_that_dies_is_an_error_not_a_hang(tmp_path, fixture_pairs, voca
     signal.alarm(120)
     try:
         with pytest.raises(RuntimeError, match="worker process encoding the corpus died"):
-            encode_to_directory(iter(fixture_pairs), _UnloadableModels(vocab), tmp_path / "ids", workers=2,
-                                chunk_size=37)
+            encode_to_directory(
+                iter(fixture_pairs),
+                _UnloadableModels(vocab),
+                tmp_path / "ids",
+                workers=2,
+                chunk_size=37,
+            )
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
     assert list(tmp_path.iterdir()) == [], "a failed encoding must leave nothing behind"
 
 
-@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="follows the processes through /proc")
+@pytest.mark.skipif(
+    not Path("/proc/self/stat").exists(), reason="follows the processes through /proc"
+)
 def test_a_training_killed_while_encoding_leaves_no_process_behind(tmp_path, fixture_dir):
     """SIGKILL runs no clean-up: the encoding workers (and the resource tracker they hold open)
     must notice their parent is gone by themselves."""
@@ -230,16 +274,48 @@ def test_a_training_killed_while_encoding_leaves_no_process_behind(tmp_path, fix
     corpus.mkdir()
     for path in fixture_dir.iterdir():
         split, lang = path.name.split(".")
-        text = path.read_text(encoding="utf-8") * (60 if split == "train" else 1)  # 24,000 pairs: 3 chunks
+        text = path.read_text(encoding="utf-8") * (
+            60 if split == "train" else 1
+        )  # 24,000 pairs: 3 chunks
         (corpus / f"{split}.{'xx' if lang == 'en' else 'yy'}").write_text(text, encoding="utf-8")
     training = subprocess.Popen(
-        [sys.executable, "-m", "translate.cli.train", "fit", "--config", str(REPO / "configs" / "tiny.yaml"),
-         "--data.corpus_dir", str(corpus), "--data.src_lang", "xx", "--data.tgt_lang", "yy",
-         "--data.vocab_size", "300", "--data.encode_workers", "2", "--data.cache_dir", str(tmp_path / "cache"),
-         "--run_dir", str(tmp_path / "run")], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        [
+            sys.executable,
+            "-m",
+            "translate.cli.train",
+            "fit",
+            "--config",
+            str(REPO / "configs" / "tiny.yaml"),
+            "--data.corpus_dir",
+            str(corpus),
+            "--data.src_lang",
+            "xx",
+            "--data.tgt_lang",
+            "yy",
+            "--data.vocab_size",
+            "300",
+            "--data.encode_workers",
+            "2",
+            "--data.cache_dir",
+            str(tmp_path / "cache"),
+            "--run_dir",
+            str(tmp_path / "run"),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         deadline = time.monotonic() + 120
-        while len([pid for pid, command in descendants(training.pid).items() if b"spawn_main" in command]) < 2:
+        while (
+            len(
+                [
+                    pid
+                    for pid, command in descendants(training.pid).items()
+                    if b"spawn_main" in command
+                ]
+            )
+            < 2
+        ):
             assert training.poll() is None, training.stderr.read().decode()[-2000:]
             assert time.monotonic() < deadline, "the encoding workers never started"
             time.sleep(0.02)

@@ -42,19 +42,30 @@ def validation_loss_terms(cfg: ModelConfig, batches: list[dict], vocab: int) -> 
 def ddp_run(tmp_path_factory) -> tuple[Path, Path]:
     root = tmp_path_factory.mktemp("ddp")
     run_dir = root / "run"
-    trainer = {"devices": 2, "strategy": "ddp", "max_steps": STEPS, "accumulate_grad_batches": 2,
-               "val_check_interval": 2 * STEPS, "limit_val_batches": 1.0, "num_sanity_val_steps": 0}
+    trainer = {
+        "devices": 2,
+        "strategy": "ddp",
+        "max_steps": STEPS,
+        "accumulate_grad_batches": 2,
+        "val_check_interval": 2 * STEPS,
+        "limit_val_batches": 1.0,
+        "num_sanity_val_steps": 0,
+    }
     train(overlay(run_dir, root / "cache", trainer), "fit", timeout=400)
     return run_dir, root / "cache"
 
 
 def test_ranks_keep_identical_parameters_and_see_disjoint_data(ddp_run):
     run_dir, _ = ddp_run
-    params = [torch.load(run_dir / f"record.rank{rank}.params.pt", weights_only=True) for rank in (0, 1)]
+    params = [
+        torch.load(run_dir / f"record.rank{rank}.params.pt", weights_only=True) for rank in (0, 1)
+    ]
     assert torch.equal(params[0], params[1]), "parameters differ between ranks"
     records = [read_records(run_dir, rank) for rank in (0, 1)]
     assert len(records[0]) == len(records[1]) == 2 * STEPS
-    assert all(r["plan_matches"] for rank in records for r in rank), "a batch was not the sampler's batch"
+    assert all(r["plan_matches"] for rank in records for r in rank), (
+        "a batch was not the sampler's batch"
+    )
     epochs = sorted({r["epoch"] for rank in records for r in rank})
     assert len(epochs) >= 2, "the run should cross an epoch boundary"
     for epoch in epochs:
@@ -83,10 +94,19 @@ def test_gradients_kept_in_small_buckets_train_the_same_parameters(ddp_run, tmp_
     large models: the module scales the gradients in place before each step, which must act
     on the bucket views as on plain gradients, so the run ends with the same parameters."""
     run_dir, cache = ddp_run
-    strategy = {"class_path": "lightning.pytorch.strategies.DDPStrategy",
-                "init_args": {"gradient_as_bucket_view": True, "bucket_cap_mb": 0.05}}
-    trainer = {"devices": 2, "strategy": strategy, "max_steps": STEPS, "accumulate_grad_batches": 2,
-               "val_check_interval": 2 * STEPS, "limit_val_batches": 1.0, "num_sanity_val_steps": 0}
+    strategy = {
+        "class_path": "lightning.pytorch.strategies.DDPStrategy",
+        "init_args": {"gradient_as_bucket_view": True, "bucket_cap_mb": 0.05},
+    }
+    trainer = {
+        "devices": 2,
+        "strategy": strategy,
+        "max_steps": STEPS,
+        "accumulate_grad_batches": 2,
+        "val_check_interval": 2 * STEPS,
+        "limit_val_batches": 1.0,
+        "num_sanity_val_steps": 0,
+    }
     train(overlay(tmp_path / "run", cache, trainer), "fit", timeout=400)
     expected = torch.load(run_dir / "record.rank0.params.pt", weights_only=True)
     got = torch.load(tmp_path / "run" / "record.rank0.params.pt", weights_only=True)
@@ -104,8 +124,14 @@ def test_validation_bleu_equals_single_process_figure_on_the_whole_dev_set(ddp_r
 
     translator = load_translator(run_dir / "checkpoints" / "last.ckpt")
     config = translator.training_config
-    data = TranslationDataModule(corpus_dir=str(FIXTURE), cache_dir=str(cache), vocab_size=1000,
-                                 max_tokens=600, max_length=200, dev_max_sentences=64)
+    data = TranslationDataModule(
+        corpus_dir=str(FIXTURE),
+        cache_dir=str(cache),
+        vocab_size=1000,
+        max_tokens=600,
+        max_length=200,
+        dev_max_sentences=64,
+    )
     data.setup("validate")
     dev = data.datasets["dev"]
     assert len(dev) == 40
@@ -116,13 +142,19 @@ def test_validation_bleu_equals_single_process_figure_on_the_whole_dev_set(ddp_r
             logits = translator.model(batch["src"], batch["tgt_in"], PAD_ID)
             nll += float(label_smoothed_nll(logits, batch["tgt_out"], 0.0))
             tokens += int((batch["tgt_out"] != PAD_ID).sum())
-            output = greedy_search(translator.model, batch["src"], config["max_len_a"], config["max_len_b"])
+            output = greedy_search(
+                translator.model, batch["src"], config["max_len_a"], config["max_len_b"]
+            )
             hypotheses += data.vocab.target.decode(output)
             references += batch["references"]
-    assert sorted(references) == sorted(dev[i][2] for i in range(len(dev))), "dev sentences lost or repeated"
+    assert sorted(references) == sorted(dev[i][2] for i in range(len(dev))), (
+        "dev sentences lost or repeated"
+    )
     expected = corpus_scores(hypotheses, references).bleu
     assert expected > 0, "a BLEU of 0 would not tell a shard from the whole"
-    assert bleu[STEPS - 1] == within_rounding(expected, torch.float32, 1)  # the same counts' BLEU, logged as float32
+    assert bleu[STEPS - 1] == within_rounding(
+        expected, torch.float32, 1
+    )  # the same counts' BLEU, logged as float32
     terms = validation_loss_terms(translator.model.cfg, batches, len(data.vocab.target))
     assert loss[STEPS - 1] == within_rounding(nll / tokens, torch.float32, terms)
     assert math.isfinite(loss[STEPS - 1])
@@ -133,28 +165,55 @@ def test_a_rank_without_dev_sentences_still_validates(tmp_path):
     """One dev sentence, two ranks: the rank with nothing to score must still take part in the
     validation's collectives (the metrics' sums over ranks), or the other waits for it forever."""
     run_dir = tmp_path / "run"
-    trainer = {"devices": 2, "strategy": "ddp", "max_steps": 2, "val_check_interval": 2,
-               "limit_val_batches": 1.0, "num_sanity_val_steps": 0}
-    train(overlay(run_dir, tmp_path / "cache", trainer, data={"dev_max_sentences": 1}), "fit", timeout=240)
+    trainer = {
+        "devices": 2,
+        "strategy": "ddp",
+        "max_steps": 2,
+        "val_check_interval": 2,
+        "limit_val_batches": 1.0,
+        "num_sanity_val_steps": 0,
+    }
+    train(
+        overlay(run_dir, tmp_path / "cache", trainer, data={"dev_max_sentences": 1}),
+        "fit",
+        timeout=240,
+    )
     bleu, loss = logged(run_dir, "val_bleu"), logged(run_dir, "val_loss")
     assert list(bleu) == list(loss) == [1]
 
     translator = load_translator(run_dir / "checkpoints" / "last.ckpt")
-    data = TranslationDataModule(corpus_dir=str(FIXTURE), cache_dir=str(tmp_path / "cache"), vocab_size=1000,
-                                 max_tokens=600, max_length=200, dev_max_sentences=1)
+    data = TranslationDataModule(
+        corpus_dir=str(FIXTURE),
+        cache_dir=str(tmp_path / "cache"),
+        vocab_size=1000,
+        max_tokens=600,
+        max_length=200,
+        dev_max_sentences=1,
+    )
     data.setup("validate")
     [batch] = list(data.val_dataloader())
     with torch.no_grad():
         logits = translator.model(batch["src"], batch["tgt_in"], PAD_ID)
     expected = float(label_smoothed_nll(logits, batch["tgt_out"], 0.0)) / batch["tgt_tokens"]
     terms = validation_loss_terms(translator.model.cfg, [batch], len(data.vocab.target))
-    assert loss[1] == within_rounding(expected, torch.float32, terms), "the stand-in batch must not be scored"
+    assert loss[1] == within_rounding(expected, torch.float32, terms), (
+        "the stand-in batch must not be scored"
+    )
 
 
 def test_dev_batches_are_split_so_every_rank_scores_and_none_repeats():
     lengths = np.array([(5, 6)] * 6)
     for world in (2, 4, 6):
-        ranks = [TokenBatchSampler(lengths, max_tokens=1000, shuffle=False, rank=r, world_size=world,
-                                   equal_per_rank=False) for r in range(world)]
+        ranks = [
+            TokenBatchSampler(
+                lengths,
+                max_tokens=1000,
+                shuffle=False,
+                rank=r,
+                world_size=world,
+                equal_per_rank=False,
+            )
+            for r in range(world)
+        ]
         assert all(len(rank) >= 1 for rank in ranks)
         assert sorted(i for rank in ranks for batch in rank for i in batch) == list(range(6))

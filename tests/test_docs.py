@@ -17,7 +17,10 @@ def headline_scores(text: str) -> list[str]:
 
 
 def test_the_readme_headline_scores_are_those_of_the_benchmarks_page():
-    readme, benchmarks = headline_scores(README.read_text()), headline_scores((DOCS / "benchmarks.md").read_text())
+    readme, benchmarks = (
+        headline_scores(README.read_text()),
+        headline_scores((DOCS / "benchmarks.md").read_text()),
+    )
     assert len(readme) == 2 and readme == benchmarks
 
 
@@ -33,9 +36,13 @@ def test_links_point_at_files_and_sections_that_exist(page):
         path, anchor = (page.parent / target[0]).resolve(), target[1].lstrip("#")
         assert path.is_file(), f"{page.name} links to a missing {target[0]}"
         if anchor:
-            headings = [re.sub(r"[^a-z0-9 -]", "", h.lower()).replace(" ", "-")
-                        for h in re.findall(r"^#+ (.+)$", path.read_text(), flags=re.M)]
-            assert anchor in headings, f"{page.name} links to a missing section {target[0]}#{anchor}"
+            headings = [
+                re.sub(r"[^a-z0-9 -]", "", h.lower()).replace(" ", "-")
+                for h in re.findall(r"^#+ (.+)$", path.read_text(), flags=re.M)
+            ]
+            assert anchor in headings, (
+                f"{page.name} links to a missing section {target[0]}#{anchor}"
+            )
 
 
 def test_every_docs_page_is_linked_from_the_readme():

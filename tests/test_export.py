@@ -31,8 +31,17 @@ SENTENCES = short_lines("test.en")
 
 
 def small_config(norm_first: bool, tie: str) -> ModelConfig:
-    return ModelConfig(d_model=32, heads=4, encoder_layers=2, decoder_layers=3, ffn_dim=48,
-                       dropout=0.0, norm_first=norm_first, tie_embeddings=tie, max_positions=128)
+    return ModelConfig(
+        d_model=32,
+        heads=4,
+        encoder_layers=2,
+        decoder_layers=3,
+        ffn_dim=48,
+        dropout=0.0,
+        norm_first=norm_first,
+        tie_embeddings=tie,
+        max_positions=128,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -43,11 +52,15 @@ def vocabularies() -> dict[str, Vocabularies]:
     return {
         "joint": Vocabularies(joint, joint),
         # Different sizes, so a swapped source/target vocabulary cannot go unnoticed.
-        "separate": Vocabularies(train_sentencepiece(english, 150), train_sentencepiece(german, 180)),
+        "separate": Vocabularies(
+            train_sentencepiece(english, 150), train_sentencepiece(german, 180)
+        ),
     }
 
 
-def save_checkpoint(path: Path, cfg: ModelConfig, vocab: Vocabularies, train_steps: int = 0) -> Transformer:
+def save_checkpoint(
+    path: Path, cfg: ModelConfig, vocab: Vocabularies, train_steps: int = 0
+) -> Transformer:
     """A seeded model saved in the format translate.model.checkpoint reads (as TranslationModule saves it).
 
     A random model repeats one token forever; `train_steps` of a copy task give it outputs that
@@ -63,10 +76,17 @@ def save_checkpoint(path: Path, cfg: ModelConfig, vocab: Vocabularies, train_ste
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
     vocab_size = min(len(vocab.source), len(vocab.target))
     for _ in range(train_steps):
-        rows = [torch.randint(4, vocab_size, (int(n),)).tolist() for n in torch.randint(3, 12, (32,))]
-        logits = model(pad_batch([r + [EOS_ID] for r in rows]), pad_batch([[BOS_ID] + r for r in rows]), PAD_ID)
-        loss = nn.functional.cross_entropy(logits.flatten(0, 1), pad_batch([r + [EOS_ID] for r in rows]).flatten(),
-                                           ignore_index=PAD_ID)
+        rows = [
+            torch.randint(4, vocab_size, (int(n),)).tolist() for n in torch.randint(3, 12, (32,))
+        ]
+        logits = model(
+            pad_batch([r + [EOS_ID] for r in rows]), pad_batch([[BOS_ID] + r for r in rows]), PAD_ID
+        )
+        loss = nn.functional.cross_entropy(
+            logits.flatten(0, 1),
+            pad_batch([r + [EOS_ID] for r in rows]).flatten(),
+            ignore_index=PAD_ID,
+        )
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
@@ -82,18 +102,26 @@ def pad_batch(rows: list[list[int]]) -> torch.Tensor:
 
 
 EXPORTABLE = [
-    ("post-norm", "none", "joint"), ("post-norm", "decoder", "joint"),
-    ("post-norm", "src_tgt", "joint"), ("post-norm", "all", "joint"),
-    ("post-norm", "none", "separate"), ("post-norm", "decoder", "separate"),
-    ("pre-norm", "all", "joint"), ("pre-norm", "src_tgt", "joint"),
+    ("post-norm", "none", "joint"),
+    ("post-norm", "decoder", "joint"),
+    ("post-norm", "src_tgt", "joint"),
+    ("post-norm", "all", "joint"),
+    ("post-norm", "none", "separate"),
+    ("post-norm", "decoder", "separate"),
+    ("pre-norm", "all", "joint"),
+    ("pre-norm", "src_tgt", "joint"),
 ]
 
 
 @pytest.mark.numerical
 @pytest.mark.parametrize("norm,tie,vocab_kind", EXPORTABLE)
-def test_exported_model_gives_our_logits_and_greedy_output(norm, tie, vocab_kind, vocabularies, tmp_path):
+def test_exported_model_gives_our_logits_and_greedy_output(
+    norm, tie, vocab_kind, vocabularies, tmp_path
+):
     vocab = vocabularies[vocab_kind]
-    model = save_checkpoint(tmp_path / "model.ckpt", small_config(norm == "pre-norm", tie), vocab, train_steps=120)
+    model = save_checkpoint(
+        tmp_path / "model.ckpt", small_config(norm == "pre-norm", tie), vocab, train_steps=120
+    )
     if len(vocab.source) != len(vocab.target) and int(transformers.__version__.split(".")[0]) < 5:
         # transformers 4 sizes Marian's decoder embedding by the source vocabulary.
         with pytest.raises(ExportError, match=r"need transformers>=5"):
@@ -102,11 +130,20 @@ def test_exported_model_gives_our_logits_and_greedy_output(norm, tie, vocab_kind
     out = export_huggingface(tmp_path / "model.ckpt", tmp_path / "hf")
 
     names = {path.name for path in out.iterdir()}
-    assert {"config.json", "generation_config.json", "model.safetensors", "source.spm",
-            "target.spm", "vocab.json", "tokenizer_config.json"} <= names
+    assert {
+        "config.json",
+        "generation_config.json",
+        "model.safetensors",
+        "source.spm",
+        "target.spm",
+        "vocab.json",
+        "tokenizer_config.json",
+    } <= names
     assert out.joinpath("source.spm").read_bytes() == vocab.source.model_bytes
     assert out.joinpath("target.spm").read_bytes() == vocab.target.model_bytes
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")], "a temporary directory was left"
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")], (
+        "a temporary directory was left"
+    )
 
     hf_model = transformers.AutoModelForSeq2SeqLM.from_pretrained(out).eval()
     expected = "MarianMTModel" if norm == "post-norm" else "PegasusForConditionalGeneration"
@@ -117,15 +154,21 @@ def test_exported_model_gives_our_logits_and_greedy_output(norm, tie, vocab_kind
     ours_ids = [ids + [EOS_ID] for ids in vocab.source.encode(SENTENCES)]
     assert tokenizer(SENTENCES)["input_ids"] == ours_ids
     german = short_lines("test.de")
-    assert tokenizer(text_target=german)["input_ids"] == [ids + [EOS_ID] for ids in vocab.target.encode(german)]
+    assert tokenizer(text_target=german)["input_ids"] == [
+        ids + [EOS_ID] for ids in vocab.target.encode(german)
+    ]
 
     # (a) teacher-forced logits, with padded sources
     src = pad_batch(ours_ids)
     targets = vocab.target.encode(short_lines("test.de"))
     tgt_in = pad_batch([[BOS_ID] + ids for ids in targets])
     with torch.no_grad():
-        ours = copy.deepcopy(model).double()(src, tgt_in, pad_id=PAD_ID)  # the reference, in float64
-        theirs = hf_model(input_ids=src, attention_mask=src != PAD_ID, decoder_input_ids=tgt_in).logits
+        ours = copy.deepcopy(model).double()(
+            src, tgt_in, pad_id=PAD_ID
+        )  # the reference, in float64
+        theirs = hf_model(
+            input_ids=src, attention_mask=src != PAD_ID, decoder_input_ids=tgt_in
+        ).logits
     terms = transformer_terms(model.cfg, max(src.shape[1], tgt_in.shape[1]))
     assert_within_rounding(theirs, ours, torch.float32, terms)  # transformers computes in float32
 
@@ -134,7 +177,9 @@ def test_exported_model_gives_our_logits_and_greedy_output(norm, tie, vocab_kind
     hypotheses = greedy_search(model, src)
     limits = [min(int(len(ids) * 1.5 + 10), model.cfg.max_positions) for ids in ours_ids]
     assert len({tuple(h) for h in hypotheses}) > 1, "the comparison would be vacuous"
-    assert any(len(h) + 1 < limit for h, limit in zip(hypotheses, limits)), "no hypothesis ended with EOS"
+    assert any(len(h) + 1 < limit for h, limit in zip(hypotheses, limits)), (
+        "no hypothesis ended with EOS"
+    )
     for ids, hypothesis, limit in zip(ours_ids, hypotheses, limits):
         generated = hf_model.generate(torch.tensor([ids]), max_length=limit + 1)[0].tolist()
         assert generated[0] == BOS_ID and generated[-1] == EOS_ID
@@ -145,14 +190,18 @@ def test_exported_model_gives_our_logits_and_greedy_output(norm, tie, vocab_kind
     for row, hypothesis, limit in zip(generated, hypotheses, limits):
         row = strip_special(row[1:])
         assert (row if len(hypothesis) + 1 < limit else row[: len(hypothesis)]) == hypothesis
-    texts = tokenizer.batch_decode([hypothesis for hypothesis in hypotheses], skip_special_tokens=True)
+    texts = tokenizer.batch_decode(
+        [hypothesis for hypothesis in hypotheses], skip_special_tokens=True
+    )
     assert texts == vocab.target.decode(hypotheses)
 
 
 @pytest.mark.parametrize("tie", ["none", "decoder"])
 def test_pre_norm_without_shared_embeddings_is_refused(tie, vocabularies, tmp_path):
     save_checkpoint(tmp_path / "model.ckpt", small_config(True, tie), vocabularies["joint"])
-    with pytest.raises(ExportError, match="Pre-norm models export with tie_embeddings 'all' or 'src_tgt'"):
+    with pytest.raises(
+        ExportError, match="Pre-norm models export with tie_embeddings 'all' or 'src_tgt'"
+    ):
         export_huggingface(tmp_path / "model.ckpt", tmp_path / "hf")
     assert list(tmp_path.iterdir()) == [tmp_path / "model.ckpt"]
 
@@ -162,7 +211,9 @@ def test_a_wrong_mapping_is_caught_before_anything_is_written(vocabularies, tmp_
     import translate.export.convert
 
     save_checkpoint(tmp_path / "model.ckpt", small_config(False, "all"), vocabularies["joint"])
-    monkeypatch.setattr(translate.export.convert, "residual_permutation", lambda d_model: torch.arange(d_model))
+    monkeypatch.setattr(
+        translate.export.convert, "residual_permutation", lambda d_model: torch.arange(d_model)
+    )
     with pytest.raises(ExportError, match="logits differ from ours"):
         export_huggingface(tmp_path / "model.ckpt", tmp_path / "hf")
     assert list(tmp_path.iterdir()) == [tmp_path / "model.ckpt"]
@@ -185,21 +236,63 @@ def test_cli(vocabularies, tmp_path, capsys):
     from translate.cli.export import main
 
     save_checkpoint(tmp_path / "model.ckpt", small_config(True, "all"), vocabularies["joint"])
-    assert main(["--checkpoint", str(tmp_path / "model.ckpt"), "--output", str(tmp_path / "hf")]) == 0
+    assert (
+        main(["--checkpoint", str(tmp_path / "model.ckpt"), "--output", str(tmp_path / "hf")]) == 0
+    )
     assert "PegasusForConditionalGeneration" in capsys.readouterr().out
-    assert main(["--checkpoint", str(tmp_path / "model.ckpt"), "--output", str(tmp_path / "hf")]) == 2
+    assert (
+        main(["--checkpoint", str(tmp_path / "model.ckpt"), "--output", str(tmp_path / "hf")]) == 2
+    )
     assert "not empty" in capsys.readouterr().err
-    assert main(["--checkpoint", str(tmp_path / "model.ckpt"), "--output", str(tmp_path / "hf"), "--overwrite"]) == 0
-    assert main(["--checkpoint", str(tmp_path / "absent.ckpt"), "--output", str(tmp_path / "other")]) == 2
+    assert (
+        main(
+            [
+                "--checkpoint",
+                str(tmp_path / "model.ckpt"),
+                "--output",
+                str(tmp_path / "hf"),
+                "--overwrite",
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(["--checkpoint", str(tmp_path / "absent.ckpt"), "--output", str(tmp_path / "other")])
+        == 2
+    )
     assert "no such checkpoint file" in capsys.readouterr().err
-    assert main(["--checkpoint", str(tmp_path / "model.ckpt"), "--output", str(tmp_path / "other"), "--quantization", "int8"]) == 2
+    assert (
+        main(
+            [
+                "--checkpoint",
+                str(tmp_path / "model.ckpt"),
+                "--output",
+                str(tmp_path / "other"),
+                "--quantization",
+                "int8",
+            ]
+        )
+        == 2
+    )
     assert "--format ctranslate2 only" in capsys.readouterr().err
 
     save_checkpoint(tmp_path / "decoder.ckpt", small_config(True, "decoder"), vocabularies["joint"])
-    assert main(["--checkpoint", str(tmp_path / "decoder.ckpt"), "--output", str(tmp_path / "refused")]) == 2
+    assert (
+        main(
+            ["--checkpoint", str(tmp_path / "decoder.ckpt"), "--output", str(tmp_path / "refused")]
+        )
+        == 2
+    )
     assert "export with tie_embeddings 'all' or 'src_tgt' only" in capsys.readouterr().err
     if __import__("importlib").util.find_spec("ctranslate2"):  # what it refuses, CTranslate2 takes
-        argv = ["--checkpoint", str(tmp_path / "decoder.ckpt"), "--output", str(tmp_path / "ct2"), "--format", "ctranslate2"]
+        argv = [
+            "--checkpoint",
+            str(tmp_path / "decoder.ckpt"),
+            "--output",
+            str(tmp_path / "ct2"),
+            "--format",
+            "ctranslate2",
+        ]
         assert main([*argv, "--quantization", "int8"]) == 0
         assert "CTranslate2 model" in capsys.readouterr().out
         assert (tmp_path / "ct2" / "model.bin").is_file()
@@ -212,19 +305,26 @@ def test_missing_transformers_is_a_clear_error(monkeypatch, tmp_path):
 
 
 CT2_CASES = [
-    ("post-norm", "all", "joint"), ("post-norm", "decoder", "separate"),
-    ("pre-norm", "all", "joint"), ("pre-norm", "none", "separate"), ("pre-norm", "src_tgt", "joint"),
+    ("post-norm", "all", "joint"),
+    ("post-norm", "decoder", "separate"),
+    ("pre-norm", "all", "joint"),
+    ("pre-norm", "none", "separate"),
+    ("pre-norm", "src_tgt", "joint"),
 ]
 
 
 @pytest.mark.numerical
 @pytest.mark.parametrize("norm,tie,vocab_kind", CT2_CASES)
-def test_ctranslate2_export_gives_our_scores_and_greedy_output(norm, tie, vocab_kind, vocabularies, tmp_path):
+def test_ctranslate2_export_gives_our_scores_and_greedy_output(
+    norm, tie, vocab_kind, vocabularies, tmp_path
+):
     ctranslate2 = pytest.importorskip("ctranslate2")
     from translate.export.convert import export_ctranslate2
 
     vocab = vocabularies[vocab_kind]
-    model = save_checkpoint(tmp_path / "model.ckpt", small_config(norm == "pre-norm", tie), vocab, train_steps=120)
+    model = save_checkpoint(
+        tmp_path / "model.ckpt", small_config(norm == "pre-norm", tie), vocab, train_steps=120
+    )
     out = export_ctranslate2(tmp_path / "model.ckpt", tmp_path / "ct2")
     assert out.joinpath("source.spm").read_bytes() == vocab.source.model_bytes
     assert out.joinpath("target.spm").read_bytes() == vocab.target.model_bytes
@@ -239,8 +339,9 @@ def test_ctranslate2_export_gives_our_scores_and_greedy_output(norm, tie, vocab_
     tgt_in = pad_batch([[BOS_ID] + ids for ids in targets])
     with torch.no_grad():  # the reference, in float64
         log_probs = copy.deepcopy(model).double()(src, tgt_in, PAD_ID).log_softmax(-1)
-    scored = translator.score_batch(source_pieces, [[vocab.target.processor.id_to_piece(i) for i in ids]
-                                                    for ids in targets])
+    scored = translator.score_batch(
+        source_pieces, [[vocab.target.processor.id_to_piece(i) for i in ids] for ids in targets]
+    )
     terms = transformer_terms(model.cfg, max(src.shape[1], tgt_in.shape[1]), len(vocab.target))
     for row, ids, result in zip(log_probs, targets, scored):
         expected = row[torch.arange(len(ids) + 1), torch.tensor(ids + [EOS_ID])]
@@ -250,13 +351,19 @@ def test_ctranslate2_export_gives_our_scores_and_greedy_output(norm, tie, vocab_
     # max_decoding_length one token earlier.
     hypotheses = greedy_search(model, src)
     assert len({tuple(h) for h in hypotheses}) > 1
-    for pieces, hypothesis, length in zip(source_pieces, hypotheses, (src != PAD_ID).sum(1).tolist()):
+    for pieces, hypothesis, length in zip(
+        source_pieces, hypotheses, (src != PAD_ID).sum(1).tolist()
+    ):
         limit = min(int(length * 1.5 + 10), model.cfg.max_positions)
         result = translator.translate_batch([pieces], beam_size=1, max_decoding_length=limit - 1)
-        assert [vocab.target.processor.piece_to_id(p) for p in result[0].hypotheses[0]] == hypothesis
+        assert [
+            vocab.target.processor.piece_to_id(p) for p in result[0].hypotheses[0]
+        ] == hypothesis
     batched = translator.translate_batch(source_pieces, beam_size=1, max_decoding_length=20)
     for result, hypothesis in zip(batched, hypotheses):
-        assert [vocab.target.processor.piece_to_id(p) for p in result.hypotheses[0]] == hypothesis[:20]
+        assert [vocab.target.processor.piece_to_id(p) for p in result.hypotheses[0]] == hypothesis[
+            :20
+        ]
 
 
 def test_ctranslate2_missing_is_a_clear_error(monkeypatch, tmp_path):

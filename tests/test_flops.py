@@ -9,10 +9,20 @@ from translate.model.flops import device_peak, forward_flops, training_flops
 from translate.model.transformer import ModelConfig, Transformer
 
 
-@pytest.mark.parametrize("changes", [{}, {"embedding_adapter": True}, {"encoder_layers": 1, "decoder_layers": 3}])
+@pytest.mark.parametrize(
+    "changes", [{}, {"embedding_adapter": True}, {"encoder_layers": 1, "decoder_layers": 3}]
+)
 def test_counted_flops_equal_torchs_count_of_a_training_step(changes):
-    settings = dict(d_model=32, heads=4, encoder_layers=2, decoder_layers=2, ffn_dim=48, dropout=0.0,
-                    tie_embeddings="all", max_positions=64)
+    settings = dict(
+        d_model=32,
+        heads=4,
+        encoder_layers=2,
+        decoder_layers=2,
+        ffn_dim=48,
+        dropout=0.0,
+        tie_embeddings="all",
+        max_positions=64,
+    )
     cfg = ModelConfig(**{**settings, **changes})
     model = Transformer(cfg, 50, 50, shared_vocab=True)
     src = torch.randint(4, 50, (3, 7))

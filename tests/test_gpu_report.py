@@ -25,14 +25,21 @@ PNG = b"\x89PNG\r\n\x1a\n"
 
 
 def script(name: str, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(SCRIPTS / name), *args], cwd=REPO, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, str(SCRIPTS / name), *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @pytest.fixture(scope="module")
 def dry_run(tmp_path_factory, bundled_corpus_cache) -> Path:
     out = tmp_path_factory.mktemp("gpu-report")
-    done = script("gpu_report.py", "--dry-run", "--out", str(out), "--cache-dir", str(bundled_corpus_cache))
+    done = script(
+        "gpu_report.py", "--dry-run", "--out", str(out), "--cache-dir", str(bundled_corpus_cache)
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return out
 
@@ -51,22 +58,41 @@ def test_the_dry_run_records_every_step_with_its_figures(dry_run):
         train = steps[gpu_report.training_step_name("tiny", size)]["result"]
         assert train["max_tokens"] == size and 0 < train["target_tokens_per_batch"] <= size
         rows = train["results"]["bf16"]
-        assert set(rows) == {"ours", "ours-postnorm", "marian", "ours-projected", "ours-compiled", "ours-math",
-                             "ours-unfused-adam"}
-        assert all(row["tokens_per_s"] > 0 and 0 < row["tflops"] / row["peak_tflops"] < 1 for row in rows.values())
+        assert set(rows) == {
+            "ours",
+            "ours-postnorm",
+            "marian",
+            "ours-projected",
+            "ours-compiled",
+            "ours-math",
+            "ours-unfused-adam",
+        }
+        assert all(
+            row["tokens_per_s"] > 0 and 0 < row["tflops"] / row["peak_tflops"] < 1
+            for row in rows.values()
+        )
 
     converge = steps["converge"]["result"]
     assert [updates for updates, _ in converge["dev_bleu"]] == [4, 8] and converge["updates"] == 8
     assert converge["test"]["lines"] == converge["test_greedy"]["lines"] > 1000
     assert converge["test"]["bleu_signature"].startswith("nrefs:1|")
 
-    decoded = {step["result"]["precision"]: step["result"]["rows"] for name, step in steps.items()
-               if name.startswith("decode-") and step["status"] == "ok"}
+    decoded = {
+        step["result"]["precision"]: step["result"]["rows"]
+        for name, step in steps.items()
+        if name.startswith("decode-") and step["status"] == "ok"
+    }
     assert set(decoded) == {"bf16-mixed", "32-true"}
     systems = {row["system"] for row in decoded["32-true"]}
     assert {"ours", "transformers", "ctranslate2"} <= systems  # CTranslate2 translates on the CPU
-    assert "ctranslate2" not in {row["system"] for row in decoded["bf16-mixed"]}  # no bfloat16 on this CPU backend
-    assert all(row["sentences"] == 24 and row["sentences_per_s"] > 0 for rows in decoded.values() for row in rows)
+    assert "ctranslate2" not in {
+        row["system"] for row in decoded["bf16-mixed"]
+    }  # no bfloat16 on this CPU backend
+    assert all(
+        row["sentences"] == 24 and row["sentences_per_s"] > 0
+        for rows in decoded.values()
+        for row in rows
+    )
 
     serve = steps["serve"]["result"]
     assert [row["clients"] for row in serve["rows"]] == [2, 4]
@@ -81,7 +107,13 @@ def test_the_dry_run_writes_its_markdown_and_plots(dry_run):
     text = (dry_run / "report.md").read_text()
     report = json.loads((dry_run / "report.json").read_text())
     assert text.startswith("# GPU report (`make gpu-report DRY_RUN=1`")
-    for title in ("## Machine", "## Training throughput and MFU", "## Decoding", "## translate-serve", "## DDP"):
+    for title in (
+        "## Machine",
+        "## Training throughput and MFU",
+        "## Decoding",
+        "## translate-serve",
+        "## DDP",
+    ):
         assert title in text
     ours = report["steps"]["train-tiny-512"]["result"]["results"]["bf16"]["ours"]
     assert f"| {ours['tokens_per_s']:,.0f} |" in text
@@ -99,31 +131,55 @@ def strip_blocks(text: str) -> str:
 def test_the_docs_fill_from_the_report_between_their_markers_only(dry_run, tmp_path):
     docs = tmp_path / "docs"
     shutil.copytree(REPO / "docs", docs)
-    refused = script("gpu_report_docs.py", "--report", str(dry_run / "report.json"), "--docs", str(docs))
+    refused = script(
+        "gpu_report_docs.py", "--report", str(dry_run / "report.json"), "--docs", str(docs)
+    )
     assert refused.returncode != 0 and "is a dry run's" in refused.stderr
-    assert all((docs / page.name).read_text() == page.read_text() for page in (REPO / "docs").glob("*.md"))
+    assert all(
+        (docs / page.name).read_text() == page.read_text() for page in (REPO / "docs").glob("*.md")
+    )
 
-    filled = script("gpu_report_docs.py", "--report", str(dry_run / "report.json"), "--docs", str(docs),
-                    "--allow-dry-run")
+    filled = script(
+        "gpu_report_docs.py",
+        "--report",
+        str(dry_run / "report.json"),
+        "--docs",
+        str(docs),
+        "--allow-dry-run",
+    )
     assert filled.returncode == 0, filled.stderr
     report = json.loads((dry_run / "report.json").read_text())
     benchmarks, training = (docs / "benchmarks.md").read_text(), (docs / "training.md").read_text()
     for name in ("benchmarks.md", "training.md"):
-        assert strip_blocks((docs / name).read_text()) == strip_blocks((REPO / "docs" / name).read_text())
+        assert strip_blocks((docs / name).read_text()) == strip_blocks(
+            (REPO / "docs" / name).read_text()
+        )
     ours = report["steps"]["train-tiny-1k"]["result"]["results"]["bf16"]["ours"]
     assert f"| {ours['tokens_per_s']:,.0f} |" in benchmarks
     assert "_From `make gpu-report DRY_RUN=1`, 2026-" in training and "![" in training
     converge = report["steps"]["converge"]["result"]["test"]
     assert f"**{converge['bleu']:.2f} BLEU / {converge['chrf']:.2f} chrF2**" in training
     assert (docs / "images" / "gpu-report" / "converge-dev-bleu.png").read_bytes().startswith(PNG)
-    again = script("gpu_report_docs.py", "--report", str(dry_run / "report.json"), "--docs", str(docs),
-                   "--allow-dry-run")
-    assert again.returncode == 0 and (docs / "benchmarks.md").read_text() == benchmarks  # the same on a refill
+    again = script(
+        "gpu_report_docs.py",
+        "--report",
+        str(dry_run / "report.json"),
+        "--docs",
+        str(docs),
+        "--allow-dry-run",
+    )
+    assert (
+        again.returncode == 0 and (docs / "benchmarks.md").read_text() == benchmarks
+    )  # the same on a refill
 
 
 def test_every_report_section_has_one_place_in_the_docs():
-    places = [match.group(2) for page in sorted((REPO / "docs").glob("*.md"))
-              for match in MARKER.finditer(page.read_text()) if not match.group(1)]
+    places = [
+        match.group(2)
+        for page in sorted((REPO / "docs").glob("*.md"))
+        for match in MARKER.finditer(page.read_text())
+        if not match.group(1)
+    ]
     assert sorted(places) == sorted(RENDERERS)
 
 
@@ -135,7 +191,9 @@ def test_an_unclosed_or_unknown_marker_is_named_with_its_file_and_line(tmp_path)
         fill("# t\n<!-- gpu-report:ddp -->\nold\n", page, {}, {})
     with pytest.raises(SystemExit, match=r"page.md:3: unknown GPU report section 'speed'"):
         fill("# t\n\n<!-- gpu-report:speed -->\n<!-- /gpu-report:speed -->\n", page, {}, {})
-    with pytest.raises(SystemExit, match=r"page.md:2: /gpu-report:ddp closes a section that was not opened"):
+    with pytest.raises(
+        SystemExit, match=r"page.md:2: /gpu-report:ddp closes a section that was not opened"
+    ):
         fill("# t\n<!-- /gpu-report:ddp -->\n", page, {}, {})
 
 
@@ -144,34 +202,48 @@ def python(code: str) -> tuple[str, ...]:
 
 
 def fake_step(name: str, *commands: gpu_report.Command) -> gpu_report.Step:
-    return gpu_report.Step(name, "test", plan=lambda context: list(commands),
-                           read=lambda context, directory: {"read": name})
+    return gpu_report.Step(
+        name,
+        "test",
+        plan=lambda context: list(commands),
+        read=lambda context, directory: {"read": name},
+    )
 
 
 def test_a_failed_or_stuck_step_is_recorded_and_the_next_one_runs(tmp_path):
     child = tmp_path / "child.pid"
-    stuck = python("import subprocess, sys, time\n"
-                   f"open({str(child)!r}, 'w').write(str(subprocess.Popen(['sleep', '300']).pid))\n"
-                   "time.sleep(300)")
-    plan = [fake_step("fails", gpu_report.Command(python("import sys; sys.exit('no such thing: the cause')"))),
-            fake_step("stuck", gpu_report.Command(stuck)),
-            fake_step("works", gpu_report.Command(python("print('{}')"), "out.json")),
-            fake_step("late", gpu_report.Command(python("pass")))]
+    stuck = python(
+        "import subprocess, sys, time\n"
+        f"open({str(child)!r}, 'w').write(str(subprocess.Popen(['sleep', '300']).pid))\n"
+        "time.sleep(300)"
+    )
+    plan = [
+        fake_step(
+            "fails", gpu_report.Command(python("import sys; sys.exit('no such thing: the cause')"))
+        ),
+        fake_step("stuck", gpu_report.Command(stuck)),
+        fake_step("works", gpu_report.Command(python("print('{}')"), "out.json")),
+        fake_step("late", gpu_report.Command(python("pass"))),
+    ]
     context = gpu_report.Context(tmp_path, tmp_path / "cache", gpu_report.DRY, {})
     report: dict = {"command": "make gpu-report", "date": "2026-01-01", "steps": {}}
     started = time.monotonic()
     gpu_report.run_steps(plan[:3], context, report, set(), False, caps=(2.0, 600.0))
     assert time.monotonic() - started < 30
     steps = json.loads((tmp_path / "report.json").read_text())["steps"]
-    assert steps["fails"]["status"] == "failed" and "no such thing: the cause" in steps["fails"]["message"]
+    assert (
+        steps["fails"]["status"] == "failed"
+        and "no such thing: the cause" in steps["fails"]["message"]
+    )
     assert steps["stuck"]["status"] == "timed out"
     assert steps["works"]["status"] == "ok" and steps["works"]["result"] == {"read": "works"}
     pid = int(child.read_text())
     deadline = time.monotonic() + 10
     while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2], \
-        "the stuck step's child outlived it"
+    assert (
+        not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
+    ), "the stuck step's child outlived it"
     assert "| stuck | timed out |" in (tmp_path / "report.md").read_text()
 
     # A later run goes on where this one stopped: what is done is kept, the rest runs; with the
@@ -184,14 +256,25 @@ def test_a_failed_or_stuck_step_is_recorded_and_the_next_one_runs(tmp_path):
 
 
 def test_a_ddp_group_s_ranks_get_a_launcher_s_environment_and_a_failed_rank_ends_them(tmp_path):
-    show = python("import os\n"
-                  "print(' '.join(os.environ[k] for k in ('WORLD_SIZE', 'NODE_RANK', 'LOCAL_RANK', 'MASTER_ADDR')))")
-    status, _ = gpu_report.run_command(gpu_report.Command(show, "ranks.txt", ranks=2), tmp_path, time.monotonic() + 60)
+    show = python(
+        "import os\n"
+        "print(' '.join(os.environ[k] for k in ('WORLD_SIZE', 'NODE_RANK', 'LOCAL_RANK', 'MASTER_ADDR')))"
+    )
+    status, _ = gpu_report.run_command(
+        gpu_report.Command(show, "ranks.txt", ranks=2), tmp_path, time.monotonic() + 60
+    )
     assert status == "ok"
-    assert sorted((tmp_path / "ranks.txt").read_text().splitlines()) == ["2 0 0 127.0.0.1", "2 1 0 127.0.0.1"]
-    waits = python("import os, sys, time\nif os.environ['NODE_RANK'] == '1': sys.exit(3)\ntime.sleep(300)")
+    assert sorted((tmp_path / "ranks.txt").read_text().splitlines()) == [
+        "2 0 0 127.0.0.1",
+        "2 1 0 127.0.0.1",
+    ]
+    waits = python(
+        "import os, sys, time\nif os.environ['NODE_RANK'] == '1': sys.exit(3)\ntime.sleep(300)"
+    )
     started = time.monotonic()
-    status, message = gpu_report.run_command(gpu_report.Command(waits, ranks=2), tmp_path, time.monotonic() + 120)
+    status, message = gpu_report.run_command(
+        gpu_report.Command(waits, ranks=2), tmp_path, time.monotonic() + 120
+    )
     assert status == "failed" and "3]" in message
     assert time.monotonic() - started < 30  # not left waiting for its peer
 
@@ -200,15 +283,29 @@ def test_a_report_of_the_other_kind_is_never_mixed_in(tmp_path):
     (tmp_path / "report.json").write_text(json.dumps({"dry_run": True, "steps": {}}))
     done = script("gpu_report.py", "--out", str(tmp_path), "--steps", "environment", timeout=60)
     assert done.returncode != 0 and "is a dry run's; pass another --out" in done.stderr
-    done = script("gpu_report.py", "--dry-run", "--steps", "nonsense", "--out", str(tmp_path), timeout=60)
+    done = script(
+        "gpu_report.py", "--dry-run", "--steps", "nonsense", "--out", str(tmp_path), timeout=60
+    )
     assert done.returncode != 0 and "--steps: unknown nonsense" in done.stderr
 
 
 def test_the_gpu_plan_has_every_step_the_dry_run_proves_at_full_size():
     names = [step.name for step in gpu_report.steps(gpu_report.GPU)]
     assert names[:3] == ["environment", "train-base-32k", "train-big-32k"]  # the most wanted first
-    assert {f"train-{config}-{size}k" for config in ("base", "big") for size in (8, 16, 32, 64)} <= set(names)
-    assert {"converge", "ctranslate2", "decode-bf16", "decode-fp32", "decode-fp16", "serve", "ddp"} <= set(names)
-    others = [[step.name for step in gpu_report.steps(scale) if step.section != "training"]
-              for scale in (gpu_report.GPU, gpu_report.DRY)]
+    assert {
+        f"train-{config}-{size}k" for config in ("base", "big") for size in (8, 16, 32, 64)
+    } <= set(names)
+    assert {
+        "converge",
+        "ctranslate2",
+        "decode-bf16",
+        "decode-fp32",
+        "decode-fp16",
+        "serve",
+        "ddp",
+    } <= set(names)
+    others = [
+        [step.name for step in gpu_report.steps(scale) if step.section != "training"]
+        for scale in (gpu_report.GPU, gpu_report.DRY)
+    ]
     assert others[0] == others[1]  # the dry run proves the same steps

@@ -52,33 +52,50 @@ def one_line_error(err: str, *needles: str) -> None:
 
 
 def run_module(module: str, *args: str, data: bytes = b"", **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", module, *args], input=data, capture_output=True, **kwargs)
+    return subprocess.run(
+        [sys.executable, "-m", module, *args], input=data, capture_output=True, **kwargs
+    )
 
 
 # --- what reaches the model -----------------------------------------------------------------------
 def test_a_byte_order_mark_is_dropped_from_input_and_references(ckpt, capsys, tmp_path):
     vocab = load_translator(ckpt).vocab.source
-    assert vocab.encode(["\ufeffClick OK."]) != vocab.encode(["Click OK."]), "the mark would reach the model"
+    assert vocab.encode(["\ufeffClick OK."]) != vocab.encode(["Click OK."]), (
+        "the mark would reach the model"
+    )
     code, plain, err = cli(ckpt, capsys, "--source", str(write(tmp_path / "plain.en", SENTENCES)))
     assert code == 0, err
-    code, marked, err = cli(ckpt, capsys, "--source", str(write(tmp_path / "bom.en", SENTENCES, "\ufeff")))
+    code, marked, err = cli(
+        ckpt, capsys, "--source", str(write(tmp_path / "bom.en", SENTENCES, "\ufeff"))
+    )
     assert code == 0 and marked == plain
-    result = run_module("translate.cli.translate", "--checkpoint", str(ckpt), "--quiet",
-                        data=("\ufeff" + "\n".join(SENTENCES) + "\n").encode())
+    result = run_module(
+        "translate.cli.translate",
+        "--checkpoint",
+        str(ckpt),
+        "--quiet",
+        data=("\ufeff" + "\n".join(SENTENCES) + "\n").encode(),
+    )
     assert result.returncode == 0 and result.stdout.decode() == plain
 
     references = write(tmp_path / "ref.de", SENTENCES, "\ufeff")
     hypotheses = write(tmp_path / "hyp.de", SENTENCES)
-    assert eval_main(["--hypotheses", str(hypotheses), "--reference", str(references), "--json"]) == 0
+    assert (
+        eval_main(["--hypotheses", str(hypotheses), "--reference", str(references), "--json"]) == 0
+    )
     assert '"bleu": 100.0' in capsys.readouterr().out
 
 
 def test_blank_lines_of_any_kind_give_empty_lines(ckpt, capsys, tmp_path):
     blanks = ["\t", "\x00", "   ", "\u3000", "\u00a0\t", "\u200b", "\x00\x00 \t"]
     vocab = load_translator(ckpt).vocab.source
-    assert all(vocab.encode([b])[0] for b in ["\t", "\x00", "\u3000", "\u200b"]), "they would be decoded"
+    assert all(vocab.encode([b])[0] for b in ["\t", "\x00", "\u3000", "\u200b"]), (
+        "they would be decoded"
+    )
     lines = [SENTENCES[0], *blanks, SENTENCES[1]]
-    code, out, err = cli(ckpt, capsys, "--source", str(write(tmp_path / "in.en", lines)), "--beam", "2")
+    code, out, err = cli(
+        ckpt, capsys, "--source", str(write(tmp_path / "in.en", lines)), "--beam", "2"
+    )
     assert code == 0, err
     output = out.split("\n")
     assert len(output) == len(lines) + 1 and output[-1] == ""
@@ -103,7 +120,9 @@ def test_output_to_a_fifo_or_a_character_device_is_a_stream(ckpt, capsys, tmp_pa
     fifo = tmp_path / "out.fifo"
     os.mkfifo(fifo)
     received: queue.Queue = queue.Queue()
-    reader = threading.Thread(target=lambda: received.put(fifo.read_text(encoding="utf-8")), daemon=True)
+    reader = threading.Thread(
+        target=lambda: received.put(fifo.read_text(encoding="utf-8")), daemon=True
+    )
     reader.start()
     code, _, err = cli(ckpt, capsys, "--source", str(source), "--output", str(fifo))
     assert code == 0, err
@@ -142,8 +161,18 @@ def test_an_unwritable_output_is_refused_before_any_work(ckpt, capsys, tmp_path,
     code, _, err = cli(ckpt, capsys, "--source", str(source), "--output", str(read_only / "out.de"))
     assert code == 2
     one_line_error(err, "read-only/out.de: cannot write in", "Permission denied")
-    code = eval_main(["--checkpoint", str(ckpt), "--source", str(source), "--reference", str(source),
-                      "--output", str(read_only / "hyp.de")])
+    code = eval_main(
+        [
+            "--checkpoint",
+            str(ckpt),
+            "--source",
+            str(source),
+            "--reference",
+            str(source),
+            "--output",
+            str(read_only / "hyp.de"),
+        ]
+    )
     assert code == 2
     one_line_error(capsys.readouterr().err, "cannot write in", "Permission denied")
     assert list(read_only.iterdir()) == []
@@ -152,9 +181,22 @@ def test_an_unwritable_output_is_refused_before_any_work(ckpt, capsys, tmp_path,
 def test_a_closed_pipe_ends_quietly(ckpt, tmp_path):
     source = write(tmp_path / "in.en", SENTENCES * 400)
     process = subprocess.Popen(
-        [sys.executable, "-m", "translate.cli.translate", "--checkpoint", str(ckpt), "--quiet",
-         "--source", str(source), "--beam", "1", "--chunk-lines", "10"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        [
+            sys.executable,
+            "-m",
+            "translate.cli.translate",
+            "--checkpoint",
+            str(ckpt),
+            "--quiet",
+            "--source",
+            str(source),
+            "--beam",
+            "1",
+            "--chunk-lines",
+            "10",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     assert process.stdout.readline()  # `| head -1`: one line, then the reader leaves
     process.stdout.close()
@@ -179,10 +221,27 @@ def test_translate_eval_refuses_half_given_and_ignored_flags(ckpt, capsys, tmp_p
         (["--checkpoint", str(ckpt), "--source", str(text)], "--source without --reference"),
         (["--checkpoint", str(ckpt), "--reference", str(text)], "--reference without --source"),
         (["--hypotheses", str(text)], "--hypotheses needs --reference"),
-        (["--hypotheses", str(text), "--reference", str(text), "--beam", "3"], "--beam apply only with --checkpoint"),
-        (["--hypotheses", str(text), "--reference", str(text), "--source", str(text)], "--source apply only"),
-        (["--checkpoint", str(ckpt), "--source", str(text), "--reference", str(text), "--split", "dev"],
-         "--split chooses a split"),
+        (
+            ["--hypotheses", str(text), "--reference", str(text), "--beam", "3"],
+            "--beam apply only with --checkpoint",
+        ),
+        (
+            ["--hypotheses", str(text), "--reference", str(text), "--source", str(text)],
+            "--source apply only",
+        ),
+        (
+            [
+                "--checkpoint",
+                str(ckpt),
+                "--source",
+                str(text),
+                "--reference",
+                str(text),
+                "--split",
+                "dev",
+            ],
+            "--split chooses a split",
+        ),
         (["--checkpoint", str(ckpt), "--hypotheses", str(text)], "exactly one of --checkpoint"),
         (["--checkpoint", str(ckpt)], "does not record the corpus and languages it was trained on"),
     ]
@@ -194,11 +253,24 @@ def test_translate_eval_refuses_half_given_and_ignored_flags(ckpt, capsys, tmp_p
 # --- standard input ----------------------------------------------------------------------------------
 def test_stdin_is_answered_line_by_line_as_it_arrives(ckpt):
     process = subprocess.Popen(
-        [sys.executable, "-m", "translate.cli.translate", "--checkpoint", str(ckpt), "--quiet", "--beam", "1"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        [
+            sys.executable,
+            "-m",
+            "translate.cli.translate",
+            "--checkpoint",
+            str(ckpt),
+            "--quiet",
+            "--beam",
+            "1",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     answers: queue.Queue = queue.Queue()
-    threading.Thread(target=lambda: [answers.put(line) for line in process.stdout], daemon=True).start()
+    threading.Thread(
+        target=lambda: [answers.put(line) for line in process.stdout], daemon=True
+    ).start()
     try:
         first, second = (answers_for(process, answers, line) for line in ("Click OK.\n", "\t\n"))
         assert first.strip() and second == b"\n", "a blank line is answered with an empty line"
@@ -222,34 +294,68 @@ def answers_for(process: subprocess.Popen, answers: queue.Queue, line: str) -> b
 
 
 # --- start-up ----------------------------------------------------------------------------------------
-LEAN = ["translate.cli.translate", "translate.cli.evaluate", "translate.cli.export", "translate.cli.inspect",
-        "translate.cli.serve", "translate.cli.tune"]
+LEAN = [
+    "translate.cli.translate",
+    "translate.cli.evaluate",
+    "translate.cli.export",
+    "translate.cli.inspect",
+    "translate.cli.serve",
+    "translate.cli.tune",
+]
 
 
 def test_help_loads_no_torch_and_no_command_loads_the_training_stack(ckpt, tmp_path):
     for module in LEAN:
-        code = (f"import sys, {module} as m\n"
-                "try:\n    m.main(['--help'])\nexcept SystemExit:\n    pass\n"
-                "print(sorted({n.split('.')[0] for n in sys.modules} & {'torch', 'lightning', 'torchmetrics'}))")
+        code = (
+            f"import sys, {module} as m\n"
+            "try:\n    m.main(['--help'])\nexcept SystemExit:\n    pass\n"
+            "print(sorted({n.split('.')[0] for n in sys.modules} & {'torch', 'lightning', 'torchmetrics'}))"
+        )
         result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-        assert result.returncode == 0 and result.stdout.strip().endswith("[]"), (module, result.stdout, result.stderr)
+        assert result.returncode == 0 and result.stdout.strip().endswith("[]"), (
+            module,
+            result.stdout,
+            result.stderr,
+        )
 
     source = write(tmp_path / "in.en", SENTENCES)
     runs = {
         "translate.cli.translate": ["--checkpoint", str(ckpt), "--source", str(source), "--quiet"],
-        "translate.cli.evaluate": ["--checkpoint", str(ckpt), "--source", str(source), "--reference", str(source)],
+        "translate.cli.evaluate": [
+            "--checkpoint",
+            str(ckpt),
+            "--source",
+            str(source),
+            "--reference",
+            str(source),
+        ],
         "translate.cli.inspect": ["--checkpoint", str(ckpt)],
-        "translate.cli.export": ["--checkpoint", str(ckpt), "--output", str(tmp_path / "ct2"), "--format", "ctranslate2"],
+        "translate.cli.export": [
+            "--checkpoint",
+            str(ckpt),
+            "--output",
+            str(tmp_path / "ct2"),
+            "--format",
+            "ctranslate2",
+        ],
     }
     for module, argv in runs.items():
-        if module == "translate.cli.export" and not __import__("importlib").util.find_spec("ctranslate2"):
+        if module == "translate.cli.export" and not __import__("importlib").util.find_spec(
+            "ctranslate2"
+        ):
             continue
-        code = (f"import sys, {module} as m\n"
-                f"code = m.main({argv!r})\n"
-                "print(code, sorted({n.split('.')[0] for n in sys.modules} & {'lightning', 'torchmetrics', "
-                "'pytorch_lightning'}))")
+        code = (
+            f"import sys, {module} as m\n"
+            f"code = m.main({argv!r})\n"
+            "print(code, sorted({n.split('.')[0] for n in sys.modules} & {'lightning', 'torchmetrics', "
+            "'pytorch_lightning'}))"
+        )
         result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-        assert result.stdout.strip().splitlines()[-1] == "0 []", (module, result.stdout, result.stderr)
+        assert result.stdout.strip().splitlines()[-1] == "0 []", (
+            module,
+            result.stdout,
+            result.stderr,
+        )
 
 
 def test_translate_eval_scores_a_checkpoint_on_its_own_corpus(ckpt, capsys, tmp_path):
@@ -261,18 +367,37 @@ def test_translate_eval_scores_a_checkpoint_on_its_own_corpus(ckpt, capsys, tmp_
     write(corpus / "test.es", ["Y llamó su nombre.", "En el principio."])
     write(corpus / "test.en", ["And he called his name.", "In the beginning."])
     state = torch.load(ckpt, weights_only=True)
-    state["translate"]["run_config"] = (f"data:\n  corpus_dir: {corpus}\n  src_lang: es\n  tgt_lang: en\n"
-                                        "  test_split: test\n")
+    state["translate"]["run_config"] = (
+        f"data:\n  corpus_dir: {corpus}\n  src_lang: es\n  tgt_lang: en\n  test_split: test\n"
+    )
     torch.save(state, tmp_path / "es-en.ckpt")
     assert eval_main(["--checkpoint", str(tmp_path / "es-en.ckpt"), "--beam", "1", "--json"]) == 0
     captured = capsys.readouterr()
     assert f"es→en, split 'test' of {corpus} (2 lines)" in captured.err
     own = captured.out
-    assert eval_main(["--checkpoint", str(tmp_path / "es-en.ckpt"), "--beam", "1", "--json",
-                      "--source", str(corpus / "test.es"), "--reference", str(corpus / "test.en")]) == 0
+    assert (
+        eval_main(
+            [
+                "--checkpoint",
+                str(tmp_path / "es-en.ckpt"),
+                "--beam",
+                "1",
+                "--json",
+                "--source",
+                str(corpus / "test.es"),
+                "--reference",
+                str(corpus / "test.en"),
+            ]
+        )
+        == 0
+    )
     assert capsys.readouterr().out == own
 
     (corpus / "test.en").unlink()
     assert eval_main(["--checkpoint", str(tmp_path / "es-en.ckpt")]) == 2
-    one_line_error(capsys.readouterr().err, "test.en: no such file", "es-en.ckpt was trained on this corpus",
-                   "give --source and --reference")
+    one_line_error(
+        capsys.readouterr().err,
+        "test.en: no such file",
+        "es-en.ckpt was trained on this corpus",
+        "give --source and --reference",
+    )

@@ -16,7 +16,7 @@ from translate.train.lightning_module import CorpusBLEU
 def degrade(lines):
     """A deterministic imperfect system output: drop every third word, swap some lines."""
     out = [" ".join(w for i, w in enumerate(line.split()) if i % 3 != 1) for line in lines]
-    out[::7] = lines[1::7][: len(out[::7])] + out[::7][len(lines[1::7]):]
+    out[::7] = lines[1::7][: len(out[::7])] + out[::7][len(lines[1::7]) :]
     return out
 
 
@@ -24,13 +24,33 @@ def test_translate_eval_equals_sacrebleu_cli(tmp_path, fixture_dir, capsys):
     refs = read_lines(fixture_dir / "test.de")
     hyp_path = tmp_path / "hyp.de"
     hyp_path.write_text("".join(h + "\n" for h in degrade(refs)), encoding="utf-8")
-    assert eval_main(["--hypotheses", str(hyp_path), "--reference", str(fixture_dir / "test.de"), "--json"]) == 0
+    assert (
+        eval_main(
+            ["--hypotheses", str(hyp_path), "--reference", str(fixture_dir / "test.de"), "--json"]
+        )
+        == 0
+    )
     import json
+
     ours = json.loads(capsys.readouterr().out)
     cli = subprocess.run(
-        [sys.executable, "-m", "sacrebleu", str(fixture_dir / "test.de"), "-i", str(hyp_path),
-         "-m", "bleu", "chrf", "-b", "-f", "text"],
-        capture_output=True, text=True, check=True,
+        [
+            sys.executable,
+            "-m",
+            "sacrebleu",
+            str(fixture_dir / "test.de"),
+            "-i",
+            str(hyp_path),
+            "-m",
+            "bleu",
+            "chrf",
+            "-b",
+            "-f",
+            "text",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.split()
     assert 5 < ours["bleu"] < 95
     assert round(ours["bleu"], 1) == float(cli[0])
@@ -40,20 +60,43 @@ def test_translate_eval_equals_sacrebleu_cli(tmp_path, fixture_dir, capsys):
 
 def test_translate_eval_refuses_line_count_mismatch(tmp_path, fixture_dir, capsys):
     (tmp_path / "hyp.de").write_text("nur eine Zeile\n")
-    assert eval_main(["--hypotheses", str(tmp_path / "hyp.de"), "--reference", str(fixture_dir / "test.de")]) == 2
-    assert f"{tmp_path / 'hyp.de'} has 1 lines but {fixture_dir / 'test.de'} has" in capsys.readouterr().err
+    assert (
+        eval_main(
+            ["--hypotheses", str(tmp_path / "hyp.de"), "--reference", str(fixture_dir / "test.de")]
+        )
+        == 2
+    )
+    assert (
+        f"{tmp_path / 'hyp.de'} has 1 lines but {fixture_dir / 'test.de'} has"
+        in capsys.readouterr().err
+    )
 
 
 def test_translate_eval_checks_device_and_precision_like_translate_cli(tmp_path, capsys):
     # refused before the (missing) checkpoint is opened: the settings are checked first
-    assert eval_main(["--checkpoint", str(tmp_path / "absent.ckpt"), "--precision", "16-mixed", "--device", "cpu"]) == 2
+    assert (
+        eval_main(
+            [
+                "--checkpoint",
+                str(tmp_path / "absent.ckpt"),
+                "--precision",
+                "16-mixed",
+                "--device",
+                "cpu",
+            ]
+        )
+        == 2
+    )
     assert "--precision 16-mixed (float16 autocast) needs a CUDA device" in capsys.readouterr().err
 
 
 @pytest.mark.numerical
 def test_validation_bleu_metric_equals_sacrebleu_over_parts(fixture_dir):
     refs = read_lines(fixture_dir / "dev.de")
-    for hyps in (degrade(refs), [" ".join(r.split()[::2]) for r in refs]):  # the second needs smoothing
+    for hyps in (
+        degrade(refs),
+        [" ".join(r.split()[::2]) for r in refs],
+    ):  # the second needs smoothing
         whole = corpus_scores(hyps, refs).bleu
         metric = CorpusBLEU()
         third = len(refs) // 3  # updated in parts, as over batches or ranks

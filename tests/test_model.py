@@ -18,10 +18,26 @@ from translate.model.transformer import (
 )
 
 CONFIGS = {
-    "post-norm": ModelConfig(d_model=32, heads=4, encoder_layers=2, decoder_layers=3, ffn_dim=48,
-                             dropout=0.0, norm_first=False, max_positions=64),
-    "pre-norm": ModelConfig(d_model=32, heads=4, encoder_layers=2, decoder_layers=3, ffn_dim=48,
-                            dropout=0.0, norm_first=True, max_positions=64),
+    "post-norm": ModelConfig(
+        d_model=32,
+        heads=4,
+        encoder_layers=2,
+        decoder_layers=3,
+        ffn_dim=48,
+        dropout=0.0,
+        norm_first=False,
+        max_positions=64,
+    ),
+    "pre-norm": ModelConfig(
+        d_model=32,
+        heads=4,
+        encoder_layers=2,
+        decoder_layers=3,
+        ffn_dim=48,
+        dropout=0.0,
+        norm_first=True,
+        max_positions=64,
+    ),
 }
 
 
@@ -96,7 +112,9 @@ def test_ties_share_storage_after_construction_load_and_step(tie):
     optimizer.step()
     assert tied_groups(reloaded) == EXPECTED_GROUPS[tie]
     before = model.embedding_weights()["src_embed"]
-    assert not torch.equal(reloaded.embedding_weights()["src_embed"], before), "the step changed nothing"
+    assert not torch.equal(reloaded.embedding_weights()["src_embed"], before), (
+        "the step changed nothing"
+    )
 
 
 @pytest.mark.parametrize("tie", ["all", "src_tgt"])
@@ -122,8 +140,12 @@ def reference_positions(length: int, dim: int) -> torch.Tensor:
 
 
 def copy_attention(ours, theirs: nn.MultiheadAttention) -> None:
-    theirs.in_proj_weight.data = torch.cat([ours.q_proj.weight, ours.k_proj.weight, ours.v_proj.weight]).detach().clone()
-    theirs.in_proj_bias.data = torch.cat([ours.q_proj.bias, ours.k_proj.bias, ours.v_proj.bias]).detach().clone()
+    theirs.in_proj_weight.data = (
+        torch.cat([ours.q_proj.weight, ours.k_proj.weight, ours.v_proj.weight]).detach().clone()
+    )
+    theirs.in_proj_bias.data = (
+        torch.cat([ours.q_proj.bias, ours.k_proj.bias, ours.v_proj.bias]).detach().clone()
+    )
     theirs.out_proj.weight.data = ours.out_proj.weight.detach().clone()
     theirs.out_proj.bias.data = ours.out_proj.bias.detach().clone()
 
@@ -132,15 +154,24 @@ def copy_module(source: nn.Module, target: nn.Module) -> None:
     target.load_state_dict(source.state_dict())
 
 
-def reference_logits(model: Transformer, src: torch.Tensor, tgt: torch.Tensor, pad_id: int) -> torch.Tensor:
+def reference_logits(
+    model: Transformer, src: torch.Tensor, tgt: torch.Tensor, pad_id: int
+) -> torch.Tensor:
     """The same network rebuilt from torch.nn.TransformerEncoderLayer/DecoderLayer, in the model's dtype."""
     cfg = model.cfg
     d = cfg.d_model
     dtype = model.output.weight.dtype
     enc_layers, dec_layers = [], []
     for ours in model.encoder_layers:
-        ref = nn.TransformerEncoderLayer(d, cfg.heads, cfg.ffn_dim, dropout=0.0, batch_first=True,
-                                         norm_first=cfg.norm_first, dtype=dtype)
+        ref = nn.TransformerEncoderLayer(
+            d,
+            cfg.heads,
+            cfg.ffn_dim,
+            dropout=0.0,
+            batch_first=True,
+            norm_first=cfg.norm_first,
+            dtype=dtype,
+        )
         copy_attention(ours.self_attn, ref.self_attn)
         copy_module(ours.ffn.linear1, ref.linear1)
         copy_module(ours.ffn.linear2, ref.linear2)
@@ -148,8 +179,15 @@ def reference_logits(model: Transformer, src: torch.Tensor, tgt: torch.Tensor, p
         copy_module(ours.ffn_block.norm, ref.norm2)
         enc_layers.append(ref.eval())
     for ours in model.decoder_layers:
-        ref = nn.TransformerDecoderLayer(d, cfg.heads, cfg.ffn_dim, dropout=0.0, batch_first=True,
-                                         norm_first=cfg.norm_first, dtype=dtype)
+        ref = nn.TransformerDecoderLayer(
+            d,
+            cfg.heads,
+            cfg.ffn_dim,
+            dropout=0.0,
+            batch_first=True,
+            norm_first=cfg.norm_first,
+            dtype=dtype,
+        )
         copy_attention(ours.self_attn, ref.self_attn)
         copy_attention(ours.cross_attn, ref.multihead_attn)
         copy_module(ours.ffn.linear1, ref.linear1)
@@ -166,7 +204,9 @@ def reference_logits(model: Transformer, src: torch.Tensor, tgt: torch.Tensor, p
     if cfg.norm_first:
         x = nn.functional.layer_norm(x, (d,), model.encoder_norm.weight, model.encoder_norm.bias)
     memory = x
-    causal = torch.triu(torch.full((tgt.shape[1], tgt.shape[1]), float("-inf"), dtype=dtype), diagonal=1)
+    causal = torch.triu(
+        torch.full((tgt.shape[1], tgt.shape[1]), float("-inf"), dtype=dtype), diagonal=1
+    )
     y = model.tgt_embed.weight[tgt] * math.sqrt(d) + reference_positions(tgt.shape[1], d).to(dtype)
     for layer in dec_layers:
         y = layer(y, memory, tgt_mask=causal, memory_key_padding_mask=src_pad)
@@ -197,7 +237,9 @@ def test_forward_equals_torch_nn_transformer(tie, norm):
     assert_within_rounding(ours, theirs, torch.float32, transformer_terms(model.cfg, src.shape[1]))
 
 
-def full_decoding_in_float64(model: Transformer, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
+def full_decoding_in_float64(
+    model: Transformer, src: torch.Tensor, tgt: torch.Tensor
+) -> torch.Tensor:
     """The reference for cached float32 decoding: every position at once, in float64."""
     reference = copy.deepcopy(model).double()
     with torch.no_grad():
@@ -215,10 +257,15 @@ def test_cached_decoding_equals_full_decoding():
         mask = model.source_mask(src, 0)
         memory = model.encode(src, mask)
         cache = model.new_cache()
-        steps = [model.decode(tgt[:, i : i + 1], memory, mask, cache, offset=i) for i in range(tgt.shape[1])]
+        steps = [
+            model.decode(tgt[:, i : i + 1], memory, mask, cache, offset=i)
+            for i in range(tgt.shape[1])
+        ]
     full = full_decoding_in_float64(model, src, tgt)
     length = max(src.shape[1], tgt.shape[1])
-    assert_within_rounding(torch.cat(steps, dim=1), full, torch.float32, transformer_terms(model.cfg, length))
+    assert_within_rounding(
+        torch.cat(steps, dim=1), full, torch.float32, transformer_terms(model.cfg, length)
+    )
 
 
 @pytest.mark.numerical
@@ -227,18 +274,31 @@ def test_cached_decoding_in_uneven_chunks_equals_full_decoding():
     model = build("none", "post-norm").eval()
     src = torch.randint(4, 50, (3, 7))
     tgt = torch.randint(4, 50, (3, 45))
-    chunks = [1, 1, 3, 11, 1, 2, 20, 6]  # several new positions after cached ones need a causal mask
+    chunks = [
+        1,
+        1,
+        3,
+        11,
+        1,
+        2,
+        20,
+        6,
+    ]  # several new positions after cached ones need a causal mask
     with torch.no_grad():
         mask = model.source_mask(src, 0)
         memory = model.encode(src, mask)
         cache, outputs, offset = model.new_cache(), [], 0
         for size in chunks:
-            outputs.append(model.decode(tgt[:, offset : offset + size], memory, mask, cache, offset=offset))
+            outputs.append(
+                model.decode(tgt[:, offset : offset + size], memory, mask, cache, offset=offset)
+            )
             offset += size
     assert offset == tgt.shape[1] and cache[0]["self"]["k"].shape[2] == offset
     full = full_decoding_in_float64(model, src, tgt)
     length = max(src.shape[1], tgt.shape[1])
-    assert_within_rounding(torch.cat(outputs, dim=1), full, torch.float32, transformer_terms(model.cfg, length))
+    assert_within_rounding(
+        torch.cat(outputs, dim=1), full, torch.float32, transformer_terms(model.cfg, length)
+    )
 
 
 def test_append_steps_reorders_and_appends_in_one_copy_as_cat_of_the_selected_rows_would():
@@ -262,8 +322,12 @@ def test_weighted_values_equals_the_batched_product(shape):
     weights = scores.softmax(dim=-1)
     values = torch.randn(batch, heads, steps, 8, generator=generator)
     # each output sums `steps` weighted value rows
-    assert_within_rounding(weighted_values(weights, values), weights.double() @ values.double(), torch.float32, steps)
-    transposed = values.transpose(-1, -2).contiguous().transpose(-1, -2)  # not contiguous: the product
+    assert_within_rounding(
+        weighted_values(weights, values), weights.double() @ values.double(), torch.float32, steps
+    )
+    transposed = (
+        values.transpose(-1, -2).contiguous().transpose(-1, -2)
+    )  # not contiguous: the product
     assert torch.equal(weighted_values(weights, transposed), torch.matmul(weights, transposed))
 
 
@@ -274,9 +338,13 @@ def test_weighted_values_grows_its_row_indexes_for_a_larger_cache(monkeypatch):
     monkeypatch.setattr(model_module, "_positions", torch.arange(4))
     weights, values = torch.rand(5, 2, 1, 9).softmax(dim=-1), torch.randn(5, 2, 9, 4)
     with torch.inference_mode():
-        assert_within_rounding(weighted_values(weights, values), weights.double() @ values.double(), torch.float32, 9)
+        assert_within_rounding(
+            weighted_values(weights, values), weights.double() @ values.double(), torch.float32, 9
+        )
     assert model_module._positions.numel() >= 5 * 2 * 9
     values.requires_grad_(True)
     weighted_values(weights, values).sum().backward()
     # a value row's gradient sums its weight over the one query
-    assert_within_rounding(values.grad, weights.double().sum(dim=2)[..., None].expand_as(values), torch.float32, 1)
+    assert_within_rounding(
+        values.grad, weights.double().sum(dim=2)[..., None].expand_as(values), torch.float32, 1
+    )

@@ -44,14 +44,23 @@ def test_directions_are_parsed_even_where_codes_hold_hyphens():
     assert parse_direction("zh-CN-de", ["en", "zh-CN", "de"]) == ("zh-CN", "de")
     with pytest.raises(ValueError, match="not SRC-TGT of two languages among de, en, zh-CN"):
         parse_direction("en-fr", ["en", "zh-CN", "de"])
-    assert english_centric("en", ["de", "ja"]) == [("en", "de"), ("de", "en"), ("en", "ja"), ("ja", "en")]
+    assert english_centric("en", ["de", "ja"]) == [
+        ("en", "de"),
+        ("de", "en"),
+        ("en", "ja"),
+        ("ja", "en"),
+    ]
 
 
 @pytest.mark.numerical
 def test_temperature_flattens_the_mixture():
     sizes = [9000, 900, 100]
-    terms = len(sizes) + 3  # float64: size / total, its power, the sum over the directions, the division
-    assert sampling_probabilities(sizes, 1.0) == within_rounding([0.9, 0.09, 0.01], torch.float64, terms)
+    terms = (
+        len(sizes) + 3
+    )  # float64: size / total, its power, the sum over the directions, the division
+    assert sampling_probabilities(sizes, 1.0) == within_rounding(
+        [0.9, 0.09, 0.01], torch.float64, terms
+    )
     five = sampling_probabilities(sizes, 5.0)
     expected = np.array([0.9, 0.09, 0.01]) ** 0.2
     assert five == within_rounding(expected / expected.sum(), torch.float64, 2 * terms)
@@ -62,7 +71,9 @@ def test_temperature_flattens_the_mixture():
 
 def sampler_of(sizes, rank=0, world=1, temperature=5.0, seed=3):
     parts = [np.full((size, 2), 4) for size in sizes]  # every example 4 tokens: 5 to a batch of 20
-    return TemperatureBatchSampler(parts, max_tokens=20, temperature=temperature, seed=seed, rank=rank, world_size=world)
+    return TemperatureBatchSampler(
+        parts, max_tokens=20, temperature=temperature, seed=seed, rank=rank, world_size=world
+    )
 
 
 def test_batches_are_drawn_by_temperature_one_direction_each():
@@ -89,7 +100,9 @@ def test_a_direction_cycles_through_all_its_batches_before_repeating_one():
         sampler.set_epoch(epoch)
         seen += [tuple(batch) for batch in sampler if batch[0] < 50]
     first_pass = seen[:10]
-    assert len(set(first_pass)) == 10, "the first 10 batches of a direction of 10 batches are all different"
+    assert len(set(first_pass)) == 10, (
+        "the first 10 batches of a direction of 10 batches are all different"
+    )
 
 
 def test_temperature_sampling_resumes_mid_epoch_and_shards_ranks():
@@ -111,20 +124,33 @@ def test_temperature_sampling_resumes_mid_epoch_and_shards_ranks():
 
 
 def test_collate_puts_the_tag_before_the_source_or_first_in_the_decoder():
-    examples = [(np.array([11, 12]), np.array([21]), None, 7), (np.array([13]), np.array([22, 23]), None, 8)]
+    examples = [
+        (np.array([11, 12]), np.array([21]), None, 7),
+        (np.array([13]), np.array([22, 23]), None, 8),
+    ]
     source = collate(examples, "source")
     assert source["src"].tolist() == [[7, 11, 12, EOS_ID], [8, 13, EOS_ID, 0]]
     assert source["tgt_in"].tolist() == [[BOS_ID, 21, 0], [BOS_ID, 22, 23]]
     decoder = collate(examples, "decoder")
     assert decoder["src"].tolist() == [[11, 12, EOS_ID], [13, EOS_ID, 0]]
     assert decoder["tgt_in"].tolist() == [[7, 21, 0], [8, 22, 23]]
-    assert decoder["tgt_out"].tolist() == source["tgt_out"].tolist() == [[21, EOS_ID, 0], [22, 23, EOS_ID]]
+    assert (
+        decoder["tgt_out"].tolist()
+        == source["tgt_out"].tolist()
+        == [[21, EOS_ID, 0], [22, 23, EOS_ID]]
+    )
 
 
 # --- the data module ------------------------------------------------------------------------------
 def test_the_joint_vocabulary_holds_one_piece_per_tag_and_the_split_every_direction(tmp_path):
-    data = TranslationDataModule(corpus_dir=str(MULTIWAY), corpus_format="multiway", languages=["de", "ja"],
-                                 vocab_size=800, character_coverage=0.9995, cache_dir=str(tmp_path))
+    data = TranslationDataModule(
+        corpus_dir=str(MULTIWAY),
+        corpus_format="multiway",
+        languages=["de", "ja"],
+        vocab_size=800,
+        character_coverage=0.9995,
+        cache_dir=str(tmp_path),
+    )
     tags = data.tags()
     assert set(tags) == {"de", "en", "ja"}
     assert all(f"<2{lang}>" in data.vocab.target.pieces(f"<2{lang}> x") for lang in tags)
@@ -136,18 +162,31 @@ def test_the_joint_vocabulary_holds_one_piece_per_tag_and_the_split_every_direct
     assert kana in by_language["ja"] and kana not in by_language["de"]
 
 
-@pytest.mark.parametrize("directions, message", [
-    ([("en", "ko")], "train.ko: no such file"),
-    ([("en", "de")], None),
-])
+@pytest.mark.parametrize(
+    "directions, message",
+    [
+        ([("en", "ko")], "train.ko: no such file"),
+        ([("en", "de")], None),
+    ],
+)
 def test_a_language_missing_from_the_corpus_is_named(tmp_path, directions, message):
     if message is None:
-        TranslationDataModule(corpus_dir=str(MULTIWAY), corpus_format="multiway", directions=directions,
-                              vocab_size=300, cache_dir=str(tmp_path))
+        TranslationDataModule(
+            corpus_dir=str(MULTIWAY),
+            corpus_format="multiway",
+            directions=directions,
+            vocab_size=300,
+            cache_dir=str(tmp_path),
+        )
         return
     with pytest.raises(CorpusError, match=message) as error:
-        TranslationDataModule(corpus_dir=str(MULTIWAY), corpus_format="multiway", directions=directions,
-                              vocab_size=300, cache_dir=str(tmp_path))
+        TranslationDataModule(
+            corpus_dir=str(MULTIWAY),
+            corpus_format="multiway",
+            directions=directions,
+            vocab_size=300,
+            cache_dir=str(tmp_path),
+        )
     assert "languages among de, en, fr, ja" in str(error.value)
 
 
@@ -156,22 +195,44 @@ def test_languages_that_do_not_line_up_are_an_error(tmp_path):
     corpus.mkdir()
     for path in MULTIWAY.glob("*.*"):
         (corpus / path.name).write_bytes(path.read_bytes())
-    (corpus / "train.ja").write_text("".join(line + "\n" for line in (MULTIWAY / "train.ja").read_text().splitlines()[:-3]))
-    with pytest.raises(CorpusError, match=r"misaligned: .*train.en has 600 lines but .*train.ja has 597"):
-        TranslationDataModule(corpus_dir=str(corpus), corpus_format="multiway", languages=["de", "ja"],
-                              vocab_size=300, cache_dir=str(tmp_path / "cache"))
+    (corpus / "train.ja").write_text(
+        "".join(line + "\n" for line in (MULTIWAY / "train.ja").read_text().splitlines()[:-3])
+    )
+    with pytest.raises(
+        CorpusError, match=r"misaligned: .*train.en has 600 lines but .*train.ja has 597"
+    ):
+        TranslationDataModule(
+            corpus_dir=str(corpus),
+            corpus_format="multiway",
+            languages=["de", "ja"],
+            vocab_size=300,
+            cache_dir=str(tmp_path / "cache"),
+        )
 
 
 def test_a_vocabulary_too_small_for_the_characters_says_so(tmp_path):
-    with pytest.raises(Exception, match=r"data.vocab_size 300 is smaller than the \d+ characters .* raise data.vocab_size"):
-        TranslationDataModule(corpus_dir=str(MULTIWAY), corpus_format="multiway", languages=["ja"],
-                              vocab_size=300, cache_dir=str(tmp_path))
+    with pytest.raises(
+        Exception,
+        match=r"data.vocab_size 300 is smaller than the \d+ characters .* raise data.vocab_size",
+    ):
+        TranslationDataModule(
+            corpus_dir=str(MULTIWAY),
+            corpus_format="multiway",
+            languages=["ja"],
+            vocab_size=300,
+            cache_dir=str(tmp_path),
+        )
 
 
 def test_a_many_to_many_model_needs_a_joint_vocabulary(tmp_path):
     with pytest.raises(Exception, match="needs one joint vocabulary"):
-        TranslationDataModule(corpus_dir=str(MULTIWAY), corpus_format="multiway", languages=["de"],
-                              joint_vocab=False, cache_dir=str(tmp_path))
+        TranslationDataModule(
+            corpus_dir=str(MULTIWAY),
+            corpus_format="multiway",
+            languages=["de"],
+            joint_vocab=False,
+            cache_dir=str(tmp_path),
+        )
 
 
 # --- a trained many-to-many model -----------------------------------------------------------------
@@ -179,15 +240,49 @@ def test_a_many_to_many_model_needs_a_joint_vocabulary(tmp_path):
 def trained(request, tmp_path_factory) -> Path:
     """English <-> German and Japanese, long enough that the tag decides the script written."""
     root = tmp_path_factory.mktemp(f"many_{request.param}")
-    code = train_main([
-        "fit", "--config", str(REPO / "configs" / "tiny.yaml"), "--run_dir", str(root / "run"),
-        "--data.corpus_dir", str(MULTIWAY), "--data.corpus_format", "multiway", "--data.languages", "[de, ja]",
-        "--data.lang_tag", request.param, "--data.vocab_size", "800", "--data.character_coverage", "0.9995",
-        "--data.cache_dir", str(root / "cache"), "--data.max_tokens", "1200", "--data.dev_max_sentences", "8",
-        "--model.model.d_model", "64", "--model.model.ffn_dim", "128", "--model.model.dropout", "0.0",
-        "--model.lr", "0.003", "--model.warmup_steps", "50", "--trainer.max_steps", "1000",
-        "--trainer.val_check_interval", "1000", "--tune_search", "false",
-    ])
+    code = train_main(
+        [
+            "fit",
+            "--config",
+            str(REPO / "configs" / "tiny.yaml"),
+            "--run_dir",
+            str(root / "run"),
+            "--data.corpus_dir",
+            str(MULTIWAY),
+            "--data.corpus_format",
+            "multiway",
+            "--data.languages",
+            "[de, ja]",
+            "--data.lang_tag",
+            request.param,
+            "--data.vocab_size",
+            "800",
+            "--data.character_coverage",
+            "0.9995",
+            "--data.cache_dir",
+            str(root / "cache"),
+            "--data.max_tokens",
+            "1200",
+            "--data.dev_max_sentences",
+            "8",
+            "--model.model.d_model",
+            "64",
+            "--model.model.ffn_dim",
+            "128",
+            "--model.model.dropout",
+            "0.0",
+            "--model.lr",
+            "0.003",
+            "--model.warmup_steps",
+            "50",
+            "--trainer.max_steps",
+            "1000",
+            "--trainer.val_check_interval",
+            "1000",
+            "--tune_search",
+            "false",
+        ]
+    )
     assert code == 0
     return root / "run" / "checkpoints" / "last.ckpt"
 
@@ -198,13 +293,29 @@ def test_the_tag_chooses_the_output_language(trained, capsys, tmp_path):
     (tmp_path / "in.en").write_text("\n".join(sources) + "\n")
     outputs = {}
     for lang in ("de", "ja"):
-        assert translate_main(["--checkpoint", str(trained), "--source", str(tmp_path / "in.en"), "--quiet",
-                               "--beam", "1", "--target-lang", lang]) == 0
+        assert (
+            translate_main(
+                [
+                    "--checkpoint",
+                    str(trained),
+                    "--source",
+                    str(tmp_path / "in.en"),
+                    "--quiet",
+                    "--beam",
+                    "1",
+                    "--target-lang",
+                    lang,
+                ]
+            )
+            == 0
+        )
         outputs[lang] = capsys.readouterr().out.splitlines()
         assert len(outputs[lang]) == 20
     assert np.mean([japanese_share(t) for t in outputs["ja"]]) > 0.5
     assert np.mean([japanese_share(t) for t in outputs["de"]]) < 0.1
-    assert not any("<2" in text for texts in outputs.values() for text in texts), "a tag was written out"
+    assert not any("<2" in text for texts in outputs.values() for text in texts), (
+        "a tag was written out"
+    )
 
 
 @pytest.mark.slow  # the two models of `trained`: some 20 s each
@@ -212,30 +323,50 @@ def test_every_direction_is_scored_with_its_tokenizer_and_off_target_rate(traine
     assert eval_main(["--checkpoint", str(trained), "--beam", "1", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert [row["direction"] for row in rows] == ["en-de", "de-en", "en-ja", "ja-en"]
-    assert all(row["trained"] and row["lines"] == 40 and 0 <= row["off_target"] <= 1 for row in rows)
-    tokenizers = {row["direction"]: row["bleu_signature"].split("|tok:")[1].split("|")[0] for row in rows}
+    assert all(
+        row["trained"] and row["lines"] == 40 and 0 <= row["off_target"] <= 1 for row in rows
+    )
+    tokenizers = {
+        row["direction"]: row["bleu_signature"].split("|tok:")[1].split("|")[0] for row in rows
+    }
     assert tokenizers["en-ja"].startswith("ja-mecab") and tokenizers["en-de"] == "13a"
 
 
 @pytest.mark.slow  # the two models of `trained`: some 20 s each
 def test_a_direction_not_trained_on_is_translated_zero_shot_and_said(trained, capsys):
-    assert eval_main(["--checkpoint", str(trained), "--beam", "1", "--directions", "de-ja", "--json"]) == 0
+    assert (
+        eval_main(["--checkpoint", str(trained), "--beam", "1", "--directions", "de-ja", "--json"])
+        == 0
+    )
     captured = capsys.readouterr()
     row = json.loads(captured.out)
     assert row["direction"] == "de-ja" and row["trained"] is False
     assert "was not trained on de→ja: translating zero-shot" in captured.err
     assert eval_main(["--checkpoint", str(trained), "--directions", "de-ko"]) == 2
-    assert "--directions: 'de-ko' is not SRC-TGT of two languages among de, en, ja" in capsys.readouterr().err
+    assert (
+        "--directions: 'de-ko' is not SRC-TGT of two languages among de, en, ja"
+        in capsys.readouterr().err
+    )
 
 
 @pytest.mark.slow  # the two models of `trained`: some 20 s each
 def test_unknown_or_missing_target_languages_are_refused_with_the_known_ones(trained, capsys):
     source = str(MULTIWAY / "test.en")
     assert translate_main(["--checkpoint", str(trained), "--source", source, "--quiet"]) == 2
-    assert "is a many-to-many model: choose the output language with --target-lang (one of de, en, ja)" in \
-        capsys.readouterr().err
-    assert translate_main(["--checkpoint", str(trained), "--source", source, "--quiet", "--target-lang", "fr"]) == 2
-    assert "--target-lang fr: " in (err := capsys.readouterr().err) and "knows the target languages de, en, ja" in err
+    assert (
+        "is a many-to-many model: choose the output language with --target-lang (one of de, en, ja)"
+        in capsys.readouterr().err
+    )
+    assert (
+        translate_main(
+            ["--checkpoint", str(trained), "--source", source, "--quiet", "--target-lang", "fr"]
+        )
+        == 2
+    )
+    assert (
+        "--target-lang fr: " in (err := capsys.readouterr().err)
+        and "knows the target languages de, en, ja" in err
+    )
 
 
 @pytest.mark.slow  # the two models of `trained`: some 20 s each
@@ -249,15 +380,27 @@ def test_restricting_to_a_languages_targets(trained):
 
 # --- scoring ---------------------------------------------------------------------------------------
 def test_bleu_tokenizes_as_the_target_language_needs():
-    assert [bleu_tokenizer(lang) for lang in ("zh-CN", "ja", "ko", "de", None)] == ["zh", "ja-mecab", "ko-mecab", "13a", "13a"]
+    assert [bleu_tokenizer(lang) for lang in ("zh-CN", "ja", "ko", "de", None)] == [
+        "zh",
+        "ja-mecab",
+        "ko-mecab",
+        "13a",
+        "13a",
+    ]
     hypothesis, reference = "今日は良い天気ですね", "今日は良い天気です"
     unsegmented = corpus_scores([hypothesis], [reference]).bleu  # 13a: one "word" each, no match
-    assert unsegmented == 0.0 and corpus_scores([hypothesis], [reference], target_lang="ja").bleu > 50
+    assert (
+        unsegmented == 0.0 and corpus_scores([hypothesis], [reference], target_lang="ja").bleu > 50
+    )
 
 
 def test_the_off_target_rate_uses_a_real_language_identifier():
-    outputs = ["Klicken Sie auf die Schaltfläche OK.", "Click the OK button to close the dialog.",
-               "Wählen Sie die Zellen aus, die Sie kopieren möchten.", ""]
+    outputs = [
+        "Klicken Sie auf die Schaltfläche OK.",
+        "Click the OK button to close the dialog.",
+        "Wählen Sie die Zellen aus, die Sie kopieren möchten.",
+        "",
+    ]
     assert off_target_rate(outputs, "de", ["en", "ja"]) == 1 / 3  # one correctly rounded division
     assert off_target_rate(["OKボタンをクリックします。"], "ja", ["en", "de"]) == 0.0
 
@@ -270,8 +413,12 @@ def test_bilingual_corpora_combine_into_one_model(tmp_path):
         for lang in ("en", "ja"):
             (en_ja / f"{split}.{lang}").write_bytes((MULTIWAY / f"{split}.{lang}").read_bytes())
     en_de = Path(__file__).parent / "fixtures" / "libreoffice_small"
-    data = TranslationDataModule(directions=[("en", "de", str(en_de)), ("en", "ja", str(en_ja))], vocab_size=800,
-                                 character_coverage=0.9995, cache_dir=str(tmp_path / "cache"))
+    data = TranslationDataModule(
+        directions=[("en", "de", str(en_de)), ("en", "ja", str(en_ja))],
+        vocab_size=800,
+        character_coverage=0.9995,
+        cache_dir=str(tmp_path / "cache"),
+    )
     data.setup("fit")
     assert [len(part) for part in data.datasets["dev"].parts] == [40, 40]
     assert data.datasets["dev"].parts[0][0][2] == (en_de / "dev.de").read_text().splitlines()[0]
@@ -285,16 +432,23 @@ def test_continuous_batching_writes_each_request_s_language(trained):
     as the decoder's first token)."""
     translator = load_translator(trained)
     sources = (MULTIWAY / "test.en").read_text().splitlines()[:6]
-    requests = [(sources[i:i + 2], SearchKey(2, 1.0, target_lang=lang)) for i in (0, 2, 4) for lang in ("de", "ja")]
+    requests = [
+        (sources[i : i + 2], SearchKey(2, 1.0, target_lang=lang))
+        for i in (0, 2, 4)
+        for lang in ("de", "ja")
+    ]
     model_side = ContinuousTranslator(translator, batch_tokens=4096)
     answers, pending = {}, list(enumerate(requests))
     for _ in range(1000):
-        progress = model_side.advance([(ticket, lines, key) for ticket, (lines, key) in pending[:2]], max_seconds=0.0)
+        progress = model_side.advance(
+            [(ticket, lines, key) for ticket, (lines, key) in pending[:2]], max_seconds=0.0
+        )
         pending = pending[2:]
         assert not progress.failed
         answers.update(progress.done)
         if len(answers) == len(requests):
             break
     for ticket, (lines, key) in enumerate(requests):
-        assert answers[ticket] == translate_lines(translator, lines, beam=2, length_penalty=1.0,
-                                                  target_lang=key.target_lang)
+        assert answers[ticket] == translate_lines(
+            translator, lines, beam=2, length_penalty=1.0, target_lang=key.target_lang
+        )

@@ -26,7 +26,9 @@ def reference_linear(x: torch.Tensor, linear: nn.Linear, relu: bool) -> torch.Te
     """x W^T + b written out in float64, one output feature at a time."""
     w = linear.weight.detach().double()
     b = None if linear.bias is None else linear.bias.detach()
-    columns = [(x.double() * w[j]).sum(-1) + (0.0 if b is None else float(b[j])) for j in range(w.shape[0])]
+    columns = [
+        (x.double() * w[j]).sum(-1) + (0.0 if b is None else float(b[j])) for j in range(w.shape[0])
+    ]
     out = torch.stack(columns, dim=-1)
     return out.clamp(min=0) if relu else out
 
@@ -44,7 +46,9 @@ def test_packed_linear_equals_the_written_out_product(shape, activation, bias):
         out = packed(x)
     assert out.shape == (*shape[:-1], 40)
     # 24 products and the bias summed
-    assert_within_rounding(out, reference_linear(x, linear, activation == "relu"), torch.float32, 24 + 1)
+    assert_within_rounding(
+        out, reference_linear(x, linear, activation == "relu"), torch.float32, 24 + 1
+    )
 
 
 @pytest.mark.numerical
@@ -75,20 +79,26 @@ def test_packed_linear_keeps_gradients_working():
 def test_packing_keeps_parameters_ties_and_translations(changes):
     plain = build(seed=3, **changes).eval()
     packed = build(seed=3, **changes).eval()
-    names_before = {name: p.data_ptr() for name, p in packed.named_parameters(remove_duplicate=False)}
+    names_before = {
+        name: p.data_ptr() for name, p in packed.named_parameters(remove_duplicate=False)
+    }
     count = pack_linear_layers(packed, min_weights=0)
 
     distinct_linears = {id(m) for m in plain.modules() if isinstance(m, nn.Linear)}
     assert count == len(distinct_linears)
     assert not any(isinstance(m, nn.Linear) for m in packed.modules())
     # Every parameter keeps its name and storage: the state dict, ties and export are unchanged.
-    assert {name: p.data_ptr() for name, p in packed.named_parameters(remove_duplicate=False)} == names_before
+    assert {
+        name: p.data_ptr() for name, p in packed.named_parameters(remove_duplicate=False)
+    } == names_before
     assert packed.state_dict().keys() == plain.state_dict().keys()
     assert sum(p.numel() for p in packed.parameters()) == sum(p.numel() for p in plain.parameters())
     if changes["tie_embeddings"] == "all":
         assert packed.output.weight is packed.tgt_embed.weight is packed.src_embed.weight
     if changes["share_layer_attention"]:
-        assert packed.decoder_layers[1].self_attn.q_proj is packed.decoder_layers[0].self_attn.q_proj
+        assert (
+            packed.decoder_layers[1].self_attn.q_proj is packed.decoder_layers[0].self_attn.q_proj
+        )
     if changes["share_encoder_decoder_layers"]:
         assert packed.decoder_layers[0].ffn is packed.encoder_layers[0].ffn
         assert isinstance(packed.decoder_layers[0].ffn.linear1, PackedLinear)
@@ -103,13 +113,21 @@ def test_packing_keeps_parameters_ties_and_translations(changes):
     tgt = torch.cat([torch.full((4, 1), BOS_ID), torch.randint(EOS_ID + 1, 50, (4, 6))], dim=1)
     reference = build(seed=3, **changes).eval().double()
     with torch.inference_mode():
-        assert_within_rounding(packed(src, tgt, PAD_ID), reference(src, tgt, PAD_ID), torch.float32,
-                               transformer_terms(plain.cfg, src.shape[1]))
+        assert_within_rounding(
+            packed(src, tgt, PAD_ID),
+            reference(src, tgt, PAD_ID),
+            torch.float32,
+            transformer_terms(plain.cfg, src.shape[1]),
+        )
         assert greedy_search(packed, src) == greedy_search(plain, src)
         terms = 2 * search_terms(plain, src)  # both searches run in float32
-        for ours, theirs in zip(beam_search(packed, src, beam=3, n_best=3), beam_search(plain, src, beam=3, n_best=3)):
+        for ours, theirs in zip(
+            beam_search(packed, src, beam=3, n_best=3), beam_search(plain, src, beam=3, n_best=3)
+        ):
             assert [h.tokens for h in ours] == [h.tokens for h in theirs]
-            assert [h.score for h in ours] == within_rounding([h.score for h in theirs], torch.float32, terms)
+            assert [h.score for h in ours] == within_rounding(
+                [h.score for h in theirs], torch.float32, terms
+            )
 
 
 def test_packing_leaves_a_training_model_alone():
@@ -148,13 +166,21 @@ def test_a_few_rows_take_the_packed_product_only_on_a_large_layer(monkeypatch):
     that costs more than the packed call even for one row (translate/model/packing.py)."""
     calls = []
     real = torch.ops.mkldnn._linear_pointwise
-    monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", lambda *args: calls.append(args) or real(*args))
+    monkeypatch.setattr(
+        torch.ops.mkldnn, "_linear_pointwise", lambda *args: calls.append(args) or real(*args)
+    )
     torch.manual_seed(0)
     small, large = nn.Linear(64, 64).eval(), nn.Linear(256, PACK_ALWAYS_WEIGHTS // 256).eval()
-    for linear, rows, packed_path in [(small, 1, False), (small, PACK_MIN_ROWS, True), (large, 1, True)]:
+    for linear, rows, packed_path in [
+        (small, 1, False),
+        (small, PACK_MIN_ROWS, True),
+        (large, 1, True),
+    ]:
         calls.clear()
         x = torch.randn(rows, linear.in_features)
         with torch.inference_mode():
             out = PackedLinear(linear)(x)
         assert bool(calls) == packed_path
-        assert_within_rounding(out, reference_linear(x, linear, False), torch.float32, linear.in_features + 1)
+        assert_within_rounding(
+            out, reference_linear(x, linear, False), torch.float32, linear.in_features + 1
+        )

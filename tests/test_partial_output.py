@@ -36,11 +36,15 @@ def test_no_input_gives_an_empty_file(tmp_path):
 def test_a_resume_over_another_input_is_refused(tmp_path):
     out = tmp_path / "out"
     PartialOutput(out, WORK, resume=False).append(["A", "B"], input_lines=["a", "b"])
-    with pytest.raises(PartialOutputError, match="first 2 input lines of another input .this input differs in them"):
+    with pytest.raises(
+        PartialOutputError, match="first 2 input lines of another input .this input differs in them"
+    ):
         PartialOutput(out, WORK, resume=True).skip_done(iter(["a", "x", "c"]))
     with pytest.raises(PartialOutputError, match="this input has only 1 lines"):
         PartialOutput(out, WORK, resume=True).skip_done(iter(["a"]))
-    assert (tmp_path / "out.partial").read_text() == "A\nB\n", "a refused resume must not touch the partial"
+    assert (tmp_path / "out.partial").read_text() == "A\nB\n", (
+        "a refused resume must not touch the partial"
+    )
     PartialOutput(out, WORK, resume=True).skip_done(iter(["a", "b", "c"]))
 
 
@@ -51,7 +55,9 @@ def test_what_cannot_be_resumed_is_refused_and_kept(tmp_path):
         PartialOutput(out, WORK, resume=False)
     with pytest.raises(PartialOutputError, match="another --beam, checkpoint than"):
         PartialOutput(out, {"checkpoint": "other", "--beam": 4}, resume=True)
-    assert (tmp_path / "out.partial").read_text() == "A\n", "a refused resume must not touch the partial"
+    assert (tmp_path / "out.partial").read_text() == "A\n", (
+        "a refused resume must not touch the partial"
+    )
 
     (tmp_path / "out.partial").write_text("")
     with pytest.raises(PartialOutputError, match="shorter than"):

@@ -33,8 +33,16 @@ def tiny_model(seed: int, eos_bias: float = 1.0) -> Transformer:
     """A random model whose outputs vary: a constant hidden unit feeds EOS only, so EOS has a
     tunable bias, and the output projection is wide enough for peaked distributions."""
     torch.manual_seed(seed)
-    cfg = ModelConfig(d_model=16, heads=2, encoder_layers=1, decoder_layers=2, ffn_dim=32,
-                      dropout=0.0, tie_embeddings="none", max_positions=64)
+    cfg = ModelConfig(
+        d_model=16,
+        heads=2,
+        encoder_layers=1,
+        decoder_layers=2,
+        ffn_dim=32,
+        dropout=0.0,
+        tie_embeddings="none",
+        max_positions=64,
+    )
     model = Transformer(cfg, VOCAB, VOCAB, shared_vocab=True)
     with torch.no_grad():
         model.output.weight.normal_(0.0, 0.5)
@@ -60,7 +68,9 @@ def strip_padding(src: torch.Tensor) -> torch.Tensor:
     return src[:, : int((src != PAD_ID).sum(dim=1).max())]
 
 
-def search_terms(model: Transformer, src: torch.Tensor, max_len_a: float = 1.5, max_len_b: int = 10) -> int:
+def search_terms(
+    model: Transformer, src: torch.Tensor, max_len_a: float = 1.5, max_len_b: int = 10
+) -> int:
     """The terms behind the scores of a search over `src` (`tolerances.score_terms`), for as many steps as
     the search may take."""
     steps = min(int(src.shape[-1] * max_len_a + max_len_b), model.cfg.max_positions)
@@ -68,7 +78,9 @@ def search_terms(model: Transformer, src: torch.Tensor, max_len_a: float = 1.5, 
 
 
 @torch.no_grad()
-def full_prefix_log_probs(model: Transformer, src_row: torch.Tensor, hypotheses: list[list[int]]) -> list[float]:
+def full_prefix_log_probs(
+    model: Transformer, src_row: torch.Tensor, hypotheses: list[list[int]]
+) -> list[float]:
     """Sum of log p(token | source, prefix) over tokens + EOS, each hypothesis re-read in full
     by the training forward pass (no cache, no incremental decoding), in float64."""
     model = copy.deepcopy(model).double()
@@ -113,34 +125,48 @@ def test_cached_beam_search_equals_uncached_and_full_prefix_scores(alpha):
     model = tiny_model(0)
     src = random_sources(1, 6)
     cached = beam_search(model, src, beam=4, alpha=alpha, n_best=4, max_len_a=1.0, max_len_b=3)
-    uncached = beam_search(Uncached(model), src, beam=4, alpha=alpha, n_best=4, max_len_a=1.0, max_len_b=3)
+    uncached = beam_search(
+        Uncached(model), src, beam=4, alpha=alpha, n_best=4, max_len_a=1.0, max_len_b=3
+    )
     terms = search_terms(model, src, 1.0, 3)
     lengths = set()
     for row, (ours, reference) in enumerate(zip(cached, uncached)):
         assert len(ours) == 4
         assert [h.tokens for h in ours] == [h.tokens for h in reference]
         # both searches run in float32: each carries the rounding
-        assert [h.score for h in ours] == within_rounding([r.score for r in reference], torch.float32, 2 * terms)
+        assert [h.score for h in ours] == within_rounding(
+            [r.score for r in reference], torch.float32, 2 * terms
+        )
         expected = full_prefix_log_probs(model, src[row], [h.tokens for h in ours])
         assert [h.log_prob for h in ours] == within_rounding(expected, torch.float32, terms)
-        penalized = [log_prob / ((5 + len(h.tokens) + 1) / 6) ** alpha for h, log_prob in zip(ours, expected)]
+        penalized = [
+            log_prob / ((5 + len(h.tokens) + 1) / 6) ** alpha for h, log_prob in zip(ours, expected)
+        ]
         assert [h.score for h in ours] == within_rounding(penalized, torch.float32, terms)
         lengths.update(len(h.tokens) for h in ours)
         assert [h.score for h in ours] == sorted((h.score for h in ours), reverse=True)
     assert len(lengths) > 2, "every hypothesis had the same length: the test would be weak"
 
 
-def uncached_greedy(model: Transformer, src: torch.Tensor, max_len_a: float, max_len_b: int) -> list[list[int]]:
+def uncached_greedy(
+    model: Transformer, src: torch.Tensor, max_len_a: float, max_len_b: int
+) -> list[list[int]]:
     """Greedy decoding re-reading the whole prefix each step, one sentence at a time."""
     outputs = []
     for row in src:
         row = strip_padding(row[None])
-        limit = min(int(int((row != PAD_ID).sum()) * max_len_a + max_len_b), model.cfg.max_positions)
+        limit = min(
+            int(int((row != PAD_ID).sum()) * max_len_a + max_len_b), model.cfg.max_positions
+        )
         tokens = []
         while True:
             logits = model(row, torch.tensor([[BOS_ID] + tokens]), PAD_ID)[0, -1]
             candidates = [t for t in range(len(logits)) if t not in (PAD_ID, BOS_ID)]
-            token = EOS_ID if len(tokens) + 1 >= limit else max(candidates, key=lambda t: float(logits[t]))
+            token = (
+                EOS_ID
+                if len(tokens) + 1 >= limit
+                else max(candidates, key=lambda t: float(logits[t]))
+            )
             if token == EOS_ID:
                 break
             tokens.append(token)
@@ -164,9 +190,15 @@ def test_beam_one_is_greedy(seed):
 def enumerate_and_score(model, src_row, tokens: list[int], max_len: int, alpha: float):
     """Every output the search could give: up to max_len - 1 tokens then EOS (the last one
     forced), scored by the full-prefix scorer; best first."""
-    sequences = [list(prefix) for length in range(max_len) for prefix in itertools.product(tokens, repeat=length)]
+    sequences = [
+        list(prefix)
+        for length in range(max_len)
+        for prefix in itertools.product(tokens, repeat=length)
+    ]
     log_probs = full_prefix_log_probs(model, src_row, sequences)
-    scored = [(lp / length_penalty(len(seq) + 1, alpha), lp, seq) for seq, lp in zip(sequences, log_probs)]
+    scored = [
+        (lp / length_penalty(len(seq) + 1, alpha), lp, seq) for seq, lp in zip(sequences, log_probs)
+    ]
     return sorted(scored, key=lambda entry: entry[0], reverse=True)
 
 
@@ -184,19 +216,30 @@ def test_wide_beam_finds_the_exhaustive_best(alpha, allowed, max_len):
         mask[list(allowed) + [EOS_ID]] = True
     # As wide as the search space: every extension of every prefix is within the beam.
     width = len(tokens) ** (max_len - 2) * (len(tokens) + 1)
-    results = beam_search(model, src, beam=width, alpha=alpha, n_best=5, max_len_a=0.0,
-                          max_len_b=max_len, allowed_tokens=mask)
+    results = beam_search(
+        model,
+        src,
+        beam=width,
+        alpha=alpha,
+        n_best=5,
+        max_len_a=0.0,
+        max_len_b=max_len,
+        allowed_tokens=mask,
+    )
     terms = search_terms(model, src, 0.0, max_len)
     for row, hypotheses in enumerate(results):
         exhaustive = enumerate_and_score(model, src[row], tokens, max_len, alpha)
         # float32 ranks the best six as float64 does where no two are within both their roundings
         scores = [score for score, _, _ in exhaustive[:6]]
         rounding = tolerance(torch.float32, terms) * max(map(abs, scores))
-        assert min(a - b for a, b in zip(scores, scores[1:])) > 2 * rounding, "near-tie: pick another seed"
+        assert min(a - b for a, b in zip(scores, scores[1:])) > 2 * rounding, (
+            "near-tie: pick another seed"
+        )
         assert [h.tokens for h in hypotheses] == [seq for _, _, seq in exhaustive[:5]]
         assert [h.score for h in hypotheses] == within_rounding(scores[:5], torch.float32, terms)
-        assert [h.log_prob for h in hypotheses] == within_rounding([lp for _, lp, _ in exhaustive[:5]], torch.float32,
-                                                                   terms)
+        assert [h.log_prob for h in hypotheses] == within_rounding(
+            [lp for _, lp, _ in exhaustive[:5]], torch.float32, terms
+        )
 
 
 def test_alpha_changes_the_winner():
@@ -224,16 +267,19 @@ def test_the_best_hypothesis_does_not_depend_on_how_many_were_asked_for(alpha):
 def test_a_sentence_gets_the_same_translation_alone_and_in_any_batch():
     model = tiny_model(4)
     src = random_sources(30, 8)
-    alone = [beam_search(model, strip_padding(src[i : i + 1]), beam=3, n_best=3, max_len_b=4)[0]
-             for i in range(len(src))]
+    alone = [
+        beam_search(model, strip_padding(src[i : i + 1]), beam=3, n_best=3, max_len_b=4)[0]
+        for i in range(len(src))
+    ]
     batches = [list(range(8)), [7, 3, 5, 0], [2, 6], [1, 4, 6, 2, 0]]
     terms = 2 * search_terms(model, src, max_len_b=4)  # both searches run in float32
     for batch in batches:
         results = beam_search(model, strip_padding(src[batch]), beam=3, n_best=3, max_len_b=4)
         for index, hypotheses in zip(batch, results):
             assert [h.tokens for h in hypotheses] == [h.tokens for h in alone[index]]
-            assert [h.score for h in hypotheses] == within_rounding([h.score for h in alone[index]], torch.float32,
-                                                                    terms)
+            assert [h.score for h in hypotheses] == within_rounding(
+                [h.score for h in alone[index]], torch.float32, terms
+            )
     assert len({len(h[0].tokens) for h in alone}) > 2
 
 
@@ -271,11 +317,14 @@ def reference_beam_search(model: Transformer, src_row: torch.Tensor, beam: int, 
         for tokens, log_prob in live:
             logits = model(src, torch.tensor([[BOS_ID] + tokens]), PAD_ID)[0, -1]
             lprobs = torch.log_softmax(logits, dim=-1).tolist()
-            for token in ([EOS_ID] if step + 1 >= max_len else OUTPUTS):
+            for token in [EOS_ID] if step + 1 >= max_len else OUTPUTS:
                 candidates.append((log_prob + lprobs[token], tokens, token))
         top = sorted(candidates, key=lambda c: c[0], reverse=True)[: 2 * beam]
-        finished += [(tokens, lp) for rank, (lp, tokens, token) in enumerate(top)
-                     if token == EOS_ID and rank < beam]
+        finished += [
+            (tokens, lp)
+            for rank, (lp, tokens, token) in enumerate(top)
+            if token == EOS_ID and rank < beam
+        ]
         live = [(tokens + [token], lp) for lp, tokens, token in top if token != EOS_ID][:beam]
         if not live:
             break
@@ -293,12 +342,20 @@ def test_early_stopping_loses_nothing_with_alpha_zero():
     for row, hypotheses in enumerate(results):
         reference = reference_beam_search(model, src[row], beam=3, max_len=8)
         assert [h.tokens for h in hypotheses] == [tokens for tokens, _ in reference[:3]]
-        assert [h.log_prob for h in hypotheses] == within_rounding([lp for _, lp in reference[:len(hypotheses)]],
-                                                                   torch.float32, terms)
+        assert [h.log_prob for h in hypotheses] == within_rounding(
+            [lp for _, lp in reference[: len(hypotheses)]], torch.float32, terms
+        )
     steps = []
     for row in range(len(src)):
         counting = Uncached(model)
-        beam_search(counting, strip_padding(src[row : row + 1]), beam=3, alpha=0.0, max_len_a=0.0, max_len_b=8)
+        beam_search(
+            counting,
+            strip_padding(src[row : row + 1]),
+            beam=3,
+            alpha=0.0,
+            max_len_a=0.0,
+            max_len_b=8,
+        )
         steps.append(counting.steps)
     assert min(steps) < 8, "every search ran to the limit: early stopping was not tested"
 
@@ -317,16 +374,23 @@ def test_bfloat16_model_is_scored_in_float32():
     # a search scoring in bf16 must fall outside that rounding
     terms = VOCAB + 1
     float32_rounding = tolerance(torch.float32, terms) * expected.abs().max()
-    assert (expected - in_bf16).abs().max() > float32_rounding, "bf16 and float32 agree: the test would be weak"
+    assert (expected - in_bf16).abs().max() > float32_rounding, (
+        "bf16 and float32 agree: the test would be weak"
+    )
     single = beam_search(model, src, beam=2, max_len_a=0.0, max_len_b=1)
-    assert [h[0].log_prob for h in single] == within_rounding(expected.tolist(), torch.float32, terms)
+    assert [h[0].log_prob for h in single] == within_rounding(
+        expected.tolist(), torch.float32, terms
+    )
     results = beam_search(model, src, beam=3, n_best=3, max_len_b=4)
     for hypotheses in results:
         for h in hypotheses:
             assert isinstance(h, Hypothesis) and isinstance(h.log_prob, float)
-            assert h.log_prob < 0 and h.score == h.log_prob / length_penalty(len(h.tokens) + 1, 1.0)  # as computed
-    assert greedy_search(model, src, max_len_b=4) == [h[0].tokens for h in beam_search(
-        model, src, beam=1, max_len_b=4)]
+            assert h.log_prob < 0 and h.score == h.log_prob / length_penalty(
+                len(h.tokens) + 1, 1.0
+            )  # as computed
+    assert greedy_search(model, src, max_len_b=4) == [
+        h[0].tokens for h in beam_search(model, src, beam=1, max_len_b=4)
+    ]
 
 
 def test_invalid_settings_are_refused():
@@ -350,7 +414,9 @@ def test_pad_and_bos_are_never_produced():
     src = random_sources(90, 8)
     with torch.no_grad():  # the model's own first choice is PAD or BOS: the test is not vacuous
         mask_ = model.source_mask(src, PAD_ID)
-        first = model.decode(torch.full((8, 1), BOS_ID), model.encode(src, mask_), mask_)[:, -1].argmax(-1)
+        first = model.decode(torch.full((8, 1), BOS_ID), model.encode(src, mask_), mask_)[
+            :, -1
+        ].argmax(-1)
     assert set(first.tolist()) <= {PAD_ID, BOS_ID}
     others = torch.ones(VOCAB, dtype=torch.bool)
     others[[PAD_ID, BOS_ID]] = False
@@ -358,10 +424,14 @@ def test_pad_and_bos_are_never_produced():
     def search(allowed):
         outputs = greedy_search(model, src, max_len_b=4, allowed_tokens=allowed)
         nbest = beam_search(model, src, beam=4, n_best=4, max_len_b=4, allowed_tokens=allowed)
-        return outputs, [[(h.tokens, h.score) for h in hs] for hs in nbest]  # a bias of 0 changes no score
+        return outputs, [
+            [(h.tokens, h.score) for h in hs] for hs in nbest
+        ]  # a bias of 0 changes no score
 
     free = search(None)
-    produced = {t for tokens in free[0] for t in tokens} | {t for hs in free[1] for tokens, _ in hs for t in tokens}
+    produced = {t for tokens in free[0] for t in tokens} | {
+        t for hs in free[1] for tokens, _ in hs for t in tokens
+    }
     assert produced and not produced & {PAD_ID, BOS_ID}
     assert free == search(others)
     mask = Translator(model, None, {}, None, target_tokens=list(range(VOCAB))).target_token_mask()
@@ -375,7 +445,9 @@ def test_query_rows_must_divide_among_key_rows():
     mask = model.source_mask(src, PAD_ID)
     memory = model.encode(src, mask)
     with torch.no_grad():
-        assert model.decode(torch.full((6, 1), BOS_ID), memory, mask).shape[0] == 6  # 2 beams a sentence
+        assert (
+            model.decode(torch.full((6, 1), BOS_ID), memory, mask).shape[0] == 6
+        )  # 2 beams a sentence
         with pytest.raises(ValueError, match="4 query rows cannot share 3 key rows"):
             model.decode(torch.full((4, 1), BOS_ID), memory, mask)
 
@@ -387,7 +459,9 @@ def split_cost(groups: list[list[int]], lengths: list[int], call_tokens: int) ->
 @pytest.mark.parametrize("seed", range(6))
 def test_length_groups_are_the_cheapest_split_of_the_sorted_rows(seed):
     generator = torch.Generator().manual_seed(seed)
-    lengths = torch.randint(1, 60, (int(torch.randint(1, 9, (1,), generator=generator)),), generator=generator).tolist()
+    lengths = torch.randint(
+        1, 60, (int(torch.randint(1, 9, (1,), generator=generator)),), generator=generator
+    ).tolist()
     groups = length_groups(lengths, call_tokens=4)
     assert sorted(row for group in groups for row in group) == list(range(len(lengths)))
     # Every split of the length-sorted rows into runs, written out (the reference).
@@ -429,16 +503,22 @@ def test_encoding_by_length_groups_equals_encoding_the_batch_whole(monkeypatch):
         whole = reference.encode(src, mask)  # the batch whole, in float64
         grouped = encode_by_length(model, src, mask)
         real = mask[:, 0, 0, :, None]
-        assert_within_rounding(grouped * real, whole * real, torch.float32, transformer_terms(model.cfg, src.shape[1]))
+        assert_within_rounding(
+            grouped * real, whole * real, torch.float32, transformer_terms(model.cfg, src.shape[1])
+        )
         with torch.autocast("cpu", dtype=torch.bfloat16):
             assert encode_by_length(model, src, mask).dtype == model.encode(src, mask).dtype
     split_greedy, split_beam = greedy_search(model, src), beam_search(model, src, beam=3, n_best=3)
-    monkeypatch.setattr(search, "length_groups", lambda lengths: [list(range(len(lengths)))])  # never split
+    monkeypatch.setattr(
+        search, "length_groups", lambda lengths: [list(range(len(lengths)))]
+    )  # never split
     assert greedy_search(model, src) == split_greedy
     terms = 2 * search_terms(model, src)  # both searches run in float32
     for ours, theirs in zip(beam_search(model, src, beam=3, n_best=3), split_beam):
         assert [h.tokens for h in ours] == [h.tokens for h in theirs]
-        assert [h.score for h in ours] == within_rounding([h.score for h in theirs], torch.float32, terms)
+        assert [h.score for h in ours] == within_rounding(
+            [h.score for h in theirs], torch.float32, terms
+        )
 
 
 def test_the_best_candidates_found_among_few_groups_are_topk_s():
@@ -462,7 +542,9 @@ def test_the_best_candidates_found_among_few_groups_are_topk_s():
 
 
 @pytest.mark.parametrize("alpha", [0.0, 1.0])
-@pytest.mark.parametrize("beam,groups", [(2, 8), (3, 16)])  # 24 = 3 x 8 scores a row; 36 = 2 x 16 + 4
+@pytest.mark.parametrize(
+    "beam,groups", [(2, 8), (3, 16)]
+)  # 24 = 3 x 8 scores a row; 36 = 2 x 16 + 4
 def test_beam_search_with_grouped_candidates_equals_it_with_topk(monkeypatch, alpha, beam, groups):
     model = tiny_model(6)
     src = random_sources(40, 12)
@@ -473,11 +555,15 @@ def test_beam_search_with_grouped_candidates_equals_it_with_topk(monkeypatch, al
     monkeypatch.setattr(search, "TOPK_GROUPS", groups)
     calls = []
     grouped = search.best_candidates
-    monkeypatch.setattr(search, "best_candidates",
-                        lambda scores, width: calls.append(scores.shape) or grouped(scores, width))
+    monkeypatch.setattr(
+        search,
+        "best_candidates",
+        lambda scores, width: calls.append(scores.shape) or grouped(scores, width),
+    )
     found = beam_search(model, src, beam=beam, alpha=alpha, n_best=beam, max_len_b=5)
-    assert [[(h.tokens, h.score) for h in hyps] for hyps in found] == [[(h.tokens, h.score) for h in hyps]
-                                                                        for hyps in expected]
+    assert [[(h.tokens, h.score) for h in hyps] for hyps in found] == [
+        [(h.tokens, h.score) for h in hyps] for hyps in expected
+    ]
     assert any(shape[1] // groups >= 2 for shape in calls)  # the grouped path ran
 
 
@@ -509,7 +595,9 @@ def test_greedy_search_with_grouped_best_tokens_equals_it_with_argmax(monkeypatc
     monkeypatch.setattr(search, "ARGMAX_GROUP", 4)  # the tiny vocabulary in several groups
     calls = []
     grouped = search.best_tokens
-    monkeypatch.setattr(search, "best_tokens", lambda scores: calls.append(scores.shape) or grouped(scores))
+    monkeypatch.setattr(
+        search, "best_tokens", lambda scores: calls.append(scores.shape) or grouped(scores)
+    )
     assert greedy_search(model, src, max_len_b=6) == expected
     assert calls and calls[0][1] >= 2 * search.ARGMAX_GROUP  # the grouped path ran
 
@@ -525,13 +613,25 @@ def test_searches_with_values_summed_by_rows_equal_them_with_the_batched_product
     sources = [row[row != PAD_ID].tolist() for row in src]
 
     def searches():
-        joined = dict(search_joined(ContinuousGreedySearch(model), [([0, 1, 2], sources[:3]), ([3, 4], sources[3:5])], 8))
-        return (greedy_search(model, src), [[(h.tokens, h.score) for h in hyps]
-                                            for hyps in beam_search(model, src, beam=3, n_best=3, max_len_b=6)], joined)
+        joined = dict(
+            search_joined(
+                ContinuousGreedySearch(model), [([0, 1, 2], sources[:3]), ([3, 4], sources[3:5])], 8
+            )
+        )
+        return (
+            greedy_search(model, src),
+            [
+                [(h.tokens, h.score) for h in hyps]
+                for hyps in beam_search(model, src, beam=3, n_best=3, max_len_b=6)
+            ],
+            joined,
+        )
 
     summed_calls = []
     summed = model_module.weighted_values
-    monkeypatch.setattr(model_module, "weighted_values", lambda w, v: summed_calls.append(w.shape) or summed(w, v))
+    monkeypatch.setattr(
+        model_module, "weighted_values", lambda w, v: summed_calls.append(w.shape) or summed(w, v)
+    )
     by_rows = searches()
     monkeypatch.setattr(model_module, "weighted_values", lambda w, v: torch.matmul(w, v))
     expected = searches()
@@ -539,5 +639,7 @@ def test_searches_with_values_summed_by_rows_equal_them_with_the_batched_product
     terms = 2 * search_terms(model, src, max_len_b=6)  # both searches run in float32
     for ours, theirs in zip(by_rows[1], expected[1]):
         assert [tokens for tokens, _ in ours] == [tokens for tokens, _ in theirs]
-        assert [score for _, score in ours] == within_rounding([score for _, score in theirs], torch.float32, terms)
+        assert [score for _, score in ours] == within_rounding(
+            [score for _, score in theirs], torch.float32, terms
+        )
     assert any(shape[2] > 1 for shape in summed_calls)  # beams sharing their sentence's values ran

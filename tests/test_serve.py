@@ -38,8 +38,12 @@ LINES = ["Click OK.", "", "Choose Tools - Options.", "\t", "Last line of the tes
 
 @pytest.fixture(scope="module")
 def checkpoint_path(tmp_path_factory) -> Path:
-    return random_tied_checkpoint(tmp_path_factory.mktemp("serve") / "model.ckpt", d_model=32, layers=1,
-                                  run_config="data:\n  src_lang: en\n  tgt_lang: de\n")
+    return random_tied_checkpoint(
+        tmp_path_factory.mktemp("serve") / "model.ckpt",
+        d_model=32,
+        layers=1,
+        run_config="data:\n  src_lang: en\n  tgt_lang: de\n",
+    )
 
 
 @pytest.fixture(scope="module")
@@ -75,11 +79,18 @@ def test_concurrent_requests_share_batches_and_match_lines_translated_alone(tran
 
     def translate(lines, key):
         calls.append(len(lines))
-        return translate_lines(translator, lines, beam=key.beam, length_penalty=key.length_penalty), 0.0
+        return translate_lines(
+            translator, lines, beam=key.beam, length_penalty=key.length_penalty
+        ), 0.0
 
     async def scenario():
-        batcher = Batcher(translate, lambda line: len(line.split()) + 1, batch_tokens=10_000, max_wait=0.2,
-                          max_queued_lines=100)
+        batcher = Batcher(
+            translate,
+            lambda line: len(line.split()) + 1,
+            batch_tokens=10_000,
+            max_wait=0.2,
+            max_queued_lines=100,
+        )
         batcher.start()
         try:
             key = SearchKey(beam=5, length_penalty=1.0)
@@ -95,13 +106,26 @@ def test_concurrent_requests_share_batches_and_match_lines_translated_alone(tran
 def test_continuous_batching_answers_each_request_as_translate_cli_does_alone(translator):
     """Requests that arrive while others are being searched join them; each is answered with
     what translate-cli gives its lines (blank lines, over-long lines cut, several settings)."""
-    model_side = ContinuousTranslator(translator, batch_tokens=40)  # a small budget: some lines wait their turn
-    long_line = " ".join(["Choose Tools - Options."] * 12)  # over the checkpoint's trained length: cut
-    requests = [(LINES, SearchKey(5, 1.0)), ([long_line, "Click OK."], SearchKey(5, 1.0)), (["", "\t"], SearchKey(5, 1.0)),
-                (["Last line of the test.", "Click OK."], SearchKey(1, 1.0)), (["Line 7."], SearchKey(3, 0.5))]
+    model_side = ContinuousTranslator(
+        translator, batch_tokens=40
+    )  # a small budget: some lines wait their turn
+    long_line = " ".join(
+        ["Choose Tools - Options."] * 12
+    )  # over the checkpoint's trained length: cut
+    requests = [
+        (LINES, SearchKey(5, 1.0)),
+        ([long_line, "Click OK."], SearchKey(5, 1.0)),
+        (["", "\t"], SearchKey(5, 1.0)),
+        (["Last line of the test.", "Click OK."], SearchKey(1, 1.0)),
+        (["Line 7."], SearchKey(3, 0.5)),
+    ]
     answers, turns, joined = {}, 0, 0
     while len(answers) < len(requests):
-        new = [(ticket, lines, key) for ticket, (lines, key) in enumerate(requests) if ticket in (joined, joined + 1)]
+        new = [
+            (ticket, lines, key)
+            for ticket, (lines, key) in enumerate(requests)
+            if ticket in (joined, joined + 1)
+        ]
         joined += len(new)
         progress = model_side.advance(new, max_seconds=0.0)  # one step a turn
         assert not progress.failed
@@ -109,14 +133,21 @@ def test_continuous_batching_answers_each_request_as_translate_cli_does_alone(tr
         turns += 1
         assert turns < 500
     for ticket, (lines, key) in enumerate(requests):
-        assert answers[ticket] == translate_lines(translator, lines, beam=key.beam, length_penalty=key.length_penalty)
+        assert answers[ticket] == translate_lines(
+            translator, lines, beam=key.beam, length_penalty=key.length_penalty
+        )
     assert not model_side.requests and not model_side.lanes  # idle searches are let go
 
 
 def test_continuous_batching_fails_only_the_requests_a_bad_setting_touches(translator):
     model_side = ContinuousTranslator(translator, batch_tokens=4096)
-    progress = model_side.advance([(1, ["Click OK."], SearchKey(5, 1.0, target_lang="fr")),
-                                   (2, ["Click OK."], SearchKey(5, 1.0))], max_seconds=10.0)
+    progress = model_side.advance(
+        [
+            (1, ["Click OK."], SearchKey(5, 1.0, target_lang="fr")),
+            (2, ["Click OK."], SearchKey(5, 1.0)),
+        ],
+        max_seconds=10.0,
+    )
     assert [ticket for ticket, _ in progress.failed] == [1] and "fr" in progress.failed[0][1]
     while not progress.done:
         progress = model_side.advance([], max_seconds=10.0)
@@ -132,14 +163,21 @@ def test_the_continuous_batcher_keeps_its_worker_busy_and_survives_a_failed_turn
         turns.append([lines for _, lines, _ in new])
         if any(lines == ["boom"] for _, lines, _ in new):
             raise RuntimeError("the search broke")
-        return Progress([(ticket, [line.upper() for line in lines]) for ticket, lines, _ in new], [], 0.0, len(new))
+        return Progress(
+            [(ticket, [line.upper() for line in lines]) for ticket, lines, _ in new],
+            [],
+            0.0,
+            len(new),
+        )
 
     async def scenario():
         batcher = ContinuousBatcher(advance, lambda line: 1, max_wait=0.01, max_queued_lines=100)
         batcher.start()
         key = SearchKey(beam=1, length_penalty=0.0)
         try:
-            first = await asyncio.gather(batcher.submit(["a"], key), batcher.submit(["b", "c"], key))
+            first = await asyncio.gather(
+                batcher.submit(["a"], key), batcher.submit(["b", "c"], key)
+            )
             with pytest.raises(RuntimeError, match="the search broke"):
                 await batcher.submit(["boom"], key)
             return first, await batcher.submit(["d"], key)
@@ -186,14 +224,18 @@ def test_a_lone_request_does_not_wait_for_company_but_one_after_a_shared_batch_d
 
     async def scenario():
         loop = asyncio.get_running_loop()
-        batcher = Batcher(translate, lambda line: 1, batch_tokens=100, max_wait=2.0, max_queued_lines=100)
+        batcher = Batcher(
+            translate, lambda line: 1, batch_tokens=100, max_wait=2.0, max_queued_lines=100
+        )
         batcher.start()
         key = SearchKey(beam=1, length_penalty=0.0)
         try:
             started = loop.time()
             await batcher.submit(["a"], key)
             alone = loop.time() - started
-            await asyncio.gather(batcher.submit(["b"], key), batcher.submit(["c"], key))  # a batch of two
+            await asyncio.gather(
+                batcher.submit(["b"], key), batcher.submit(["c"], key)
+            )  # a batch of two
             first = asyncio.ensure_future(batcher.submit(["d"], key))
             await asyncio.sleep(0.2)  # within max_wait: joins "d" after a shared batch
             await asyncio.gather(first, batcher.submit(["e"], key))
@@ -213,7 +255,9 @@ def test_a_client_that_left_does_not_break_the_batch(translator):
             release.wait(5)
             return [line.upper() for line in lines], 0.0
 
-        batcher = Batcher(translate, lambda line: 1, batch_tokens=100, max_wait=0.05, max_queued_lines=100)
+        batcher = Batcher(
+            translate, lambda line: 1, batch_tokens=100, max_wait=0.05, max_queued_lines=100
+        )
         batcher.start()
         key = SearchKey(beam=1, length_penalty=0.0)
         leaving = asyncio.ensure_future(batcher.submit(["a"], key))
@@ -245,8 +289,14 @@ def test_a_dead_worker_fails_its_batch_and_is_replaced():
         return Broken(1) if len(started) == 1 else ThreadPoolExecutor(1)
 
     async def scenario():
-        batcher = Batcher(lambda lines, key: ([line.upper() for line in lines], 0.0), lambda line: 1, batch_tokens=100,
-                          max_wait=0.0, max_queued_lines=100, new_worker=new_worker)
+        batcher = Batcher(
+            lambda lines, key: ([line.upper() for line in lines], 0.0),
+            lambda line: 1,
+            batch_tokens=100,
+            max_wait=0.0,
+            max_queued_lines=100,
+            new_worker=new_worker,
+        )
         batcher.start()
         key = SearchKey(beam=1, length_penalty=0.0)
         try:
@@ -260,33 +310,71 @@ def test_a_dead_worker_fails_its_batch_and_is_replaced():
     assert started == [0, 1]
 
 
-@pytest.mark.parametrize("body, status, words", [
-    ('{"text": ["a", "a", "a", "a"]}', 413, "--max-lines"),
-    ('{"text": ["' + "x" * 51 + '"]}', 413, "text[0] has 51 characters"),
-    ('{"text": ["a", 3]}', 422, "text[1]: Input should be a valid string"),
-    ('{"text": "a"}', 422, "text: Input should be a valid list"),
-    ('{"lines": ["a"]}', 422, "lines: Extra inputs are not permitted"),
-    ('["a"]', 422, "the body: Input should be a valid dictionary"),
-    ('{"text": ["a"], "beam": 0}', 422, "beam: Input should be greater than or equal to 1"),
-    ('{"text": ["a"], "beam": true}', 422, "beam: Input should be a valid integer"),
-    ('{"text": ["a"], "beam": 2.5}', 422, "beam: Input should be a valid integer"),
-    ('{"text": ["a"], "beam": 17}', 422, "--max-beam"),
-    ('{"text": ["a"], "length_penalty": NaN}', 422, "length_penalty: Input should be a finite number"),
-    ('{"text": ["a"], "length_penalty": Infinity}', 422, "length_penalty: Input should be a finite number"),
-    ('{"text": ["a"], "length_penalty": -Infinity}', 422, "length_penalty: Input should be a finite number"),
-    ('{"text": ["a"], "length_penalty": 1e308}', 422, "length_penalty: Input should be less than or equal to 5"),
-    ('{"text": ["a"], "length_penalty": -0.5}', 422, "length_penalty: Input should be greater than or equal to 0"),
-    ('{"text": ["a"], "length_penalty": "1"}', 422, "length_penalty: Input should be a valid number"),
-    ('{"text": ["a"], "target_lang": "fr"}', 422, "target_lang 'fr': this model translates into de"),
-    ('{"text": ["a"], "source_lang": "xx"}', 422, "source_lang 'xx': this model translates from en"),
-    ('{"text": ["a", "\\ud800b"]}', 422, "text[1] holds a lone surrogate at character 0"),
-    ('{"text": ["a"], "beam": 1, "beam": 0}', 422, "beam"),
-    ('{not json', 422, "the body is not valid JSON (at character 1"),
-])
-def test_bad_requests_are_refused_in_one_shape_naming_the_field_or_limit(translator, checkpoint_path, body, status,
-                                                                         words):
+@pytest.mark.parametrize(
+    "body, status, words",
+    [
+        ('{"text": ["a", "a", "a", "a"]}', 413, "--max-lines"),
+        ('{"text": ["' + "x" * 51 + '"]}', 413, "text[0] has 51 characters"),
+        ('{"text": ["a", 3]}', 422, "text[1]: Input should be a valid string"),
+        ('{"text": "a"}', 422, "text: Input should be a valid list"),
+        ('{"lines": ["a"]}', 422, "lines: Extra inputs are not permitted"),
+        ('["a"]', 422, "the body: Input should be a valid dictionary"),
+        ('{"text": ["a"], "beam": 0}', 422, "beam: Input should be greater than or equal to 1"),
+        ('{"text": ["a"], "beam": true}', 422, "beam: Input should be a valid integer"),
+        ('{"text": ["a"], "beam": 2.5}', 422, "beam: Input should be a valid integer"),
+        ('{"text": ["a"], "beam": 17}', 422, "--max-beam"),
+        (
+            '{"text": ["a"], "length_penalty": NaN}',
+            422,
+            "length_penalty: Input should be a finite number",
+        ),
+        (
+            '{"text": ["a"], "length_penalty": Infinity}',
+            422,
+            "length_penalty: Input should be a finite number",
+        ),
+        (
+            '{"text": ["a"], "length_penalty": -Infinity}',
+            422,
+            "length_penalty: Input should be a finite number",
+        ),
+        (
+            '{"text": ["a"], "length_penalty": 1e308}',
+            422,
+            "length_penalty: Input should be less than or equal to 5",
+        ),
+        (
+            '{"text": ["a"], "length_penalty": -0.5}',
+            422,
+            "length_penalty: Input should be greater than or equal to 0",
+        ),
+        (
+            '{"text": ["a"], "length_penalty": "1"}',
+            422,
+            "length_penalty: Input should be a valid number",
+        ),
+        (
+            '{"text": ["a"], "target_lang": "fr"}',
+            422,
+            "target_lang 'fr': this model translates into de",
+        ),
+        (
+            '{"text": ["a"], "source_lang": "xx"}',
+            422,
+            "source_lang 'xx': this model translates from en",
+        ),
+        ('{"text": ["a", "\\ud800b"]}', 422, "text[1] holds a lone surrogate at character 0"),
+        ('{"text": ["a"], "beam": 1, "beam": 0}', 422, "beam"),
+        ("{not json", 422, "the body is not valid JSON (at character 1"),
+    ],
+)
+def test_bad_requests_are_refused_in_one_shape_naming_the_field_or_limit(
+    translator, checkpoint_path, body, status, words
+):
     with client_for(translator, max_lines=3, max_line_chars=50) as client:
-        response = client.post("/translate", content=body.encode(), headers={"content-type": "application/json"})
+        response = client.post(
+            "/translate", content=body.encode(), headers={"content-type": "application/json"}
+        )
         assert response.status_code == status
         assert list(response.json()) == ["error"] and words in response.json()["error"]
         assert str(checkpoint_path.parent) not in response.text  # no path of the server's
@@ -297,7 +385,9 @@ def test_a_length_penalty_in_range_and_a_known_source_language_are_taken(transla
         body = {"text": LINES[:1], "length_penalty": 5, "source_lang": "en"}
         response = client.post("/translate", json=body)
         assert response.status_code == 200 and response.json()["length_penalty"] == 5.0
-        assert response.json()["translations"] == translate_lines(translator, LINES[:1], beam=5, length_penalty=5.0)
+        assert response.json()["translations"] == translate_lines(
+            translator, LINES[:1], beam=5, length_penalty=5.0
+        )
 
 
 def test_errors_of_every_route_come_in_one_shape_and_every_status_is_counted(translator):
@@ -311,44 +401,70 @@ def test_errors_of_every_route_come_in_one_shape_and_every_status_is_counted(tra
         assert f'translate_requests_total{{path="{path}",status="{status}"}} 1.0' in metrics
 
 
-def test_an_unexpected_fault_is_a_counted_500_in_the_one_shape_without_its_traceback(translator, monkeypatch):
+def test_an_unexpected_fault_is_a_counted_500_in_the_one_shape_without_its_traceback(
+    translator, monkeypatch
+):
     with client_for(translator) as client:
         service = client.app.state.service
         monkeypatch.setattr(service, "check_lines", lambda text: 1 / 0)
         response = client.post("/translate", json={"text": ["a"]})
         assert response.status_code == 500
         assert response.json() == {"error": "internal error: the server's log says more"}
-        assert 'translate_requests_total{path="/translate",status="500"} 1.0' in client.get("/metrics").text
+        assert (
+            'translate_requests_total{path="/translate",status="500"} 1.0'
+            in client.get("/metrics").text
+        )
 
 
 # Text of any code point, lone surrogates among them (JSON can escape one; no encoding holds it).
 # (st.text would leave the surrogates out.)
-ANY_TEXT = st.lists(st.characters(exclude_categories=()) | st.sampled_from("\ud800\udfff\x00\u200b\ufeff"),
-                    max_size=40).map("".join)
+ANY_TEXT = st.lists(
+    st.characters(exclude_categories=()) | st.sampled_from("\ud800\udfff\x00\u200b\ufeff"),
+    max_size=40,
+).map("".join)
 JSON_VALUES = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | ANY_TEXT,
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(ANY_TEXT, inner, max_size=4), max_leaves=10)
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(ANY_TEXT, inner, max_size=4),
+    max_leaves=10,
+)
 FIELDS = ("beam", "length_penalty", "target_lang", "source_lang")
 # Fields of the right types with any values reach the search; values of any type, any JSON and
 # any bytes test the parsing and the validation.
 WELL_TYPED = st.fixed_dictionaries(
     {"text": st.lists(ANY_TEXT, max_size=5)},
-    optional={"beam": st.integers(-2, 20), "length_penalty": st.floats() | st.integers(-10, 10),
-              "target_lang": st.sampled_from(["de", "en", "fr", ""]), "source_lang": st.sampled_from(["en", "de", "xx"])})
-ANY_TYPE = st.fixed_dictionaries({"text": JSON_VALUES}, optional={field: JSON_VALUES for field in FIELDS})
-BODIES = (WELL_TYPED | ANY_TYPE).map(json.dumps) | JSON_VALUES.map(json.dumps) | st.binary(max_size=60)
+    optional={
+        "beam": st.integers(-2, 20),
+        "length_penalty": st.floats() | st.integers(-10, 10),
+        "target_lang": st.sampled_from(["de", "en", "fr", ""]),
+        "source_lang": st.sampled_from(["en", "de", "xx"]),
+    },
+)
+ANY_TYPE = st.fixed_dictionaries(
+    {"text": JSON_VALUES}, optional={field: JSON_VALUES for field in FIELDS}
+)
+BODIES = (
+    (WELL_TYPED | ANY_TYPE).map(json.dumps) | JSON_VALUES.map(json.dumps) | st.binary(max_size=60)
+)
 
 
 def test_no_request_body_gets_a_5xx_but_503(translator):
     """Arbitrary JSON (NaN, huge numbers, lone surrogates, wrong types, deep lists) and bytes at
     /translate: a 2xx or 4xx in the one error shape, or 503; never another 5xx."""
     with client_for(translator, max_lines=5, max_line_chars=30, max_beam=8) as client:
-        @hypothesis.settings(max_examples=200, deadline=None, database=None, derandomize=True,
-                             suppress_health_check=[hypothesis.HealthCheck.too_slow])
+
+        @hypothesis.settings(
+            max_examples=200,
+            deadline=None,
+            database=None,
+            derandomize=True,
+            suppress_health_check=[hypothesis.HealthCheck.too_slow],
+        )
         @hypothesis.given(BODIES)
         def no_server_error(body):
             content = body if isinstance(body, bytes) else body.encode()
-            response = client.post("/translate", content=content, headers={"content-type": "application/json"})
+            response = client.post(
+                "/translate", content=content, headers={"content-type": "application/json"}
+            )
             assert response.status_code < 500 or response.status_code == 503, (body, response.text)
             if response.status_code == 200:
                 assert len(response.json()["translations"]) == len(json.loads(body)["text"])
@@ -368,9 +484,19 @@ def test_a_full_queue_answers_503_with_retry_after(translator):
 def test_the_api_key_is_required_where_set(translator):
     with client_for(translator, api_key="s3cret") as client:
         assert client.post("/translate", json={"text": ["a"]}).status_code == 401
-        assert client.post("/translate", json={"text": ["a"]}, headers={"X-API-Key": "s3cre"}).status_code == 401
+        assert (
+            client.post(
+                "/translate", json={"text": ["a"]}, headers={"X-API-Key": "s3cre"}
+            ).status_code
+            == 401
+        )
         assert client.get("/metrics").status_code == 401
-        assert client.post("/translate", json={"text": ["a"]}, headers={"X-API-Key": "s3cret"}).status_code == 200
+        assert (
+            client.post(
+                "/translate", json={"text": ["a"]}, headers={"X-API-Key": "s3cret"}
+            ).status_code
+            == 200
+        )
         assert client.get("/info", headers={"Authorization": "Bearer s3cret"}).status_code == 200
         assert client.get("/health").status_code == 200 and client.get("/ready").status_code == 200
         assert "keyRequired = true" in client.get("/").text
@@ -379,7 +505,11 @@ def test_the_api_key_is_required_where_set(translator):
 def test_info_metrics_and_the_page(translator, checkpoint_path):
     with client_for(translator, checkpoint_digest=file_digest(checkpoint_path)) as client:
         info = client.get("/info").json()
-        assert info["tie_embeddings"] == "all" and info["joint_vocab"] is True and info["batching"] == "continuous"
+        assert (
+            info["tie_embeddings"] == "all"
+            and info["joint_vocab"] is True
+            and info["batching"] == "continuous"
+        )
         assert info["checkpoint_sha256"] == file_digest(checkpoint_path)
         client.post("/translate", json={"text": LINES})
         client.post("/translate", json={"text": ["a"], "beam": 0})
@@ -388,11 +518,22 @@ def test_info_metrics_and_the_page(translator, checkpoint_path):
         assert "translate_sentences_total 6.0" in metrics
         assert 'translate_requests_total{path="/translate",status="200"} 1.0' in metrics
         assert 'translate_requests_total{path="/translate",status="422"} 1.0' in metrics
-        assert "translate_batch_sentences_bucket" in metrics and "translate_queued_lines 0.0" in metrics
-        busy = [float(line.split()[1]) for line in metrics.splitlines() if line.startswith("translate_model_seconds_total")]
+        assert (
+            "translate_batch_sentences_bucket" in metrics
+            and "translate_queued_lines 0.0" in metrics
+        )
+        busy = [
+            float(line.split()[1])
+            for line in metrics.splitlines()
+            if line.startswith("translate_model_seconds_total")
+        ]
         assert busy and busy[0] > 0  # two batches (warm-up, request) took time in the model
         page = client.get("/")
-        assert page.status_code == 200 and 'id="translate"' in page.text and "keyRequired = false" in page.text
+        assert (
+            page.status_code == 200
+            and 'id="translate"' in page.text
+            and "keyRequired = false" in page.text
+        )
         assert client.get("/docs").status_code == 200
 
 
@@ -409,18 +550,36 @@ def test_the_api_page_loads_its_assets_from_the_server(translator):
 
 
 def test_serving_does_not_load_the_training_stack():
-    code = ("import sys, translate.serve.app, translate.cli.serve\n"
-            "print(sorted({n.split('.')[0] for n in sys.modules} & {'lightning', 'torchmetrics', 'pytorch_lightning'}))")
+    code = (
+        "import sys, translate.serve.app, translate.cli.serve\n"
+        "print(sorted({n.split('.')[0] for n in sys.modules} & {'lightning', 'torchmetrics', 'pytorch_lightning'}))"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.stdout.strip() == "[]", result.stderr
 
 
-def start_server(checkpoint_path: Path, *flags: str, env: dict | None = None) -> tuple[subprocess.Popen, str]:
+def start_server(
+    checkpoint_path: Path, *flags: str, env: dict | None = None
+) -> tuple[subprocess.Popen, str]:
     """translate-serve on a free loopback port, returned once /ready answers (at most 30 s)."""
     port = free_loopback_port()
     server = subprocess.Popen(
-        [sys.executable, "-m", "translate.cli.serve", "--checkpoint", str(checkpoint_path), "--port", str(port),
-         "--threads", "1", *flags], stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})})
+        [
+            sys.executable,
+            "-m",
+            "translate.cli.serve",
+            "--checkpoint",
+            str(checkpoint_path),
+            "--port",
+            str(port),
+            "--threads",
+            "1",
+            *flags,
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
     base = f"http://127.0.0.1:{port}"
     failure = wait_until_ready(server, f"{base}/ready", 30)
     if failure:
@@ -435,15 +594,25 @@ def stop(server: subprocess.Popen) -> None:
         server.wait()
 
 
-def test_the_real_server_batches_concurrent_clients_and_drains_on_sigterm(checkpoint_path, translator):
-    server, base = start_server(checkpoint_path, "--api-key-env", "SERVE_TEST_KEY", "--max-wait-ms", "50",
-                                env={"SERVE_TEST_KEY": "k"})
+def test_the_real_server_batches_concurrent_clients_and_drains_on_sigterm(
+    checkpoint_path, translator
+):
+    server, base = start_server(
+        checkpoint_path,
+        "--api-key-env",
+        "SERVE_TEST_KEY",
+        "--max-wait-ms",
+        "50",
+        env={"SERVE_TEST_KEY": "k"},
+    )
     try:
         results: dict[int, list[str]] = {}
 
         def client(index: int) -> None:
-            lines = LINES[index % len(LINES):] + [f"Line {index}."]
-            response = httpx.post(f"{base}/translate", json={"text": lines}, headers={"X-API-Key": "k"}, timeout=60)
+            lines = LINES[index % len(LINES) :] + [f"Line {index}."]
+            response = httpx.post(
+                f"{base}/translate", json={"text": lines}, headers={"X-API-Key": "k"}, timeout=60
+            )
             results[index] = (lines, response.json()["translations"])
 
         threads = [threading.Thread(target=client, args=(i,)) for i in range(8)]
@@ -457,8 +626,11 @@ def test_the_real_server_batches_concurrent_clients_and_drains_on_sigterm(checkp
         metrics = httpx.get(f"{base}/metrics", headers={"X-API-Key": "k"}).text
         # Lines of several clients were searched at once: some turn held more than the 4 non-blank
         # lines a request has at most.
-        held = {line.split('"')[1]: float(line.split()[-1]) for line in metrics.splitlines()
-                if line.startswith("translate_batch_sentences_bucket")}
+        held = {
+            line.split('"')[1]: float(line.split()[-1])
+            for line in metrics.splitlines()
+            if line.startswith("translate_batch_sentences_bucket")
+        }
         assert held["4.0"] < held["+Inf"]
 
         # a request in flight when SIGTERM comes is still answered; then the server exits
@@ -466,8 +638,12 @@ def test_the_real_server_batches_concurrent_clients_and_drains_on_sigterm(checkp
         results.clear()
 
         def long_request() -> None:
-            response = httpx.post(f"{base}/translate", json={"text": slow_lines, "beam": 16},
-                                  headers={"X-API-Key": "k"}, timeout=120)
+            response = httpx.post(
+                f"{base}/translate",
+                json={"text": slow_lines, "beam": 16},
+                headers={"X-API-Key": "k"},
+                timeout=120,
+            )
             results[0] = (response.status_code, len(response.json()["translations"]))
 
         slow = threading.Thread(target=long_request)
@@ -487,12 +663,15 @@ def peak_memory_kib(pid: int) -> int:
     return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:")))
 
 
-def stream_chunked(base: str, headers: dict[str, str], total: int, chunk: int = 1 << 16) -> tuple[int, bytes]:
+def stream_chunked(
+    base: str, headers: dict[str, str], total: int, chunk: int = 1 << 16
+) -> tuple[int, bytes]:
     """POST /translate a chunked body of up to `total` bytes, reading the answer as it comes;
     the bytes sent before the server stopped reading (it closes the connection), and the answer."""
     host, port = base.removeprefix("http://").split(":")
     answer = bytearray()
     with socket.create_connection((host, int(port)), timeout=10) as connection:
+
         def read() -> None:
             with contextlib.suppress(OSError):
                 while data := connection.recv(1 << 16):
@@ -501,8 +680,10 @@ def stream_chunked(base: str, headers: dict[str, str], total: int, chunk: int = 
         reader = threading.Thread(target=read)
         reader.start()
         head = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
-        connection.sendall(f"POST /translate HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
-                           f"Transfer-Encoding: chunked\r\n{head}\r\n".encode())
+        connection.sendall(
+            f"POST /translate HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+            f"Transfer-Encoding: chunked\r\n{head}\r\n".encode()
+        )
         sent, payload = 0, b"%x\r\n" % chunk + b" " * chunk + b"\r\n"
         with contextlib.suppress(OSError):  # reset or timed out: the server stopped reading
             while sent < total:
@@ -512,11 +693,17 @@ def stream_chunked(base: str, headers: dict[str, str], total: int, chunk: int = 
     return sent, bytes(answer)
 
 
-@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads the server's peak memory in /proc")
-def test_an_over_limit_chunked_body_is_refused_as_it_arrives_and_the_key_before_any_of_it(checkpoint_path):
+@pytest.mark.skipif(
+    not Path("/proc/self/status").exists(), reason="reads the server's peak memory in /proc"
+)
+def test_an_over_limit_chunked_body_is_refused_as_it_arrives_and_the_key_before_any_of_it(
+    checkpoint_path,
+):
     """A chunked body declares no length: the limit counts its bytes as they arrive, and the
     server stops reading there. Without the API key, not a byte of it is read."""
-    server, base = start_server(checkpoint_path, "--api-key-env", "SERVE_TEST_KEY", env={"SERVE_TEST_KEY": "k"})
+    server, base = start_server(
+        checkpoint_path, "--api-key-env", "SERVE_TEST_KEY", env={"SERVE_TEST_KEY": "k"}
+    )
     try:
         before = peak_memory_kib(server.pid)
         total = 64 << 20  # 64 MiB against the 1 MiB limit (--max-body-bytes)
@@ -528,7 +715,12 @@ def test_an_over_limit_chunked_body_is_refused_as_it_arrives_and_the_key_before_
         assert sent < total // 4
         grown = peak_memory_kib(server.pid) - before
         assert grown < 16 << 10, f"the server's peak memory grew by {grown} KiB"
-        assert httpx.post(f"{base}/translate", json={"text": ["a"]}, headers={"X-API-Key": "k"}).status_code == 200
+        assert (
+            httpx.post(
+                f"{base}/translate", json={"text": ["a"]}, headers={"X-API-Key": "k"}
+            ).status_code
+            == 200
+        )
     finally:
         stop(server)
 
@@ -560,7 +752,10 @@ def test_sigterm_answers_in_flight_requests_within_the_drain_and_the_rest_with_5
         assert 503 in statuses, "every request finished within the drain: give them more work"
         for response in answers.values():
             if response.status_code == 503:
-                assert response.headers["retry-after"] and "--drain-seconds" in response.json()["error"]
+                assert (
+                    response.headers["retry-after"]
+                    and "--drain-seconds" in response.json()["error"]
+                )
             else:
                 assert len(response.json()["translations"]) == 48
         with pytest.raises(httpx.ConnectError):  # no new connections once the drain has begun
@@ -571,11 +766,16 @@ def test_sigterm_answers_in_flight_requests_within_the_drain_and_the_rest_with_5
 
 def model_processes(server: subprocess.Popen) -> list[int]:
     """The server's model process (its spawned child), from /proc."""
-    return [pid for pid, (parent, _, command) in process_table().items()
-            if parent == server.pid and b"spawn_main" in command]
+    return [
+        pid
+        for pid, (parent, _, command) in process_table().items()
+        if parent == server.pid and b"spawn_main" in command
+    ]
 
 
-@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the model process's environment in /proc")
+@pytest.mark.skipif(
+    not Path("/proc/self/stat").exists(), reason="reads the model process's environment in /proc"
+)
 def test_the_model_process_starts_with_onednn_caches_bounded(checkpoint_path, monkeypatch):
     """Its packed products would otherwise keep memory for every batch shape a server meets."""
     for name in ONEDNN_CACHES:
@@ -589,8 +789,12 @@ def test_the_model_process_starts_with_onednn_caches_bounded(checkpoint_path, mo
     assert {f"{name}={value}".encode() for name, value in ONEDNN_CACHES.items()} <= environment
 
 
-@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the model process through /proc")
-def test_a_killed_model_process_is_replaced_and_a_killed_server_leaves_none(checkpoint_path, translator):
+@pytest.mark.skipif(
+    not Path("/proc/self/stat").exists(), reason="finds the model process through /proc"
+)
+def test_a_killed_model_process_is_replaced_and_a_killed_server_leaves_none(
+    checkpoint_path, translator
+):
     server, base = start_server(checkpoint_path)
     try:
         [worker] = model_processes(server)
@@ -613,7 +817,10 @@ def test_a_killed_model_process_is_replaced_and_a_killed_server_leaves_none(chec
     assert not Path(f"/proc/{replacement}").exists(), "the model process outlived its server"
 
 
-CHROMIUM = next((path for path in ("/usr/bin/chromium", "/usr/bin/chromium-browser") if os.path.exists(path)), None)
+CHROMIUM = next(
+    (path for path in ("/usr/bin/chromium", "/usr/bin/chromium-browser") if os.path.exists(path)),
+    None,
+)
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (.ci/run installs it)")
@@ -626,10 +833,14 @@ def test_the_page_translates_in_a_real_browser(checkpoint_path, translator, tmp_
             try:
                 page = browser.new_page()
                 page.goto(base + "/")
-                page.wait_for_function("document.getElementById('model').textContent.includes('tie_embeddings')")
+                page.wait_for_function(
+                    "document.getElementById('model').textContent.includes('tie_embeddings')"
+                )
                 page.fill("#source", "Click OK.\nChoose Tools - Options.")
                 page.click("#translate")
-                page.wait_for_function("/ s$/.test(document.getElementById('status').textContent)", timeout=30_000)
+                page.wait_for_function(
+                    "/ s$/.test(document.getElementById('status').textContent)", timeout=30_000
+                )
                 page.screenshot(path=str(tmp_path / "page.png"))
                 output = page.inner_text("#output")
                 # The API page renders from this server alone: no CDN (this machine has no internet).
@@ -640,10 +851,15 @@ def test_the_page_translates_in_a_real_browser(checkpoint_path, translator, tmp_
                 operations = page.locator(".opblock-summary-path").all_inner_texts()
             finally:
                 browser.close()
-        assert output.split("\n") == [alone(translator, "Click OK."), alone(translator, "Choose Tools - Options.")]
+        assert output.split("\n") == [
+            alone(translator, "Click OK."),
+            alone(translator, "Choose Tools - Options."),
+        ]
         assert (tmp_path / "page.png").stat().st_size > 0
         assert "/translate" in operations and requested
-        assert all(url.startswith(base + "/") or url.startswith("data:") for url in requested), requested
+        assert all(url.startswith(base + "/") or url.startswith("data:") for url in requested), (
+            requested
+        )
     finally:
         stop(server)
 

@@ -42,9 +42,25 @@ def trained(tmp_path_factory):
     cwd = os.getcwd()
     os.chdir(root)
     try:
-        code = main(["fit", "--config", TINY, "--data.corpus_dir", "mycorpus", "--data.src_lang", "xx",
-                     "--data.tgt_lang", "yy", "--data.cache_dir", str(root / "cache"),
-                     "--data.max_tokens", "600", "--trainer.log_every_n_steps", "10"])
+        code = main(
+            [
+                "fit",
+                "--config",
+                TINY,
+                "--data.corpus_dir",
+                "mycorpus",
+                "--data.src_lang",
+                "xx",
+                "--data.tgt_lang",
+                "yy",
+                "--data.cache_dir",
+                str(root / "cache"),
+                "--data.max_tokens",
+                "600",
+                "--trainer.log_every_n_steps",
+                "10",
+            ]
+        )
     finally:
         os.chdir(cwd)
     assert code == 0
@@ -64,10 +80,14 @@ def run_in(directory: Path, argv: list[str], capfd) -> tuple[int, str]:
 def test_run_directory_is_named_after_the_config_and_the_data(trained):
     checkpoint = trained / "runs" / "tiny-mycorpus-xx-yy" / "checkpoints" / "last.ckpt"
     assert checkpoint.is_file()
-    assert not (trained / "runs" / "tiny").exists(), "a run on other data must not use the config's own directory"
+    assert not (trained / "runs" / "tiny").exists(), (
+        "a run on other data must not use the config's own directory"
+    )
     saved = torch.load(checkpoint, weights_only=True)[ARTIFACT_KEY]["run_config"]
     assert "run_dir: runs/tiny-mycorpus-xx-yy" in saved
-    assert f"corpus_dir: {trained / 'mycorpus'}" in saved, "the corpus is recorded as an absolute path"
+    assert f"corpus_dir: {trained / 'mycorpus'}" in saved, (
+        "the corpus is recorded as an absolute path"
+    )
 
 
 def test_files_get_the_users_permissions(trained):
@@ -82,14 +102,38 @@ def test_files_get_the_users_permissions(trained):
 
 def test_progress_is_printed_as_lines_without_a_terminal_and_noise_is_silenced(tmp_path, capfd):
     languages_xx_yy(tmp_path / "corpus")
-    code, err = run_in(tmp_path, ["fit", "--config", TINY, "--data.corpus_dir", "corpus", "--data.src_lang", "xx",
-                                  "--data.tgt_lang", "yy", "--data.cache_dir", "cache", "--trainer.max_steps", "20",
-                                  "--trainer.log_every_n_steps", "10", "--trainer.val_check_interval", "20",
-                                  "--trainer.enable_progress_bar", "null"], capfd)
+    code, err = run_in(
+        tmp_path,
+        [
+            "fit",
+            "--config",
+            TINY,
+            "--data.corpus_dir",
+            "corpus",
+            "--data.src_lang",
+            "xx",
+            "--data.tgt_lang",
+            "yy",
+            "--data.cache_dir",
+            "cache",
+            "--trainer.max_steps",
+            "20",
+            "--trainer.log_every_n_steps",
+            "10",
+            "--trainer.val_check_interval",
+            "20",
+            "--trainer.enable_progress_bar",
+            "null",
+        ],
+        capfd,
+    )
     assert code == 0, err
     assert "translate-train: run directory runs/tiny-corpus-xx-yy" in err
     lines = [line for line in err.splitlines() if line.startswith("translate-train: step ")]
-    assert [line.split(" · ")[0] for line in lines] == ["translate-train: step 10/20 (50%)", "translate-train: step 20/20 (100%)"]
+    assert [line.split(" · ")[0] for line in lines] == [
+        "translate-train: step 10/20 (50%)",
+        "translate-train: step 20/20 (100%)",
+    ]
     assert all(" · loss " in line and "tgt tok/s" in line and " · ETA " in line for line in lines)
     assert "translate-train: validation at step 20: bleu " in err
     assert "translate-train: model 53," in err and "tie_embeddings all" in err
@@ -104,29 +148,46 @@ def test_test_takes_the_data_settings_from_the_checkpoint(trained, capfd):
     checkpoint = "runs/tiny-mycorpus-xx-yy/checkpoints/last.ckpt"
     code, err = run_in(trained, ["test", "--config", TINY, "--ckpt_path", checkpoint], capfd)
     assert code == 0, err[-2000:]
-    assert f"data settings from {checkpoint}:" in err and "src_lang=xx" in err and "tgt_lang=yy" in err
+    assert (
+        f"data settings from {checkpoint}:" in err and "src_lang=xx" in err and "tgt_lang=yy" in err
+    )
     assert "run directory runs/tiny-mycorpus-xx-yy" in err
 
 
 def test_a_new_run_does_not_replace_a_checkpoint_of_other_data(trained, capfd):
-    code, err = run_in(trained, ["fit", "--config", TINY, "--run_dir", "runs/tiny-mycorpus-xx-yy"], capfd)
+    code, err = run_in(
+        trained, ["fit", "--config", TINY, "--run_dir", "runs/tiny-mycorpus-xx-yy"], capfd
+    )
     assert code == 2
     [line] = err.strip().splitlines()[-1:]
-    assert line.startswith("translate-train: error: runs/tiny-mycorpus-xx-yy/checkpoints/last.ckpt is a model of other data")
+    assert line.startswith(
+        "translate-train: error: runs/tiny-mycorpus-xx-yy/checkpoints/last.ckpt is a model of other data"
+    )
     assert "Traceback" not in err
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--data.max_length", "300"], "data.max_length 300 needs 301 positions (EOS or BOS added), but "
-                                    "model.model.max_positions is 256"),
-    (["--model.warmup_steps", "-1"], "model.warmup_steps must be 0 (no warm-up) or more, got -1"),
-    (["--ckpt_path", "missing.ckpt"], "--ckpt_path missing.ckpt: no such checkpoint file"),
-    (["--data.corpus_dir", "tsv"], "tsv/train.en: no such file; "),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (
+            ["--data.max_length", "300"],
+            "data.max_length 300 needs 301 positions (EOS or BOS added), but "
+            "model.model.max_positions is 256",
+        ),
+        (
+            ["--model.warmup_steps", "-1"],
+            "model.warmup_steps must be 0 (no warm-up) or more, got -1",
+        ),
+        (["--ckpt_path", "missing.ckpt"], "--ckpt_path missing.ckpt: no such checkpoint file"),
+        (["--data.corpus_dir", "tsv"], "tsv/train.en: no such file; "),
+    ],
+)
 def test_bad_settings_are_one_line_errors(tmp_path, capfd, argv, message):
     (tmp_path / "tsv").mkdir()
     (tmp_path / "tsv" / "train.tsv").write_text("a\tb\n")
-    code, err = run_in(tmp_path, ["fit", "--config", TINY, "--data.cache_dir", "cache", *argv], capfd)
+    code, err = run_in(
+        tmp_path, ["fit", "--config", TINY, "--data.cache_dir", "cache", *argv], capfd
+    )
     assert code == 2
     assert "Traceback" not in err
     assert message in err.strip().splitlines()[-1]
@@ -146,7 +207,9 @@ def test_resume_takes_the_newest_complete_checkpoint(tmp_path):
     fake_checkpoint(tmp_path / "last.ckpt", 100)
     fake_checkpoint(tmp_path / "step=150.ckpt", 150)
     fake_checkpoint(tmp_path / "averaged.ckpt", 400, optimizer=False)  # cannot be resumed
-    (tmp_path / "step=200.ckpt").write_bytes((tmp_path / "step=150.ckpt").read_bytes()[:100])  # cut short
+    (tmp_path / "step=200.ckpt").write_bytes(
+        (tmp_path / "step=150.ckpt").read_bytes()[:100]
+    )  # cut short
     assert newest_checkpoint([tmp_path]) == (tmp_path / "step=150.ckpt", 150)
     fake_checkpoint(tmp_path / "last.ckpt", 150)
     assert newest_checkpoint([tmp_path]) == (tmp_path / "last.ckpt", 150)
@@ -158,10 +221,29 @@ def test_ckpt_path_last_resumes_from_the_newest_checkpoint(trained, capfd):
     checkpoint = torch.load(directory / "last.ckpt", weights_only=True)
     checkpoint["global_step"] = 10  # as if the run was killed before last.ckpt caught up
     torch.save(checkpoint, directory / "last.ckpt")
-    code, err = run_in(trained, ["fit", "--config", TINY, "--data.corpus_dir", "mycorpus", "--data.src_lang", "xx",
-                                 "--data.tgt_lang", "yy", "--data.cache_dir", "cache", "--ckpt_path", "last"], capfd)
+    code, err = run_in(
+        trained,
+        [
+            "fit",
+            "--config",
+            TINY,
+            "--data.corpus_dir",
+            "mycorpus",
+            "--data.src_lang",
+            "xx",
+            "--data.tgt_lang",
+            "yy",
+            "--data.cache_dir",
+            "cache",
+            "--ckpt_path",
+            "last",
+        ],
+        capfd,
+    )
     assert code == 0, err[-2000:]
-    assert f"resuming from {Path('runs/tiny-mycorpus-xx-yy/checkpoints/step30.ckpt')} (step 30)" in err
+    assert (
+        f"resuming from {Path('runs/tiny-mycorpus-xx-yy/checkpoints/step30.ckpt')} (step 30)" in err
+    )
 
 
 @pytest.mark.parametrize("native, expected", [(True, "bf16-mixed"), (False, "32-true")])
@@ -174,7 +256,9 @@ def test_precision_is_chosen_for_the_cpu(monkeypatch, capfd, native, expected):
     assert f"translate-train: precision {expected} (" in capfd.readouterr().err
     given = Namespace(trainer=Namespace(precision="32-true", accelerator="cpu"))
     TranslateCLI.choose_precision(given)
-    assert given.trainer.precision == "32-true", "a precision the config or command line gives is kept"
+    assert given.trainer.precision == "32-true", (
+        "a precision the config or command line gives is kept"
+    )
 
 
 def test_precision_on_gpus_without_bfloat16_is_float16(monkeypatch):
@@ -197,12 +281,31 @@ def test_cpu_flags_decide_without_torchs_probe(monkeypatch):
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
 def test_make_train_passes_precision_run_dir_and_arguments():
-    result = subprocess.run(["make", "-n", "-o", "install", "-o", "corpus", "train", "PRECISION=32-true",
-                             "RUN_DIR=/tmp/somewhere", "TRAIN_ARGS=--data.max_tokens 1000"],
-                            cwd=REPO, capture_output=True, text=True, check=True)
+    result = subprocess.run(
+        [
+            "make",
+            "-n",
+            "-o",
+            "install",
+            "-o",
+            "corpus",
+            "train",
+            "PRECISION=32-true",
+            "RUN_DIR=/tmp/somewhere",
+            "TRAIN_ARGS=--data.max_tokens 1000",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     commands = result.stdout.replace("\\\n", " ").splitlines()
     [fit] = [line for line in commands if "translate-train fit" in line]
-    assert "--run_dir /tmp/somewhere" in fit and "--trainer.precision 32-true" in fit and "--data.max_tokens 1000" in fit
+    assert (
+        "--run_dir /tmp/somewhere" in fit
+        and "--trainer.precision 32-true" in fit
+        and "--data.max_tokens 1000" in fit
+    )
     assert "translate-eval --checkpoint /tmp/somewhere/checkpoints/last.ckpt" in result.stdout
 
 
@@ -210,5 +313,8 @@ def test_help_shows_descriptions_and_the_configs_values(capsys):
     with pytest.raises(SystemExit):
         main(["fit", "--config", str(REPO / "configs" / "default.yaml"), "--help"])
     help_text = " ".join(capsys.readouterr().out.split())
-    assert "--data.vocab_size VOCAB_SIZE SentencePiece vocabulary size. (type: int, default: 4000)" in help_text
+    assert (
+        "--data.vocab_size VOCAB_SIZE SentencePiece vocabulary size. (type: int, default: 4000)"
+        in help_text
+    )
     assert "--model.lr LR peak learning rate of Adam. (type: float, default: 0.002)" in help_text

@@ -26,18 +26,21 @@ LINES = ["Click OK.", "", "Choose Tools - Macros - Organize Dialogs.", "Last lin
 def write_checkpoint(path: Path, model: Transformer, vocab: Vocabularies, **artifact) -> None:
     """`model` and `vocab` saved in the format TranslationModule writes (what load_translator
     reads); `artifact` adds or overrides entries (training_config, target_tokens, ...)."""
-    torch.save({
-        "state_dict": {f"model.{name}": value for name, value in model.state_dict().items()},
-        "translate": {
-            "model_config": asdict(model.cfg),
-            "src_vocab_size": len(vocab.source),
-            "tgt_vocab_size": len(vocab.target),
-            "vocab": vocab.state(),
-            "training_config": {},
-            "run_config": None,
-            **artifact,
+    torch.save(
+        {
+            "state_dict": {f"model.{name}": value for name, value in model.state_dict().items()},
+            "translate": {
+                "model_config": asdict(model.cfg),
+                "src_vocab_size": len(vocab.source),
+                "tgt_vocab_size": len(vocab.target),
+                "vocab": vocab.state(),
+                "training_config": {},
+                "run_config": None,
+                **artifact,
+            },
         },
-    }, path)
+        path,
+    )
 
 
 def random_tied_checkpoint(path: Path, d_model: int, layers: int, **artifact) -> Path:
@@ -48,21 +51,44 @@ def random_tied_checkpoint(path: Path, d_model: int, layers: int, **artifact) ->
     joint = train_sentencepiece(lines, 200)
     vocab = Vocabularies(joint, joint)
     torch.manual_seed(0)
-    cfg = ModelConfig(d_model=d_model, heads=2, encoder_layers=layers, decoder_layers=layers, ffn_dim=2 * d_model,
-                      dropout=0.0, tie_embeddings="all", max_positions=64)
+    cfg = ModelConfig(
+        d_model=d_model,
+        heads=2,
+        encoder_layers=layers,
+        decoder_layers=layers,
+        ffn_dim=2 * d_model,
+        dropout=0.0,
+        tie_embeddings="all",
+        max_positions=64,
+    )
     model = Transformer(cfg, len(vocab.source), len(vocab.target), shared_vocab=True)
-    write_checkpoint(path, model, vocab, training_config={"max_len_a": 1.0, "max_len_b": 5}, **artifact)
+    write_checkpoint(
+        path, model, vocab, training_config={"max_len_a": 1.0, "max_len_b": 5}, **artifact
+    )
     return path
 
 
 def save_checkpoint(path: Path, vocab: Vocabularies, target_tokens: list[int] | None) -> None:
     """A random model in the format TranslationModule saves (what load_translator reads)."""
     torch.manual_seed(0)
-    cfg = ModelConfig(d_model=32, heads=2, encoder_layers=1, decoder_layers=1, ffn_dim=32,
-                      dropout=0.0, tie_embeddings="none", max_positions=64)
+    cfg = ModelConfig(
+        d_model=32,
+        heads=2,
+        encoder_layers=1,
+        decoder_layers=1,
+        ffn_dim=32,
+        dropout=0.0,
+        tie_embeddings="none",
+        max_positions=64,
+    )
     model = Transformer(cfg, len(vocab.source), len(vocab.target), shared_vocab=vocab.joint)
-    write_checkpoint(path, model, vocab, training_config={"max_len_a": 1.0, "max_len_b": 5},
-                     target_tokens=target_tokens)
+    write_checkpoint(
+        path,
+        model,
+        vocab,
+        training_config={"max_len_a": 1.0, "max_len_b": 5},
+        target_tokens=target_tokens,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -78,12 +104,19 @@ def files(tmp_path_factory):
     save_checkpoint(directory / "plain.ckpt", vocab, None)
     source = directory / "input.en"
     source.write_text("".join(line + "\n" for line in LINES), encoding="utf-8")
-    return {"dir": directory, "ckpt": directory / "restricted.ckpt", "plain": directory / "plain.ckpt",
-            "input": source, "words": words}
+    return {
+        "dir": directory,
+        "ckpt": directory / "restricted.ckpt",
+        "plain": directory / "plain.ckpt",
+        "input": source,
+        "words": words,
+    }
 
 
 def run(files, capsys, *args: str):
-    code = main(["--checkpoint", str(files["ckpt"]), "--source", str(files["input"]), "--quiet", *args])
+    code = main(
+        ["--checkpoint", str(files["ckpt"]), "--source", str(files["input"]), "--quiet", *args]
+    )
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 
@@ -95,7 +128,9 @@ def read(path: Path) -> list[str]:
 
 
 def test_n_best_gives_n_scored_lines_per_input_line(files, capsys, tmp_path):
-    code, _, err = run(files, capsys, "--beam", "3", "--n-best", "3", "--output", str(tmp_path / "nbest"))
+    code, _, err = run(
+        files, capsys, "--beam", "3", "--n-best", "3", "--output", str(tmp_path / "nbest")
+    )
     assert code == 0, err
     rows = [line.split(" ||| ") for line in read(tmp_path / "nbest")]
     assert len(rows) == 3 * len(LINES) and all(len(row) == 4 for row in rows)
@@ -108,7 +143,11 @@ def test_n_best_gives_n_scored_lines_per_input_line(files, capsys, tmp_path):
             assert all(-math.inf < s < 0 for s in scores) and all(float(r[3]) < 0 for r in entries)
             assert len({row[1] for row in entries}) == 3, "an n-best list repeats a translation"
         else:
-            assert [row[1] for row in entries] == ["", "", ""] and scores == [0.0, -math.inf, -math.inf]
+            assert [row[1] for row in entries] == ["", "", ""] and scores == [
+                0.0,
+                -math.inf,
+                -math.inf,
+            ]
 
     code, out, err = run(files, capsys, "--beam", "3")
     assert code == 0, err
@@ -122,11 +161,29 @@ def test_pipeline_keeps_order_and_n_best_per_line(files):
     alone = [translate_lines(translator, [line], beam=3, n_best=2) for line in LINES]
     assert flat == [text for texts in alone for text in texts]
     assert translate_lines(translator, LINES) == [
-        entries[0].text for entries in translate_nbest(translator, LINES, beam=1)]
+        entries[0].text for entries in translate_nbest(translator, LINES, beam=1)
+    ]
 
 
-PIECES = ["<pad>", "<unk>", "<s>", "</s>", "▁Click", "▁OK", ".", "▁Save", "▁it", "!", "▁e", "g", "▁3", "5",
-          "\"", "▁word", "s"]
+PIECES = [
+    "<pad>",
+    "<unk>",
+    "<s>",
+    "</s>",
+    "▁Click",
+    "▁OK",
+    ".",
+    "▁Save",
+    "▁it",
+    "!",
+    "▁e",
+    "g",
+    "▁3",
+    "5",
+    '"',
+    "▁word",
+    "s",
+]
 P = {piece: i for i, piece in enumerate(PIECES)}
 
 
@@ -137,18 +194,43 @@ def ids_of(*pieces: str) -> list[int]:
 def test_split_long_cuts_at_sentence_ends_then_word_starts():
     # 'Click OK. Save it!" Click 3.5 e.g" it.': four sentence-like ends, but the one inside a
     # number and the one a word start does not follow are no cuts; a closing quote stays.
-    line = ids_of("▁Click", "▁OK", ".", "▁Save", "▁it", "!", "\"", "▁Click", "▁3", ".", "5", "▁e", ".", "g",
-                  "\"", "▁it", ".")
+    line = ids_of(
+        "▁Click",
+        "▁OK",
+        ".",
+        "▁Save",
+        "▁it",
+        "!",
+        '"',
+        "▁Click",
+        "▁3",
+        ".",
+        "5",
+        "▁e",
+        ".",
+        "g",
+        '"',
+        "▁it",
+        ".",
+    )
     assert split_long(line, 100, PIECES) == [
-        ids_of("▁Click", "▁OK", "."), ids_of("▁Save", "▁it", "!", "\""),
-        ids_of("▁Click", "▁3", ".", "5", "▁e", ".", "g", "\"", "▁it", ".")]
+        ids_of("▁Click", "▁OK", "."),
+        ids_of("▁Save", "▁it", "!", '"'),
+        ids_of("▁Click", "▁3", ".", "5", "▁e", ".", "g", '"', "▁it", "."),
+    ]
     # A sentence over the limit: cut before the last word start in the window's second half ...
     words = ids_of("▁word", "s", "s", "▁word", "s", "▁word", "s", "s", "s")
-    assert split_long(words, 4, PIECES) == [ids_of("▁word", "s", "s"), ids_of("▁word", "s", "▁word", "s"),
-                                            ids_of("s", "s")]
+    assert split_long(words, 4, PIECES) == [
+        ids_of("▁word", "s", "s"),
+        ids_of("▁word", "s", "▁word", "s"),
+        ids_of("s", "s"),
+    ]
     # ... else at the limit.
     assert split_long(ids_of("▁word", *["s"] * 6), 3, PIECES) == [
-        ids_of("▁word", "s", "s"), ids_of("s", "s", "s"), ids_of("s")]
+        ids_of("▁word", "s", "s"),
+        ids_of("s", "s", "s"),
+        ids_of("s"),
+    ]
     generator = torch.Generator().manual_seed(0)
     for limit in (1, 2, 5, 9):
         ids = torch.randint(4, len(PIECES), (200,), generator=generator).tolist()
@@ -163,37 +245,53 @@ def two_searches_terms(translator) -> int:
     return 2 * score_terms(cfg, cfg.max_positions, len(translator.vocab.target), cfg.max_positions)
 
 
-def one_at_a_time(translator, segments: list[list[int]], beam: int, n_best: int) -> list[tuple[list[int], float]]:
+def one_at_a_time(
+    translator, segments: list[list[int]], beam: int, n_best: int
+) -> list[tuple[list[int], float]]:
     """The reference: each segment searched alone (a batch of one), hypotheses joined by rank."""
     found = []
     for ids in segments:
         src = torch.tensor([ids + [EOS_ID]])
         with torch.inference_mode():
             found.append(beam_search(translator.model, src, beam, 1.0, n_best, 1.0, 5)[0])
-    return [([t for hyps in found for t in hyps[k].tokens], sum(hyps[k].score for hyps in found))
-            for k in range(n_best)]
+    return [
+        ([t for hyps in found for t in hyps[k].tokens], sum(hyps[k].score for hyps in found))
+        for k in range(n_best)
+    ]
 
 
 @pytest.mark.numerical
 def test_an_over_long_line_is_translated_sentence_by_sentence(files, capsys):
     translator = load_translator(files["plain"])
-    sentences = ["Click OK.", "Choose Tools - Macros - Organize Dialogs.", "Last line!", "Click Save."]
+    sentences = [
+        "Click OK.",
+        "Choose Tools - Macros - Organize Dialogs.",
+        "Last line!",
+        "Click Save.",
+    ]
     encoded = translator.vocab.source.encode(sentences)
     line = " ".join(sentences)
     assert translator.vocab.source.encode([line])[0] == [t for ids in encoded for t in ids]
     limit = max(map(len, encoded))
-    nbest = translate_nbest(translator, ["Click OK.", line, ""], beam=3, n_best=2, max_input_tokens=limit)
+    nbest = translate_nbest(
+        translator, ["Click OK.", line, ""], beam=3, n_best=2, max_input_tokens=limit
+    )
     err = capsys.readouterr().err
     assert f"line 2 has {sum(map(len, encoded))} tokens" in err and "in 4 segments" in err
     expected = one_at_a_time(translator, encoded, beam=3, n_best=2)
-    assert [entry.text for entry in nbest[1]] == translator.vocab.target.decode([t for t, _ in expected])
+    assert [entry.text for entry in nbest[1]] == translator.vocab.target.decode(
+        [t for t, _ in expected]
+    )
     terms = two_searches_terms(translator)
     # the 4 segments' scores summed: all of one sign, so their errors stay relative to the sum
-    assert [entry.score for entry in nbest[1]] == within_rounding([score for _, score in expected], torch.float32,
-                                                                  terms + 4)
+    assert [entry.score for entry in nbest[1]] == within_rounding(
+        [score for _, score in expected], torch.float32, terms + 4
+    )
     alone = translate_nbest(translator, ["Click OK."], beam=3, n_best=2)[0]
     assert [e.text for e in nbest[0]] == [e.text for e in alone]
-    assert [e.score for e in nbest[0]] == within_rounding([e.score for e in alone], torch.float32, terms)
+    assert [e.score for e in nbest[0]] == within_rounding(
+        [e.score for e in alone], torch.float32, terms
+    )
     assert [entry.text for entry in nbest[2]] == ["", ""]
 
 
@@ -213,7 +311,9 @@ def test_the_default_limit_is_the_longest_training_sentence(files, capsys, tmp_p
 
 
 def test_max_input_tokens_flag_and_its_cap(files, capsys, tmp_path):
-    code, out, err = run(files, capsys, "--beam", "2", "--max-input-tokens", "3", "--chunk-lines", "2")
+    code, out, err = run(
+        files, capsys, "--beam", "2", "--max-input-tokens", "3", "--chunk-lines", "2"
+    )
     assert code == 0, err
     # Line 3 is the first of the second chunk: warnings number the lines of the whole input.
     assert len(out.split("\n")) == len(LINES) + 1 and "warning: line 3 has" in err
@@ -222,7 +322,9 @@ def test_max_input_tokens_flag_and_its_cap(files, capsys, tmp_path):
     assert code == 2 and "--max-input-tokens must be at least 1" in err
     # Never more than the model's positions can read (63 here), whatever is asked.
     (tmp_path / "long.en").write_text(" ".join(["Click OK."] * 12) + "\n", encoding="utf-8")
-    code, out, err = run(files, capsys, "--max-input-tokens", "1000", "--source", str(tmp_path / "long.en"))
+    code, out, err = run(
+        files, capsys, "--max-input-tokens", "1000", "--source", str(tmp_path / "long.en")
+    )
     assert code == 0, err
     assert "more than the 63" in err and out.count("\n") == 1
 
@@ -233,11 +335,23 @@ def test_reference_scores_the_one_best_output(files, capsys, tmp_path):
     one_best = out.split("\n")[:-1]
     assert any(one_best)
     (tmp_path / "same.de").write_text(out, encoding="utf-8")
-    code, _, err = run(files, capsys, "--beam", "3", "--n-best", "2", "--reference", str(tmp_path / "same.de"),
-                       "--output", str(tmp_path / "nbest"))
+    code, _, err = run(
+        files,
+        capsys,
+        "--beam",
+        "3",
+        "--n-best",
+        "2",
+        "--reference",
+        str(tmp_path / "same.de"),
+        "--output",
+        str(tmp_path / "nbest"),
+    )
     assert code == 0, err
     assert corpus_scores(one_best, one_best).report() in err  # the 1-best, not the 2nd-best
-    assert "chrF2 100.00" in err and "signature: nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp" in err
+    assert (
+        "chrF2 100.00" in err and "signature: nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp" in err
+    )
     assert len(read(tmp_path / "nbest")) == 2 * len(LINES)
 
     references = ["Klicken Sie auf OK.", "", "Wählen Sie Extras - Makros.", "Letzte Zeile."]
@@ -247,7 +361,9 @@ def test_reference_scores_the_one_best_output(files, capsys, tmp_path):
     assert corpus_scores(one_best, references).report() in err
 
 
-def test_reference_with_another_line_count_is_refused_before_translating(files, capsys, tmp_path, monkeypatch):
+def test_reference_with_another_line_count_is_refused_before_translating(
+    files, capsys, tmp_path, monkeypatch
+):
     def no_work(*args, **kwargs):
         raise AssertionError("work was done before the reference was checked")
 
@@ -255,14 +371,18 @@ def test_reference_with_another_line_count_is_refused_before_translating(files, 
     monkeypatch.setattr(translate.decode.pipeline, "translate_nbest", no_work)
     reference = tmp_path / "short.de"
     reference.write_text("eins\nzwei\n", encoding="utf-8")
-    code, out, err = run(files, capsys, "--reference", str(reference), "--output", str(tmp_path / "out"))
+    code, out, err = run(
+        files, capsys, "--reference", str(reference), "--output", str(tmp_path / "out")
+    )
     assert code == 2 and out == ""
     assert f"--reference {reference} has 2 lines but the input {files['input']} has 4" in err
     assert not (tmp_path / "out").exists()
 
 
 def test_n_best_larger_than_beam_is_refused(files, capsys, tmp_path):
-    code, _, err = run(files, capsys, "--beam", "2", "--n-best", "3", "--output", str(tmp_path / "out"))
+    code, _, err = run(
+        files, capsys, "--beam", "2", "--n-best", "3", "--output", str(tmp_path / "out")
+    )
     assert code == 2
     assert "--n-best 3 must be between 1 and the beam size (--beam 2)" in err
     assert not (tmp_path / "out").exists()
@@ -270,7 +390,9 @@ def test_n_best_larger_than_beam_is_refused(files, capsys, tmp_path):
     assert code == 2 and "--beam must be at least 1" in err
     for penalty in ("nan", "inf", "-0.5", "5.5"):
         code, _, err = run(files, capsys, "--length-penalty", penalty)
-        assert code == 2 and f"--length-penalty must be between 0 and 5, got {float(penalty)}" in err
+        assert (
+            code == 2 and f"--length-penalty must be between 0 and 5, got {float(penalty)}" in err
+        )
 
 
 def test_restrict_target_produces_only_training_target_tokens(files, capsys):
@@ -295,8 +417,18 @@ def test_restrict_target_without_recorded_tokens_is_a_clear_error(files, capsys,
     assert load_translator(files["plain"]).target_tokens is None
     with pytest.raises(CheckpointError, match="does not record its target-side tokens"):
         load_translator(files["plain"]).target_token_mask()
-    code = main(["--checkpoint", str(files["plain"]), "--source", str(files["input"]), "--quiet",
-                 "--restrict-target", "--output", str(tmp_path / "out")])
+    code = main(
+        [
+            "--checkpoint",
+            str(files["plain"]),
+            "--source",
+            str(files["input"]),
+            "--quiet",
+            "--restrict-target",
+            "--output",
+            str(tmp_path / "out"),
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2 and "plain.ckpt: the checkpoint does not record its target-side tokens" in err
     assert not (tmp_path / "out").exists()
@@ -316,43 +448,99 @@ def test_translate_eval_searches_as_translate_cli_does(files, capsys, tmp_path):
     from translate.cli.translate import build_parser as cli_parser
 
     def options(parser):
-        return {tuple(a.option_strings): (a.default, a.type, a.help) for a in parser._actions
-                if a.dest in ("beam", "length_penalty", "restrict_target", "batch_tokens")}
+        return {
+            tuple(a.option_strings): (a.default, a.type, a.help)
+            for a in parser._actions
+            if a.dest in ("beam", "length_penalty", "restrict_target", "batch_tokens")
+        }
 
     assert len(options(eval_parser())) == 4 and options(eval_parser()) == options(cli_parser())
 
     references = tmp_path / "ref.de"
     references.write_text("".join(f"Referenz {i}\n" for i in range(len(LINES))), encoding="utf-8")
-    for settings in (["--beam", "1"], ["--beam", "3", "--length-penalty", "0", "--restrict-target"]):
+    for settings in (
+        ["--beam", "1"],
+        ["--beam", "3", "--length-penalty", "0", "--restrict-target"],
+    ):
         code, expected, err = run(files, capsys, *settings, "--batch-tokens", "8")
         assert code == 0, err
-        code = eval_main(["--checkpoint", str(files["ckpt"]), "--source", str(files["input"]),
-                          "--reference", str(references), "--output", str(tmp_path / "hyp"),
-                          "--batch-tokens", "8", *settings])
+        code = eval_main(
+            [
+                "--checkpoint",
+                str(files["ckpt"]),
+                "--source",
+                str(files["input"]),
+                "--reference",
+                str(references),
+                "--output",
+                str(tmp_path / "hyp"),
+                "--batch-tokens",
+                "8",
+                *settings,
+            ]
+        )
         out, err = capsys.readouterr()
         assert code == 0, err
         assert "BLEU 0.00" in out and "chrF2" in out
         assert (tmp_path / "hyp").read_text(encoding="utf-8") == expected
-    assert eval_main(["--checkpoint", str(files["ckpt"]), "--source", str(files["input"]), "--reference",
-                      str(references), "--beam", "0"]) == 2
+    assert (
+        eval_main(
+            [
+                "--checkpoint",
+                str(files["ckpt"]),
+                "--source",
+                str(files["input"]),
+                "--reference",
+                str(references),
+                "--beam",
+                "0",
+            ]
+        )
+        == 2
+    )
     assert "--beam must be at least 1" in capsys.readouterr().err
-    assert eval_main(["--checkpoint", str(files["plain"]), "--source", str(files["input"]),
-                      "--reference", str(references), "--restrict-target"]) == 2
+    assert (
+        eval_main(
+            [
+                "--checkpoint",
+                str(files["plain"]),
+                "--source",
+                str(files["input"]),
+                "--reference",
+                str(references),
+                "--restrict-target",
+            ]
+        )
+        == 2
+    )
     assert "does not record its target-side tokens" in capsys.readouterr().err
 
 
 def nbest_rows(path: Path) -> list[tuple[str, str, float]]:
-    return [(number, text, float(score)) for number, text, score, _ in
-            (line.split(" ||| ") for line in read(path))]
+    return [
+        (number, text, float(score))
+        for number, text, score, _ in (line.split(" ||| ") for line in read(path))
+    ]
 
 
 @pytest.mark.numerical
-def test_a_stopped_run_resumes_where_it_stopped_and_gives_one_run_s_output(files, capsys, tmp_path, monkeypatch):
+def test_a_stopped_run_resumes_where_it_stopped_and_gives_one_run_s_output(
+    files, capsys, tmp_path, monkeypatch
+):
     source = tmp_path / "input.en"
     source.write_text("".join(line + "\n" for line in LINES * 3), encoding="utf-8")  # 12 lines
     references = tmp_path / "ref.de"
     references.write_text("".join(f"Zeile {i}.\n" for i in range(12)), encoding="utf-8")
-    settings = ["--source", str(source), "--beam", "3", "--n-best", "2", "--reference", str(references)]
+    settings = [
+        "--source",
+        str(source),
+        "--beam",
+        "3",
+        "--n-best",
+        "2",
+        "--reference",
+        str(references),
+    ]
     code, _, err = run(files, capsys, *settings, "--output", str(tmp_path / "whole"))
     assert code == 0, err
     whole = nbest_rows(tmp_path / "whole")
@@ -380,8 +568,18 @@ def test_a_stopped_run_resumes_where_it_stopped_and_gives_one_run_s_output(files
 
     code, _, err = run(files, capsys, *settings, "--chunk-lines", "5", "--output", str(out))
     assert code == 2 and "holds the translations of 5 input lines" in err and "--resume" in err
-    code, _, err = run(files, capsys, *settings, "--beam", "4", "--chunk-lines", "5", "--output", str(out),
-                       "--resume")
+    code, _, err = run(
+        files,
+        capsys,
+        *settings,
+        "--beam",
+        "4",
+        "--chunk-lines",
+        "5",
+        "--output",
+        str(out),
+        "--resume",
+    )
     assert code == 2 and "another --beam than" in err
 
     def counts_lines(translator, lines, *args, **kwargs):
@@ -390,14 +588,18 @@ def test_a_stopped_run_resumes_where_it_stopped_and_gives_one_run_s_output(files
 
     monkeypatch.setattr(translate.decode.pipeline, "translate_nbest", counts_lines)
     translated.clear()
-    code, _, err = run(files, capsys, *settings, "--chunk-lines", "5", "--output", str(out), "--resume")
+    code, _, err = run(
+        files, capsys, *settings, "--chunk-lines", "5", "--output", str(out), "--resume"
+    )
     assert code == 0, err
     assert len(translated) == 7, "only the lines not done were translated"
     resumed = nbest_rows(out)
     assert [row[:2] for row in resumed] == [row[:2] for row in whole]
     # printed with 4 decimals: searched again in other batches, a score may print one unit apart
     scores = [row[2] for row in whole]
-    rounding = tolerance(torch.float32, two_searches_terms(load_translator(files["ckpt"]))) * max(map(abs, scores))
+    rounding = tolerance(torch.float32, two_searches_terms(load_translator(files["ckpt"]))) * max(
+        map(abs, scores)
+    )
     assert [row[2] for row in resumed] == pytest.approx(scores, abs=1e-4 + rounding)
     assert whole_report in err, "the scores must cover every line, those of the first run too"
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("out")) == ["out"]

@@ -20,19 +20,40 @@ FIXTURE = Path(__file__).parent / "fixtures" / "libreoffice_small"
 
 def fake_scores(table: dict):
     """`score` that reads (BLEU, brevity penalty) of each alpha from `table`; greedy gets (15, 1)."""
+
     def score(translator, jobs, beam, alpha, batch_tokens):
         bleu, bp = table[alpha] if beam > 1 else (15.0, 1.0)
-        return {"beam": beam, "length_penalty": alpha, "bleu": bleu, "chrf": bleu * 2, "brevity_penalty": bp}
+        return {
+            "beam": beam,
+            "length_penalty": alpha,
+            "bleu": bleu,
+            "chrf": bleu * 2,
+            "brevity_penalty": bp,
+        }
+
     return score
 
 
-@pytest.mark.parametrize("table, chosen", [
-    ({0.0: (20.0, 0.80), 1.0: (19.0, 0.96), 2.0: (18.5, 0.99)}, 1.0),   # the best BLEU that is long enough
-    ({0.0: (20.0, 0.80), 1.0: (19.0, 0.90), 2.0: (18.5, 0.93)}, 2.0),   # none long enough: the longest
-])
-def test_the_best_bleu_among_settings_that_do_not_cut_translations_short(monkeypatch, table, chosen):
+@pytest.mark.parametrize(
+    "table, chosen",
+    [
+        (
+            {0.0: (20.0, 0.80), 1.0: (19.0, 0.96), 2.0: (18.5, 0.99)},
+            1.0,
+        ),  # the best BLEU that is long enough
+        (
+            {0.0: (20.0, 0.80), 1.0: (19.0, 0.90), 2.0: (18.5, 0.93)},
+            2.0,
+        ),  # none long enough: the longest
+    ],
+)
+def test_the_best_bleu_among_settings_that_do_not_cut_translations_short(
+    monkeypatch, table, chosen
+):
     monkeypatch.setattr(tuning, "score", fake_scores(table))
-    settings = tuning.tune_length_penalty(None, [(("en", "de"), ["a"], ["b"])], beam=4, candidates=list(table))
+    settings = tuning.tune_length_penalty(
+        None, [(("en", "de"), ["a"], ["b"])], beam=4, candidates=list(table)
+    )
     assert settings["length_penalty"] == chosen and settings["beam"] == 4
     assert [row["length_penalty"] for row in settings["candidates"]] == list(table)
 
@@ -41,9 +62,26 @@ def test_the_best_bleu_among_settings_that_do_not_cut_translations_short(monkeyp
 def trained(tmp_path_factory) -> Path:
     """configs/tiny.yaml on the fixture corpus: fit ends by tuning the last checkpoint."""
     root = tmp_path_factory.mktemp("tune")
-    assert train_main(["fit", "--config", str(REPO / "configs" / "tiny.yaml"), "--run_dir", str(root / "run"),
-                       "--data.corpus_dir", str(FIXTURE), "--data.cache_dir", str(root / "cache"),
-                       "--data.max_tokens", "600", "--trainer.max_steps", "60"]) == 0
+    assert (
+        train_main(
+            [
+                "fit",
+                "--config",
+                str(REPO / "configs" / "tiny.yaml"),
+                "--run_dir",
+                str(root / "run"),
+                "--data.corpus_dir",
+                str(FIXTURE),
+                "--data.cache_dir",
+                str(root / "cache"),
+                "--data.max_tokens",
+                "600",
+                "--trainer.max_steps",
+                "60",
+            ]
+        )
+        == 0
+    )
     return root / "run" / "checkpoints" / "last.ckpt"
 
 
@@ -51,20 +89,44 @@ def test_fit_ends_with_the_tuned_search_in_the_last_checkpoint(trained, capfd):
     search = torch.load(trained, weights_only=True)["translate"]["search"]
     assert search["beam"] == 5 and search["length_penalty"] in tuning.CANDIDATES
     assert search["sentences"] == 40 and len(search["candidates"]) == len(tuning.CANDIDATES)
-    assert load_translator(trained).search_defaults() == {"beam": 5, "length_penalty": search["length_penalty"]}
+    assert load_translator(trained).search_defaults() == {
+        "beam": 5,
+        "length_penalty": search["length_penalty"],
+    }
 
 
 def test_translate_tune_writes_the_choice_that_translate_cli_then_uses(trained, tmp_path, capsys):
     checkpoint = tmp_path / "model.ckpt"
     shutil.copy(trained, checkpoint)
-    assert tune_main(["--checkpoint", str(checkpoint), "--candidates", "3.0", "--beam", "3", "--sentences", "10"]) == 0
+    assert (
+        tune_main(
+            [
+                "--checkpoint",
+                str(checkpoint),
+                "--candidates",
+                "3.0",
+                "--beam",
+                "3",
+                "--sentences",
+                "10",
+            ]
+        )
+        == 0
+    )
     assert "| beam 3, alpha 3.0 (chosen) |" in capsys.readouterr().out
     assert load_translator(checkpoint).search_defaults() == {"beam": 3, "length_penalty": 3.0}
     source = tmp_path / "in.en"
-    source.write_text("".join(line + "\n" for line in (FIXTURE / "test.en").read_text().splitlines()[:12]))
+    source.write_text(
+        "".join(line + "\n" for line in (FIXTURE / "test.en").read_text().splitlines()[:12])
+    )
     outputs = []
     for flags in ([], ["--beam", "3", "--length-penalty", "3.0"]):
-        assert translate_main(["--checkpoint", str(checkpoint), "--source", str(source), "--quiet", *flags]) == 0
+        assert (
+            translate_main(
+                ["--checkpoint", str(checkpoint), "--source", str(source), "--quiet", *flags]
+            )
+            == 0
+        )
         outputs.append(capsys.readouterr().out)
     assert outputs[0] == outputs[1]
 

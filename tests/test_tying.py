@@ -39,8 +39,17 @@ SHARING = ("share_layer_attention", "share_encoder_decoder_layers", "embedding_a
 
 
 def config(**changes) -> ModelConfig:
-    base = dict(d_model=16, heads=2, encoder_layers=2, decoder_layers=3, ffn_dim=24, dropout=0.0,
-                norm_first=True, max_positions=64, tie_embeddings="all")
+    base = dict(
+        d_model=16,
+        heads=2,
+        encoder_layers=2,
+        decoder_layers=3,
+        ffn_dim=24,
+        dropout=0.0,
+        norm_first=True,
+        max_positions=64,
+        tie_embeddings="all",
+    )
     return ModelConfig(**{**base, **changes})
 
 
@@ -54,14 +63,23 @@ def all_variants() -> list[dict]:
     out = []
     for flags in itertools.product([False, True], repeat=3):
         for tie, layers in (("all", (2, 3)), ("none", (3, 2))):
-            out.append({**dict(zip(SHARING, flags)), "tie_embeddings": tie,
-                        "encoder_layers": layers[0], "decoder_layers": layers[1]})
+            out.append(
+                {
+                    **dict(zip(SHARING, flags)),
+                    "tie_embeddings": tie,
+                    "encoder_layers": layers[0],
+                    "decoder_layers": layers[1],
+                }
+            )
     return out
 
 
 def variant_id(changes: dict) -> str:
     flags = [name for name in SHARING if changes[name]] or ["plain"]
-    return f"{changes['tie_embeddings']}-{changes['encoder_layers']}x{changes['decoder_layers']}-" + "+".join(flags)
+    return (
+        f"{changes['tie_embeddings']}-{changes['encoder_layers']}x{changes['decoder_layers']}-"
+        + "+".join(flags)
+    )
 
 
 # --- the asymmetry measure ----------------------------------------------------------------
@@ -85,7 +103,9 @@ def test_asymmetry_is_zero_for_a_tied_path_and_positive_for_an_untied_pair():
     untied = embedding @ unembedding.T
     assert asymmetry(untied) > 0.5
     squares = 2 * 30 * 30  # the two norms' sums, each in its own order
-    assert asymmetry(untied) == within_rounding(slow_asymmetry(untied.tolist()), torch.float64, squares)
+    assert asymmetry(untied) == within_rounding(
+        slow_asymmetry(untied.tolist()), torch.float64, squares
+    )
     antisymmetric = untied - untied.T
     assert asymmetry(antisymmetric) == within_rounding(2.0, torch.float64, squares)
 
@@ -93,17 +113,28 @@ def test_asymmetry_is_zero_for_a_tied_path_and_positive_for_an_untied_pair():
 @pytest.mark.numerical
 def test_direct_path_of_models_each_entry_by_hand():
     model = build(tie_embeddings="all", embedding_adapter=True)
-    assert asymmetry(direct_path(model)) <= rounding_asymmetry(16, VOCAB), "the adapter starts as identity"
+    assert asymmetry(direct_path(model)) <= rounding_asymmetry(16, VOCAB), (
+        "the adapter starts as identity"
+    )
     with torch.no_grad():
         model.tgt_embed_adapter.weight.add_(0.3 * torch.randn(16, 16))
     m = direct_path(model)
-    e, a = model.tgt_embed.weight.detach().double(), model.tgt_embed_adapter.weight.detach().double()
+    e, a = (
+        model.tgt_embed.weight.detach().double(),
+        model.tgt_embed_adapter.weight.detach().double(),
+    )
     entries = [(0, 0), (4, 9), (9, 4), (49, 17)]
     # the decoder input of token `row` is A e_row; its logit for `col` is u_col . (A e_row)
-    expected = torch.stack([sum(e[col, i] * sum(a[i, j] * e[row, j] for j in range(16)) for i in range(16))
-                            for row, col in entries])
+    expected = torch.stack(
+        [
+            sum(e[col, i] * sum(a[i, j] * e[row, j] for j in range(16)) for i in range(16))
+            for row, col in entries
+        ]
+    )
     rows, cols = zip(*entries)
-    assert_within_rounding(m[list(rows), list(cols)], expected, torch.float32, 32)  # two 16-term products in turn
+    assert_within_rounding(
+        m[list(rows), list(cols)], expected, torch.float32, 32
+    )  # two 16-term products in turn
     assert asymmetry(m) > 0.01
     assert asymmetry(direct_path(build(tie_embeddings="decoder"))) <= rounding_asymmetry(16, VOCAB)
     assert asymmetry(direct_path(build(tie_embeddings="none"))) > 0.5
@@ -116,7 +147,9 @@ def test_adapter_starts_as_the_plain_tied_model_and_then_changes_its_output():
     plain.load_state_dict({k: v for k, v in adapted.state_dict().items() if "adapter" not in k})
     src, tgt = torch.randint(4, VOCAB, (2, 6)), torch.randint(4, VOCAB, (2, 5))
     with torch.no_grad():
-        assert torch.equal(adapted(src, tgt, PAD_ID), plain(src, tgt, PAD_ID))  # the identity map is exact
+        assert torch.equal(
+            adapted(src, tgt, PAD_ID), plain(src, tgt, PAD_ID)
+        )  # the identity map is exact
         adapted.tgt_embed_adapter.weight.mul_(0.5)
         changed, before = adapted(src, tgt, PAD_ID), plain(src, tgt, PAD_ID)
     rounding = tolerance(torch.float32, transformer_terms(plain.cfg, 6)) * before.abs().max()
@@ -147,14 +180,20 @@ def slow_bigram_mrr(scores: torch.Tensor, sentences: list[list[int]]) -> float:
 def test_bigram_mrr_equals_a_loop_reference_and_rewards_the_true_order():
     torch.manual_seed(3)
     vocab = 12
-    sentences = [[int(t) for t in torch.randint(4, vocab, (int(n),))] for n in torch.randint(1, 9, (40,))]
+    sentences = [
+        [int(t) for t in torch.randint(4, vocab, (int(n),))] for n in torch.randint(1, 9, (40,))
+    ]
     bigrams = target_bigrams(sentences, vocab)
     scores = torch.randn(vocab, vocab)
     # float64 sums over at most `vocab` previous tokens (and a division), in different orders; ranks are exact
     terms = 2 * (vocab + 2)
-    assert bigram_mrr(scores, bigrams) == within_rounding(slow_bigram_mrr(scores, sentences), torch.float64, terms)
+    assert bigram_mrr(scores, bigrams) == within_rounding(
+        slow_bigram_mrr(scores, sentences), torch.float64, terms
+    )
     unigram = unigram_scores(bigrams)
-    assert bigram_mrr(unigram, bigrams) == within_rounding(slow_bigram_mrr(unigram, sentences), torch.float64, terms)
+    assert bigram_mrr(unigram, bigrams) == within_rounding(
+        slow_bigram_mrr(unigram, sentences), torch.float64, terms
+    )
 
     ordered = [[4, 5, 6, 7]] * 10  # every token has one successor: a perfect M ranks it first
     bigrams = target_bigrams(ordered, 8)
@@ -163,7 +202,9 @@ def test_bigram_mrr_equals_a_loop_reference_and_rewards_the_true_order():
         perfect[a, b] = 1.0
     assert bigram_mrr(perfect, bigrams) == 1.0  # sums of whole counts: exact
     assert bigram_mrr(perfect.T, bigrams) < 0.5, "the reversed order must rank worse"
-    assert bigram_mrr(torch.zeros(8, 8), bigrams) == within_rounding(1 / 3.5, torch.float64, 8 + 3), "ties are not wins"
+    assert bigram_mrr(torch.zeros(8, 8), bigrams) == within_rounding(
+        1 / 3.5, torch.float64, 8 + 3
+    ), "ties are not wins"
 
 
 def test_bigrams_refuse_ids_outside_the_vocabulary():
@@ -178,7 +219,9 @@ def expected_parameters(changes: dict, vocab: int = VOCAB) -> int:
     d, f, le, ld = cfg.d_model, cfg.ffn_dim, cfg.encoder_layers, cfg.decoder_layers
     attention, ffn, layer_norm = 4 * (d * d + d), d * f + f + f * d + d, 2 * d
     albert, enc_dec = cfg.share_layer_attention, cfg.share_encoder_decoder_layers
-    paired = min(le, ld) if enc_dec else 0  # decoder layers whose self-attention and FFN are the encoder's
+    paired = (
+        min(le, ld) if enc_dec else 0
+    )  # decoder layers whose self-attention and FFN are the encoder's
     encoder_attention = min(le, 1) if albert else le
     if albert and paired:
         decoder_self = 0  # the decoder's one self-attention is the encoder's one
@@ -213,27 +256,42 @@ def ptr(model: Transformer, name: str) -> int:
 def test_shared_attention_is_one_tensor_per_stack():
     model = build(share_layer_attention=True)
     for name in ("q_proj.weight", "out_proj.bias"):
-        assert ptr(model, f"encoder_layers.0.self_attn.{name}") == ptr(model, f"encoder_layers.1.self_attn.{name}")
+        assert ptr(model, f"encoder_layers.0.self_attn.{name}") == ptr(
+            model, f"encoder_layers.1.self_attn.{name}"
+        )
         decoder = {ptr(model, f"decoder_layers.{i}.self_attn.{name}") for i in range(3)}
         cross = {ptr(model, f"decoder_layers.{i}.cross_attn.{name}") for i in range(3)}
         assert len(decoder) == 1 and len(cross) == 1 and decoder != cross
         assert ptr(model, f"encoder_layers.0.self_attn.{name}") not in decoder
-    assert ptr(model, "encoder_layers.0.ffn.linear1.weight") != ptr(model, "encoder_layers.1.ffn.linear1.weight")
-    assert ptr(model, "decoder_layers.0.self_block.norm.weight") != ptr(model, "decoder_layers.1.self_block.norm.weight")
+    assert ptr(model, "encoder_layers.0.ffn.linear1.weight") != ptr(
+        model, "encoder_layers.1.ffn.linear1.weight"
+    )
+    assert ptr(model, "decoder_layers.0.self_block.norm.weight") != ptr(
+        model, "decoder_layers.1.self_block.norm.weight"
+    )
 
 
 def test_encoder_decoder_sharing_pairs_layer_i_with_layer_i():
     model = build(share_encoder_decoder_layers=True)  # 2 encoder, 3 decoder layers
     for i in range(2):
         for name in ("self_attn.k_proj.weight", "ffn.linear1.weight", "ffn.linear2.bias"):
-            assert ptr(model, f"encoder_layers.{i}.{name}") == ptr(model, f"decoder_layers.{i}.{name}")
-        assert ptr(model, f"encoder_layers.{i}.attn_block.norm.weight") != ptr(model, f"decoder_layers.{i}.self_block.norm.weight")
-    assert ptr(model, "encoder_layers.0.self_attn.q_proj.weight") != ptr(model, "encoder_layers.1.self_attn.q_proj.weight")
+            assert ptr(model, f"encoder_layers.{i}.{name}") == ptr(
+                model, f"decoder_layers.{i}.{name}"
+            )
+        assert ptr(model, f"encoder_layers.{i}.attn_block.norm.weight") != ptr(
+            model, f"decoder_layers.{i}.self_block.norm.weight"
+        )
+    assert ptr(model, "encoder_layers.0.self_attn.q_proj.weight") != ptr(
+        model, "encoder_layers.1.self_attn.q_proj.weight"
+    )
     assert ptr(model, "decoder_layers.2.ffn.linear1.weight") not in {
-        ptr(model, f"encoder_layers.{i}.ffn.linear1.weight") for i in range(2)}
+        ptr(model, f"encoder_layers.{i}.ffn.linear1.weight") for i in range(2)
+    }
 
 
-@pytest.mark.parametrize("changes", [c for c in all_variants() if c["tie_embeddings"] == "all"], ids=variant_id)
+@pytest.mark.parametrize(
+    "changes", [c for c in all_variants() if c["tie_embeddings"] == "all"], ids=variant_id
+)
 def test_sharing_survives_loading_and_an_optimizer_step(changes):
     model = build(seed=1, **changes)
     groups = sorted(map(sorted, shared_tensors(model)))
@@ -241,7 +299,9 @@ def test_sharing_survives_loading_and_an_optimizer_step(changes):
     reloaded.load_state_dict(model.state_dict(), strict=True)
     assert sorted(map(sorted, shared_tensors(reloaded))) == groups
     optimizer = torch.optim.Adam(reloaded.parameters(), lr=0.05)
-    reloaded(torch.randint(4, VOCAB, (2, 6)), torch.randint(4, VOCAB, (2, 5)), pad_id=PAD_ID).sum().backward()
+    reloaded(
+        torch.randint(4, VOCAB, (2, 6)), torch.randint(4, VOCAB, (2, 5)), pad_id=PAD_ID
+    ).sum().backward()
     optimizer.step()
     assert sorted(map(sorted, shared_tensors(reloaded))) == groups
     weights = dict(reloaded.named_parameters(remove_duplicate=False))
@@ -270,10 +330,14 @@ def test_cached_decoding_equals_uncached_with_the_variants(changes):
         full = reference.decode(tgt, reference.encode(src, mask), mask)
         cache = model.new_cache()
         steps = [model.decode(tgt[:, i : i + 1], memory, mask, cache, offset=i) for i in range(5)]
-        assert_within_rounding(torch.cat(steps, dim=1), full, torch.float32, transformer_terms(model.cfg, 6))
+        assert_within_rounding(
+            torch.cat(steps, dim=1), full, torch.float32, transformer_terms(model.cfg, 6)
+        )
 
         src = torch.randint(4, VOCAB, (3, 5))
-        assert greedy_search(model, src, max_len_a=0.0, max_len_b=7) == uncached_greedy(model, src, 0.0, 7)
+        assert greedy_search(model, src, max_len_a=0.0, max_len_b=7) == uncached_greedy(
+            model, src, 0.0, 7
+        )
 
 
 # --- export refuses what it cannot express --------------------------------------------------------
@@ -291,7 +355,9 @@ def test_export_refuses_the_sharing_variants(option):
 def vocab(tmp_path_factory):
     fixture = REPO / "tests" / "fixtures" / "libreoffice_small"
     cache = tmp_path_factory.mktemp("vocab")
-    return TranslationDataModule(corpus_dir=str(fixture), vocab_size=300, cache_dir=str(cache)).vocab
+    return TranslationDataModule(
+        corpus_dir=str(fixture), vocab_size=300, cache_dir=str(cache)
+    ).vocab
 
 
 def save_checkpoint(path: Path, vocab, **changes) -> TranslationModule:
@@ -334,26 +400,44 @@ def test_inspect_reports_the_embedding_ties_of_each_mode(tie, vocab, tmp_path, c
     assert reported == EMBEDDING_TIES[tie]
     assert reported == storage_groups_in_file(path)
     assert info["parameters"]["total"] == expected_parameters({"tie_embeddings": tie}, vocab=300)
-    assert info["parameters"]["in_embeddings"] == {"none": 3, "decoder": 2, "src_tgt": 2, "all": 1}[tie] * 300 * 16
+    assert (
+        info["parameters"]["in_embeddings"]
+        == {"none": 3, "decoder": 2, "src_tgt": 2, "all": 1}[tie] * 300 * 16
+    )
     assert info["vocabulary"]["tokens_used"]["de"]["used"] == 4
     assert info["vocabulary"]["source_size"] == 300
     assert info["model_config"]["tie_embeddings"] == tie
-    assert (info["direct_path_asymmetry"] <= rounding_asymmetry(16, 300)) == (tie in ("decoder", "all"))
+    assert (info["direct_path_asymmetry"] <= rounding_asymmetry(16, 300)) == (
+        tie in ("decoder", "all")
+    )
 
 
 def test_inspect_reports_shared_layers_in_text_and_json(vocab, tmp_path, capsys):
     path = tmp_path / "shared.ckpt"
-    save_checkpoint(path, vocab, share_layer_attention=True, share_encoder_decoder_layers=True,
-                    embedding_adapter=True)
+    save_checkpoint(
+        path,
+        vocab,
+        share_layer_attention=True,
+        share_encoder_decoder_layers=True,
+        embedding_adapter=True,
+    )
     translator = load_translator(path)
-    assert translator.model.decoder_layers[2].self_attn is translator.model.encoder_layers[0].self_attn
+    assert (
+        translator.model.decoder_layers[2].self_attn is translator.model.encoder_layers[0].self_attn
+    )
     assert inspect_cli.main(["--checkpoint", str(path), "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
     assert {frozenset(n) for n in info["shared_tensors"]} == storage_groups_in_file(path)
-    self_attention = {f"encoder_layers.{i}.self_attn" for i in range(2)} | {f"decoder_layers.{i}.self_attn" for i in range(3)}
+    self_attention = {f"encoder_layers.{i}.self_attn" for i in range(2)} | {
+        f"decoder_layers.{i}.self_attn" for i in range(3)
+    }
     assert self_attention in [set(group) for group in info["shared_modules"]]
-    assert {f"decoder_layers.{i}.cross_attn" for i in range(3)} in [set(g) for g in info["shared_modules"]]
-    assert {"encoder_layers.1.ffn", "decoder_layers.1.ffn"} in [set(g) for g in info["shared_modules"]]
+    assert {f"decoder_layers.{i}.cross_attn" for i in range(3)} in [
+        set(g) for g in info["shared_modules"]
+    ]
+    assert {"encoder_layers.1.ffn", "decoder_layers.1.ffn"} in [
+        set(g) for g in info["shared_modules"]
+    ]
     assert info["parameters"]["adapters"] == 16 * 16
 
     source = tmp_path / "source.en"
@@ -385,24 +469,58 @@ def test_shared_modules_lists_a_tensor_tie_outside_whole_modules():
 def test_tying_study_smoke_writes_the_table_and_plot(tmp_path, bundled_corpus_cache):
     out = tmp_path / "study"
     result = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "studies" / "tying_study.py"), "--smoke", "--out", str(out),
-         "--test-sentences", "12", "--updates", "3", "--cache-dir", str(bundled_corpus_cache)],
-        cwd=REPO, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            str(REPO / "scripts" / "studies" / "tying_study.py"),
+            "--smoke",
+            "--out",
+            str(out),
+            "--test-sentences",
+            "12",
+            "--updates",
+            "3",
+            "--cache-dir",
+            str(bundled_corpus_cache),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     table = (out / "results.md").read_text()
-    rows = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("| run")]
-    names = ["none", "decoder", "src_tgt", "all", "all+shared-attention", "all+shared-enc-dec", "all+adapter"]
+    rows = [
+        line
+        for line in table.splitlines()
+        if line.startswith("| ") and not line.startswith("| run")
+    ]
+    names = [
+        "none",
+        "decoder",
+        "src_tgt",
+        "all",
+        "all+shared-attention",
+        "all+shared-enc-dec",
+        "all+adapter",
+    ]
     assert [row.split(" | ")[0].removeprefix("| ") for row in rows] == names
     assert "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp" in table
     assert (out / "results.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     summary = json.loads((out / "results.json").read_text())
     runs = {run["name"]: run for run in summary["runs"]}
     assert runs["all"]["embedding_parameters"] * 3 == runs["none"]["embedding_parameters"]
-    assert runs["all+shared-attention"]["parameters"] < runs["all"]["parameters"] < runs["all+adapter"]["parameters"]
-    rounding = rounding_asymmetry(32, runs["all"]["embedding_parameters"] // 32)  # the smoke scale's d_model: 32
+    assert (
+        runs["all+shared-attention"]["parameters"]
+        < runs["all"]["parameters"]
+        < runs["all+adapter"]["parameters"]
+    )
+    rounding = rounding_asymmetry(
+        32, runs["all"]["embedding_parameters"] // 32
+    )  # the smoke scale's d_model: 32
     assert runs["all"]["asymmetry"] <= rounding < runs["none"]["asymmetry"]
-    assert all(run["updates"] == 3 and run["test_sentences"] == 12 for run in runs.values())  # --updates
+    assert all(
+        run["updates"] == 3 and run["test_sentences"] == 12 for run in runs.values()
+    )  # --updates
     for name in names:
         assert (out / name / "checkpoints" / "last.ckpt").is_file()
         assert len((out / name / "test.hyp").read_text().splitlines()) == 12
@@ -412,18 +530,44 @@ def test_tying_study_smoke_writes_the_table_and_plot(tmp_path, bundled_corpus_ca
 def test_distant_pair_study_smoke_writes_the_table_and_plot(tmp_path):
     out = tmp_path / "distant"
     result = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "studies" / "distant_study.py"), "--smoke", "--out", str(out), "--seeds", "1", "2",
-         "--corpus", str(REPO / "tests" / "fixtures" / "libreoffice_multiway"), "--langs", "de", "ja",
-         "--cells", "all", "separate-decoder", "multilingual", "--cache-dir", str(tmp_path / "cache")],
-        cwd=REPO, capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            str(REPO / "scripts" / "studies" / "distant_study.py"),
+            "--smoke",
+            "--out",
+            str(out),
+            "--seeds",
+            "1",
+            "2",
+            "--corpus",
+            str(REPO / "tests" / "fixtures" / "libreoffice_multiway"),
+            "--langs",
+            "de",
+            "ja",
+            "--cells",
+            "all",
+            "separate-decoder",
+            "multilingual",
+            "--cache-dir",
+            str(tmp_path / "cache"),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     rows = json.loads((out / "results.json").read_text())
     assert sorted({(r["lang"], r["cell"]) for r in rows}) == [
-        (lang, cell) for lang in ("de", "ja") for cell in ("all", "multilingual", "separate-decoder")]
+        (lang, cell)
+        for lang in ("de", "ja")
+        for cell in ("all", "multilingual", "separate-decoder")
+    ]
     assert len(rows) == 12, "two seeds of every cell"
     by = {(r["lang"], r["cell"], r["seed"]): r for r in rows}
-    assert by[("ja", "all", 1)]["foreign_share"] > by[("ja", "separate-decoder", 1)]["foreign_share"]
+    assert (
+        by[("ja", "all", 1)]["foreign_share"] > by[("ja", "separate-decoder", 1)]["foreign_share"]
+    )
     assert by[("ja", "all", 1)]["bleu_signature"].split("|tok:")[1].startswith("ja-mecab")
     assert by[("de", "multilingual", 1)]["updates"] == 2 * by[("de", "all", 1)]["updates"]
     table = (out / "results.md").read_text()

@@ -18,7 +18,9 @@ def pairs(request):
 def test_joint_vocabulary_covers_both_languages_and_round_trips(pairs):
     vocab = Vocabularies.train(pairs, vocab_size=500)
     assert vocab.joint and vocab.source is vocab.target
-    pieces = {p for src, tgt in pairs[:50] for p in vocab.source.pieces(src) + vocab.source.pieces(tgt)}
+    pieces = {
+        p for src, tgt in pairs[:50] for p in vocab.source.pieces(src) + vocab.source.pieces(tgt)
+    }
     assert "▁die" in pieces and "▁the" in pieces  # German and English pieces in one model
     texts = [side for pair in pairs for side in pair]  # identity normalization: exact round trip
     assert any("…" in text for text in texts) and any("ü" in text for text in texts)
@@ -67,13 +69,32 @@ def test_data_module_caches_the_vocabulary(tmp_path, fixture_dir):
 
 @pytest.mark.parametrize("tie", ["all", "src_tgt"])
 def test_separate_vocabularies_refuse_sharing_ties_at_module_level(tmp_path, fixture_dir, tie):
-    data = TranslationDataModule(corpus_dir=str(fixture_dir), vocab_size=300, joint_vocab=False,
-                                 cache_dir=str(tmp_path))
+    data = TranslationDataModule(
+        corpus_dir=str(fixture_dir), vocab_size=300, joint_vocab=False, cache_dir=str(tmp_path)
+    )
     with pytest.raises(ValueError, match="needs one joint vocabulary"):
-        TranslationModule(data.vocab, ModelConfig(d_model=32, heads=2, encoder_layers=1,
-                                                  decoder_layers=1, ffn_dim=32, tie_embeddings=tie))
-    module = TranslationModule(data.vocab, ModelConfig(d_model=32, heads=2, encoder_layers=1,
-                                                       decoder_layers=1, ffn_dim=32, tie_embeddings="decoder"))
+        TranslationModule(
+            data.vocab,
+            ModelConfig(
+                d_model=32,
+                heads=2,
+                encoder_layers=1,
+                decoder_layers=1,
+                ffn_dim=32,
+                tie_embeddings=tie,
+            ),
+        )
+    module = TranslationModule(
+        data.vocab,
+        ModelConfig(
+            d_model=32,
+            heads=2,
+            encoder_layers=1,
+            decoder_layers=1,
+            ffn_dim=32,
+            tie_embeddings="decoder",
+        ),
+    )
     assert module.model.output.weight is module.model.tgt_embed.weight
 
 
@@ -89,8 +110,15 @@ def test_a_bad_line_met_while_training_the_vocabulary_is_reported_as_it_is(tmp_p
     module reports the corpus error itself, with its file and line."""
     (tmp_path / "train.tsv").write_text("a b\tc d\n" * 50 + "only one field\n", encoding="utf-8")
     with pytest.raises(CorpusError) as error:
-        TranslationDataModule(corpus_dir=str(tmp_path), corpus_format="tsv", vocab_size=30, cache_dir=str(tmp_path / "c"))
-    assert str(error.value) == f"{tmp_path / 'train.tsv'}:51: expected 2 tab-separated fields, found 1"
+        TranslationDataModule(
+            corpus_dir=str(tmp_path),
+            corpus_format="tsv",
+            vocab_size=30,
+            cache_dir=str(tmp_path / "c"),
+        )
+    assert (
+        str(error.value) == f"{tmp_path / 'train.tsv'}:51: expected 2 tab-separated fields, found 1"
+    )
 
 
 @pytest.mark.parametrize("content", ["", "\n \n\t\n"])
@@ -98,6 +126,10 @@ def test_an_empty_training_split_names_its_files(tmp_path, content):
     for lang in ("en", "de"):
         (tmp_path / f"train.{lang}").write_text(content, encoding="utf-8")
     with pytest.raises(CorpusError) as error:
-        TranslationDataModule(corpus_dir=str(tmp_path), vocab_size=30, cache_dir=str(tmp_path / "c"))
-    assert str(error.value) == (f"{tmp_path / 'train.en'} and {tmp_path / 'train.de'}: no text to train the "
-                                "SentencePiece vocabulary on: the train split is empty")
+        TranslationDataModule(
+            corpus_dir=str(tmp_path), vocab_size=30, cache_dir=str(tmp_path / "c")
+        )
+    assert str(error.value) == (
+        f"{tmp_path / 'train.en'} and {tmp_path / 'train.de'}: no text to train the "
+        "SentencePiece vocabulary on: the train split is empty"
+    )

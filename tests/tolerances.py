@@ -41,13 +41,17 @@ def bounds(expected: torch.Tensor, dtype: torch.dtype, terms: int) -> tuple[floa
     return tolerance(dtype, terms), float(expected.abs().max()) if expected.numel() else 0.0
 
 
-def assert_within_rounding(actual: torch.Tensor, expected: torch.Tensor, dtype: torch.dtype, terms: int) -> None:
+def assert_within_rounding(
+    actual: torch.Tensor, expected: torch.Tensor, dtype: torch.dtype, terms: int
+) -> None:
     """`actual` (computed in `dtype`) equals `expected` (best computed in float64) up to the
     rounding of `terms` summed terms: relative to each value, and absolute relative to the
     largest, since a sum that cancels to near zero keeps the error of its large terms."""
     expected = expected.to(torch.float64)
     bound, scale = bounds(expected, dtype, terms)
-    torch.testing.assert_close(actual.to(torch.float64), expected, rtol=bound, atol=bound * max(scale, 1e-30))
+    torch.testing.assert_close(
+        actual.to(torch.float64), expected, rtol=bound, atol=bound * max(scale, 1e-30)
+    )
 
 
 def within_rounding(expected, dtype: torch.dtype, terms: int):

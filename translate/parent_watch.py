@@ -20,7 +20,9 @@ def exit_with_parent() -> None:
     parent = multiprocessing.parent_process()
     if parent is None:  # not started by multiprocessing: no parent to watch
         return
-    threading.Thread(target=_exit_once_closed, args=(parent.sentinel,), name="exit-with-parent", daemon=True).start()
+    threading.Thread(
+        target=_exit_once_closed, args=(parent.sentinel,), name="exit-with-parent", daemon=True
+    ).start()
 
 
 def _exit_once_closed(sentinel: int) -> None:

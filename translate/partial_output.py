@@ -52,8 +52,11 @@ class PartialOutput:
                     "earlier run that did not finish: add --resume to continue it, or delete it and "
                     f"{self.state.name} to start again"
                 )
-            changed = sorted(key for key in fingerprint.keys() | saved["fingerprint"].keys()
-                             if fingerprint.get(key) != saved["fingerprint"].get(key))
+            changed = sorted(
+                key
+                for key in fingerprint.keys() | saved["fingerprint"].keys()
+                if fingerprint.get(key) != saved["fingerprint"].get(key)
+            )
             if changed:
                 raise PartialOutputError(
                     f"{self.partial} was written for another {', '.join(changed)} than this run's: "
@@ -73,7 +76,12 @@ class PartialOutput:
         try:
             saved = json.loads(self.state.read_text(encoding="utf-8"))
             size = self.partial.stat().st_size
-            fields = (saved["fingerprint"], saved["lines_done"], saved["bytes"], saved["input_digest"])
+            fields = (
+                saved["fingerprint"],
+                saved["lines_done"],
+                saved["bytes"],
+                saved["input_digest"],
+            )
         except (OSError, ValueError, KeyError, TypeError) as error:
             raise PartialOutputError(
                 f"{self.partial} and {self.state.name} do not describe an unfinished run ({error}); "
@@ -87,8 +95,12 @@ class PartialOutput:
         return saved
 
     def _save_state(self) -> None:
-        state = {"fingerprint": self.fingerprint, "lines_done": self.lines_done, "bytes": self.bytes_done,
-                 "input_digest": self._input.hexdigest()}
+        state = {
+            "fingerprint": self.fingerprint,
+            "lines_done": self.lines_done,
+            "bytes": self.bytes_done,
+            "input_digest": self._input.hexdigest(),
+        }
         write_atomic(self.state, json.dumps(state, indent=1).encode("utf-8"))
 
     def _hash(self, input_lines: list[str]) -> None:
@@ -101,7 +113,11 @@ class PartialOutput:
         done = list(islice(lines, self.lines_done))
         self._hash(done)
         if len(done) < self.lines_done or self._input.hexdigest() != self._saved_input_digest:
-            found = f"has only {len(done):,} lines" if len(done) < self.lines_done else "differs in them"
+            found = (
+                f"has only {len(done):,} lines"
+                if len(done) < self.lines_done
+                else "differs in them"
+            )
             raise PartialOutputError(
                 f"{self.partial} holds the translations of the first {self.lines_done:,} input lines "
                 f"of another input (this input {found}): rerun with the same input, or delete it and "

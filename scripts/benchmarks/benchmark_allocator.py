@@ -45,15 +45,24 @@ def measure(checkpoint: str, limit: int, repeats: int, keep: bool) -> dict:
             start = time.perf_counter()
             translate_nbest(translator, sources, beam=beam, length_penalty=0.0)
             times.append(time.perf_counter() - start)
-        result[f"beam {beam}"] = (min(times), (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults) / repeats)
+        result[f"beam {beam}"] = (
+            min(times),
+            (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults) / repeats,
+        )
     return result
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--checkpoint", default="runs/default/checkpoints/last.ckpt")
-    parser.add_argument("--limit", type=int, default=500, help="the first N test sentences (default: 500)")
-    parser.add_argument("--repeats", type=int, default=3, help="timed runs in each process (default: 3)")
+    parser.add_argument(
+        "--limit", type=int, default=500, help="the first N test sentences (default: 500)"
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="timed runs in each process (default: 3)"
+    )
     parser.add_argument("--pairs", type=int, default=5, help="pairs of processes (default: 5)")
     parser.add_argument("--child", choices=["plain", "kept"], help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -65,21 +74,43 @@ def main(argv: list[str] | None = None) -> int:
         order = ("plain", "kept") if pair % 2 == 0 else ("kept", "plain")
         runs = {}
         for child in order:
-            output = subprocess.run([sys.executable, __file__, "--checkpoint", args.checkpoint, "--limit",
-                                     str(args.limit), "--repeats", str(args.repeats), "--child", child],
-                                    check=True, capture_output=True, text=True).stdout
+            output = subprocess.run(
+                [
+                    sys.executable,
+                    __file__,
+                    "--checkpoint",
+                    args.checkpoint,
+                    "--limit",
+                    str(args.limit),
+                    "--repeats",
+                    str(args.repeats),
+                    "--child",
+                    child,
+                ],
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout
             runs[child] = json.loads(output.strip().splitlines()[-1])
         if not runs["kept"]["kept"]:
-            raise SystemExit("keep_freed_memory() did not apply here (not glibc, or MALLOC_*/GLIBC_TUNABLES set)")
+            raise SystemExit(
+                "keep_freed_memory() did not apply here (not glibc, or MALLOC_*/GLIBC_TUNABLES set)"
+            )
         rows.append(runs)
-    print(f"{args.limit} test sentences, one thread, {args.pairs} pairs of processes, best of {args.repeats} in each")
-    print("| beam | glibc as it comes: s | page faults a run | freed memory kept: s | page faults a run | speed-up |\n"
-          "|---:|---:|---:|---:|---:|---:|")
+    print(
+        f"{args.limit} test sentences, one thread, {args.pairs} pairs of processes, best of {args.repeats} in each"
+    )
+    print(
+        "| beam | glibc as it comes: s | page faults a run | freed memory kept: s | page faults a run | speed-up |\n"
+        "|---:|---:|---:|---:|---:|---:|"
+    )
     for beam in ("beam 1", "beam 5"):
         for runs in rows:
             (plain, plain_faults), (kept, kept_faults) = runs["plain"][beam], runs["kept"][beam]
-            print(f"| {beam[5:]} | {plain:.3f} | {plain_faults:,.0f} | {kept:.3f} | {kept_faults:,.0f} | "
-                  f"{plain / kept:.3f}x |")
+            print(
+                f"| {beam[5:]} | {plain:.3f} | {plain_faults:,.0f} | {kept:.3f} | {kept_faults:,.0f} | "
+                f"{plain / kept:.3f}x |"
+            )
         median = statistics.median(runs["plain"][beam][0] / runs["kept"][beam][0] for runs in rows)
         print(f"| {beam[5:]} | | | | median | {median:.3f}x |")
     return 0

@@ -41,20 +41,30 @@ def median_seconds(function, repeats: int, flush: torch.Tensor | None) -> float:
 
 
 def batched_products(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
-    scores = torch.matmul(query, keys.transpose(-1, -2)).mul_(HEAD_DIM ** -0.5)
+    scores = torch.matmul(query, keys.transpose(-1, -2)).mul_(HEAD_DIM**-0.5)
     return torch.matmul(scores.softmax(dim=-1), values)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--shapes", default="40x30,136x30,136x60", help="rows x cached steps (default: 40x30,136x30,136x60)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--shapes",
+        default="40x30,136x30,136x60",
+        help="rows x cached steps (default: 40x30,136x30,136x60)",
+    )
     parser.add_argument("--repeats", type=int, default=30)
     args = parser.parse_args(argv)
     flush = torch.zeros(96 * 2**20 // 4)
-    print(f"{torch.get_num_threads()} thread(s), torch {torch.__version__}, {HEADS} heads of {HEAD_DIM}, "
-          f"median of {args.repeats}")
-    print("| rows | cached steps | cache MiB | caches | plain read µs | batched products µs | decoding's attention µs "
-          "| plain read GB/s | batched products GB/s | decoding's attention GB/s |")
+    print(
+        f"{torch.get_num_threads()} thread(s), torch {torch.__version__}, {HEADS} heads of {HEAD_DIM}, "
+        f"median of {args.repeats}"
+    )
+    print(
+        "| rows | cached steps | cache MiB | caches | plain read µs | batched products µs | decoding's attention µs "
+        "| plain read GB/s | batched products GB/s | decoding's attention GB/s |"
+    )
     print("|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|")
     for shape in args.shapes.split(","):
         rows, steps = map(int, shape.split("x"))
@@ -62,13 +72,21 @@ def main(argv: list[str] | None = None) -> int:
         keys, values = torch.randn(2, rows, HEADS, steps, HEAD_DIM).unbind(0)
         size = (keys.numel() + values.numel()) * 4
         for caches, cold in (("warm", None), ("cold", flush)):
-            times = [median_seconds(run, args.repeats, cold) for run in (
-                lambda: (keys.sum(), values.sum()),
-                lambda: batched_products(query, keys, values),
-                lambda: _attend_step(query, keys, values, None))]
-            print(f"| {rows} | {steps} | {size / 2**20:.1f} | {caches} | "
-                  + " | ".join(f"{seconds * 1e6:.0f}" for seconds in times) + " | "
-                  + " | ".join(f"{size / seconds / 1e9:.1f}" for seconds in times) + " |")
+            times = [
+                median_seconds(run, args.repeats, cold)
+                for run in (
+                    lambda: (keys.sum(), values.sum()),
+                    lambda: batched_products(query, keys, values),
+                    lambda: _attend_step(query, keys, values, None),
+                )
+            ]
+            print(
+                f"| {rows} | {steps} | {size / 2**20:.1f} | {caches} | "
+                + " | ".join(f"{seconds * 1e6:.0f}" for seconds in times)
+                + " | "
+                + " | ".join(f"{size / seconds / 1e9:.1f}" for seconds in times)
+                + " |"
+            )
     return 0
 
 

@@ -22,13 +22,21 @@ from translate.decode.search import best_tokens  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--vocab", type=int, default=4000, help="scores a row (default: make train's 4,000)")
-    parser.add_argument("--rows", default="1,8,40,200", help="comma-separated rows (default: 1,8,40,200)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--vocab", type=int, default=4000, help="scores a row (default: make train's 4,000)"
+    )
+    parser.add_argument(
+        "--rows", default="1,8,40,200", help="comma-separated rows (default: 1,8,40,200)"
+    )
     parser.add_argument("--calls", type=int, default=500)
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args(argv)
-    print(f"{torch.get_num_threads()} thread(s), torch {torch.__version__}, {args.vocab} scores a row\n")
+    print(
+        f"{torch.get_num_threads()} thread(s), torch {torch.__version__}, {args.vocab} scores a row\n"
+    )
     print("| rows | argmax us | best_tokens us | speed-up |\n|---:|---:|---:|---:|")
     for rows in map(int, args.rows.split(",")):
         scores = torch.randn(rows, args.vocab)

@@ -31,8 +31,9 @@ from translate.serve.batching import SearchKey  # noqa: E402
 from translate.text.corpus import BUNDLED_CORPUS, read_lines, split_paths  # noqa: E402
 
 
-def closed_loop(translator, lines: list[str], key: SearchKey, clients: int,
-                max_seconds: float) -> tuple[float, float, list[str]]:
+def closed_loop(
+    translator, lines: list[str], key: SearchKey, clients: int, max_seconds: float
+) -> tuple[float, float, list[str]]:
     """Seconds to answer every line with `clients` in flight, the mean lines a turn searched, and
     the translations."""
     model_side = serve_continuous.ContinuousTranslator(translator, batch_tokens=4096)
@@ -48,15 +49,25 @@ def closed_loop(translator, lines: list[str], key: SearchKey, clients: int,
         in_flight -= len(progress.done)
         answers.update(progress.done)
         turns, held = turns + 1, held + progress.searching
-    return time.perf_counter() - started, held / turns, [answers[index][0] for index in range(len(lines))]
+    return (
+        time.perf_counter() - started,
+        held / turns,
+        [answers[index][0] for index in range(len(lines))],
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--checkpoint", default="runs/default/checkpoints/last.ckpt")
-    parser.add_argument("--sentences", type=int, default=500, help="test sentences, shuffled (default: 500)")
+    parser.add_argument(
+        "--sentences", type=int, default=500, help="test sentences, shuffled (default: 500)"
+    )
     parser.add_argument("--clients", default="32,128", help="simulated clients (default: 32,128)")
-    parser.add_argument("--cohorts", default="4,8,12,16", help="MAX_COHORTS values (default: 4,8,12,16)")
+    parser.add_argument(
+        "--cohorts", default="4,8,12,16", help="MAX_COHORTS values (default: 4,8,12,16)"
+    )
     parser.add_argument("--join", default="8", help="JOIN_FRACTION values (default: 8)")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
@@ -66,22 +77,33 @@ def main(argv: list[str] | None = None) -> int:
     lines = lines[: args.sentences]
     defaults = translator.search_defaults()
     key = SearchKey(defaults["beam"], defaults["length_penalty"])
-    translate_lines(translator, lines[:50], beam=key.beam, length_penalty=key.length_penalty)  # warm
+    translate_lines(
+        translator, lines[:50], beam=key.beam, length_penalty=key.length_penalty
+    )  # warm
     started = time.perf_counter()
     expected = translate_lines(translator, lines, beam=key.beam, length_penalty=key.length_penalty)
     cli = time.perf_counter() - started
-    print(f"{len(lines)} shuffled test sentences, beam {key.beam}, alpha {key.length_penalty}, one thread; "
-          f"translate-cli {len(lines) / cli:.1f} sentences/s")
-    print("\n| clients | cohorts at most | join at | sent/s | of translate-cli | lines a turn | same as translate-cli |")
+    print(
+        f"{len(lines)} shuffled test sentences, beam {key.beam}, alpha {key.length_penalty}, one thread; "
+        f"translate-cli {len(lines) / cli:.1f} sentences/s"
+    )
+    print(
+        "\n| clients | cohorts at most | join at | sent/s | of translate-cli | lines a turn | same as translate-cli |"
+    )
     print("|---:|---:|---:|---:|---:|---:|---:|")
     for clients in map(int, args.clients.split(",")):
         for cohorts in map(int, args.cohorts.split(",")):
             for join in map(int, args.join.split(",")):
                 continuous.MAX_COHORTS, serve_continuous.JOIN_FRACTION = cohorts, join
-                seconds, held, outputs = closed_loop(translator, lines, key, clients, max_seconds=0.01)
+                seconds, held, outputs = closed_loop(
+                    translator, lines, key, clients, max_seconds=0.01
+                )
                 same = sum(output == reference for output, reference in zip(outputs, expected))
-                print(f"| {clients} | {cohorts} | 1/{join} | {len(lines) / seconds:.1f} | {cli / seconds:.2f}x | "
-                      f"{held:.1f} | {same}/{len(lines)} |", flush=True)
+                print(
+                    f"| {clients} | {cohorts} | 1/{join} | {len(lines) / seconds:.1f} | {cli / seconds:.2f}x | "
+                    f"{held:.1f} | {same}/{len(lines)} |",
+                    flush=True,
+                )
     return 0
 
 

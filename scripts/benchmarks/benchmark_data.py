@@ -40,7 +40,10 @@ def write_repeated_corpus(directory: Path, pairs: int) -> None:
 
     directory.mkdir(parents=True, exist_ok=True)
     written = 0
-    with open(directory / "train.en", "w", encoding="utf-8") as en, open(directory / "train.de", "w", encoding="utf-8") as de:
+    with (
+        open(directory / "train.en", "w", encoding="utf-8") as en,
+        open(directory / "train.de", "w", encoding="utf-8") as de,
+    ):
         copy = 0
         while written < pairs:
             for src, tgt in iter_parallel(*split_paths(BUNDLED_CORPUS, "train", "en", "de")):
@@ -53,7 +56,9 @@ def write_repeated_corpus(directory: Path, pairs: int) -> None:
             copy += 1
 
 
-def measure_one(corpus: Path, vocab_file: Path, cache: Path, workers: int, max_tokens: int, max_length: int) -> dict:
+def measure_one(
+    corpus: Path, vocab_file: Path, cache: Path, workers: int, max_tokens: int, max_length: int
+) -> dict:
     import numpy as np
     from torch.utils.data import DataLoader
 
@@ -64,14 +69,20 @@ def measure_one(corpus: Path, vocab_file: Path, cache: Path, workers: int, max_t
 
     vocab = Vocabularies.from_state({"joint": vocab_file.read_bytes()})
     started = time.perf_counter()
-    encoded = encode_to_directory(iter_split(corpus, "train", "en", "de"), vocab, cache / "ids", workers=workers)
+    encoded = encode_to_directory(
+        iter_split(corpus, "train", "en", "de"), vocab, cache / "ids", workers=workers
+    )
     encode_seconds = time.perf_counter() - started
 
     started = time.perf_counter()
     keep, report = filter_by_length(encoded.src_lengths(), encoded.tgt_lengths(), max_length, 3.0)
     kept = encoded.select(keep)
-    sampler = TokenBatchSampler(np.stack([kept.src_lengths() + 1, kept.tgt_lengths() + 1], axis=1),
-                                max_tokens, shuffle=True, seed=1)
+    sampler = TokenBatchSampler(
+        np.stack([kept.src_lengths() + 1, kept.tgt_lengths() + 1], axis=1),
+        max_tokens,
+        shuffle=True,
+        seed=1,
+    )
     index_seconds = time.perf_counter() - started
 
     loader = DataLoader(kept, batch_sampler=sampler, collate_fn=collate)
@@ -98,17 +109,36 @@ def measure_one(corpus: Path, vocab_file: Path, cache: Path, workers: int, max_t
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--sizes", default="bundled,100000,1000000")
-    parser.add_argument("--workers", type=int, default=None, help="encoding processes (default: CPUs, at most 8)")
-    parser.add_argument("--max-tokens", type=int, default=2000, help="batch budget (configs/default.yaml)")
+    parser.add_argument(
+        "--workers", type=int, default=None, help="encoding processes (default: CPUs, at most 8)"
+    )
+    parser.add_argument(
+        "--max-tokens", type=int, default=2000, help="batch budget (configs/default.yaml)"
+    )
     parser.add_argument("--max-length", type=int, default=200)
-    parser.add_argument("--one", nargs=4, metavar=("CORPUS", "VOCAB", "CACHE", "WORKERS"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--one", nargs=4, metavar=("CORPUS", "VOCAB", "CACHE", "WORKERS"), help=argparse.SUPPRESS
+    )
     args = parser.parse_args()
     if args.one:
         corpus, vocab_file, cache, workers = args.one
         workers = None if workers == "default" else int(workers)
-        print(json.dumps(measure_one(Path(corpus), Path(vocab_file), Path(cache), workers, args.max_tokens, args.max_length)))
+        print(
+            json.dumps(
+                measure_one(
+                    Path(corpus),
+                    Path(vocab_file),
+                    Path(cache),
+                    workers,
+                    args.max_tokens,
+                    args.max_length,
+                )
+            )
+        )
         return
 
     from translate.text.corpus import BUNDLED_CORPUS, read_split
@@ -118,8 +148,10 @@ def main() -> None:
         tmp = Path(tmp)
         started = time.perf_counter()
         vocab = Vocabularies.train(read_split(BUNDLED_CORPUS, "train", "en", "de"), 4000)
-        print(f"vocabulary: 4000-piece joint unigram on the bundled corpus in {time.perf_counter() - started:.1f} s",
-              file=sys.stderr)
+        print(
+            f"vocabulary: 4000-piece joint unigram on the bundled corpus in {time.perf_counter() - started:.1f} s",
+            file=sys.stderr,
+        )
         vocab_file = tmp / "joint.model"
         vocab_file.write_bytes(vocab.state()["joint"])
         rows = []
@@ -130,19 +162,38 @@ def main() -> None:
             cache = tmp / f"cache-{size}"
             cache.mkdir()
             result = subprocess.run(
-                [sys.executable, __file__, "--max-tokens", str(args.max_tokens), "--max-length", str(args.max_length),
-                 "--one", str(corpus), str(vocab_file), str(cache), str(args.workers or "default")],
-                check=True, capture_output=True, text=True,
+                [
+                    sys.executable,
+                    __file__,
+                    "--max-tokens",
+                    str(args.max_tokens),
+                    "--max-length",
+                    str(args.max_length),
+                    "--one",
+                    str(corpus),
+                    str(vocab_file),
+                    str(cache),
+                    str(args.workers or "default"),
+                ],
+                check=True,
+                capture_output=True,
+                text=True,
             )
             rows.append(json.loads(result.stdout.strip().splitlines()[-1]))
             print(json.dumps(rows[-1]), file=sys.stderr)
-    print(f"max_tokens {args.max_tokens}, max_length {args.max_length}, workers {args.workers or 'default'}\n")
-    print("| pairs | encode pairs/s | peak RSS MiB | heap (RssAnon) MiB | id cache MiB | padding efficiency | loader batches/s | filter+batch s |")
+    print(
+        f"max_tokens {args.max_tokens}, max_length {args.max_length}, workers {args.workers or 'default'}\n"
+    )
+    print(
+        "| pairs | encode pairs/s | peak RSS MiB | heap (RssAnon) MiB | id cache MiB | padding efficiency | loader batches/s | filter+batch s |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for row in rows:
-        print(f"| {row['pairs']:,} | {row['encode_pairs_per_s']:,.0f} | {row['VmHWM_mib']:.0f} | {row['RssAnon_mib']:.0f} | "
-              f"{row['cache_mib']:.1f} | {row['padding_efficiency']:.1%} | {row['loader_batches_per_s']:,.0f} | "
-              f"{row['filter_and_batch_s']:.2f} |")
+        print(
+            f"| {row['pairs']:,} | {row['encode_pairs_per_s']:,.0f} | {row['VmHWM_mib']:.0f} | {row['RssAnon_mib']:.0f} | "
+            f"{row['cache_mib']:.1f} | {row['padding_efficiency']:.1%} | {row['loader_batches_per_s']:,.0f} | "
+            f"{row['filter_and_batch_s']:.2f} |"
+        )
 
 
 if __name__ == "__main__":

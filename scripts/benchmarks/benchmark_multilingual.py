@@ -62,22 +62,33 @@ def repeated(corpus: Path, languages: list[str], copies: int, out: Path) -> None
 
 
 def data_settings(languages: list[str]) -> dict:
-    return dict(corpus_format="multiway", languages=languages, vocab_size=12000, character_coverage=0.9995,
-                max_tokens=2000, max_length=200, dev_max_sentences=100)
+    return dict(
+        corpus_format="multiway",
+        languages=languages,
+        vocab_size=12000,
+        character_coverage=0.9995,
+        max_tokens=2000,
+        max_length=200,
+        dev_max_sentences=100,
+    )
 
 
 def train_vocabulary(corpus: Path, languages: list[str], vocab_cache: Path) -> None:
     """Into the cache, before any measured process (its trainer's memory is not the data path's)."""
     from translate.train.data_module import TranslationDataModule
 
-    TranslationDataModule(corpus_dir=str(corpus), cache_dir=str(vocab_cache), **data_settings(languages))
+    TranslationDataModule(
+        corpus_dir=str(corpus), cache_dir=str(vocab_cache), **data_settings(languages)
+    )
 
 
 def measure_one(corpus: Path, languages: list[str], cache: Path, vocab_cache: Path) -> dict:
     from translate.train.data_module import TranslationDataModule
 
     settings = data_settings(languages)
-    vocab = TranslationDataModule(corpus_dir=str(corpus.parent / "copies-1"), cache_dir=str(vocab_cache), **settings).vocab
+    vocab = TranslationDataModule(
+        corpus_dir=str(corpus.parent / "copies-1"), cache_dir=str(vocab_cache), **settings
+    ).vocab
     # The same vocabulary for every size, never trained on the larger copies: SentencePiece's
     # trainer holds its sample in memory, and the figures are about the data path.
     TranslationDataModule._load_or_train_vocab = lambda self: vocab
@@ -89,19 +100,31 @@ def measure_one(corpus: Path, languages: list[str], cache: Path, vocab_cache: Pa
     started = time.perf_counter()
     batches = sum(1 for _ in data.train_dataloader())
     epoch_seconds = time.perf_counter() - started
-    return {"pairs": pairs, "directions": len(data.directions), "setup_s": setup_seconds,
-            "pairs_per_s": pairs / setup_seconds, "batches": batches, "batches_per_s": batches / epoch_seconds,
-            "cache_mib": sum(p.stat().st_size for p in cache.rglob("*") if p.is_file()) / 2**20,
-            **{f"{key}_mib": value for key, value in memory_mib().items()}}
+    return {
+        "pairs": pairs,
+        "directions": len(data.directions),
+        "setup_s": setup_seconds,
+        "pairs_per_s": pairs / setup_seconds,
+        "batches": batches,
+        "batches_per_s": batches / epoch_seconds,
+        "cache_mib": sum(p.stat().st_size for p in cache.rglob("*") if p.is_file()) / 2**20,
+        **{f"{key}_mib": value for key, value in memory_mib().items()},
+    }
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--build", nargs="+", metavar="LANG", help="time the multi-way build of each language")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--build", nargs="+", metavar="LANG", help="time the multi-way build of each language"
+    )
     parser.add_argument("--corpus", type=Path, default=REPO / "data" / "libreoffice_help")
     parser.add_argument("--languages", nargs="+", default=["de", "fr", "ja", "zh-CN", "ru"])
     parser.add_argument("--copies", default="1,4,16")
-    parser.add_argument("--one", nargs=3, metavar=("CORPUS", "CACHE", "VOCAB_CACHE"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--one", nargs=3, metavar=("CORPUS", "CACHE", "VOCAB_CACHE"), help=argparse.SUPPRESS
+    )
     args = parser.parse_args()
     if args.one:
         corpus, cache, vocab_cache = map(Path, args.one)
@@ -122,18 +145,36 @@ def main() -> None:
         train_vocabulary(tmp / "copies-1", args.languages, tmp / "vocab")
         for copies in counts:
             result = subprocess.run(
-                [sys.executable, __file__, "--languages", *args.languages, "--one", str(tmp / f"copies-{copies}"),
-                 str(tmp / f"cache-{copies}"), str(tmp / "vocab")], check=True, capture_output=True, text=True)
+                [
+                    sys.executable,
+                    __file__,
+                    "--languages",
+                    *args.languages,
+                    "--one",
+                    str(tmp / f"copies-{copies}"),
+                    str(tmp / f"cache-{copies}"),
+                    str(tmp / "vocab"),
+                ],
+                check=True,
+                capture_output=True,
+                text=True,
+            )
             rows.append({"copies": copies, **json.loads(result.stdout.strip().splitlines()[-1])})
             print(json.dumps(rows[-1]), file=sys.stderr)
             shutil.rmtree(tmp / f"cache-{copies}", ignore_errors=True)
-    print(f"en <-> {', '.join(args.languages)} ({rows[0]['directions']} directions), max_tokens 2000, max_length 200\n")
-    print("| copies | training pairs (all directions) | setup s | pairs/s | peak RSS MiB | heap MiB | id cache MiB | epoch batches | batches/s |")
+    print(
+        f"en <-> {', '.join(args.languages)} ({rows[0]['directions']} directions), max_tokens 2000, max_length 200\n"
+    )
+    print(
+        "| copies | training pairs (all directions) | setup s | pairs/s | peak RSS MiB | heap MiB | id cache MiB | epoch batches | batches/s |"
+    )
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for row in rows:
-        print(f"| {row['copies']} | {row['pairs']:,} | {row['setup_s']:.1f} | {row['pairs_per_s']:,.0f} | "
-              f"{row['VmHWM_mib']:.0f} | {row['RssAnon_mib']:.0f} | {row['cache_mib']:.1f} | {row['batches']:,} | "
-              f"{row['batches_per_s']:,.0f} |")
+        print(
+            f"| {row['copies']} | {row['pairs']:,} | {row['setup_s']:.1f} | {row['pairs_per_s']:,.0f} | "
+            f"{row['VmHWM_mib']:.0f} | {row['RssAnon_mib']:.0f} | {row['cache_mib']:.1f} | {row['batches']:,} | "
+            f"{row['batches_per_s']:,.0f} |"
+        )
 
 
 if __name__ == "__main__":

@@ -55,8 +55,12 @@ sys.path.insert(0, str(REPO))
 from translate.serve.launch import free_loopback_port, wait_until_ready  # noqa: E402
 from translate.text.corpus import BUNDLED_CORPUS, read_lines, split_paths  # noqa: E402
 
-MODES = {"continuous": [], "batched": ["--batching", "batch"],
-         "unbatched": ["--batching", "batch", "--max-wait-ms", "0", "--batch-tokens", "1"], "litserve": None}
+MODES = {
+    "continuous": [],
+    "batched": ["--batching", "batch"],
+    "unbatched": ["--batching", "batch", "--max-wait-ms", "0", "--batch-tokens", "1"],
+    "litserve": None,
+}
 LITSERVE_BATCH, LITSERVE_WAIT_S = 64, 0.010
 
 
@@ -112,16 +116,41 @@ def rss_mib(pid: int) -> float:
     return total
 
 
-def start_server(checkpoint: str, threads: int, mode: str, max_wait_ms: float = 10,
-                 device: str = "cpu") -> tuple[subprocess.Popen, str]:
+def start_server(
+    checkpoint: str, threads: int, mode: str, max_wait_ms: float = 10, device: str = "cpu"
+) -> tuple[subprocess.Popen, str]:
     port = free_loopback_port()
     if MODES[mode] is None:
-        command = [sys.executable, __file__, "--litserve-server", checkpoint, str(port), str(threads)]
+        command = [
+            sys.executable,
+            __file__,
+            "--litserve-server",
+            checkpoint,
+            str(port),
+            str(threads),
+        ]
     else:
-        command = [sys.executable, "-m", "translate.cli.serve", "--checkpoint", checkpoint, "--port", str(port),
-                   "--threads", str(threads), "--device", device, "--max-queued-lines", "100000",
-                   "--max-wait-ms", str(max_wait_ms), *MODES[mode]]  # unbatched's 0 comes last and wins
-    server = subprocess.Popen(command, start_new_session=True)  # a group of its own: stop() ends its workers too
+        command = [
+            sys.executable,
+            "-m",
+            "translate.cli.serve",
+            "--checkpoint",
+            checkpoint,
+            "--port",
+            str(port),
+            "--threads",
+            str(threads),
+            "--device",
+            device,
+            "--max-queued-lines",
+            "100000",
+            "--max-wait-ms",
+            str(max_wait_ms),
+            *MODES[mode],
+        ]  # unbatched's 0 comes last and wins
+    server = subprocess.Popen(
+        command, start_new_session=True
+    )  # a group of its own: stop() ends its workers too
     base = f"http://127.0.0.1:{port}"
     ready = "/health" if MODES[mode] is None else "/ready"
     failure = wait_until_ready(server, f"{base}{ready}", 120)
@@ -136,7 +165,9 @@ async def load(base: str, sentences: list[str], clients: int, seconds: float) ->
     errors = 0
     deadline = time.perf_counter() + seconds
     shuffled = random.Random(0).sample(sentences, len(sentences))
-    next_sentence = itertools.cycle(shuffled).__next__  # shared by the clients: one event loop, no lock
+    next_sentence = itertools.cycle(
+        shuffled
+    ).__next__  # shared by the clients: one event loop, no lock
 
     async def client() -> None:
         nonlocal errors
@@ -158,9 +189,18 @@ async def load(base: str, sentences: list[str], clients: int, seconds: float) ->
     began = time.perf_counter()
     await asyncio.gather(*(client() for _ in range(clients)))
     elapsed = time.perf_counter() - began
-    quantiles = statistics.quantiles(latencies, n=100) if len(latencies) > 1 else [float("nan")] * 99
-    return {"seconds": elapsed, "sentences_per_s": len(latencies) / elapsed, "p50": quantiles[49], "p95": quantiles[94],
-            "p99": quantiles[98], "errors": errors, "requests": len(latencies)}
+    quantiles = (
+        statistics.quantiles(latencies, n=100) if len(latencies) > 1 else [float("nan")] * 99
+    )
+    return {
+        "seconds": elapsed,
+        "sentences_per_s": len(latencies) / elapsed,
+        "p50": quantiles[49],
+        "p95": quantiles[94],
+        "p99": quantiles[98],
+        "errors": errors,
+        "requests": len(latencies),
+    }
 
 
 def batches_so_far(base: str, mode: str) -> tuple[float, float, float, float]:
@@ -172,9 +212,17 @@ def batches_so_far(base: str, mode: str) -> tuple[float, float, float, float]:
     from prometheus_client.parser import text_string_to_metric_families
 
     text = httpx.get(f"{base}/metrics", timeout=10).text
-    samples = {sample.name: sample.value for family in text_string_to_metric_families(text) for sample in family.samples}
-    return (samples["translate_batch_sentences_sum"], samples["translate_batch_sentences_count"],
-            samples["translate_model_seconds_total"], samples["translate_sentences_total"])
+    samples = {
+        sample.name: sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+    return (
+        samples["translate_batch_sentences_sum"],
+        samples["translate_batch_sentences_count"],
+        samples["translate_model_seconds_total"],
+        samples["translate_sentences_total"],
+    )
 
 
 def cli_seconds(checkpoint: str, sentences: list[str], threads: int, device: str = "cpu") -> float:
@@ -182,20 +230,42 @@ def cli_seconds(checkpoint: str, sentences: list[str], threads: int, device: str
         source = Path(tmp) / "in.txt"
         source.write_text("".join(s + "\n" for s in sentences), encoding="utf-8")
         started = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "translate.cli.translate", "--checkpoint", checkpoint, "--source",
-                        str(source), "--output", str(Path(tmp) / "out.txt"), "--quiet", "--threads", str(threads),
-                        "--device", device], check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "translate.cli.translate",
+                "--checkpoint",
+                checkpoint,
+                "--source",
+                str(source),
+                "--output",
+                str(Path(tmp) / "out.txt"),
+                "--quiet",
+                "--threads",
+                str(threads),
+                "--device",
+                device,
+            ],
+            check=True,
+        )
         return time.perf_counter() - started
 
 
-def cli_throughput(checkpoint: str, sentences: list[str], threads: int, device: str = "cpu") -> float:
+def cli_throughput(
+    checkpoint: str, sentences: list[str], threads: int, device: str = "cpu"
+) -> float:
     """translate-cli's sentences/s on the file, its start-up (the time for one line) left out."""
     start_up = cli_seconds(checkpoint, sentences[:1], threads, device)
     translating = cli_seconds(checkpoint, sentences, threads, device) - start_up
-    return len(sentences) / translating if translating > 0 else float("nan")  # too few lines to tell
+    return (
+        len(sentences) / translating if translating > 0 else float("nan")
+    )  # too few lines to tell
 
 
-def random_batches(checkpoint: str, sentences: list[str], sizes: list[int], threads: int) -> dict[int, float]:
+def random_batches(
+    checkpoint: str, sentences: list[str], sizes: list[int], threads: int
+) -> dict[int, float]:
     """The model alone, no HTTP: sentences/s on batches of `size` test sentences drawn at random,
     what a closed loop of `size` single-sentence clients offers at best (printed as JSON)."""
     import torch
@@ -212,8 +282,13 @@ def random_batches(checkpoint: str, sentences: list[str], sizes: list[int], thre
         draw = random.Random(0)
 
         def translate() -> None:
-            translate_lines(translator, draw.sample(sentences, size), BATCH_TOKENS, beam=search["beam"],
-                            length_penalty=search["length_penalty"])
+            translate_lines(
+                translator,
+                draw.sample(sentences, size),
+                BATCH_TOKENS,
+                beam=search["beam"],
+                length_penalty=search["length_penalty"],
+            )
 
         translate()  # warm-up
         count, started = 0, time.perf_counter()
@@ -224,10 +299,21 @@ def random_batches(checkpoint: str, sentences: list[str], sizes: list[int], thre
     return throughput
 
 
-def random_batch_ceiling(checkpoint: str, sentences: int | None, sizes: str, threads: int) -> dict[int, float]:
+def random_batch_ceiling(
+    checkpoint: str, sentences: int | None, sizes: str, threads: int
+) -> dict[int, float]:
     """`random_batches` in a process of its own, as the servers and translate-cli run."""
-    command = [sys.executable, __file__, "--checkpoint", checkpoint, "--random-batches", sizes,
-               "--threads", str(threads), *(["--sentences", str(sentences)] if sentences else [])]
+    command = [
+        sys.executable,
+        __file__,
+        "--checkpoint",
+        checkpoint,
+        "--random-batches",
+        sizes,
+        "--threads",
+        str(threads),
+        *(["--sentences", str(sentences)] if sentences else []),
+    ]
     done = subprocess.run(command, capture_output=True, text=True, check=True)
     return {int(size): value for size, value in json.loads(done.stdout.splitlines()[-1]).items()}
 
@@ -247,22 +333,52 @@ def stop(server: subprocess.Popen) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--checkpoint", default="runs/default/checkpoints/last.ckpt")
-    parser.add_argument("--clients", default="1,8,32,128", help="concurrency levels (default: 1,8,32,128)")
-    parser.add_argument("--seconds", type=float, default=20, help="load time per level (default: 20)")
+    parser.add_argument(
+        "--clients", default="1,8,32,128", help="concurrency levels (default: 1,8,32,128)"
+    )
+    parser.add_argument(
+        "--seconds", type=float, default=20, help="load time per level (default: 20)"
+    )
     parser.add_argument("--modes", default="continuous,batched,unbatched")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads of the server and the CLI")
-    parser.add_argument("--sentences", type=int, default=None, help="only the first N test sentences")
-    parser.add_argument("--max-wait-ms", type=float, default=10, help="translate-serve's --max-wait-ms (default: 10)")
-    parser.add_argument("--rss-every", type=float, default=0,
-                        help="print the server's RSS every N seconds during each level (default: 0, never)")
-    parser.add_argument("--batch-ceiling", default="16,32",
-                        help="also the model alone on random batches of these sizes (default: 16,32; '' skips)")
-    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
-                        help="where translate-serve and translate-cli translate (default: cpu)")
-    parser.add_argument("--json", type=Path, default=None, help="also write the rows and translate-cli's runs here")
-    parser.add_argument("--litserve-server", nargs=3, metavar=("CKPT", "PORT", "THREADS"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--threads", type=int, default=1, help="torch threads of the server and the CLI"
+    )
+    parser.add_argument(
+        "--sentences", type=int, default=None, help="only the first N test sentences"
+    )
+    parser.add_argument(
+        "--max-wait-ms",
+        type=float,
+        default=10,
+        help="translate-serve's --max-wait-ms (default: 10)",
+    )
+    parser.add_argument(
+        "--rss-every",
+        type=float,
+        default=0,
+        help="print the server's RSS every N seconds during each level (default: 0, never)",
+    )
+    parser.add_argument(
+        "--batch-ceiling",
+        default="16,32",
+        help="also the model alone on random batches of these sizes (default: 16,32; '' skips)",
+    )
+    parser.add_argument(
+        "--device",
+        choices=["cpu", "cuda"],
+        default="cpu",
+        help="where translate-serve and translate-cli translate (default: cpu)",
+    )
+    parser.add_argument(
+        "--json", type=Path, default=None, help="also write the rows and translate-cli's runs here"
+    )
+    parser.add_argument(
+        "--litserve-server", nargs=3, metavar=("CKPT", "PORT", "THREADS"), help=argparse.SUPPRESS
+    )
     parser.add_argument("--random-batches", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.litserve_server:
@@ -278,26 +394,41 @@ def main(argv: list[str] | None = None) -> int:
         sizes = [int(size) for size in args.random_batches.split(",")]
         print(json.dumps(random_batches(args.checkpoint, sources, sizes, args.threads)))
         return 0
-    print(f"{len(sources)} test sentences; {args.threads} thread(s); {os.cpu_count()} CPUs; "
-          f"{args.seconds:g} s a level", flush=True)
+    print(
+        f"{len(sources)} test sentences; {args.threads} thread(s); {os.cpu_count()} CPUs; "
+        f"{args.seconds:g} s a level",
+        flush=True,
+    )
     # translate-cli before every mode and after the last: a mode's ratios are to the mean of the two
     # runs around it, minutes apart, since this machine's speed drifts by 10-20% within an hour.
     ceilings = [cli_throughput(args.checkpoint, sources, args.threads, args.device)]
     print(f"translate-cli, one file: {ceilings[-1]:.1f} sentences/s", flush=True)
     rows = []
     for mode in args.modes.split(","):
-        server, base = start_server(args.checkpoint, args.threads, mode, args.max_wait_ms, args.device)
+        server, base = start_server(
+            args.checkpoint, args.threads, mode, args.max_wait_ms, args.device
+        )
         first = len(rows)
         try:
             for clients in map(int, args.clients.split(",")):
                 rss_start, before = rss_mib(server.pid), batches_so_far(base, mode)
                 with rss_samples(server.pid, args.rss_every):
                     result = asyncio.run(load(base, sources, clients, args.seconds))
-                held, batches, model_seconds, translated = (after - start for after, start in
-                                                            zip(batches_so_far(base, mode), before))
-                rows.append({"mode": mode, "clients": clients, "rss_start": rss_start, "rss_end": rss_mib(server.pid),
-                             "batch": held / max(batches, 1), "model_busy": model_seconds / result["seconds"],
-                             "model_rate": translated / model_seconds if model_seconds else float("nan"), **result})
+                held, batches, model_seconds, translated = (
+                    after - start for after, start in zip(batches_so_far(base, mode), before)
+                )
+                rows.append(
+                    {
+                        "mode": mode,
+                        "clients": clients,
+                        "rss_start": rss_start,
+                        "rss_end": rss_mib(server.pid),
+                        "batch": held / max(batches, 1),
+                        "model_busy": model_seconds / result["seconds"],
+                        "model_rate": translated / model_seconds if model_seconds else float("nan"),
+                        **result,
+                    }
+                )
                 print(rows[-1], flush=True)
         finally:
             stop(server)
@@ -306,17 +437,24 @@ def main(argv: list[str] | None = None) -> int:
         for row in rows[first:]:
             row["ceiling"] = (ceilings[-2] + ceilings[-1]) / 2
 
-    print("\n| server | clients | sent/s | of translate-cli | sentences a batch | model busy | model sent/s busy "
-          "| p50 ms | p95 ms | p99 ms | errors | RSS MiB start → end |")
+    print(
+        "\n| server | clients | sent/s | of translate-cli | sentences a batch | model busy | model sent/s busy "
+        "| p50 ms | p95 ms | p99 ms | errors | RSS MiB start → end |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for row in rows:
         known = row["batch"] == row["batch"]  # NaN: LitServe does not say
-        batch, busy, rate = ((f"{row['batch']:.1f}", f"{row['model_busy']:.0%}", f"{row['model_rate']:.1f}")
-                             if known else ("", "", ""))
-        print(f"| {row['mode']} | {row['clients']} | {row['sentences_per_s']:.1f} | "
-              f"{row['sentences_per_s'] / row['ceiling']:.0%} | {batch} | {busy} | {rate} | {1000 * row['p50']:.0f} | "
-              f"{1000 * row['p95']:.0f} | {1000 * row['p99']:.0f} | {row['errors']} | "
-              f"{row['rss_start']:.0f} → {row['rss_end']:.0f} |")
+        batch, busy, rate = (
+            (f"{row['batch']:.1f}", f"{row['model_busy']:.0%}", f"{row['model_rate']:.1f}")
+            if known
+            else ("", "", "")
+        )
+        print(
+            f"| {row['mode']} | {row['clients']} | {row['sentences_per_s']:.1f} | "
+            f"{row['sentences_per_s'] / row['ceiling']:.0%} | {batch} | {busy} | {rate} | {1000 * row['p50']:.0f} | "
+            f"{1000 * row['p95']:.0f} | {1000 * row['p99']:.0f} | {row['errors']} | "
+            f"{row['rss_start']:.0f} → {row['rss_end']:.0f} |"
+        )
     for mine in ("continuous", "batched"):
         ours = {r["clients"]: r for r in rows if r["mode"] == mine}
         for name in ("batched", "unbatched", "litserve"):
@@ -324,20 +462,33 @@ def main(argv: list[str] | None = None) -> int:
             for clients in sorted(set(ours) & set(other)) if name != mine else []:
                 ratio = ours[clients]["sentences_per_s"] / other[clients]["sentences_per_s"]
                 print(f"{clients} clients: {mine} / {name} {ratio:.2f}x")
-    print("translate-cli, before each mode and after the last: "
-          f"{', '.join(f'{ceiling:.1f}' for ceiling in ceilings)} sentences/s")
+    print(
+        "translate-cli, before each mode and after the last: "
+        f"{', '.join(f'{ceiling:.1f}' for ceiling in ceilings)} sentences/s"
+    )
     ceiling = statistics.mean(ceilings)
     alone = {}
     if args.batch_ceiling:
-        alone = random_batch_ceiling(args.checkpoint, args.sentences, args.batch_ceiling, args.threads)
+        alone = random_batch_ceiling(
+            args.checkpoint, args.sentences, args.batch_ceiling, args.threads
+        )
         for size, value in alone.items():
-            print(f"the model alone on random batches of {size}: {value:.1f} sentences/s ({value / ceiling:.0%} of "
-                  "translate-cli)")
+            print(
+                f"the model alone on random batches of {size}: {value:.1f} sentences/s ({value / ceiling:.0%} of "
+                "translate-cli)"
+            )
     if args.json:
         from translate.files import write_atomic
 
-        summary = {"device": args.device, "threads": args.threads, "sentences": len(sources), "seconds": args.seconds,
-                   "rows": rows, "cli_sentences_per_s": ceilings, "model_alone_sentences_per_s": alone}
+        summary = {
+            "device": args.device,
+            "threads": args.threads,
+            "sentences": len(sources),
+            "seconds": args.seconds,
+            "rows": rows,
+            "cli_sentences_per_s": ceilings,
+            "model_alone_sentences_per_s": alone,
+        }
         write_atomic(args.json, (json.dumps(summary, indent=2) + "\n").encode("utf-8"))
     return 0
 

@@ -25,8 +25,12 @@ SENTENCE = "Click the OK button to close the dialog.\n"
 def command(name: str) -> list[str]:
     """The console script beside this interpreter (what a user runs), else `python -m`."""
     script = shutil.which(name, path=str(Path(sys.executable).parent))
-    module = {"translate-cli": "translate.cli.translate", "translate-eval": "translate.cli.evaluate",
-              "translate-export": "translate.cli.export", "translate-inspect": "translate.cli.inspect"}[name]
+    module = {
+        "translate-cli": "translate.cli.translate",
+        "translate-eval": "translate.cli.evaluate",
+        "translate-export": "translate.cli.export",
+        "translate-inspect": "translate.cli.inspect",
+    }[name]
     return [script] if script else [sys.executable, "-m", module]
 
 
@@ -35,30 +39,42 @@ def timed(argv: list[str], stdin: str = "") -> float:
     result = subprocess.run(argv, input=stdin.encode(), capture_output=True)
     elapsed = time.perf_counter() - start
     if result.returncode != 0:
-        raise SystemExit(f"{' '.join(argv)} failed ({result.returncode}): {result.stderr.decode()[-500:]}")
+        raise SystemExit(
+            f"{' '.join(argv)} failed ({result.returncode}): {result.stderr.decode()[-500:]}"
+        )
     return elapsed
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--checkpoint", default="runs/default/checkpoints/last.ckpt")
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--json", help="also write the figures here")
     args = parser.parse_args()
     if not Path(args.checkpoint).is_file():
-        raise SystemExit(f"{args.checkpoint}: no such checkpoint (run `make train` first, or pass --checkpoint)")
+        raise SystemExit(
+            f"{args.checkpoint}: no such checkpoint (run `make train` first, or pass --checkpoint)"
+        )
 
     cases = {
         "python -c pass (interpreter)": ([sys.executable, "-c", "pass"], ""),
         "python -c 'import torch'": ([sys.executable, "-c", "import torch"], ""),
         "python -c 'import lightning'": ([sys.executable, "-c", "import lightning"], ""),
-        **{f"{name} --help": ([*command(name), "--help"], "")
-           for name in ("translate-cli", "translate-eval", "translate-export", "translate-inspect")},
+        **{
+            f"{name} --help": ([*command(name), "--help"], "")
+            for name in ("translate-cli", "translate-eval", "translate-export", "translate-inspect")
+        },
         "translate-cli, one sentence (stdin to stdout)": (
-            [*command("translate-cli"), "--checkpoint", args.checkpoint, "--quiet"], SENTENCE),
+            [*command("translate-cli"), "--checkpoint", args.checkpoint, "--quiet"],
+            SENTENCE,
+        ),
     }
     times: dict[str, list[float]] = {name: [] for name in cases}
-    for _ in range(args.runs):  # interleaved, so that a busy moment of the machine hits every case alike
+    for _ in range(
+        args.runs
+    ):  # interleaved, so that a busy moment of the machine hits every case alike
         for name, (argv, stdin) in cases.items():
             times[name].append(timed(argv, stdin))
     print(f"{args.runs} runs each, fresh processes, interleaved; checkpoint {args.checkpoint}\n")

@@ -59,11 +59,18 @@ def best_of(repeats: int, run) -> float:
     return min(times)
 
 
-def ours_step_ms(translator, ids: list[int], rows: int, short: int, long: int, repeats: int) -> float:
+def ours_step_ms(
+    translator, ids: list[int], rows: int, short: int, long: int, repeats: int
+) -> float:
     src = pad([ids + [EOS_ID]] * rows)
 
-    def run(steps: int):  # EOS is never chosen: every row decodes `steps` steps, the last one forced to EOS
-        return lambda: greedy_search(translator.model, src, max_len_a=0.0, max_len_b=steps, never=[EOS_ID])
+    def run(
+        steps: int,
+    ):  # EOS is never chosen: every row decodes `steps` steps, the last one forced to EOS
+        return lambda: greedy_search(
+            translator.model, src, max_len_a=0.0, max_len_b=steps, never=[EOS_ID]
+        )
+
     return (best_of(repeats, run(long)) - best_of(repeats, run(short))) / (long - short) * 1e3
 
 
@@ -72,9 +79,20 @@ def products_ms(translator, rows: int, repeats: int, passes: int = 50) -> float:
     self-attention, query and output of cross-attention, the feed-forward pair, then the output
     projection), called as decoding calls them on `rows` rows: the floor of our step."""
     model = translator.model
-    layers = [module for layer in model.decoder_layers for module in (
-        layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj, layer.self_attn.out_proj,
-        layer.cross_attn.q_proj, layer.cross_attn.out_proj, layer.ffn.linear1, layer.ffn.linear2)] + [model.output]
+    layers = [
+        module
+        for layer in model.decoder_layers
+        for module in (
+            layer.self_attn.q_proj,
+            layer.self_attn.k_proj,
+            layer.self_attn.v_proj,
+            layer.self_attn.out_proj,
+            layer.cross_attn.q_proj,
+            layer.cross_attn.out_proj,
+            layer.ffn.linear1,
+            layer.ffn.linear2,
+        )
+    ] + [model.output]
     inputs = [torch.randn(rows, 1, layer.in_features) for layer in layers]
 
     @torch.inference_mode()
@@ -82,6 +100,7 @@ def products_ms(translator, rows: int, repeats: int, passes: int = 50) -> float:
         for _ in range(passes):
             for layer, x in zip(layers, inputs):
                 layer(x)
+
     return best_of(repeats, run) / passes * 1e3
 
 
@@ -94,15 +113,29 @@ def ctranslate2_worker(connection, ct2_dir: str, compute: str, threads: int) -> 
     while (job := connection.recv()) is not None:
         if job[0] == "batch":
             _, sentences, longest, repeats = job  # its lengths leave out the EOS that ours count
-            connection.send(best_of(repeats, lambda: translator.translate_batch(
-                sentences, beam_size=1, max_decoding_length=longest - 1, max_batch_size=0)))
+            connection.send(
+                best_of(
+                    repeats,
+                    lambda: translator.translate_batch(
+                        sentences, beam_size=1, max_decoding_length=longest - 1, max_batch_size=0
+                    ),
+                )
+            )
             continue
         _, pieces, rows, short, long, repeats = job
 
         def run(steps: int):
-            return lambda: translator.translate_batch([pieces] * rows, beam_size=1, min_decoding_length=steps - 1,
-                                                      max_decoding_length=steps - 1, max_batch_size=0)
-        connection.send((best_of(repeats, run(long)) - best_of(repeats, run(short))) / (long - short) * 1e3)
+            return lambda: translator.translate_batch(
+                [pieces] * rows,
+                beam_size=1,
+                min_decoding_length=steps - 1,
+                max_decoding_length=steps - 1,
+                max_batch_size=0,
+            )
+
+        connection.send(
+            (best_of(repeats, run(long)) - best_of(repeats, run(short))) / (long - short) * 1e3
+        )
 
 
 def by_batch(translator, connection, sentences: int, repeats: int) -> None:
@@ -120,19 +153,32 @@ def by_batch(translator, connection, sentences: int, repeats: int) -> None:
     lines = read_lines(split_paths(BUNDLED_CORPUS, "test", "en", "de")[0])[:sentences]
     encoded = translator.vocab.source.encode(lines)
     piece = translator.vocab.source.processor.id_to_piece
-    print("| batch | sentences | longest source | ours s | CTranslate2 s | ours / CTranslate2 (speed) |\n"
-          "|---:|---:|---:|---:|---:|---:|")
+    print(
+        "| batch | sentences | longest source | ours s | CTranslate2 s | ours / CTranslate2 (speed) |\n"
+        "|---:|---:|---:|---:|---:|---:|"
+    )
     totals = [0.0, 0.0]
     for number, batch in enumerate(length_batches([len(ids) for ids in encoded], BATCH_TOKENS), 1):
         src = pad([encoded[i] + [EOS_ID] for i in batch])
         mine = best_of(repeats, lambda: greedy_search(translator.model, src, a, b))
-        connection.send(("batch", [[piece(t) for t in encoded[i]] for i in batch],
-                         batch_limits(translator, encoded, batch), repeats))
+        connection.send(
+            (
+                "batch",
+                [[piece(t) for t in encoded[i]] for i in batch],
+                batch_limits(translator, encoded, batch),
+                repeats,
+            )
+        )
         theirs = connection.recv()
         totals = [totals[0] + mine, totals[1] + theirs]
-        print(f"| {number} | {len(batch)} | {max(len(encoded[i]) for i in batch)} | {mine:.3f} | {theirs:.3f} | "
-              f"{theirs / mine:.2f}x |", flush=True)
-    print(f"| all | {len(lines)} | | {totals[0]:.3f} | {totals[1]:.3f} | {totals[1] / totals[0]:.2f}x |")
+        print(
+            f"| {number} | {len(batch)} | {max(len(encoded[i]) for i in batch)} | {mine:.3f} | {theirs:.3f} | "
+            f"{theirs / mine:.2f}x |",
+            flush=True,
+        )
+    print(
+        f"| all | {len(lines)} | | {totals[0]:.3f} | {totals[1]:.3f} | {totals[1] / totals[0]:.2f}x |"
+    )
     batches = length_batches([len(ids) for ids in encoded], BATCH_TOKENS)
 
     def joined():  # as translate-cli searches them: one running search, longest first
@@ -140,31 +186,55 @@ def by_batch(translator, connection, sentences: int, repeats: int) -> None:
         sources = ((batch, [encoded[i] + [EOS_ID] for i in batch]) for batch in reversed(batches))
         for _ in search_joined(search, sources, BATCH_TOKENS):
             pass
+
     mine = best_of(repeats, joined)
-    print(f"| joined, as translate-cli | {len(lines)} | | {mine:.3f} | {totals[1]:.3f} | {totals[1] / mine:.2f}x |")
+    print(
+        f"| joined, as translate-cli | {len(lines)} | | {mine:.3f} | {totals[1]:.3f} | {totals[1] / mine:.2f}x |"
+    )
     totals = [0.0, 0.0]  # the encoder and the first step: each batch to one output token
     for batch in batches:
         src = pad([encoded[i] + [EOS_ID] for i in batch])
         totals[0] += best_of(repeats, lambda: greedy_search(translator.model, src, 0.0, 1))
         connection.send(("batch", [[piece(t) for t in encoded[i]] for i in batch], 2, repeats))
         totals[1] += connection.recv()
-    print(f"| the encoder and one step | {len(lines)} | | {totals[0]:.3f} | {totals[1]:.3f} | "
-          f"{totals[1] / totals[0]:.2f}x |")
+    print(
+        f"| the encoder and one step | {len(lines)} | | {totals[0]:.3f} | {totals[1]:.3f} | "
+        f"{totals[1] / totals[0]:.2f}x |"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--checkpoint", default="runs/default/checkpoints/last.ckpt")
-    parser.add_argument("--rows", default="1,5,40,136", help="comma-separated rows per step (default: 1,5,40,136)")
+    parser.add_argument(
+        "--rows", default="1,5,40,136", help="comma-separated rows per step (default: 1,5,40,136)"
+    )
     parser.add_argument("--source-tokens", type=int, default=40, help="source length (default: 40)")
-    parser.add_argument("--short", type=int, default=20, help="output tokens of the short run (default: 20)")
-    parser.add_argument("--long", type=int, default=100, help="output tokens of the long run (default: 100)")
-    parser.add_argument("--repeats", type=int, default=3, help="timed runs of each; the best counts (default: 3)")
+    parser.add_argument(
+        "--short", type=int, default=20, help="output tokens of the short run (default: 20)"
+    )
+    parser.add_argument(
+        "--long", type=int, default=100, help="output tokens of the long run (default: 100)"
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="timed runs of each; the best counts (default: 3)"
+    )
     parser.add_argument("--threads", type=int, default=1, help="CPU threads for both (default: 1)")
-    parser.add_argument("--quantize", choices=["none", "int8"], default="none",
-                        help="ours as translate-cli's --quantize, CTranslate2 with the matching compute type")
-    parser.add_argument("--batches", type=int, default=0, metavar="N",
-                        help="instead: time each of translate-cli's batches of the first N test sentences")
+    parser.add_argument(
+        "--quantize",
+        choices=["none", "int8"],
+        default="none",
+        help="ours as translate-cli's --quantize, CTranslate2 with the matching compute type",
+    )
+    parser.add_argument(
+        "--batches",
+        type=int,
+        default=0,
+        metavar="N",
+        help="instead: time each of translate-cli's batches of the first N test sentences",
+    )
     args = parser.parse_args(argv)
     if not 0 < args.short < args.long:
         parser.error("--short must be positive and below --long")
@@ -172,7 +242,9 @@ def main(argv: list[str] | None = None) -> int:
     prepare_decoding("cpu")  # as translate-cli does
     translator = load_translator(args.checkpoint, quantize=args.quantize)
     if args.long > translator.model.cfg.max_positions:
-        parser.error(f"--long {args.long}: the model covers {translator.model.cfg.max_positions} positions")
+        parser.error(
+            f"--long {args.long}: the model covers {translator.model.cfg.max_positions} positions"
+        )
     compute = "int8" if args.quantize == "int8" else "float32"
 
     from translate.export.convert import export_ctranslate2
@@ -181,26 +253,38 @@ def main(argv: list[str] | None = None) -> int:
         ct2_dir = export_ctranslate2(Path(args.checkpoint), Path(tmp) / "ct2")
         context = multiprocessing.get_context("spawn")
         connection, child = context.Pipe()
-        worker = context.Process(target=ctranslate2_worker, daemon=True,
-                                 args=(child, str(ct2_dir), compute, args.threads))
+        worker = context.Process(
+            target=ctranslate2_worker,
+            daemon=True,
+            args=(child, str(ct2_dir), compute, args.threads),
+        )
         worker.start()
         if args.batches:
-            print(f"the first {args.batches} test sentences in translate-cli's batches, greedy, {args.threads} "
-                  f"thread(s), {compute}, best of {args.repeats}; torch {torch.__version__}")
+            print(
+                f"the first {args.batches} test sentences in translate-cli's batches, greedy, {args.threads} "
+                f"thread(s), {compute}, best of {args.repeats}; torch {torch.__version__}"
+            )
             by_batch(translator, connection, args.batches, args.repeats)
         else:
             ids = source_tokens(translator, args.source_tokens)
             pieces = [translator.vocab.source.processor.id_to_piece(token) for token in ids]
-            print(f"{args.source_tokens} source tokens, steps {args.short} to {args.long}, {args.threads} thread(s), "
-                  f"{compute}, best of {args.repeats}; torch {torch.__version__}")
-            print("| rows | ours ms/step | its products alone | CTranslate2 ms/step | ours / CTranslate2 (speed) |\n"
-                  "|---:|---:|---:|---:|---:|")
+            print(
+                f"{args.source_tokens} source tokens, steps {args.short} to {args.long}, {args.threads} thread(s), "
+                f"{compute}, best of {args.repeats}; torch {torch.__version__}"
+            )
+            print(
+                "| rows | ours ms/step | its products alone | CTranslate2 ms/step | ours / CTranslate2 (speed) |\n"
+                "|---:|---:|---:|---:|---:|"
+            )
             for rows in (int(r) for r in args.rows.split(",")):
                 mine = ours_step_ms(translator, ids, rows, args.short, args.long, args.repeats)
                 floor = products_ms(translator, rows, args.repeats)
                 connection.send(("step", pieces, rows, args.short, args.long, args.repeats))
                 theirs = connection.recv()
-                print(f"| {rows} | {mine:.3f} | {floor:.3f} | {theirs:.3f} | {theirs / mine:.2f}x |", flush=True)
+                print(
+                    f"| {rows} | {mine:.3f} | {floor:.3f} | {theirs:.3f} | {theirs / mine:.2f}x |",
+                    flush=True,
+                )
         connection.send(None)
         worker.join(timeout=30)
     return 0

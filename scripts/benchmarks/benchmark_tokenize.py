@@ -35,24 +35,36 @@ def best_us(function, repeats: int, calls: int = 20) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--checkpoint", default="runs/default/checkpoints/last.ckpt")
-    parser.add_argument("--lines", default="1,8,32,64,128,512", help="lines a call (default: 1,8,32,64,128,512)")
+    parser.add_argument(
+        "--lines", default="1,8,32,64,128,512", help="lines a call (default: 1,8,32,64,128,512)"
+    )
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args(argv)
-    processor = Vocabularies.from_state(read_checkpoint(args.checkpoint)[ARTIFACT_KEY]["vocab"]).source.processor
+    processor = Vocabularies.from_state(
+        read_checkpoint(args.checkpoint)[ARTIFACT_KEY]["vocab"]
+    ).source.processor
     sentences = read_lines(split_paths(BUNDLED_CORPUS, "test", "en", "de")[0])
-    print("| lines | encode, one list call µs | encode, a call a line µs | decode, one list call µs "
-          "| decode, a call a line µs |")
+    print(
+        "| lines | encode, one list call µs | encode, a call a line µs | decode, one list call µs "
+        "| decode, a call a line µs |"
+    )
     print("|---:|---:|---:|---:|---:|")
     for count in map(int, args.lines.split(",")):
         lines = sentences[:count]
         ids = processor.encode(lines, out_type=int)
-        figures = (best_us(lambda: processor.encode(lines, out_type=int), args.repeats),
-                   best_us(lambda: [processor.encode(line, out_type=int) for line in lines], args.repeats),
-                   best_us(lambda: processor.decode(ids), args.repeats),
-                   best_us(lambda: [processor.decode(line) for line in ids], args.repeats))
-        print(f"| {count} | " + " | ".join(f"{figure:,.0f}" for figure in figures) + " |", flush=True)
+        figures = (
+            best_us(lambda: processor.encode(lines, out_type=int), args.repeats),
+            best_us(lambda: [processor.encode(line, out_type=int) for line in lines], args.repeats),
+            best_us(lambda: processor.decode(ids), args.repeats),
+            best_us(lambda: [processor.decode(line) for line in ids], args.repeats),
+        )
+        print(
+            f"| {count} | " + " | ".join(f"{figure:,.0f}" for figure in figures) + " |", flush=True
+        )
     return 0
 
 

@@ -58,50 +58,102 @@ import torch  # noqa: E402
 import yaml  # noqa: E402
 
 MODELS = ("ours", "ours-postnorm", "marian")
-LABELS = {"ours": "ours (as configured)", "ours-postnorm": "ours, post-norm", "marian": "transformers MarianMTModel",
-          "ours-projected": "ours, padding dropped before the output projection",
-          "ours-compiled": "ours, torch.compile (model.compile)",
-          "ours-math": "ours, math attention (model.training_attention math)",
-          "ours-unfused-adam": "ours, plain Adam (model.fused_optimizer false)"}
+LABELS = {
+    "ours": "ours (as configured)",
+    "ours-postnorm": "ours, post-norm",
+    "marian": "transformers MarianMTModel",
+    "ours-projected": "ours, padding dropped before the output projection",
+    "ours-compiled": "ours, torch.compile (model.compile)",
+    "ours-math": "ours, math attention (model.training_attention math)",
+    "ours-unfused-adam": "ours, plain Adam (model.fused_optimizer false)",
+}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", type=Path, default=REPO / "configs" / "default.yaml")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    parser.add_argument("--precisions", default=None,
-                        help="comma-separated from fp32,bf16 (default: both on cpu, bf16 on cuda)")
-    parser.add_argument("--batches", type=int, default=20, help="distinct batches, cycled (default 20)")
-    parser.add_argument("--steps", type=int, default=10, help="timed steps per model and round (default 10)")
-    parser.add_argument("--rounds", type=int, default=7, help="timing rounds; the median is reported (default 7)")
-    parser.add_argument("--warmup", type=int, default=3, help="untimed steps per model first (default 3)")
-    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
-    parser.add_argument("--no-memory", action="store_true", help="skip the per-model memory subprocesses")
+    parser.add_argument(
+        "--precisions",
+        default=None,
+        help="comma-separated from fp32,bf16 (default: both on cpu, bf16 on cuda)",
+    )
+    parser.add_argument(
+        "--batches", type=int, default=20, help="distinct batches, cycled (default 20)"
+    )
+    parser.add_argument(
+        "--steps", type=int, default=10, help="timed steps per model and round (default 10)"
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=7, help="timing rounds; the median is reported (default 7)"
+    )
+    parser.add_argument(
+        "--warmup", type=int, default=3, help="untimed steps per model first (default 3)"
+    )
+    parser.add_argument(
+        "--threads", type=int, default=None, help="torch CPU threads (default: torch's)"
+    )
+    parser.add_argument(
+        "--no-memory", action="store_true", help="skip the per-model memory subprocesses"
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
-    parser.add_argument("--peak-tflops", type=float, default=None,
-                        help="the device's peak TFLOP/s in the benchmark's precision (default: measured on the "
-                             "CPU, the data sheet's for known GPUs)")
-    parser.add_argument("--loss-chunk", type=int, default=None, metavar="ROWS",
-                        help="add a row: ours with model.loss_chunk ROWS (padding dropped before the output "
-                             "projection, logits made ROWS at a time; 0: all at once)")
-    parser.add_argument("--compile", action="store_true",
-                        help="add a row: ours with torch.compile of the model, as model.compile does in training")
-    parser.add_argument("--math-attention", action="store_true",
-                        help="add a row: ours with attention as plain products (model.training_attention math)")
-    parser.add_argument("--unfused-adam", action="store_true",
-                        help="add a row: ours stepping torch's plain Adam instead of the fused kernel")
-    parser.add_argument("--data", action="append", default=[], metavar="KEY=VALUE",
-                        help="a data setting over the config's (YAML value), e.g. cache_dir=/tmp/cache; repeatable")
-    parser.add_argument("--max-tokens", type=int, default=None,
-                        help="padded tokens per batch (default: the config's data.max_tokens)")
-    parser.add_argument("--memory-worker", nargs=2, metavar=("MODEL", "PRECISION"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--peak-tflops",
+        type=float,
+        default=None,
+        help="the device's peak TFLOP/s in the benchmark's precision (default: measured on the "
+        "CPU, the data sheet's for known GPUs)",
+    )
+    parser.add_argument(
+        "--loss-chunk",
+        type=int,
+        default=None,
+        metavar="ROWS",
+        help="add a row: ours with model.loss_chunk ROWS (padding dropped before the output "
+        "projection, logits made ROWS at a time; 0: all at once)",
+    )
+    parser.add_argument(
+        "--compile",
+        action="store_true",
+        help="add a row: ours with torch.compile of the model, as model.compile does in training",
+    )
+    parser.add_argument(
+        "--math-attention",
+        action="store_true",
+        help="add a row: ours with attention as plain products (model.training_attention math)",
+    )
+    parser.add_argument(
+        "--unfused-adam",
+        action="store_true",
+        help="add a row: ours stepping torch's plain Adam instead of the fused kernel",
+    )
+    parser.add_argument(
+        "--data",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a data setting over the config's (YAML value), e.g. cache_dir=/tmp/cache; repeatable",
+    )
+    parser.add_argument(
+        "--max-tokens",
+        type=int,
+        default=None,
+        help="padded tokens per batch (default: the config's data.max_tokens)",
+    )
+    parser.add_argument(
+        "--memory-worker", nargs=2, metavar=("MODEL", "PRECISION"), help=argparse.SUPPRESS
+    )
     args = parser.parse_args(argv)
     if args.precisions is None:
         args.precisions = "fp32,bf16" if args.device == "cpu" else "bf16"
     args.precisions = args.precisions.split(",")
-    args.models = (MODELS + (("ours-projected",) if args.loss_chunk is not None else ())
-                   + (("ours-compiled",) if args.compile else ()) + (("ours-math",) if args.math_attention else ())
-                   + (("ours-unfused-adam",) if args.unfused_adam else ()))
+    args.models = (
+        MODELS
+        + (("ours-projected",) if args.loss_chunk is not None else ())
+        + (("ours-compiled",) if args.compile else ())
+        + (("ours-math",) if args.math_attention else ())
+        + (("ours-unfused-adam",) if args.unfused_adam else ())
+    )
     for precision in args.precisions:
         if precision not in ("fp32", "bf16"):
             parser.error(f"--precisions: unknown precision {precision!r} (choose from fp32, bf16)")
@@ -117,8 +169,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         if getattr(args, name) < 1:
             parser.error(f"--{name} must be at least 1")
     if args.device == "cuda" and not torch.cuda.is_available():
-        parser.error(f"--device cuda: torch {torch.__version__} sees no CUDA device on this machine "
-                     "(install the CUDA build of torch: make install TORCH=torch)")
+        parser.error(
+            f"--device cuda: torch {torch.__version__} sees no CUDA device on this machine "
+            "(install the CUDA build of torch: make install TORCH=torch)"
+        )
     return args
 
 
@@ -148,8 +202,12 @@ def load_batches(config: dict, count: int):
     data.setup("fit")
     batches = []
     for batch in data.train_dataloader():
-        batches.append({**{key: batch[key] for key in ("src", "tgt_in", "tgt_out")},
-                        "tokens": int((batch["tgt_out"] != PAD_ID).sum())})
+        batches.append(
+            {
+                **{key: batch[key] for key in ("src", "tgt_in", "tgt_out")},
+                "tokens": int((batch["tgt_out"] != PAD_ID).sum()),
+            }
+        )
         if len(batches) == count:
             break
     return data.vocab, batches
@@ -158,7 +216,9 @@ def load_batches(config: dict, count: int):
 class Trainee:
     """One model with its optimizer and a training step on our batch format."""
 
-    def __init__(self, name: str, config: dict, vocab, device: torch.device, loss_chunk: int | None = None) -> None:
+    def __init__(
+        self, name: str, config: dict, vocab, device: torch.device, loss_chunk: int | None = None
+    ) -> None:
         from translate.export.convert import to_huggingface
         from translate.model.transformer import ModelConfig, Transformer
         from translate.train.lightning_module import use_fused_optimizer
@@ -175,9 +235,13 @@ class Trainee:
             self.model.compile(dynamic=True)  # what model.compile does in training
         self.parameters = [p for p in self.model.parameters() if p.requires_grad]
         # Fused Adam where training's default fuses it (a GPU; nothing is clipped here).
-        fuse = name != "ours-unfused-adam" and use_fused_optimizer(None, device.type, clipping=False, precision="")
+        fuse = name != "ours-unfused-adam" and use_fused_optimizer(
+            None, device.type, clipping=False, precision=""
+        )
         fused = {"fused": True} if fuse else {}
-        self.optimizer = torch.optim.Adam(self.parameters, lr=config["lr"], betas=config["betas"], eps=1e-9, **fused)
+        self.optimizer = torch.optim.Adam(
+            self.parameters, lr=config["lr"], betas=config["betas"], eps=1e-9, **fused
+        )
         self.label_smoothing = config["label_smoothing"]
         self.loss_chunk = loss_chunk if name == "ours-projected" else None
 
@@ -189,13 +253,20 @@ class Trainee:
         from translate.train.loss import batch_nll, label_smoothed_nll
 
         tokens = batch["tokens"]
-        autocast = (torch.autocast(self.device.type, dtype=torch.bfloat16) if precision == "bf16"
-                    else nullcontext())
+        autocast = (
+            torch.autocast(self.device.type, dtype=torch.bfloat16)
+            if precision == "bf16"
+            else nullcontext()
+        )
         self.optimizer.zero_grad(set_to_none=True)
         with autocast, attention_backend("math" if self.name == "ours-math" else "default"):
             if self.name == "marian":
-                logits = self.model(input_ids=batch["src"], attention_mask=(batch["src"] != PAD_ID).long(),
-                                    decoder_input_ids=batch["tgt_in"], use_cache=False).logits
+                logits = self.model(
+                    input_ids=batch["src"],
+                    attention_mask=(batch["src"] != PAD_ID).long(),
+                    decoder_input_ids=batch["tgt_in"],
+                    use_cache=False,
+                ).logits
                 nll = label_smoothed_nll(logits, batch["tgt_out"], self.label_smoothing)
             else:
                 nll = batch_nll(self.model, batch, self.label_smoothing, self.loss_chunk)
@@ -211,10 +282,14 @@ def batch_flops(config: dict, vocab, batch: dict) -> int:
     from translate.model.transformer import ModelConfig
 
     rows, src_len = batch["src"].shape
-    return training_flops(ModelConfig(**config["model"]), len(vocab.target), rows, src_len, batch["tgt_in"].shape[1])
+    return training_flops(
+        ModelConfig(**config["model"]), len(vocab.target), rows, src_len, batch["tgt_in"].shape[1]
+    )
 
 
-def measured_peak_tflops(device: torch.device, precision: str, size: int = 2048, repeats: int = 5) -> float:
+def measured_peak_tflops(
+    device: torch.device, precision: str, size: int = 2048, repeats: int = 5
+) -> float:
     """The best TFLOP/s of `repeats` (size x size) @ (size x size) products in `precision`."""
     dtype = torch.bfloat16 if precision == "bf16" else torch.float32
     a, b = (torch.randn(size, size, device=device, dtype=dtype) for _ in range(2))
@@ -238,12 +313,19 @@ def peak_tflops(args, device: torch.device, precision: str) -> tuple[float | Non
 
         name = torch.cuda.get_device_name()
         return device_peak(name, precision), f"{name} data sheet, dense {precision}"
-    return measured_peak_tflops(device, precision), f"best 2048x2048 {precision} matrix product here"
+    return measured_peak_tflops(
+        device, precision
+    ), f"best 2048x2048 {precision} matrix product here"
 
 
 def to_device(batches: list[dict], device: torch.device) -> list[dict]:
-    return [{key: value.to(device) if isinstance(value, torch.Tensor) else value for key, value in batch.items()}
-            for batch in batches]
+    return [
+        {
+            key: value.to(device) if isinstance(value, torch.Tensor) else value
+            for key, value in batch.items()
+        }
+        for batch in batches
+    ]
 
 
 def synchronize(device: torch.device) -> None:
@@ -254,7 +336,9 @@ def synchronize(device: torch.device) -> None:
 def time_models(args, config, vocab, batches, precision: str, device: torch.device) -> dict:
     """Median target tokens/s of each model over interleaved rounds, and the first losses."""
     trainees = {name: Trainee(name, config, vocab, device, args.loss_chunk) for name in args.models}
-    first_loss = {name: trainee.step(batches[0], precision)[1].item() for name, trainee in trainees.items()}
+    first_loss = {
+        name: trainee.step(batches[0], precision)[1].item() for name, trainee in trainees.items()
+    }
     for trainee in trainees.values():
         for index in range(1, args.warmup):
             trainee.step(batches[index % len(batches)], precision)
@@ -275,15 +359,23 @@ def time_models(args, config, vocab, batches, precision: str, device: torch.devi
             elapsed = time.perf_counter() - start
             rates[name].append(tokens / elapsed)
             flop_rates[name].append(work / elapsed)
-        print(f"  {precision} round {round_index + 1}/{args.rounds}: "
-              + ", ".join(f"{name} {rates[name][-1]:,.0f}" for name in args.models), file=sys.stderr)
+        print(
+            f"  {precision} round {round_index + 1}/{args.rounds}: "
+            + ", ".join(f"{name} {rates[name][-1]:,.0f}" for name in args.models),
+            file=sys.stderr,
+        )
     tokens_total = sum(b["tokens"] for b in batches)
     return {
-        name: {"tokens_per_s": statistics.median(rates[name]), "rounds": rates[name],
-               "tflops": statistics.median(flop_rates[name]) / 1e12,
-               "flops_per_token": sum(flops) / tokens_total,
-               "first_loss": first_loss[name],
-               "parameters": sum(p.numel() for p in {id(p): p for p in trainees[name].parameters}.values())}
+        name: {
+            "tokens_per_s": statistics.median(rates[name]),
+            "rounds": rates[name],
+            "tflops": statistics.median(flop_rates[name]) / 1e12,
+            "flops_per_token": sum(flops) / tokens_total,
+            "first_loss": first_loss[name],
+            "parameters": sum(
+                p.numel() for p in {id(p): p for p in trainees[name].parameters}.values()
+            ),
+        }
         for name in args.models
     }
 
@@ -307,15 +399,29 @@ def memory_worker(args, config, name: str, precision: str) -> None:
     for batch in batches:
         trainee.step(batch, precision)
     synchronize(device)
-    result = {"peak_rss_mib": memory_status()["VmHWM"], "added_rss_mib": memory_status()["VmHWM"] - before}
+    result = {
+        "peak_rss_mib": memory_status()["VmHWM"],
+        "added_rss_mib": memory_status()["VmHWM"] - before,
+    }
     if device.type == "cuda":
         result["max_allocated_mib"] = torch.cuda.max_memory_allocated() / 2**20
     print(json.dumps(result))
 
 
 def measure_memory(args, name: str, precision: str) -> dict:
-    command = [sys.executable, str(Path(__file__).resolve()), "--config", str(args.config),
-               "--device", args.device, "--batches", str(args.batches), "--memory-worker", name, precision]
+    command = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--config",
+        str(args.config),
+        "--device",
+        args.device,
+        "--batches",
+        str(args.batches),
+        "--memory-worker",
+        name,
+        precision,
+    ]
     if args.threads:
         command += ["--threads", str(args.threads)]
     if args.loss_chunk is not None:
@@ -326,12 +432,20 @@ def measure_memory(args, name: str, precision: str) -> dict:
         command += ["--data", setting]
     result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode:
-        raise SystemExit(f"error: the memory measurement of {name} ({precision}) failed:\n{result.stderr[-2000:]}")
+        raise SystemExit(
+            f"error: the memory measurement of {name} ({precision}) failed:\n{result.stderr[-2000:]}"
+        )
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def markdown(results: dict, device: str, models: tuple[str, ...] = MODELS, loss_chunk: int | None = None) -> str:
-    memory_column = "peak GPU memory (max allocated)" if device == "cuda" else "memory added by training (peak RSS)"
+def markdown(
+    results: dict, device: str, models: tuple[str, ...] = MODELS, loss_chunk: int | None = None
+) -> str:
+    memory_column = (
+        "peak GPU memory (max allocated)"
+        if device == "cuda"
+        else "memory added by training (peak RSS)"
+    )
     lines = [
         f"| precision | model | parameters | target tokens/s{' per GPU' if device == 'cuda' else ''} (median) "
         f"| vs Marian | model GFLOP per target token | TFLOP/s | MFU | {memory_column} | vs Marian |",
@@ -350,14 +464,31 @@ def markdown(results: dict, device: str, models: tuple[str, ...] = MODELS, loss_
                 if device != "cuda":
                     memory_text += f" ({memory['peak_rss_mib']:,.0f} MiB)"
                 memory_ratio = f"{memory[key] / marian['memory'][key]:.2f}x"
-            mfu = f"{100 * row['tflops'] / row['peak_tflops']:.1f}%" if row.get("peak_tflops") else "no peak known"
-            label = LABELS[name] + (f" (loss_chunk {loss_chunk})" if name == "ours-projected" else "")
-            lines.append(f"| {precision} | {label} | {row['parameters']:,} | {row['tokens_per_s']:,.0f} "
-                         f"| {row['tokens_per_s'] / marian['tokens_per_s']:.2f}x | {row['flops_per_token'] / 1e9:.3f} "
-                         f"| {row['tflops']:.3f} | {mfu} | {memory_text} | {memory_ratio} |")
-    peaks = {precision: (rows["ours"].get("peak_tflops"), rows["ours"].get("peak_source")) for precision, rows in results.items()}
-    lines += ["", "MFU against: " + "; ".join(f"{precision} {peak:.3f} TFLOP/s ({source})" if peak else f"{precision}: none"
-                                             for precision, (peak, source) in peaks.items())]
+            mfu = (
+                f"{100 * row['tflops'] / row['peak_tflops']:.1f}%"
+                if row.get("peak_tflops")
+                else "no peak known"
+            )
+            label = LABELS[name] + (
+                f" (loss_chunk {loss_chunk})" if name == "ours-projected" else ""
+            )
+            lines.append(
+                f"| {precision} | {label} | {row['parameters']:,} | {row['tokens_per_s']:,.0f} "
+                f"| {row['tokens_per_s'] / marian['tokens_per_s']:.2f}x | {row['flops_per_token'] / 1e9:.3f} "
+                f"| {row['tflops']:.3f} | {mfu} | {memory_text} | {memory_ratio} |"
+            )
+    peaks = {
+        precision: (rows["ours"].get("peak_tflops"), rows["ours"].get("peak_source"))
+        for precision, rows in results.items()
+    }
+    lines += [
+        "",
+        "MFU against: "
+        + "; ".join(
+            f"{precision} {peak:.3f} TFLOP/s ({source})" if peak else f"{precision}: none"
+            for precision, (peak, source) in peaks.items()
+        ),
+    ]
     return "\n".join(lines)
 
 
@@ -376,9 +507,12 @@ def main(argv: list[str] | None = None) -> int:
     vocab, batches = load_batches(config, args.batches)
     batches = to_device(batches, device)
     tokens = [b["tokens"] for b in batches]
-    print(f"{args.config}: {len(batches)} batches of at most {config['data'].get('max_tokens')} padded tokens, "
-          f"{statistics.mean(tokens):,.0f} target tokens on average; device {device}, "
-          f"{torch.get_num_threads()} threads; {args.rounds} rounds x {args.steps} steps", file=sys.stderr)
+    print(
+        f"{args.config}: {len(batches)} batches of at most {config['data'].get('max_tokens')} padded tokens, "
+        f"{statistics.mean(tokens):,.0f} target tokens on average; device {device}, "
+        f"{torch.get_num_threads()} threads; {args.rounds} rounds x {args.steps} steps",
+        file=sys.stderr,
+    )
     results = {}
     for precision in args.precisions:
         results[precision] = time_models(args, config, vocab, batches, precision, device)
@@ -388,23 +522,36 @@ def main(argv: list[str] | None = None) -> int:
         losses = results[precision]
         gap = abs(losses["ours-postnorm"]["first_loss"] - losses["marian"]["first_loss"])
         if gap > 1e-2 * max(1.0, abs(losses["marian"]["first_loss"])):
-            print(f"warning: {precision}: first losses of ours post-norm ({losses['ours-postnorm']['first_loss']:.4f}) "
-                  f"and Marian ({losses['marian']['first_loss']:.4f}) differ: not the same computation",
-                  file=sys.stderr)
+            print(
+                f"warning: {precision}: first losses of ours post-norm ({losses['ours-postnorm']['first_loss']:.4f}) "
+                f"and Marian ({losses['marian']['first_loss']:.4f}) differ: not the same computation",
+                file=sys.stderr,
+            )
         gc.collect()
     if not args.no_memory:
         for precision in args.precisions:
             for name in args.models:
                 results[precision][name]["memory"] = measure_memory(args, name, precision)
-    summary = {"config": str(args.config), "device": args.device, "threads": torch.get_num_threads(),
-               "batches": len(batches), "target_tokens_per_batch": statistics.mean(tokens), "steps": args.steps, "rounds": args.rounds,
-               "torch": torch.__version__, "results": results}
+    summary = {
+        "config": str(args.config),
+        "device": args.device,
+        "threads": torch.get_num_threads(),
+        "batches": len(batches),
+        "target_tokens_per_batch": statistics.mean(tokens),
+        "steps": args.steps,
+        "rounds": args.rounds,
+        "torch": torch.__version__,
+        "results": results,
+    }
     if device.type == "cuda":
         summary["gpu"] = torch.cuda.get_device_name()
     table = markdown(results, args.device, args.models, args.loss_chunk)
     print(table)
     for precision, rows in results.items():
-        print(f"{precision} first losses: " + ", ".join(f"{n} {rows[n]['first_loss']:.4f}" for n in args.models))
+        print(
+            f"{precision} first losses: "
+            + ", ".join(f"{n} {rows[n]['first_loss']:.4f}" for n in args.models)
+        )
     if args.json:
         from translate.files import write_atomic
 

@@ -89,7 +89,9 @@ class Row:
     bleu: float
     chrf: float
     identical_to_ours: int | None
-    differing_at_our_limit: int | None  # of the lines that differ, those where ours hit its length limit
+    differing_at_our_limit: (
+        int | None
+    )  # of the lines that differ, those where ours hit its length limit
     sentences: int
 
 
@@ -101,11 +103,19 @@ def batch_limits(translator: Translator, encoded: list[list[int]], batch: list[i
     return max(min(int((len(encoded[i]) + 1) * a + b), limit) for i in batch)
 
 
-def ours(translator: Translator, lines: list[str], setting: Setting, batch_tokens: int) -> list[str]:
+def ours(
+    translator: Translator, lines: list[str], setting: Setting, batch_tokens: int
+) -> list[str]:
     # Every line whole, as the other systems read it (no sentence-by-sentence over-long lines).
-    nbest = translate_nbest(translator, lines, batch_tokens, beam=setting.beam,
-                            max_input_tokens=translator.model.cfg.max_positions - 1,
-                            length_penalty=setting.length_penalty, restrict_to_target=setting.restrict)
+    nbest = translate_nbest(
+        translator,
+        lines,
+        batch_tokens,
+        beam=setting.beam,
+        max_input_tokens=translator.model.cfg.max_positions - 1,
+        length_penalty=setting.length_penalty,
+        restrict_to_target=setting.restrict,
+    )
     return [entries[0].text for entries in nbest]
 
 
@@ -118,14 +128,20 @@ def transformers_runner(hf_model, translator: Translator, encoded, batches) -> C
             for batch in batches:
                 src = pad([encoded[i] + [EOS_ID] for i in batch]).to(device)
                 generated = hf_model.generate(
-                    input_ids=src, attention_mask=src != PAD_ID, num_beams=setting.beam,
-                    do_sample=False, length_penalty=setting.length_penalty, early_stopping=False,
-                    max_new_tokens=batch_limits(translator, encoded, batch), num_return_sequences=1,
+                    input_ids=src,
+                    attention_mask=src != PAD_ID,
+                    num_beams=setting.beam,
+                    do_sample=False,
+                    length_penalty=setting.length_penalty,
+                    early_stopping=False,
+                    max_new_tokens=batch_limits(translator, encoded, batch),
+                    num_return_sequences=1,
                 )
                 rows = [[t for t in row if t > EOS_ID] for row in generated[:, 1:].tolist()]
                 for index, text in zip(batch, translator.vocab.target.decode(rows)):
                     outputs[index] = text
         return outputs
+
     return run
 
 
@@ -137,24 +153,39 @@ def ctranslate2_runner(ct2_translator, translator: Translator, encoded, batches)
         outputs = [""] * len(encoded)
         for batch in batches:
             results = ct2_translator.translate_batch(
-                [pieces[i] for i in batch], beam_size=setting.beam,
+                [pieces[i] for i in batch],
+                beam_size=setting.beam,
                 length_penalty=setting.length_penalty,
                 # CTranslate2 does not count the EOS that our limit counts.
-                max_decoding_length=batch_limits(translator, encoded, batch) - 1, max_batch_size=0,
+                max_decoding_length=batch_limits(translator, encoded, batch) - 1,
+                max_batch_size=0,
             )
             for index, result in zip(batch, results):
                 outputs[index] = target.decode_pieces(result.hypotheses[0])
         return outputs
+
     return run
 
 
 CT2_COMPUTE = {"32-true": "float32", "bf16-mixed": "bfloat16", "16-mixed": "float16"}
-AUTOCAST_SYSTEMS = ("ours", "ours-unpacked", "transformers")  # int8 and CTranslate2 keep their own types
+AUTOCAST_SYSTEMS = (
+    "ours",
+    "ours-unpacked",
+    "transformers",
+)  # int8 and CTranslate2 keep their own types
 
 
-def export_both(checkpoint: Path, directory: Path, device: str, precision: str, skip: set[str],
-                translator: Translator, encoded: list[list[int]], batches: list[list[int]],
-                in_process: bool = False):
+def export_both(
+    checkpoint: Path,
+    directory: Path,
+    device: str,
+    precision: str,
+    skip: set[str],
+    translator: Translator,
+    encoded: list[list[int]],
+    batches: list[list[int]],
+    in_process: bool = False,
+):
     """The exported transformers model and CTranslate2 runners (fp32 or the precision's type,
     and on the CPU int8), each only where not skipped; CTranslate2 in processes of its own unless
     `in_process`."""
@@ -166,37 +197,57 @@ def export_both(checkpoint: Path, directory: Path, device: str, precision: str, 
     if "transformers" not in skip:
         hf_dir = export_huggingface(checkpoint, directory / "hf")
         hf_model = transformers.AutoModelForSeq2SeqLM.from_pretrained(str(hf_dir)).eval().to(device)
-    computes = {name: compute for name, compute in (("ctranslate2", CT2_COMPUTE[precision]), ("ctranslate2-int8", "int8"))
-                if name not in skip}
+    computes = {
+        name: compute
+        for name, compute in (("ctranslate2", CT2_COMPUTE[precision]), ("ctranslate2-int8", "int8"))
+        if name not in skip
+    }
     if computes:
         ct2_dir = export_ctranslate2(checkpoint, directory / "ct2")
         for name, compute in computes.items():
             if in_process:
-                ct2[name] = ctranslate2_runner(ctranslate2_translator(ct2_dir, device, compute, torch.get_num_threads()),
-                                               translator, encoded, batches)
+                ct2[name] = ctranslate2_runner(
+                    ctranslate2_translator(ct2_dir, device, compute, torch.get_num_threads()),
+                    translator,
+                    encoded,
+                    batches,
+                )
             else:
-                ct2[name] = IsolatedCTranslate2(checkpoint, ct2_dir, device, compute, torch.get_num_threads(), encoded,
-                                                batches)
+                ct2[name] = IsolatedCTranslate2(
+                    checkpoint, ct2_dir, device, compute, torch.get_num_threads(), encoded, batches
+                )
     return hf_model, ct2
 
 
 def ctranslate2_translator(ct2_dir: Path | str, device: str, compute: str, threads: int):
     import ctranslate2
 
-    return ctranslate2.Translator(str(ct2_dir), device=device, inter_threads=1, compute_type=compute,
-                                  intra_threads=threads)
+    return ctranslate2.Translator(
+        str(ct2_dir), device=device, inter_threads=1, compute_type=compute, intra_threads=threads
+    )
 
 
 class IsolatedCTranslate2:
     """CTranslate2 in a process of its own. It brings its own OpenMP runtime, and on two threads
     the two runtimes in one process slowed every later run of either (docs/benchmarks.md)."""
 
-    def __init__(self, checkpoint: Path, ct2_dir: Path, device: str, compute: str, threads: int,
-                 encoded: list[list[int]], batches: list[list[int]]) -> None:
+    def __init__(
+        self,
+        checkpoint: Path,
+        ct2_dir: Path,
+        device: str,
+        compute: str,
+        threads: int,
+        encoded: list[list[int]],
+        batches: list[list[int]],
+    ) -> None:
         context = multiprocessing.get_context("spawn")
         self.connection, child = context.Pipe()
-        self.process = context.Process(target=_ctranslate2_worker, daemon=True, args=(
-            child, str(checkpoint), str(ct2_dir), device, compute, threads, encoded, batches))
+        self.process = context.Process(
+            target=_ctranslate2_worker,
+            daemon=True,
+            args=(child, str(checkpoint), str(ct2_dir), device, compute, threads, encoded, batches),
+        )
         self.process.start()
         child.close()  # the worker's end, held here too, would keep recv() waiting after the worker died
         self.compute = compute
@@ -207,7 +258,9 @@ class IsolatedCTranslate2:
         try:
             return self.connection.recv()
         except EOFError:
-            raise SystemExit(f"CTranslate2 ({self.compute}) ended without answering (its error is above)") from None
+            raise SystemExit(
+                f"CTranslate2 ({self.compute}) ended without answering (its error is above)"
+            ) from None
 
     def __call__(self, setting: Setting) -> list[str]:
         self.connection.send(setting)
@@ -218,11 +271,23 @@ class IsolatedCTranslate2:
         self.process.join(timeout=30)
 
 
-def _ctranslate2_worker(connection, checkpoint: str, ct2_dir: str, device: str, compute: str, threads: int,
-                        encoded: list[list[int]], batches: list[list[int]]) -> None:
-    torch.set_num_threads(1)  # this process's torch only reads the checkpoint: no thread pool of its own
+def _ctranslate2_worker(
+    connection,
+    checkpoint: str,
+    ct2_dir: str,
+    device: str,
+    compute: str,
+    threads: int,
+    encoded: list[list[int]],
+    batches: list[list[int]],
+) -> None:
+    torch.set_num_threads(
+        1
+    )  # this process's torch only reads the checkpoint: no thread pool of its own
     translator = load_translator(checkpoint, pack=False)
-    run = ctranslate2_runner(ctranslate2_translator(ct2_dir, device, compute, threads), translator, encoded, batches)
+    run = ctranslate2_runner(
+        ctranslate2_translator(ct2_dir, device, compute, threads), translator, encoded, batches
+    )
     connection.send("ready")
     while (setting := connection.recv()) is not None:
         connection.send(run(setting))
@@ -233,8 +298,9 @@ def int8_unfused(checkpoint: str):
     translator = load_translator(checkpoint, pack=False)
     with warnings.catch_warnings():  # torch.ao's notice of its move to torchao
         warnings.simplefilter("ignore")
-        translator.model = torch.ao.quantization.quantize_dynamic(translator.model, {torch.nn.Linear},
-                                                                  dtype=torch.qint8)
+        translator.model = torch.ao.quantization.quantize_dynamic(
+            translator.model, {torch.nn.Linear}, dtype=torch.qint8
+        )
     return translator
 
 
@@ -246,13 +312,21 @@ def markdown(rows: list[Row]) -> str:
         "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
-        counterpart = "ours-int8" if r.system in ("ctranslate2-int8", "ours-int8-unfused") else "ours"
+        counterpart = (
+            "ours-int8" if r.system in ("ctranslate2-int8", "ours-int8-unfused") else "ours"
+        )
         reference = by_key.get((counterpart, r.beam, r.length_penalty, False))
-        ratio = "" if r.system in ("ours", "ours-int8") or reference is None else f"{reference.sentences_per_s / r.sentences_per_s:.2f}x"
+        ratio = (
+            ""
+            if r.system in ("ours", "ours-int8") or reference is None
+            else f"{reference.sentences_per_s / r.sentences_per_s:.2f}x"
+        )
         same = "" if r.identical_to_ours is None else f"{r.identical_to_ours}/{r.sentences}"
         if r.differing_at_our_limit:
             same += f" ({r.differing_at_our_limit} at our limit)"
-        penalty = f"{r.length_penalty:g}" + (" (GNMT)" if r.system == "ours" and r.length_penalty else "")
+        penalty = f"{r.length_penalty:g}" + (
+            " (GNMT)" if r.system == "ours" and r.length_penalty else ""
+        )
         lines.append(
             f"| {r.system} | {r.beam} | {penalty} | {'yes' if r.restrict else 'no'} | "
             f"{r.sentences_per_s:.1f} | {r.tokens_per_s:.0f} | {r.bleu:.2f} | {r.chrf:.2f} | {same} | {ratio} |"
@@ -261,24 +335,45 @@ def markdown(rows: list[Row]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--checkpoint", default="runs/default/checkpoints/last.ckpt")
     parser.add_argument("--split", default="test", help="bundled corpus split (default: test)")
     parser.add_argument("--limit", type=int, default=None, help="only the first N sentences")
     parser.add_argument("--beams", default="1,5", help="comma-separated beam sizes (default: 1,5)")
-    parser.add_argument("--repeats", type=int, default=3, help="timed runs per setting; the best counts")
-    parser.add_argument("--threads", type=int, default=1, help="CPU threads for all systems (default: 1)")
-    parser.add_argument("--batch-tokens", type=int, default=None,
-                        help="source tokens per batch (default: translate-cli's)")
-    parser.add_argument("--skip", default="", help="comma-separated systems not to run: "
-                        "ours-unpacked,ours-int8,ours-int8-unfused,transformers,ctranslate2,ctranslate2-int8")
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="timed runs per setting; the best counts"
+    )
+    parser.add_argument(
+        "--threads", type=int, default=1, help="CPU threads for all systems (default: 1)"
+    )
+    parser.add_argument(
+        "--batch-tokens",
+        type=int,
+        default=None,
+        help="source tokens per batch (default: translate-cli's)",
+    )
+    parser.add_argument(
+        "--skip",
+        default="",
+        help="comma-separated systems not to run: "
+        "ours-unpacked,ours-int8,ours-int8-unfused,transformers,ctranslate2,ctranslate2-int8",
+    )
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    parser.add_argument("--precision", choices=list(CT2_COMPUTE), default="32-true",
-                        help="as translate-cli's --precision: autocast for ours and transformers, CTranslate2's "
-                             "compute type to match (default 32-true)")
-    parser.add_argument("--ct2-in-process", action="store_true",
-                        help="CTranslate2 in this process, beside ours (as before 2026-11-25): shows how two OpenMP "
-                             "runtimes in one process slow each other")
+    parser.add_argument(
+        "--precision",
+        choices=list(CT2_COMPUTE),
+        default="32-true",
+        help="as translate-cli's --precision: autocast for ours and transformers, CTranslate2's "
+        "compute type to match (default 32-true)",
+    )
+    parser.add_argument(
+        "--ct2-in-process",
+        action="store_true",
+        help="CTranslate2 in this process, beside ours (as before 2026-11-25): shows how two OpenMP "
+        "runtimes in one process slow each other",
+    )
     parser.add_argument("--json", default=None, help="also write the rows here as JSON")
     args = parser.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -288,7 +383,9 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(args.threads)
     torch.set_num_interop_threads(1)
-    prepare_decoding(args.device)  # as translate-cli does (CTranslate2's processes have their own allocator)
+    prepare_decoding(
+        args.device
+    )  # as translate-cli does (CTranslate2's processes have their own allocator)
     src_path, ref_path = split_paths(BUNDLED_CORPUS, args.split, "en", "de")
     sources, references = read_lines(src_path), read_lines(ref_path)
     if args.limit:
@@ -329,13 +426,25 @@ def main(argv: list[str] | None = None) -> int:
             "ours": lambda setting: ours(translator, sources, setting, batch_tokens),
             "ours-unpacked": lambda setting: ours(unpacked, sources, setting, batch_tokens),
             "ours-int8": lambda setting: ours(int8, sources, setting, batch_tokens),
-            "ours-int8-unfused": lambda setting: ours(unfused, sources, setting, batch_tokens)}
+            "ours-int8-unfused": lambda setting: ours(unfused, sources, setting, batch_tokens),
+        }
         ct2 = {}
         if {"transformers", "ctranslate2", "ctranslate2-int8"} - skip:
-            hf_model, ct2 = export_both(Path(args.checkpoint), Path(tmp), args.device, args.precision, skip,
-                                        translator, encoded, batches, args.ct2_in_process)
+            hf_model, ct2 = export_both(
+                Path(args.checkpoint),
+                Path(tmp),
+                args.device,
+                args.precision,
+                skip,
+                translator,
+                encoded,
+                batches,
+                args.ct2_in_process,
+            )
             if hf_model is not None:
-                runners["transformers"] = transformers_runner(hf_model, translator, encoded, batches)
+                runners["transformers"] = transformers_runner(
+                    hf_model, translator, encoded, batches
+                )
             runners.update(ct2)
         best: dict[str, float] = {}
         outputs: dict[str, list[str]] = {}
@@ -344,15 +453,20 @@ def main(argv: list[str] | None = None) -> int:
                 if args.device == "cuda":
                     torch.cuda.synchronize()
                 start = time.perf_counter()
-                with autocast(args.device, args.precision if setting.system in AUTOCAST_SYSTEMS else "32-true"):
+                with autocast(
+                    args.device, args.precision if setting.system in AUTOCAST_SYSTEMS else "32-true"
+                ):
                     texts = runners[setting.system](setting)
                 if args.device == "cuda":
                     torch.cuda.synchronize()
                 elapsed = time.perf_counter() - start
                 best[setting.label] = min(elapsed, best.get(setting.label, float("inf")))
                 outputs[setting.label] = texts
-                print(f"run {repeat + 1}/{args.repeats}: {setting.label}: {elapsed:.2f} s",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"run {repeat + 1}/{args.repeats}: {setting.label}: {elapsed:.2f} s",
+                    file=sys.stderr,
+                    flush=True,
+                )
         for worker in ct2.values():
             if isinstance(worker, IsolatedCTranslate2):
                 worker.close()
@@ -366,24 +480,49 @@ def main(argv: list[str] | None = None) -> int:
         mine = outputs[Setting("ours", setting.beam, setting.length_penalty).label]
         compared = not (setting.system == "ours" and not setting.restrict)
         same = sum(a == b for a, b in zip(texts, mine)) if compared else None
-        at_limit = sum(
-            a != b and len(ids) + 1 >= limit
-            for a, b, ids, limit in zip(texts, mine, translator.vocab.target.encode(mine), limits)
-        ) if compared else None
+        at_limit = (
+            sum(
+                a != b and len(ids) + 1 >= limit
+                for a, b, ids, limit in zip(
+                    texts, mine, translator.vocab.target.encode(mine), limits
+                )
+            )
+            if compared
+            else None
+        )
         seconds = best[setting.label]
-        rows.append(Row(setting.system, setting.beam, setting.length_penalty, setting.restrict, seconds,
-                        len(sources) / seconds, tokens / seconds, scores.bleu, scores.chrf, same, at_limit,
-                        len(sources)))
+        rows.append(
+            Row(
+                setting.system,
+                setting.beam,
+                setting.length_penalty,
+                setting.restrict,
+                seconds,
+                len(sources) / seconds,
+                tokens / seconds,
+                scores.bleu,
+                scores.chrf,
+                same,
+                at_limit,
+                len(sources),
+            )
+        )
     where = torch.cuda.get_device_name() if args.device == "cuda" else f"{args.threads} thread(s)"
-    print(f"{len(sources)} sentences of the {args.split} split, {where}, {args.precision}, "
-          f"batches of {batch_tokens} source tokens, best of {args.repeats}; {torch.__version__} torch")
+    print(
+        f"{len(sources)} sentences of the {args.split} split, {where}, {args.precision}, "
+        f"batches of {batch_tokens} source tokens, best of {args.repeats}; {torch.__version__} torch"
+    )
     print(markdown(rows))
     print(f"BLEU signature: {scores.bleu_signature}")
-    print(f"model in memory: float32 {linear_bytes(translator.model) / 2**20:.1f} MiB"
-          + ("" if int8 is None else f", int8 {linear_bytes(int8.model) / 2**20:.1f} MiB")
-          + f"; checkpoint on disk {Path(args.checkpoint).stat().st_size / 2**20:.1f} MiB")
+    print(
+        f"model in memory: float32 {linear_bytes(translator.model) / 2**20:.1f} MiB"
+        + ("" if int8 is None else f", int8 {linear_bytes(int8.model) / 2**20:.1f} MiB")
+        + f"; checkpoint on disk {Path(args.checkpoint).stat().st_size / 2**20:.1f} MiB"
+    )
     if args.json:
-        Path(args.json).write_text(json.dumps([asdict(r) for r in rows], indent=2) + "\n", encoding="utf-8")
+        Path(args.json).write_text(
+            json.dumps([asdict(r) for r in rows], indent=2) + "\n", encoding="utf-8"
+        )
     return 0
 
 

@@ -70,7 +70,14 @@ GPU = Scale(
     converge=("--config", "configs/converge.yaml", "--trainer.max_time", "00:00:06:00"),
     checkpoint="best.ckpt",
     serve=("--clients", "32,128", "--seconds", "30"),
-    ddp=("--config", "configs/base.yaml", "--trainer.max_steps", "300", "--trainer.log_every_n_steps", "50"),
+    ddp=(
+        "--config",
+        "configs/base.yaml",
+        "--trainer.max_steps",
+        "300",
+        "--trainer.log_every_n_steps",
+        "50",
+    ),
     step_cap_s=9 * 60,
     total_cap_s=40 * 60,
 )
@@ -82,14 +89,42 @@ DRY = Scale(
     train_timing=("--rounds", "1", "--steps", "2", "--warmup", "1", "--batches", "2"),
     loss_chunk=128,
     precisions=("bf16-mixed", "32-true", "16-mixed"),
-    decode_limit=("--limit", "24", "--repeats", "1", "--skip", "ours-unpacked,ours-int8,ours-int8-unfused,"
-                  "ctranslate2-int8"),
-    converge=("--config", "configs/tiny.yaml", "--trainer.max_steps", "8", "--trainer.val_check_interval", "4",
-              "--trainer.limit_val_batches", "1", "--trainer.log_every_n_steps", "2", "--tune_search", "false"),
+    decode_limit=(
+        "--limit",
+        "24",
+        "--repeats",
+        "1",
+        "--skip",
+        "ours-unpacked,ours-int8,ours-int8-unfused,ctranslate2-int8",
+    ),
+    converge=(
+        "--config",
+        "configs/tiny.yaml",
+        "--trainer.max_steps",
+        "8",
+        "--trainer.val_check_interval",
+        "4",
+        "--trainer.limit_val_batches",
+        "1",
+        "--trainer.log_every_n_steps",
+        "2",
+        "--tune_search",
+        "false",
+    ),
     checkpoint="last.ckpt",
     serve=("--clients", "2,4", "--seconds", "1", "--sentences", "64"),
-    ddp=("--config", "configs/tiny.yaml", "--trainer.max_steps", "4", "--trainer.log_every_n_steps", "1",
-         "--trainer.accelerator", "cpu", "--trainer.precision", "32-true"),
+    ddp=(
+        "--config",
+        "configs/tiny.yaml",
+        "--trainer.max_steps",
+        "4",
+        "--trainer.log_every_n_steps",
+        "1",
+        "--trainer.accelerator",
+        "cpu",
+        "--trainer.precision",
+        "32-true",
+    ),
     step_cap_s=3 * 60,
     total_cap_s=15 * 60,
 )
@@ -158,18 +193,35 @@ def probe_environment() -> dict:
 
     import torch
 
-    info = {"python": platform.python_version(), "platform": platform.platform(), "torch": torch.__version__,
-            "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version() if torch.cuda.is_available() else None,
-            "gpus": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())],
-            "cpu_count": os.cpu_count(), "packages": {}}
-    for package in ("lightning", "transformers", "ctranslate2", "sacrebleu", "sentencepiece", "triton"):
+    info = {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version() if torch.cuda.is_available() else None,
+        "gpus": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())],
+        "cpu_count": os.cpu_count(),
+        "packages": {},
+    }
+    for package in (
+        "lightning",
+        "transformers",
+        "ctranslate2",
+        "sacrebleu",
+        "sentencepiece",
+        "triton",
+    ):
         try:
             info["packages"][package] = importlib.metadata.version(package)
         except importlib.metadata.PackageNotFoundError:
             info["packages"][package] = None
     try:
-        smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=30)
+        smi = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         info["nvidia_smi"] = smi.stdout.strip().splitlines()
         info["driver"] = info["nvidia_smi"][0].split(",")[1].strip() if info["nvidia_smi"] else None
     except (OSError, subprocess.TimeoutExpired):
@@ -178,9 +230,14 @@ def probe_environment() -> dict:
 
 
 def environment_step() -> Step:
-    return Step("environment", "environment",
-                plan=lambda context: [Command((PYTHON, str(Path(__file__)), "--probe-environment"), "environment.json")],
-                read=lambda context, directory: json.loads((directory / "environment.json").read_text()))
+    return Step(
+        "environment",
+        "environment",
+        plan=lambda context: [
+            Command((PYTHON, str(Path(__file__)), "--probe-environment"), "environment.json")
+        ],
+        read=lambda context, directory: json.loads((directory / "environment.json").read_text()),
+    )
 
 
 def needs_device(context: Context) -> str:
@@ -201,11 +258,29 @@ def training_step(config: str, tokens: int) -> Step:
 
     def plan(context: Context) -> list[Command]:
         scale = context.scale
-        argv = (PYTHON, str(SCRIPTS / "benchmark_train.py"), "--device", scale.device, "--config",
-                f"configs/{config}.yaml", "--max-tokens", str(tokens), "--precisions", "bf16",
-                *scale.train_timing, "--no-memory", "--compile", "--loss-chunk", str(scale.loss_chunk),
-                "--math-attention", "--unfused-adam", "--data", f"cache_dir={context.cache}",
-                "--json", str(context.directory(name) / "train.json"))
+        argv = (
+            PYTHON,
+            str(SCRIPTS / "benchmark_train.py"),
+            "--device",
+            scale.device,
+            "--config",
+            f"configs/{config}.yaml",
+            "--max-tokens",
+            str(tokens),
+            "--precisions",
+            "bf16",
+            *scale.train_timing,
+            "--no-memory",
+            "--compile",
+            "--loss-chunk",
+            str(scale.loss_chunk),
+            "--math-attention",
+            "--unfused-adam",
+            "--data",
+            f"cache_dir={context.cache}",
+            "--json",
+            str(context.directory(name) / "train.json"),
+        )
         return [Command(argv)]
 
     def read(context: Context, directory: Path) -> dict:
@@ -219,7 +294,10 @@ def metric_rows(run_dir: Path) -> list[dict]:
     """The CSV logger's rows of a translate-train run (several versions: the last)."""
     import csv
 
-    files = sorted((run_dir / "logs").glob("version_*/metrics.csv"), key=lambda p: int(p.parent.name.split("_")[1]))
+    files = sorted(
+        (run_dir / "logs").glob("version_*/metrics.csv"),
+        key=lambda p: int(p.parent.name.split("_")[1]),
+    )
     if not files:
         raise FileNotFoundError(f"{run_dir}/logs: no metrics.csv")
     with files[-1].open(encoding="utf-8", newline="") as handle:
@@ -228,7 +306,9 @@ def metric_rows(run_dir: Path) -> list[dict]:
 
 def series(rows: list[dict], name: str) -> list[tuple[int, float]]:
     """(updates, value) of a logged metric: the logger's step counts the updates before this one."""
-    return [(int(row["step"]) + 1, float(row[name])) for row in rows if row.get(name) not in (None, "")]
+    return [
+        (int(row["step"]) + 1, float(row[name])) for row in rows if row.get(name) not in (None, "")
+    ]
 
 
 def converge_step() -> Step:
@@ -238,36 +318,87 @@ def converge_step() -> Step:
         run_dir = context.directory("converge") / "run"
         checkpoint = run_dir / "checkpoints" / context.scale.checkpoint
         device = ("--device", context.scale.device)
-        return [Command((PYTHON, "-m", "translate.cli.train", "fit", *context.scale.converge, "--run_dir", str(run_dir),
-                         *context.data())),
-                Command((PYTHON, "-m", "translate.cli.evaluate", "--checkpoint", str(checkpoint), "--json", *device),
-                        "test.json"),
-                Command((PYTHON, "-m", "translate.cli.evaluate", "--checkpoint", str(checkpoint), "--json", "--beam",
-                         "1", *device), "test-greedy.json")]
+        return [
+            Command(
+                (
+                    PYTHON,
+                    "-m",
+                    "translate.cli.train",
+                    "fit",
+                    *context.scale.converge,
+                    "--run_dir",
+                    str(run_dir),
+                    *context.data(),
+                )
+            ),
+            Command(
+                (
+                    PYTHON,
+                    "-m",
+                    "translate.cli.evaluate",
+                    "--checkpoint",
+                    str(checkpoint),
+                    "--json",
+                    *device,
+                ),
+                "test.json",
+            ),
+            Command(
+                (
+                    PYTHON,
+                    "-m",
+                    "translate.cli.evaluate",
+                    "--checkpoint",
+                    str(checkpoint),
+                    "--json",
+                    "--beam",
+                    "1",
+                    *device,
+                ),
+                "test-greedy.json",
+            ),
+        ]
 
     def read(context: Context, directory: Path) -> dict:
         rows = metric_rows(directory / "run")
         rates = [rate for _, rate in series(rows, "train_tgt_tokens_per_sec")]
-        return {"command": " ".join(context.scale.converge), "dev_bleu": series(rows, "val_bleu"),
-                "dev_ppl": series(rows, "val_ppl"), "updates": max(int(row["step"]) for row in rows) + 1,
-                "tokens_per_s": statistics.median(rates) if rates else None,
-                "test": json.loads((directory / "test.json").read_text()),
-                "test_greedy": json.loads((directory / "test-greedy.json").read_text())}
+        return {
+            "command": " ".join(context.scale.converge),
+            "dev_bleu": series(rows, "val_bleu"),
+            "dev_ppl": series(rows, "val_ppl"),
+            "updates": max(int(row["step"]) for row in rows) + 1,
+            "tokens_per_s": statistics.median(rates) if rates else None,
+            "test": json.loads((directory / "test.json").read_text()),
+            "test_greedy": json.loads((directory / "test-greedy.json").read_text()),
+        }
 
     return Step("converge", "converge", plan, read, needs_device)
 
 
 def needs_checkpoint(context: Context) -> str:
-    return needs_device(context) or ("" if context.checkpoint().is_file() else
-                                     f"no checkpoint at {context.checkpoint()} (the converge step makes it)")
+    return needs_device(context) or (
+        ""
+        if context.checkpoint().is_file()
+        else f"no checkpoint at {context.checkpoint()} (the converge step makes it)"
+    )
 
 
 def ctranslate2_step() -> Step:
     """Whether CTranslate2 translates on this device: export the checkpoint, translate one line."""
 
     def plan(context: Context) -> list[Command]:
-        return [Command((PYTHON, str(Path(__file__)), "--probe-ctranslate2", str(context.checkpoint()),
-                         context.scale.device), "probe.json")]
+        return [
+            Command(
+                (
+                    PYTHON,
+                    str(Path(__file__)),
+                    "--probe-ctranslate2",
+                    str(context.checkpoint()),
+                    context.scale.device,
+                ),
+                "probe.json",
+            )
+        ]
 
     def read(context: Context, directory: Path) -> dict:
         return json.loads((directory / "probe.json").read_text())
@@ -287,14 +418,22 @@ def probe_ctranslate2(checkpoint: str, device: str) -> dict:
             directory = export_ctranslate2(Path(checkpoint), Path(tmp) / "ct2")
             translator = ctranslate2.Translator(str(directory), device=device)
             translator.translate_batch([["▁a"]], max_decoding_length=4)
-        return {"usable": True, "version": ctranslate2.__version__, "reason": "",
-                "compute_types": sorted(ctranslate2.get_supported_compute_types(device))}
+        return {
+            "usable": True,
+            "version": ctranslate2.__version__,
+            "reason": "",
+            "compute_types": sorted(ctranslate2.get_supported_compute_types(device)),
+        }
     except Exception as error:  # whatever stops it is the finding: an import, a library, a driver
         return {"usable": False, "reason": f"{type(error).__name__}: {error}".splitlines()[0][:300]}
 
 
 PRECISION_NAMES = {"32-true": "fp32", "bf16-mixed": "bf16", "16-mixed": "fp16"}
-CT2_COMPUTE = {"32-true": "float32", "bf16-mixed": "bfloat16", "16-mixed": "float16"}  # as benchmark_translate.py
+CT2_COMPUTE = {
+    "32-true": "float32",
+    "bf16-mixed": "bfloat16",
+    "16-mixed": "float16",
+}  # as benchmark_translate.py
 
 
 def decoding_step(precision: str) -> Step:
@@ -304,11 +443,27 @@ def decoding_step(precision: str) -> Step:
 
     def plan(context: Context) -> list[Command]:
         usable = ctranslate2_computes(context)
-        skip = [system for system, compute in (("ctranslate2", CT2_COMPUTE[precision]), ("ctranslate2-int8", "int8"))
-                if compute not in usable]
-        argv = [PYTHON, str(SCRIPTS / "benchmark_translate.py"), "--checkpoint", str(context.checkpoint()),
-                "--device", context.scale.device, "--precision", precision, *context.scale.decode_limit,
-                "--json", str(context.directory(name) / "decode.json")]
+        skip = [
+            system
+            for system, compute in (
+                ("ctranslate2", CT2_COMPUTE[precision]),
+                ("ctranslate2-int8", "int8"),
+            )
+            if compute not in usable
+        ]
+        argv = [
+            PYTHON,
+            str(SCRIPTS / "benchmark_translate.py"),
+            "--checkpoint",
+            str(context.checkpoint()),
+            "--device",
+            context.scale.device,
+            "--precision",
+            precision,
+            *context.scale.decode_limit,
+            "--json",
+            str(context.directory(name) / "decode.json"),
+        ]
         if skip:
             position = argv.index("--skip") + 1 if "--skip" in argv else None
             if position:
@@ -318,8 +473,11 @@ def decoding_step(precision: str) -> Step:
         return [Command(tuple(argv))]
 
     def read(context: Context, directory: Path) -> dict:
-        return {"precision": precision, "ctranslate2": CT2_COMPUTE[precision] in ctranslate2_computes(context),
-                "rows": json.loads((directory / "decode.json").read_text())}
+        return {
+            "precision": precision,
+            "ctranslate2": CT2_COMPUTE[precision] in ctranslate2_computes(context),
+            "rows": json.loads((directory / "decode.json").read_text()),
+        }
 
     def needs(context: Context) -> str:
         if precision == "16-mixed" and context.scale.device != "cuda":
@@ -338,9 +496,25 @@ def ctranslate2_computes(context: Context) -> set[str]:
 
 def serving_step() -> Step:
     def plan(context: Context) -> list[Command]:
-        return [Command((PYTHON, str(SCRIPTS / "benchmark_serve.py"), "--checkpoint", str(context.checkpoint()),
-                         "--device", context.scale.device, "--modes", "continuous", "--batch-ceiling", "",
-                         *context.scale.serve, "--json", str(context.directory("serve") / "serve.json")))]
+        return [
+            Command(
+                (
+                    PYTHON,
+                    str(SCRIPTS / "benchmark_serve.py"),
+                    "--checkpoint",
+                    str(context.checkpoint()),
+                    "--device",
+                    context.scale.device,
+                    "--modes",
+                    "continuous",
+                    "--batch-ceiling",
+                    "",
+                    *context.scale.serve,
+                    "--json",
+                    str(context.directory("serve") / "serve.json"),
+                )
+            )
+        ]
 
     def read(context: Context, directory: Path) -> dict:
         return json.loads((directory / "serve.json").read_text())
@@ -348,10 +522,21 @@ def serving_step() -> Step:
     return Step("serve", "serving", plan, read, needs_checkpoint)
 
 
-DDP_OVERLAY = {"tune_search": False, "trainer": {
-    "callbacks": [], "enable_checkpointing": False, "num_sanity_val_steps": 0, "val_check_interval": 100000,
-    "check_val_every_n_epoch": None, "enable_progress_bar": False,
-    "logger": {"class_path": "lightning.pytorch.loggers.CSVLogger", "init_args": {"save_dir": "{run_dir}", "name": "logs"}}}}
+DDP_OVERLAY = {
+    "tune_search": False,
+    "trainer": {
+        "callbacks": [],
+        "enable_checkpointing": False,
+        "num_sanity_val_steps": 0,
+        "val_check_interval": 100000,
+        "check_val_every_n_epoch": None,
+        "enable_progress_bar": False,
+        "logger": {
+            "class_path": "lightning.pytorch.loggers.CSVLogger",
+            "init_args": {"save_dir": "{run_dir}", "name": "logs"},
+        },
+    },
+}
 
 
 def ddp_step() -> Step:
@@ -365,30 +550,86 @@ def ddp_step() -> Step:
         directory = context.directory("ddp")
         overlay = directory / "overlay.yaml"
         overlay.write_text(json.dumps(DDP_OVERLAY), encoding="utf-8")  # JSON is YAML
-        train = (PYTHON, "-m", "translate.cli.train", "fit", *context.scale.ddp, "--config", str(overlay),
-                 *context.data())
+        train = (
+            PYTHON,
+            "-m",
+            "translate.cli.train",
+            "fit",
+            *context.scale.ddp,
+            "--config",
+            str(overlay),
+            *context.data(),
+        )
         if gpus(context) > 1:
-            return [Command((*train, "--run_dir", str(directory / "one"), "--trainer.devices", "1",
-                             "--trainer.strategy", "auto")),
-                    Command((*train, "--run_dir", str(directory / "all"), "--trainer.devices", str(gpus(context)),
-                             "--trainer.strategy", "ddp"))]
-        return [Command((*train, "--run_dir", str(directory / "one"), "--trainer.devices", "1",
-                         "--trainer.strategy", "auto")),
-                Command((*train, "--run_dir", str(directory / "all"), "--trainer.devices", "1",
-                         "--trainer.num_nodes", "2", "--trainer.strategy", "DDPStrategy",
-                         "--trainer.strategy.process_group_backend", "gloo"), ranks=2)]
+            return [
+                Command(
+                    (
+                        *train,
+                        "--run_dir",
+                        str(directory / "one"),
+                        "--trainer.devices",
+                        "1",
+                        "--trainer.strategy",
+                        "auto",
+                    )
+                ),
+                Command(
+                    (
+                        *train,
+                        "--run_dir",
+                        str(directory / "all"),
+                        "--trainer.devices",
+                        str(gpus(context)),
+                        "--trainer.strategy",
+                        "ddp",
+                    )
+                ),
+            ]
+        return [
+            Command(
+                (
+                    *train,
+                    "--run_dir",
+                    str(directory / "one"),
+                    "--trainer.devices",
+                    "1",
+                    "--trainer.strategy",
+                    "auto",
+                )
+            ),
+            Command(
+                (
+                    *train,
+                    "--run_dir",
+                    str(directory / "all"),
+                    "--trainer.devices",
+                    "1",
+                    "--trainer.num_nodes",
+                    "2",
+                    "--trainer.strategy",
+                    "DDPStrategy",
+                    "--trainer.strategy.process_group_backend",
+                    "gloo",
+                ),
+                ranks=2,
+            ),
+        ]
 
     def read(context: Context, directory: Path) -> dict:
         result = {"gpus": gpus(context)}
         for name in ("one", "all"):
             rows = metric_rows(directory / name)
             rates = [rate for _, rate in series(rows, "train_tgt_tokens_per_sec")]
-            result[name] = {"tokens_per_s": statistics.median(rates[1:] or rates),
-                            "updates": max(int(row["step"]) for row in rows) + 1,
-                            "last_loss": series(rows, "train_loss")[-1][1]}
+            result[name] = {
+                "tokens_per_s": statistics.median(rates[1:] or rates),
+                "updates": max(int(row["step"]) for row in rows) + 1,
+                "last_loss": series(rows, "train_loss")[-1][1],
+            }
         processes = max(result["gpus"], 2)
         result["processes"] = processes
-        result["efficiency"] = result["all"]["tokens_per_s"] / (processes * result["one"]["tokens_per_s"])
+        result["efficiency"] = result["all"]["tokens_per_s"] / (
+            processes * result["one"]["tokens_per_s"]
+        )
         return result
 
     return Step("ddp", "ddp", plan, read, needs_device)
@@ -397,9 +638,16 @@ def ddp_step() -> Step:
 def steps(scale: Scale) -> list[Step]:
     """In the order they run: the figures most wanted first, in case the time runs out."""
     first, *rest = scale.batch_tokens
-    return [environment_step(), *(training_step(config, first) for config in scale.train_configs), converge_step(),
-            ctranslate2_step(), *(decoding_step(precision) for precision in scale.precisions), serving_step(),
-            ddp_step(), *(training_step(config, tokens) for tokens in rest for config in scale.train_configs)]
+    return [
+        environment_step(),
+        *(training_step(config, first) for config in scale.train_configs),
+        converge_step(),
+        ctranslate2_step(),
+        *(decoding_step(precision) for precision in scale.precisions),
+        serving_step(),
+        ddp_step(),
+        *(training_step(config, tokens) for tokens in rest for config in scale.train_configs),
+    ]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -415,18 +663,39 @@ def free_port() -> int:
 def run_command(command: Command, directory: Path, deadline: float) -> tuple[str, str]:
     """(status, message) of one command run to `deadline`; its whole process group is ended
     when the time is up."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+    }
     port = free_port()
     processes = []
     log = directory / "stderr.log"
     stdout_path = directory / command.stdout if command.stdout else directory / "stdout.log"
     with log.open("ab") as errors, stdout_path.open("ab" if not command.stdout else "wb") as out:
         for rank in range(command.ranks):
-            rank_env = env if command.ranks == 1 else {
-                **env, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "WORLD_SIZE": str(command.ranks),
-                "NODE_RANK": str(rank), "LOCAL_RANK": "0"}
-            processes.append(subprocess.Popen(command.argv, cwd=REPO, env=rank_env, stdout=out, stderr=errors,
-                                              stdin=subprocess.DEVNULL, start_new_session=True))
+            rank_env = (
+                env
+                if command.ranks == 1
+                else {
+                    **env,
+                    "MASTER_ADDR": "127.0.0.1",
+                    "MASTER_PORT": str(port),
+                    "WORLD_SIZE": str(command.ranks),
+                    "NODE_RANK": str(rank),
+                    "LOCAL_RANK": "0",
+                }
+            )
+            processes.append(
+                subprocess.Popen(
+                    command.argv,
+                    cwd=REPO,
+                    env=rank_env,
+                    stdout=out,
+                    stderr=errors,
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
+            )
         status = DONE
         # Until all have exited, one has failed (its peers would wait for it in vain) or the time is up.
         while any(process.poll() is None for process in processes):
@@ -444,7 +713,11 @@ def run_command(command: Command, directory: Path, deadline: float) -> tuple[str
         status = "failed"
     if status == DONE:
         return status, ""
-    tail = [line for line in log.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()][-3:]
+    tail = [
+        line
+        for line in log.read_text(encoding="utf-8", errors="replace").splitlines()
+        if line.strip()
+    ][-3:]
     return status, f"{shlex.join(command.argv)[:200]} exited {codes}: " + " / ".join(tail)[-600:]
 
 
@@ -469,8 +742,13 @@ def run_step(step: Step, context: Context, deadline: float) -> Outcome:
     (directory / "stderr.log").unlink(missing_ok=True)
     started = time.monotonic()
     commands = step.plan(context)
-    outcome = Outcome(DONE, step.section, commands=[shlex.join(c.argv) + (f"  (x{c.ranks} ranks)" if c.ranks > 1 else "")
-                                      for c in commands])
+    outcome = Outcome(
+        DONE,
+        step.section,
+        commands=[
+            shlex.join(c.argv) + (f"  (x{c.ranks} ranks)" if c.ranks > 1 else "") for c in commands
+        ],
+    )
     for command in commands:
         outcome.status, outcome.message = run_command(command, directory, deadline)
         if outcome.status != DONE:
@@ -490,7 +768,9 @@ def load_report(path: Path) -> dict:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except ValueError as error:
-        raise SystemExit(f"error: {path}: not a report ({error}); move it away or pass --out elsewhere") from None
+        raise SystemExit(
+            f"error: {path}: not a report ({error}); move it away or pass --out elsewhere"
+        ) from None
 
 
 def save(report: dict, out: Path) -> None:
@@ -503,24 +783,47 @@ def save(report: dict, out: Path) -> None:
         plots = render_plots(report, out)
         write_atomic(out / "report.md", render_markdown(report, plots).encode("utf-8"))
     except Exception as error:  # noqa: BLE001 - report.json holds the figures either way
-        print(f"gpu-report: report.md not written ({type(error).__name__}: {error}); report.json is",
-              file=sys.stderr)
+        print(
+            f"gpu-report: report.md not written ({type(error).__name__}: {error}); report.json is",
+            file=sys.stderr,
+        )
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dry-run", action="store_true", help="every step at toy size on the CPU")
-    parser.add_argument("--out", type=Path, default=None,
-                        help="default: runs/gpu-report (a dry run: runs/gpu-report-dry-run)")
-    parser.add_argument("--cache-dir", type=Path, default=None,
-                        help="vocabularies and encoded corpora (default: OUT/cache)")
-    parser.add_argument("--steps", default="", help="comma-separated step names to run (default: all)")
-    parser.add_argument("--again", action="store_true", help="run steps already recorded as done again")
-    parser.add_argument("--minutes", type=float, default=None, help="the whole report's cap (default 40; dry run 15)")
-    parser.add_argument("--step-minutes", type=float, default=None, help="each step's cap (default 9; dry run 3)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="default: runs/gpu-report (a dry run: runs/gpu-report-dry-run)",
+    )
+    parser.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=None,
+        help="vocabularies and encoded corpora (default: OUT/cache)",
+    )
+    parser.add_argument(
+        "--steps", default="", help="comma-separated step names to run (default: all)"
+    )
+    parser.add_argument(
+        "--again", action="store_true", help="run steps already recorded as done again"
+    )
+    parser.add_argument(
+        "--minutes",
+        type=float,
+        default=None,
+        help="the whole report's cap (default 40; dry run 15)",
+    )
+    parser.add_argument(
+        "--step-minutes", type=float, default=None, help="each step's cap (default 9; dry run 3)"
+    )
     parser.add_argument("--list", action="store_true", help="print the steps and exit")
     parser.add_argument("--probe-environment", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--probe-ctranslate2", nargs=2, metavar=("CKPT", "DEVICE"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--probe-ctranslate2", nargs=2, metavar=("CKPT", "DEVICE"), help=argparse.SUPPRESS
+    )
     args = parser.parse_args(argv)
     for name in ("minutes", "step_minutes"):
         if getattr(args, name) is not None and getattr(args, name) <= 0:
@@ -528,27 +831,47 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def run_steps(plan: list[Step], context: Context, report: dict, chosen: set[str], again: bool,
-              caps: tuple[float, float]) -> None:
+def run_steps(
+    plan: list[Step],
+    context: Context,
+    report: dict,
+    chosen: set[str],
+    again: bool,
+    caps: tuple[float, float],
+) -> None:
     """Run the plan's steps (those `chosen`, or all; those done only `again`), each under the step
     cap and what is left of the total (`caps`, seconds), saving the report after each."""
     step_cap, total = caps
     deadline, outcomes = time.monotonic() + total, context.outcomes
     for step in plan:
-        if (chosen and step.name not in chosen) or (step.name in outcomes and outcomes[step.name].status == DONE
-                                                    and not again):
+        if (chosen and step.name not in chosen) or (
+            step.name in outcomes and outcomes[step.name].status == DONE and not again
+        ):
             continue
         left = deadline - time.monotonic()
         if left <= 0:
-            outcomes[step.name] = Outcome("not run", step.section, message=f"the report's {total / 60:g} minutes "
-                                          "were spent; run it again to go on")
+            outcomes[step.name] = Outcome(
+                "not run",
+                step.section,
+                message=f"the report's {total / 60:g} minutes were spent; run it again to go on",
+            )
         else:
-            print(f"gpu-report: {step.name} (at most {min(step_cap, left) / 60:.1f} min)", file=sys.stderr, flush=True)
+            print(
+                f"gpu-report: {step.name} (at most {min(step_cap, left) / 60:.1f} min)",
+                file=sys.stderr,
+                flush=True,
+            )
             outcomes[step.name] = run_step(step, context, time.monotonic() + min(step_cap, left))
             outcome = outcomes[step.name]
-            print(f"gpu-report: {step.name} {outcome.status} in {outcome.seconds:.0f} s"
-                  + (f": {outcome.message}" if outcome.message else ""), file=sys.stderr, flush=True)
-        report["steps"] = {step.name: asdict(outcomes[step.name]) for step in plan if step.name in outcomes}
+            print(
+                f"gpu-report: {step.name} {outcome.status} in {outcome.seconds:.0f} s"
+                + (f": {outcome.message}" if outcome.message else ""),
+                file=sys.stderr,
+                flush=True,
+            )
+        report["steps"] = {
+            step.name: asdict(outcomes[step.name]) for step in plan if step.name in outcomes
+        }
         save(report, context.out)
 
 
@@ -569,18 +892,31 @@ def main(argv: list[str] | None = None) -> int:
     chosen = {name for name in args.steps.split(",") if name}
     unknown = sorted(chosen - set(names))
     if unknown:
-        raise SystemExit(f"error: --steps: unknown {', '.join(unknown)} (choose from {', '.join(names)})")
-    out = (args.out or REPO / "runs" / ("gpu-report-dry-run" if args.dry_run else "gpu-report")).resolve()
+        raise SystemExit(
+            f"error: --steps: unknown {', '.join(unknown)} (choose from {', '.join(names)})"
+        )
+    out = (
+        args.out or REPO / "runs" / ("gpu-report-dry-run" if args.dry_run else "gpu-report")
+    ).resolve()
     report = load_report(out / "report.json")
     if report and report.get("dry_run") != args.dry_run:
         kind = "a dry run" if report.get("dry_run") else "a GPU run"
         raise SystemExit(f"error: {out}/report.json is {kind}'s; pass another --out to keep it")
     out.mkdir(parents=True, exist_ok=True)
     outcomes = {name: Outcome(**value) for name, value in report.get("steps", {}).items()}
-    report.update({"dry_run": args.dry_run, "scale": asdict(scale), "date": datetime.date.today().isoformat(),
-                   "command": "make gpu-report" + (" DRY_RUN=1" if args.dry_run else "")})
+    report.update(
+        {
+            "dry_run": args.dry_run,
+            "scale": asdict(scale),
+            "date": datetime.date.today().isoformat(),
+            "command": "make gpu-report" + (" DRY_RUN=1" if args.dry_run else ""),
+        }
+    )
     context = Context(out, (args.cache_dir or out / "cache").resolve(), scale, outcomes)
-    caps = (60 * (args.step_minutes or scale.step_cap_s / 60), 60 * (args.minutes or scale.total_cap_s / 60))
+    caps = (
+        60 * (args.step_minutes or scale.step_cap_s / 60),
+        60 * (args.minutes or scale.total_cap_s / 60),
+    )
     run_steps(plan, context, report, chosen, args.again, caps)
     save(report, out)
     done = sum(outcome.status == DONE for outcome in outcomes.values())

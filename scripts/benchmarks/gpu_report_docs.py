@@ -32,8 +32,12 @@ IMAGES = "images/gpu-report"
 
 
 def block(report: dict, name: str, images: dict[str, str]) -> str:
-    lines = [f"_From {provenance(report)}; written by `scripts/benchmarks/gpu_report_docs.py` from the report's "
-             "report.json: edit the report, not this text._", "", RENDERERS[name](report)]
+    lines = [
+        f"_From {provenance(report)}; written by `scripts/benchmarks/gpu_report_docs.py` from the report's "
+        "report.json: edit the report, not this text._",
+        "",
+        RENDERERS[name](report),
+    ]
     if name in images:
         lines += ["", f"![{TITLES[name]}]({images[name]})"]
     return "\n".join(lines)
@@ -47,23 +51,31 @@ def fill(text: str, path: Path, report: dict, images: dict[str, str]) -> tuple[s
         closing, name = match.group(1) == "/", match.group(2)
         line = text.count("\n", 0, match.start()) + 1
         if name not in RENDERERS:
-            raise SystemExit(f"error: {path}:{line}: unknown GPU report section {name!r} "
-                             f"(known: {', '.join(RENDERERS)})")
+            raise SystemExit(
+                f"error: {path}:{line}: unknown GPU report section {name!r} "
+                f"(known: {', '.join(RENDERERS)})"
+            )
         if not closing:
             if open_marker:
-                raise SystemExit(f"error: {path}:{line}: gpu-report:{name} opens inside gpu-report:{open_marker[0]}")
+                raise SystemExit(
+                    f"error: {path}:{line}: gpu-report:{name} opens inside gpu-report:{open_marker[0]}"
+                )
             open_marker = (name, match.end())
-            pieces.append(text[position:match.end()])
+            pieces.append(text[position : match.end()])
             continue
         if not open_marker or open_marker[0] != name:
-            raise SystemExit(f"error: {path}:{line}: /gpu-report:{name} closes a section that was not opened")
+            raise SystemExit(
+                f"error: {path}:{line}: /gpu-report:{name} closes a section that was not opened"
+            )
         pieces.append("\n" + block(report, name, images) + "\n")
         pieces.append(match.group(0))
         position, open_marker = match.end(), None
         filled.append(name)
     if open_marker:
-        raise SystemExit(f"error: {path}: gpu-report:{open_marker[0]} is never closed (<!-- /gpu-report:"
-                         f"{open_marker[0]} -->)")
+        raise SystemExit(
+            f"error: {path}: gpu-report:{open_marker[0]} is never closed (<!-- /gpu-report:"
+            f"{open_marker[0]} -->)"
+        )
     pieces.append(text[position:])
     return "".join(pieces), filled
 
@@ -71,9 +83,14 @@ def fill(text: str, path: Path, report: dict, images: dict[str, str]) -> tuple[s
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--report", type=Path, default=REPO / "runs" / "gpu-report" / "report.json")
-    parser.add_argument("--docs", type=Path, default=REPO / "docs", help="the docs folder to fill (default: docs/)")
-    parser.add_argument("--allow-dry-run", action="store_true",
-                        help="fill from a dry run's report too (its toy figures do not belong in the real docs)")
+    parser.add_argument(
+        "--docs", type=Path, default=REPO / "docs", help="the docs folder to fill (default: docs/)"
+    )
+    parser.add_argument(
+        "--allow-dry-run",
+        action="store_true",
+        help="fill from a dry run's report too (its toy figures do not belong in the real docs)",
+    )
     args = parser.parse_args(argv)
     if not args.report.is_file():
         raise SystemExit(f"error: {args.report}: no report here (make one with: make gpu-report)")
@@ -83,8 +100,10 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, KeyError) as error:
         raise SystemExit(f"error: {args.report}: not a gpu-report report.json ({error})") from None
     if report.get("dry_run") and not args.allow_dry_run:
-        raise SystemExit(f"error: {args.report} is a dry run's (toy sizes on the CPU): its figures do not belong in "
-                         "the docs (--allow-dry-run fills them anyway, e.g. into a copy)")
+        raise SystemExit(
+            f"error: {args.report} is a dry run's (toy sizes on the CPU): its figures do not belong in "
+            "the docs (--allow-dry-run fills them anyway, e.g. into a copy)"
+        )
     images = {}
     for name, plot in PLOTS.items():
         source = args.report.parent / plot
@@ -100,8 +119,11 @@ def main(argv: list[str] | None = None) -> int:
             write_atomic(path, new.encode("utf-8"))
         every += [f"{name} ({path.name})" for name in filled]
     missing = sorted(set(RENDERERS) - {entry.split(" ")[0] for entry in every})
-    print(f"gpu-report-docs: filled {', '.join(every) or 'nothing'}"
-          + (f"; no place in {args.docs} for {', '.join(missing)}" if missing else ""), file=sys.stderr)
+    print(
+        f"gpu-report-docs: filled {', '.join(every) or 'nothing'}"
+        + (f"; no place in {args.docs} for {', '.join(missing)}" if missing else ""),
+        file=sys.stderr,
+    )
     return 0
 
 

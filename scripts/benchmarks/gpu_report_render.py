@@ -6,24 +6,41 @@ from __future__ import annotations
 from pathlib import Path
 
 SECTIONS = ("environment", "training", "converge", "decoding", "serving", "ddp")
-TITLES = {"environment": "Machine", "training": "Training throughput and MFU",
-          "converge": "configs/converge.yaml, capped", "decoding": "Decoding", "serving": "translate-serve",
-          "ddp": "DDP"}
-TRAIN_ROWS = {"ours": "ours (as configured)", "ours-postnorm": "ours, post-norm", "marian": "transformers Marian",
-              "ours-compiled": "ours + torch.compile", "ours-projected": "ours + chunked loss",
-              "ours-math": "ours + math attention", "ours-unfused-adam": "ours, plain Adam (fused off)"}
+TITLES = {
+    "environment": "Machine",
+    "training": "Training throughput and MFU",
+    "converge": "configs/converge.yaml, capped",
+    "decoding": "Decoding",
+    "serving": "translate-serve",
+    "ddp": "DDP",
+}
+TRAIN_ROWS = {
+    "ours": "ours (as configured)",
+    "ours-postnorm": "ours, post-norm",
+    "marian": "transformers Marian",
+    "ours-compiled": "ours + torch.compile",
+    "ours-projected": "ours + chunked loss",
+    "ours-math": "ours + math attention",
+    "ours-unfused-adam": "ours, plain Adam (fused off)",
+}
 
 
 def done(report: dict, section: str) -> list[dict]:
     """The results of the section's steps that ran to the end, in run order."""
-    return [step["result"] for step in report.get("steps", {}).values()
-            if step["status"] == "ok" and step["section"] == section]
+    return [
+        step["result"]
+        for step in report.get("steps", {}).values()
+        if step["status"] == "ok" and step["section"] == section
+    ]
 
 
 def not_done(report: dict, prefix: str) -> list[str]:
     """'name: status (why)' of the steps named `prefix...` that did not finish."""
-    return [f"`{name}`: {step['status']}" + (f" ({step['message'][:160]})" if step["message"] else "")
-            for name, step in report.get("steps", {}).items() if name.startswith(prefix) and step["status"] != "ok"]
+    return [
+        f"`{name}`: {step['status']}" + (f" ({step['message'][:160]})" if step["message"] else "")
+        for name, step in report.get("steps", {}).items()
+        if name.startswith(prefix) and step["status"] != "ok"
+    ]
 
 
 def with_gaps(lines: list[str], report: dict, prefix: str) -> str:
@@ -38,34 +55,51 @@ def environment(report: dict) -> str:
     if not env:
         return with_gaps(["The machine was not probed."], report, "environment")
     env = env[0]
-    packages = ", ".join(f"{name} {version}" for name, version in env["packages"].items() if version)
+    packages = ", ".join(
+        f"{name} {version}" for name, version in env["packages"].items() if version
+    )
     device = ", ".join(env["gpus"]) or "no GPU (the CPU)"
-    return "\n".join([f"- device: {device}; driver {env.get('driver') or 'none'}; CUDA {env.get('cuda') or 'none'}; "
-                      f"cuDNN {env.get('cudnn') or 'none'}; {env['cpu_count']} CPUs",
-                      f"- torch {env['torch']}, Python {env['python']}, {packages}",
-                      f"- {env['platform']}"])
+    return "\n".join(
+        [
+            f"- device: {device}; driver {env.get('driver') or 'none'}; CUDA {env.get('cuda') or 'none'}; "
+            f"cuDNN {env.get('cudnn') or 'none'}; {env['cpu_count']} CPUs",
+            f"- torch {env['torch']}, Python {env['python']}, {packages}",
+            f"- {env['platform']}",
+        ]
+    )
 
 
 def training(report: dict) -> str:
     results = sorted(done(report, "training"), key=lambda r: (r["config"], r["max_tokens"]))
     if not results:
         return with_gaps(["No training throughput was measured."], report, "train-")
-    lines = ["Target (non-pad) tokens per second, the median over rounds, each row on the same batches; MFU is "
-             "the model FLOPs counted from the architecture over the device's bf16 peak "
-             "(`scripts/benchmarks/benchmark_train.py`).", "",
-             "| config | padded tokens a batch | target tokens a batch | row | target tokens/s | vs Marian | TFLOP/s "
-             "| MFU |", "|---|---:|---:|---|---:|---:|---:|---:|"]
+    lines = [
+        "Target (non-pad) tokens per second, the median over rounds, each row on the same batches; MFU is "
+        "the model FLOPs counted from the architecture over the device's bf16 peak "
+        "(`scripts/benchmarks/benchmark_train.py`).",
+        "",
+        "| config | padded tokens a batch | target tokens a batch | row | target tokens/s | vs Marian | TFLOP/s "
+        "| MFU |",
+        "|---|---:|---:|---|---:|---:|---:|---:|",
+    ]
     for result in results:
         for rows in result["results"].values():
             marian = rows.get("marian", {}).get("tokens_per_s")
             for name, row in rows.items():
                 mfu = f"{row['tflops'] / row['peak_tflops']:.1%}" if row.get("peak_tflops") else ""
                 versus = f"{row['tokens_per_s'] / marian:.2f}x" if marian else ""
-                lines.append(f"| {result['config']} | {result['max_tokens']:,} | "
-                             f"{result.get('target_tokens_per_batch', 0):,.0f} | {TRAIN_ROWS.get(name, name)} | "
-                             f"{row['tokens_per_s']:,.0f} | {versus} | {row['tflops']:.1f} | {mfu} |")
-    peaks = {f"{row['peak_tflops']:.1f} TFLOP/s ({row['peak_source']})" for result in results
-             for rows in result["results"].values() for row in rows.values() if row.get("peak_tflops")}
+                lines.append(
+                    f"| {result['config']} | {result['max_tokens']:,} | "
+                    f"{result.get('target_tokens_per_batch', 0):,.0f} | {TRAIN_ROWS.get(name, name)} | "
+                    f"{row['tokens_per_s']:,.0f} | {versus} | {row['tflops']:.1f} | {mfu} |"
+                )
+    peaks = {
+        f"{row['peak_tflops']:.1f} TFLOP/s ({row['peak_source']})"
+        for result in results
+        for rows in result["results"].values()
+        for row in rows.values()
+        if row.get("peak_tflops")
+    }
     if peaks:
         lines += ["", "Peak: " + "; ".join(sorted(peaks)) + "."]
     best = {}
@@ -75,10 +109,19 @@ def training(report: dict) -> str:
                 if row.get("peak_tflops") and not name.startswith("marian"):
                     mfu = row["tflops"] / row["peak_tflops"]
                     if mfu > best.get(result["config"], (0, ""))[0]:
-                        best[result["config"]] = (mfu, f"{TRAIN_ROWS.get(name, name)} at {result['max_tokens']:,}")
+                        best[result["config"]] = (
+                            mfu,
+                            f"{TRAIN_ROWS.get(name, name)} at {result['max_tokens']:,}",
+                        )
     if best:
-        lines += ["", "Best MFU of ours: " + "; ".join(f"{config} {mfu:.1%} ({where})"
-                                                    for config, (mfu, where) in sorted(best.items())) + "."]
+        lines += [
+            "",
+            "Best MFU of ours: "
+            + "; ".join(
+                f"{config} {mfu:.1%} ({where})" for config, (mfu, where) in sorted(best.items())
+            )
+            + ".",
+        ]
     return with_gaps(lines, report, "train-")
 
 
@@ -87,17 +130,29 @@ def converge(report: dict) -> str:
     if not results:
         return with_gaps(["The converge run did not finish."], report, "converge")
     run = results[0]
-    lines = [f"`translate-train fit {run['command']}`: {run['updates']:,} updates"
-             + (f", {run['tokens_per_s']:,.0f} target tokens/s (median of the logged windows)"
-                if run.get("tokens_per_s") else "") + ".", "",
-             "| updates | " + " | ".join(f"{step:,}" for step, _ in run["dev_bleu"]) + " |",
-             "|---|" + "---:|" * len(run["dev_bleu"]),
-             "| dev BLEU (greedy) | " + " | ".join(f"{bleu:.2f}" for _, bleu in run["dev_bleu"]) + " |",
-             "| dev perplexity | " + " | ".join(f"{ppl:.2f}" for _, ppl in run["dev_ppl"]) + " |", ""]
-    for label, test in (("its checkpoint's search (beam, tuned length penalty)", run["test"]),
-                        ("greedy", run["test_greedy"])):
-        lines.append(f"- test, {label}: **{test['bleu']:.2f} BLEU / {test['chrf']:.2f} chrF2** "
-                     f"({test['lines']:,} lines; `{test['bleu_signature']}`)")
+    lines = [
+        f"`translate-train fit {run['command']}`: {run['updates']:,} updates"
+        + (
+            f", {run['tokens_per_s']:,.0f} target tokens/s (median of the logged windows)"
+            if run.get("tokens_per_s")
+            else ""
+        )
+        + ".",
+        "",
+        "| updates | " + " | ".join(f"{step:,}" for step, _ in run["dev_bleu"]) + " |",
+        "|---|" + "---:|" * len(run["dev_bleu"]),
+        "| dev BLEU (greedy) | " + " | ".join(f"{bleu:.2f}" for _, bleu in run["dev_bleu"]) + " |",
+        "| dev perplexity | " + " | ".join(f"{ppl:.2f}" for _, ppl in run["dev_ppl"]) + " |",
+        "",
+    ]
+    for label, test in (
+        ("its checkpoint's search (beam, tuned length penalty)", run["test"]),
+        ("greedy", run["test_greedy"]),
+    ):
+        lines.append(
+            f"- test, {label}: **{test['bleu']:.2f} BLEU / {test['chrf']:.2f} chrF2** "
+            f"({test['lines']:,} lines; `{test['bleu_signature']}`)"
+        )
     return with_gaps(lines, report, "converge")
 
 
@@ -105,29 +160,50 @@ def decoding(report: dict) -> str:
     results = done(report, "decoding")
     if not results:
         return with_gaps(["No decoding was measured."], report, "decode-")
-    lines = ["Whole test split of the bundled corpus, the converge run's checkpoint (`scripts/benchmarks/benchmark_translate.py`; "
-             "the others at length penalty 0, where all rank by the same score).", "",
-             "| precision | system | beam | length penalty | sent/s | tok/s | BLEU | chrF | same as ours | ours / this |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "Whole test split of the bundled corpus, the converge run's checkpoint (`scripts/benchmarks/benchmark_translate.py`; "
+        "the others at length penalty 0, where all rank by the same score).",
+        "",
+        "| precision | system | beam | length penalty | sent/s | tok/s | BLEU | chrF | same as ours | ours / this |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for result in results:
-        ours = {(row["beam"], row["length_penalty"]): row for row in result["rows"] if row["system"] == "ours"}
+        ours = {
+            (row["beam"], row["length_penalty"]): row
+            for row in result["rows"]
+            if row["system"] == "ours"
+        }
         for row in result["rows"]:
             mine = ours.get((row["beam"], row["length_penalty"]))
-            ratio = (f"{mine['sentences_per_s'] / row['sentences_per_s']:.2f}x"
-                     if mine and row["system"] != "ours" else "")
-            same = (f"{row['identical_to_ours']}/{row['sentences']}" if row.get("identical_to_ours") is not None
-                    and row["system"] != "ours" else "")
+            ratio = (
+                f"{mine['sentences_per_s'] / row['sentences_per_s']:.2f}x"
+                if mine and row["system"] != "ours"
+                else ""
+            )
+            same = (
+                f"{row['identical_to_ours']}/{row['sentences']}"
+                if row.get("identical_to_ours") is not None and row["system"] != "ours"
+                else ""
+            )
             system = row["system"] + (", restricted" if row["restrict"] else "")
-            lines.append(f"| {result['precision']} | {system} | {row['beam']} | {row['length_penalty']:g} | "
-                         f"{row['sentences_per_s']:,.1f} | {row['tokens_per_s']:,.0f} | {row['bleu']:.2f} | "
-                         f"{row['chrf']:.2f} | {same} | {ratio} |")
+            lines.append(
+                f"| {result['precision']} | {system} | {row['beam']} | {row['length_penalty']:g} | "
+                f"{row['sentences_per_s']:,.1f} | {row['tokens_per_s']:,.0f} | {row['bleu']:.2f} | "
+                f"{row['chrf']:.2f} | {same} | {ratio} |"
+            )
     probe = done(report, "ctranslate2")
     without = [result["precision"] for result in results if not result["ctranslate2"]]
     if probe and not probe[0]["usable"]:
-        lines += ["", f"CTranslate2 was left out: it could not translate on this device ({probe[0]['reason']})."]
+        lines += [
+            "",
+            f"CTranslate2 was left out: it could not translate on this device ({probe[0]['reason']}).",
+        ]
     elif probe and without:
-        lines += ["", f"CTranslate2 was left out of {', '.join(without)}: it offers no such compute type on this "
-                      f"device (it offers {', '.join(probe[0].get('compute_types', []))})."]
+        lines += [
+            "",
+            f"CTranslate2 was left out of {', '.join(without)}: it offers no such compute type on this "
+            f"device (it offers {', '.join(probe[0].get('compute_types', []))}).",
+        ]
     return with_gaps(lines, report, "decode-")
 
 
@@ -137,16 +213,22 @@ def serving(report: dict) -> str:
         return with_gaps(["translate-serve was not measured."], report, "serve")
     result = results[0]
     cli = result["cli_sentences_per_s"]
-    lines = [f"Closed-loop clients over loopback, one test sentence a request, {result['seconds']:g} s a level "
-             f"(`scripts/benchmarks/benchmark_serve.py --device {result['device']}`); translate-cli on the same "
-             f"{result['sentences']:,} sentences as one file: " + ", ".join(f"{value:,.1f}" for value in cli)
-             + " sentences/s (before and after).", "",
-             "| clients | sent/s | of translate-cli | sentences a batch | model busy | p50 ms | p95 ms | p99 ms | errors |",
-             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        f"Closed-loop clients over loopback, one test sentence a request, {result['seconds']:g} s a level "
+        f"(`scripts/benchmarks/benchmark_serve.py --device {result['device']}`); translate-cli on the same "
+        f"{result['sentences']:,} sentences as one file: "
+        + ", ".join(f"{value:,.1f}" for value in cli)
+        + " sentences/s (before and after).",
+        "",
+        "| clients | sent/s | of translate-cli | sentences a batch | model busy | p50 ms | p95 ms | p99 ms | errors |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for row in result["rows"]:
-        lines.append(f"| {row['clients']} | {row['sentences_per_s']:,.1f} | {row['sentences_per_s'] / row['ceiling']:.0%} "
-                     f"| {row['batch']:.1f} | {row['model_busy']:.0%} | {1000 * row['p50']:.0f} | "
-                     f"{1000 * row['p95']:.0f} | {1000 * row['p99']:.0f} | {row['errors']} |")
+        lines.append(
+            f"| {row['clients']} | {row['sentences_per_s']:,.1f} | {row['sentences_per_s'] / row['ceiling']:.0%} "
+            f"| {row['batch']:.1f} | {row['model_busy']:.0%} | {1000 * row['p50']:.0f} | "
+            f"{1000 * row['p95']:.0f} | {1000 * row['p99']:.0f} | {row['errors']} |"
+        )
     return with_gaps(lines, report, "serve")
 
 
@@ -156,20 +238,41 @@ def ddp(report: dict) -> str:
         return with_gaps(["DDP was not run."], report, "ddp")
     result = results[0]
     if result["gpus"] > 1:
-        how = (f"{result['gpus']} GPUs against one; scaling efficiency (tokens/s over {result['gpus']} x one's): "
-               f"**{result['efficiency']:.0%}**")
+        how = (
+            f"{result['gpus']} GPUs against one; scaling efficiency (tokens/s over {result['gpus']} x one's): "
+            f"**{result['efficiency']:.0%}**"
+        )
     else:
-        how = ("two processes on one device (gloo), started as a launcher on two nodes starts them: this proves the "
-               f"path, it is not a scaling figure (tokens/s over 2 x one process's: {result['efficiency']:.0%})")
-    return "\n".join([how + ".", "", "| run | updates | target tokens/s (median) | last train loss |",
-                      "|---|---:|---:|---:|",
-                      *(f"| {label} | {result[key]['updates']:,} | {result[key]['tokens_per_s']:,.0f} | "
-                        f"{result[key]['last_loss']:.3f} |"
-                        for key, label in (("one", "one process"), ("all", f"{result['processes']} processes")))])
+        how = (
+            "two processes on one device (gloo), started as a launcher on two nodes starts them: this proves the "
+            f"path, it is not a scaling figure (tokens/s over 2 x one process's: {result['efficiency']:.0%})"
+        )
+    return "\n".join(
+        [
+            how + ".",
+            "",
+            "| run | updates | target tokens/s (median) | last train loss |",
+            "|---|---:|---:|---:|",
+            *(
+                f"| {label} | {result[key]['updates']:,} | {result[key]['tokens_per_s']:,.0f} | "
+                f"{result[key]['last_loss']:.3f} |"
+                for key, label in (
+                    ("one", "one process"),
+                    ("all", f"{result['processes']} processes"),
+                )
+            ),
+        ]
+    )
 
 
-RENDERERS = {"environment": environment, "training": training, "converge": converge, "decoding": decoding,
-             "serving": serving, "ddp": ddp}
+RENDERERS = {
+    "environment": environment,
+    "training": training,
+    "converge": converge,
+    "decoding": decoding,
+    "serving": serving,
+    "ddp": ddp,
+}
 
 
 def provenance(report: dict) -> str:
@@ -193,20 +296,28 @@ def render_plots(report: dict, out: Path) -> dict[str, Path]:
     if configs:
         figure, axes = plt.subplots(1, len(configs), figsize=(5.5 * len(configs), 4), squeeze=False)
         for axis, config in zip(axes[0], configs):
-            mine = sorted((r for r in results if r["config"] == config), key=lambda r: r["max_tokens"])
-            names = list(dict.fromkeys(name for r in mine for rows in r["results"].values() for name in rows))
+            mine = sorted(
+                (r for r in results if r["config"] == config), key=lambda r: r["max_tokens"]
+            )
+            names = list(
+                dict.fromkeys(name for r in mine for rows in r["results"].values() for name in rows)
+            )
             for name in names:
                 points = []
                 for result in mine:
                     for rows in result["results"].values():
                         row = rows.get(name)
                         if row and row.get("peak_tflops"):
-                            points.append((result["max_tokens"], 100 * row["tflops"] / row["peak_tflops"]))
+                            points.append(
+                                (result["max_tokens"], 100 * row["tflops"] / row["peak_tflops"])
+                            )
                 if points:
                     axis.plot(*zip(*points), marker="o", label=TRAIN_ROWS.get(name, name))
             axis.set_xscale("log", base=2)
             sizes = [result["max_tokens"] for result in mine]
-            axis.set_xticks(sizes, [f"{size // 1024}k" if size % 1024 == 0 else str(size) for size in sizes])
+            axis.set_xticks(
+                sizes, [f"{size // 1024}k" if size % 1024 == 0 else str(size) for size in sizes]
+            )
             axis.minorticks_off()
             axis.set_xlabel("padded tokens a batch")
             axis.set_ylabel("MFU (%)")
@@ -236,8 +347,11 @@ def render_plots(report: dict, out: Path) -> dict[str, Path]:
 def render_markdown(report: dict, plots: dict[str, Path], image_prefix: str = "") -> str:
     lines = [f"# GPU report ({provenance(report)})", ""]
     if report.get("dry_run"):
-        lines += ["**Dry run**: every step at toy size on the CPU, to prove the path; its figures say nothing "
-                  "about speed or quality.", ""]
+        lines += [
+            "**Dry run**: every step at toy size on the CPU, to prove the path; its figures say nothing "
+            "about speed or quality.",
+            "",
+        ]
     for section in SECTIONS:
         lines += [f"## {TITLES[section]}", "", RENDERERS[section](report), ""]
         if section in plots:

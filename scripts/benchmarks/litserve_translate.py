@@ -29,19 +29,32 @@ class TranslateAPI(ls.LitAPI):
         from translate.decode.pipeline import translate_lines
         from translate.defaults import BATCH_TOKENS
 
-        return translate_lines(self.translator, list(lines), BATCH_TOKENS, beam=self.search["beam"],
-                               length_penalty=self.search["length_penalty"])
+        return translate_lines(
+            self.translator,
+            list(lines),
+            BATCH_TOKENS,
+            beam=self.search["beam"],
+            length_penalty=self.search["length_penalty"],
+        )
 
     def encode_response(self, output: str) -> dict:
         return {"translations": [output]}
 
 
-def serve(checkpoint: str, port: int, threads: int, max_batch_size: int, batch_timeout: float) -> None:
+def serve(
+    checkpoint: str, port: int, threads: int, max_batch_size: int, batch_timeout: float
+) -> None:
     """On 127.0.0.1 only, until terminated."""
     from translate.serve.worker import bound_onednn_caches
 
     bound_onednn_caches()
-    api = TranslateAPI(checkpoint, threads, max_batch_size=max_batch_size, batch_timeout=batch_timeout,
-                       api_path="/translate")
+    api = TranslateAPI(
+        checkpoint,
+        threads,
+        max_batch_size=max_batch_size,
+        batch_timeout=batch_timeout,
+        api_path="/translate",
+    )
     ls.LitServer(api, accelerator="cpu", devices=1, workers_per_device=1).run(
-        host="127.0.0.1", port=port, generate_client_file=False, log_level="warning")
+        host="127.0.0.1", port=port, generate_client_file=False, log_level="warning"
+    )

@@ -32,16 +32,26 @@ from translate.text.corpus import BUNDLED_CORPUS, read_lines, split_paths  # noq
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--checkpoint", default="runs/default/checkpoints/last.ckpt")
     parser.add_argument("--beam", type=int, default=1)
     parser.add_argument("--length-penalty", type=float, default=0.0)
-    parser.add_argument("--limit", type=int, default=500, help="the first N test sentences (default: 500)")
+    parser.add_argument(
+        "--limit", type=int, default=500, help="the first N test sentences (default: 500)"
+    )
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--rows", type=int, default=15, help="operators listed (default: 15)")
-    parser.add_argument("--by-rows", action="store_true", help="time the steps by rows decoded instead")
-    parser.add_argument("--batch", type=int, default=0, help="with --by-rows: random batches of N sentences")
-    parser.add_argument("--quantize", choices=["none", "int8"], default="none", help="as translate-cli's --quantize")
+    parser.add_argument(
+        "--by-rows", action="store_true", help="time the steps by rows decoded instead"
+    )
+    parser.add_argument(
+        "--batch", type=int, default=0, help="with --by-rows: random batches of N sentences"
+    )
+    parser.add_argument(
+        "--quantize", choices=["none", "int8"], default="none", help="as translate-cli's --quantize"
+    )
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     translator = load_translator(args.checkpoint, torch.device("cpu"), quantize=args.quantize)
@@ -59,13 +69,17 @@ def main(argv: list[str] | None = None) -> int:
         profiled = run()
     events = prof.key_averages()
     operators = sum(e.self_cpu_time_total for e in events) / 1e6
-    print(f"{len(sources)} sentences, beam {args.beam}, {args.threads} thread(s): {plain:.2f} s unprofiled, "
-          f"{profiled:.2f} s profiled; operators {operators:.2f} s ({operators / profiled:.0%}), "
-          f"the rest (Python between operators) {profiled - operators:.2f} s ({1 - operators / profiled:.0%})\n")
+    print(
+        f"{len(sources)} sentences, beam {args.beam}, {args.threads} thread(s): {plain:.2f} s unprofiled, "
+        f"{profiled:.2f} s profiled; operators {operators:.2f} s ({operators / profiled:.0%}), "
+        f"the rest (Python between operators) {profiled - operators:.2f} s ({1 - operators / profiled:.0%})\n"
+    )
     print("| operator | calls | self CPU s | share of the profiled time |\n|---|---:|---:|---:|")
     for event in sorted(events, key=lambda e: e.self_cpu_time_total, reverse=True)[: args.rows]:
-        print(f"| {event.key} | {event.count:,} | {event.self_cpu_time_total / 1e6:.2f} | "
-              f"{event.self_cpu_time_total / 1e6 / profiled:.1%} |")
+        print(
+            f"| {event.key} | {event.count:,} | {event.self_cpu_time_total / 1e6:.2f} | "
+            f"{event.self_cpu_time_total / 1e6 / profiled:.1%} |"
+        )
     return 0
 
 
@@ -73,7 +87,11 @@ def by_rows(translator, sources: list[str], args) -> int:
     """Encoder seconds, and decoding steps and seconds by rows decoded (buckets of 16)."""
     if args.batch:
         sources = random.Random(0).sample(sources, len(sources))
-    chunks = [sources[i:i + args.batch] for i in range(0, len(sources), args.batch)] if args.batch else [sources]
+    chunks = (
+        [sources[i : i + args.batch] for i in range(0, len(sources), args.batch)]
+        if args.batch
+        else [sources]
+    )
     model = translator.model
     plain_decode, plain_encode = model.decode, model.encode
     plain_segments = MultiHeadAttention._attend_segments
@@ -86,7 +104,11 @@ def by_rows(translator, sources: list[str], args) -> int:
             positions = segment["k"].shape[0] * segment["k"].shape[2]
             mask = segment.get("mask")
             cross[0] += positions
-            cross[1] += 0 if mask is None else positions - int(mask.expand(segment["k"].shape[0], -1, -1, -1).sum())
+            cross[1] += (
+                0
+                if mask is None
+                else positions - int(mask.expand(segment["k"].shape[0], -1, -1, -1).sum())
+            )
         return plain_segments(attention, q, query, segments, static_kv)
 
     def decode(tgt_ids, *rest, **kwargs):
@@ -110,19 +132,31 @@ def by_rows(translator, sources: list[str], args) -> int:
         return time.perf_counter() - started
 
     translate_all()  # warm
-    model.decode, model.encode, MultiHeadAttention._attend_segments = decode, encode, attend_segments
+    model.decode, model.encode, MultiHeadAttention._attend_segments = (
+        decode,
+        encode,
+        attend_segments,
+    )
     total = translate_all()
-    model.decode, model.encode, MultiHeadAttention._attend_segments = plain_decode, plain_encode, plain_segments
+    model.decode, model.encode, MultiHeadAttention._attend_segments = (
+        plain_decode,
+        plain_encode,
+        plain_segments,
+    )
     decoding = sum(seconds for _, seconds in steps.values())
     batches = f"random batches of {args.batch}" if args.batch else "length-sorted batches"
-    print(f"{len(sources)} sentences, beam {args.beam}, {args.threads} thread(s), {batches}: {total:.2f} s, "
-          f"encoder {encoder_seconds:.2f} s, decoding steps {decoding:.2f} s, the rest {total - encoder_seconds - decoding:.2f} s; "
-          f"cross-attention read {cross[0]:,} encoder positions (per layer, summed over steps), "
-          f"{cross[1] / max(cross[0], 1):.0%} of them padding\n")
+    print(
+        f"{len(sources)} sentences, beam {args.beam}, {args.threads} thread(s), {batches}: {total:.2f} s, "
+        f"encoder {encoder_seconds:.2f} s, decoding steps {decoding:.2f} s, the rest {total - encoder_seconds - decoding:.2f} s; "
+        f"cross-attention read {cross[0]:,} encoder positions (per layer, summed over steps), "
+        f"{cross[1] / max(cross[0], 1):.0%} of them padding\n"
+    )
     print("| rows a step | steps | seconds | ms a step |\n|---|---:|---:|---:|")
     for bucket in sorted(steps):
         count, seconds = steps[bucket]
-        print(f"| {bucket * 16}-{bucket * 16 + 15} | {count:,} | {seconds:.3f} | {seconds / count * 1e3:.2f} |")
+        print(
+            f"| {bucket * 16}-{bucket * 16 + 15} | {count:,} | {seconds:.3f} | {seconds / count * 1e3:.2f} |"
+        )
     return 0
 
 

@@ -26,7 +26,10 @@ from torch.profiler import ProfilerActivity, profile  # noqa: E402
 # Kernel or operator name patterns, first match wins.
 GROUPS = (
     ("attention", re.compile(r"flash|fmha|attention|efficient", re.I)),
-    ("matrix products", re.compile(r"gemm|cutlass|nvjet|xmma|matmul|addmm|\bmm\b|bmm|linear", re.I)),
+    (
+        "matrix products",
+        re.compile(r"gemm|cutlass|nvjet|xmma|matmul|addmm|\bmm\b|bmm|linear", re.I),
+    ),
     ("loss (softmax, cross-entropy)", re.compile(r"softmax|cross_entropy|nll|logsumexp", re.I)),
     ("optimizer", re.compile(r"adam|foreach|multi_tensor", re.I)),
     ("normalisation", re.compile(r"layer_norm|layernorm|norm", re.I)),
@@ -44,7 +47,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", type=Path, default=REPO / "configs" / "default.yaml")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--precision", choices=["fp32", "bf16"], default="bf16")
-    parser.add_argument("--max-tokens", type=int, default=None, help="padded tokens per batch (default: the config's)")
+    parser.add_argument(
+        "--max-tokens",
+        type=int,
+        default=None,
+        help="padded tokens per batch (default: the config's)",
+    )
     parser.add_argument("--model", default="ours", choices=["ours", "ours-compiled", "marian"])
     parser.add_argument("--batches", type=int, default=8)
     parser.add_argument("--warmup", type=int, default=8, help="untimed steps first (default 8)")
@@ -70,17 +78,28 @@ def main(argv: list[str] | None = None) -> int:
         wall = time.perf_counter() - start
     events = prof.key_averages()
     if device.type == "cuda":
-        kernels = [e for e in events if e.device_type == DeviceType.CUDA]  # the kernels and copies themselves
+        kernels = [
+            e for e in events if e.device_type == DeviceType.CUDA
+        ]  # the kernels and copies themselves
         timed = [(e.key, e.self_device_time_total / 1e6, e.count) for e in kernels]
     else:
-        timed = [(e.key, e.self_cpu_time_total / 1e6, e.count) for e in events if e.self_cpu_time_total > 0]
+        timed = [
+            (e.key, e.self_cpu_time_total / 1e6, e.count)
+            for e in events
+            if e.self_cpu_time_total > 0
+        ]
     busy = sum(seconds for _, seconds, _ in timed)
     tokens = sum(batches[index % len(batches)]["tokens"] for index in range(args.steps))
-    print(f"{args.config} on {torch.cuda.get_device_name() if device.type == 'cuda' else 'cpu'}, {args.model}, "
-          f"{args.precision}, {args.steps} steps, {tokens:,} target tokens: wall {wall:.3f} s "
-          f"({tokens / wall:,.0f} tokens/s, profiler on); "
-          + (f"device busy {busy:.3f} s = {100 * busy / wall:.1f}% of the wall time" if device.type == "cuda"
-             else f"operators {busy:.3f} s"))
+    print(
+        f"{args.config} on {torch.cuda.get_device_name() if device.type == 'cuda' else 'cpu'}, {args.model}, "
+        f"{args.precision}, {args.steps} steps, {tokens:,} target tokens: wall {wall:.3f} s "
+        f"({tokens / wall:,.0f} tokens/s, profiler on); "
+        + (
+            f"device busy {busy:.3f} s = {100 * busy / wall:.1f}% of the wall time"
+            if device.type == "cuda"
+            else f"operators {busy:.3f} s"
+        )
+    )
     groups: dict[str, float] = {}
     for name, seconds, _ in timed:
         group = group_of(name)

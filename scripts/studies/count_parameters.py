@@ -31,12 +31,16 @@ def count(cfg: ModelConfig, vocab_size: int) -> tuple[int, int]:
     with torch.device("meta"):
         model = Transformer(cfg, vocab_size, vocab_size, shared_vocab=True)
     total = sum(p.numel() for p in model.parameters())
-    embeddings = sum(p.numel() for p in {id(p): p for p in model.embedding_weights().values()}.values())
+    embeddings = sum(
+        p.numel() for p in {id(p): p for p in model.embedding_weights().values()}.values()
+    )
     return total, embeddings
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("configs", nargs="+")
     parser.add_argument("--sharing", action="store_true", help="also list the sharing variants")
     args = parser.parse_args()
@@ -49,7 +53,12 @@ def main() -> None:
         vocab_size = config["data"]["vocab_size"]
         rows = {tie: {"tie_embeddings": tie} for tie in TIE_MODES}
         if args.sharing:
-            rows.update({name: {"tie_embeddings": "all", **options} for name, options in SHARING_VARIANTS.items()})
+            rows.update(
+                {
+                    name: {"tie_embeddings": "all", **options}
+                    for name, options in SHARING_VARIANTS.items()
+                }
+            )
         for label, options in rows.items():
             cfg = dataclasses.replace(ModelConfig(**architecture), **options)
             total, embeddings = count(cfg, vocab_size)

@@ -49,33 +49,63 @@ CELLS = {
     "none": {"model": {"model": {"tie_embeddings": "none"}}},
     "decoder": {"model": {"model": {"tie_embeddings": "decoder"}}},
     "all": {"model": {"model": {"tie_embeddings": "all"}}},
-    "separate-decoder": {"model": {"model": {"tie_embeddings": "decoder"}}, "data": {"joint_vocab": False}},
+    "separate-decoder": {
+        "model": {"model": {"tie_embeddings": "decoder"}},
+        "data": {"joint_vocab": False},
+    },
     "multilingual": {"model": {"model": {"tie_embeddings": "all"}}},
 }
 # The study's scale on 2 CPU cores: make train's model, a vocabulary large enough for CJK.
 SCALE = {
     "trainer": {"max_steps": 800, "val_check_interval": 800, "max_time": "00:00:45:00"},
-    "data": {"corpus_format": "text", "vocab_size": 8000, "character_coverage": 0.9995, "dev_max_sentences": 300},
+    "data": {
+        "corpus_format": "text",
+        "vocab_size": 8000,
+        "character_coverage": 0.9995,
+        "dev_max_sentences": 300,
+    },
 }
 SMOKE = {
-    "trainer": {"precision": "32-true", "max_steps": 2, "val_check_interval": 2, "max_time": None,
-                "limit_val_batches": 1, "log_every_n_steps": 1},
-    "model": {"model": {"d_model": 32, "heads": 2, "encoder_layers": 1, "decoder_layers": 1, "ffn_dim": 64,
-                        "max_positions": 256}, "warmup_steps": 10},
+    "trainer": {
+        "precision": "32-true",
+        "max_steps": 2,
+        "val_check_interval": 2,
+        "max_time": None,
+        "limit_val_batches": 1,
+        "log_every_n_steps": 1,
+    },
+    "model": {
+        "model": {
+            "d_model": 32,
+            "heads": 2,
+            "encoder_layers": 1,
+            "decoder_layers": 1,
+            "ffn_dim": 64,
+            "max_positions": 256,
+        },
+        "warmup_steps": 10,
+    },
     "data": {"vocab_size": 1200, "max_tokens": 2048, "dev_max_sentences": 16},
 }
 
 
 # --- data ------------------------------------------------------------------------------------------
-def aligned_subset(corpus: Path, langs: list[str], out: Path, limit: int | None = None) -> dict[str, int]:
+def aligned_subset(
+    corpus: Path, langs: list[str], out: Path, limit: int | None = None
+) -> dict[str, int]:
     """The rows of a multi-way corpus that every language has, as plain `{split}.{lang}` files:
     the same English sentences, and as many pairs, for every language."""
     from translate.text.corpus import plain_or_gzipped, read_lines
 
     sizes = {}
     for split in ("train", "dev", "test"):
-        columns = {lang: read_lines(plain_or_gzipped(corpus / f"{split}.{lang}")) for lang in ["en", *langs]}
-        rows = [i for i in range(len(columns["en"])) if all(columns[lang][i].strip() for lang in langs)][:limit]
+        columns = {
+            lang: read_lines(plain_or_gzipped(corpus / f"{split}.{lang}"))
+            for lang in ["en", *langs]
+        }
+        rows = [
+            i for i in range(len(columns["en"])) if all(columns[lang][i].strip() for lang in langs)
+        ][:limit]
         for lang, lines in columns.items():
             write_atomic(out / f"{split}.{lang}", "".join(lines[i] + "\n" for i in rows).encode())
         sizes[split] = len(rows)
@@ -83,8 +113,15 @@ def aligned_subset(corpus: Path, langs: list[str], out: Path, limit: int | None 
 
 
 # --- one run ------------------------------------------------------------------------------------
-def run_config(base: dict, cell: str, lang: str | None, langs: list[str], seed: int, run_dir: Path,
-               lang_tag: str = "decoder") -> dict:
+def run_config(
+    base: dict,
+    cell: str,
+    lang: str | None,
+    langs: list[str],
+    seed: int,
+    run_dir: Path,
+    lang_tag: str = "decoder",
+) -> dict:
     config = merge(base, CELLS[cell])
     config["seed_everything"] = seed
     config["run_dir"] = str(run_dir)
@@ -96,11 +133,21 @@ def run_config(base: dict, cell: str, lang: str | None, langs: list[str], seed: 
         config["trainer"].update(max_steps=steps, val_check_interval=steps)
     else:
         config["data"].update(src_lang="en", tgt_lang=lang)
-    config["trainer"]["logger"] = {"class_path": "lightning.pytorch.loggers.CSVLogger",
-                                   "init_args": {"save_dir": str(run_dir), "name": "logs", "version": "run"}}
-    config["trainer"]["callbacks"] = [{"class_path": "lightning.pytorch.callbacks.ModelCheckpoint",
-                                       "init_args": {"dirpath": str(run_dir / "checkpoints"), "save_last": True,
-                                                     "save_top_k": 0, "enable_version_counter": False}}]
+    config["trainer"]["logger"] = {
+        "class_path": "lightning.pytorch.loggers.CSVLogger",
+        "init_args": {"save_dir": str(run_dir), "name": "logs", "version": "run"},
+    }
+    config["trainer"]["callbacks"] = [
+        {
+            "class_path": "lightning.pytorch.callbacks.ModelCheckpoint",
+            "init_args": {
+                "dirpath": str(run_dir / "checkpoints"),
+                "save_last": True,
+                "save_top_k": 0,
+                "enable_version_counter": False,
+            },
+        }
+    ]
     return config
 
 
@@ -118,8 +165,14 @@ def foreign_pieces(translator, target_text: list[str]) -> list[int]:
     return sorted(set(range(len(vocab))) - piece_ids(vocab, target_text) - never)
 
 
-def foreign_mass(translator, sources: list[str], references: list[str], foreign: list[int], target_lang: str | None,
-                 batch: int = 64) -> float:
+def foreign_mass(
+    translator,
+    sources: list[str],
+    references: list[str],
+    foreign: list[int],
+    target_lang: str | None,
+    batch: int = 64,
+) -> float:
     """The mean probability the model gives, at each reference token (teacher-forced), to
     `foreign` pieces: softmax spent on another language's pieces."""
     import numpy as np
@@ -137,19 +190,28 @@ def foreign_mass(translator, sources: list[str], references: list[str], foreign:
     total, count = 0.0, 0
     with torch.inference_mode():
         for start in range(0, len(sources), batch):
-            src = translator.vocab.source.encode(sources[start:start + batch])
-            tgt = translator.vocab.target.encode(references[start:start + batch])
-            padded = collate([(np.array(s[:250]), np.array(t[:250]), None, tag) for s, t in zip(src, tgt)],
-                             translator.tag_position())
-            probs = torch.softmax(translator.model(padded["src"], padded["tgt_in"], 0).float(), dim=-1)
+            src = translator.vocab.source.encode(sources[start : start + batch])
+            tgt = translator.vocab.target.encode(references[start : start + batch])
+            padded = collate(
+                [(np.array(s[:250]), np.array(t[:250]), None, tag) for s, t in zip(src, tgt)],
+                translator.tag_position(),
+            )
+            probs = torch.softmax(
+                translator.model(padded["src"], padded["tgt_in"], 0).float(), dim=-1
+            )
             real = padded["tgt_out"] != 0
             total += float(probs[..., mask].sum(-1)[real].sum())
             count += int(real.sum())
     return total / max(count, 1)
 
 
-def evaluate(run_dir: Path, sources: list[str], references: dict[str, list[str]], langs: list[str],
-             train_text: dict[str, list[str]]) -> list[dict]:
+def evaluate(
+    run_dir: Path,
+    sources: list[str],
+    references: dict[str, list[str]],
+    langs: list[str],
+    train_text: dict[str, list[str]],
+) -> list[dict]:
     """One row per target language the run's model translates into."""
     from translate.decode.pipeline import translate_lines
     from translate.model.analysis import asymmetry, direct_path, parameter_counts
@@ -162,25 +224,36 @@ def evaluate(run_dir: Path, sources: list[str], references: dict[str, list[str]]
     counts = parameter_counts(translator.model)
     multilingual = translator.multilingual()
     rows = []
-    for lang in (translator.target_languages() if multilingual else [translator.languages()[1]]):
+    for lang in translator.target_languages() if multilingual else [translator.languages()[1]]:
         started = time.perf_counter()
         target = lang if multilingual else None
-        hypotheses = translate_lines(translator, sources, beam=1, target_lang=target, source_lang="en")
+        hypotheses = translate_lines(
+            translator, sources, beam=1, target_lang=target, source_lang="en"
+        )
         scores = corpus_scores(hypotheses, references[lang], target_lang=lang)
         foreign = foreign_pieces(translator, train_text[lang])
-        rows.append({
-            "lang": lang, "updates": read_checkpoint(checkpoint, mmap=True).get("global_step"),
-            "parameters": counts["total"], "embedding_parameters": counts.get("in_embeddings"),
-            "joint_vocab": translator.vocab.joint, "target_vocab": translator.model.tgt_vocab_size,
-            "bleu": scores.bleu, "chrf": scores.chrf,
-            "bleu_signature": scores.bleu_signature, "chrf_signature": scores.chrf_signature,
-            "off_target": off_target_rate(hypotheses, lang, ["en", *langs]),
-            "foreign_share": len(foreign) / translator.model.tgt_vocab_size,
-            "foreign_mass": foreign_mass(translator, sources, references[lang], foreign, target),
-            "asymmetry": asymmetry(direct_path(translator.model).cpu()),
-            "decode_seconds": time.perf_counter() - started,
-            "test_sentences": len(sources),
-        })
+        rows.append(
+            {
+                "lang": lang,
+                "updates": read_checkpoint(checkpoint, mmap=True).get("global_step"),
+                "parameters": counts["total"],
+                "embedding_parameters": counts.get("in_embeddings"),
+                "joint_vocab": translator.vocab.joint,
+                "target_vocab": translator.model.tgt_vocab_size,
+                "bleu": scores.bleu,
+                "chrf": scores.chrf,
+                "bleu_signature": scores.bleu_signature,
+                "chrf_signature": scores.chrf_signature,
+                "off_target": off_target_rate(hypotheses, lang, ["en", *langs]),
+                "foreign_share": len(foreign) / translator.model.tgt_vocab_size,
+                "foreign_mass": foreign_mass(
+                    translator, sources, references[lang], foreign, target
+                ),
+                "asymmetry": asymmetry(direct_path(translator.model).cpu()),
+                "decode_seconds": time.perf_counter() - started,
+                "test_sentences": len(sources),
+            }
+        )
     return rows
 
 
@@ -191,15 +264,20 @@ def spread(values: list[float], spec: str = ".2f") -> str:
         return "–"
     if len(values) == 1:
         return format(values[0], spec)
-    return f"{format(statistics.mean(values), spec)} ± {format((max(values) - min(values)) / 2, spec)}"
+    return (
+        f"{format(statistics.mean(values), spec)} ± {format((max(values) - min(values)) / 2, spec)}"
+    )
 
 
 def markdown(results: list[dict], langs: list[str], cells: list[str], description: str) -> str:
     """A table per measure would be long; one row per (language, cell), mean ± half-range over seeds."""
-    lines = [description, "",
-             "| language | cell | seeds | val ppl | BLEU | chrF | off-target | softmax on foreign pieces "
-             "| foreign share of the target vocabulary | asymmetry |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        description,
+        "",
+        "| language | cell | seeds | val ppl | BLEU | chrF | off-target | softmax on foreign pieces "
+        "| foreign share of the target vocabulary | asymmetry |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for lang in langs:
         for cell in cells:
             rows = [r for r in results if r["lang"] == lang and r["cell"] == cell]
@@ -210,8 +288,11 @@ def markdown(results: list[dict], langs: list[str], cells: list[str], descriptio
                 f"{spread([r['bleu'] for r in rows])} | {spread([r['chrf'] for r in rows])} | "
                 f"{spread([100 * r['off_target'] for r in rows], '.1f')}% | "
                 f"{spread([100 * r['foreign_mass'] for r in rows], '.2f')}% | "
-                f"{spread([100 * r['foreign_share'] for r in rows], '.1f')}% | {spread([r['asymmetry'] for r in rows], '.3f')} |")
-    signatures = sorted({r["bleu_signature"] for r in results} | {r["chrf_signature"] for r in results})
+                f"{spread([100 * r['foreign_share'] for r in rows], '.1f')}% | {spread([r['asymmetry'] for r in rows], '.3f')} |"
+            )
+    signatures = sorted(
+        {r["bleu_signature"] for r in results} | {r["chrf_signature"] for r in results}
+    )
     lines += ["", "Signatures: " + ", ".join(f"`{s}`" for s in signatures)]
     return "\n".join(lines) + "\n"
 
@@ -223,19 +304,31 @@ def plot(results: list[dict], langs: list[str], cells: list[str], path: Path) ->
     import matplotlib.pyplot as plt
     import numpy as np
 
-    measures = [("test BLEU", "bleu", 1), ("test chrF", "chrf", 1), ("dev perplexity", "val_ppl", 1),
-                ("softmax mass on foreign pieces (%)", "foreign_mass", 100)]
+    measures = [
+        ("test BLEU", "bleu", 1),
+        ("test chrF", "chrf", 1),
+        ("dev perplexity", "val_ppl", 1),
+        ("softmax mass on foreign pieces (%)", "foreign_mass", 100),
+    ]
     figure, axes = plt.subplots(1, len(measures), figsize=(5 * len(measures), 4))
     width = 0.8 / len(cells)
     for axis, (title, key, scale) in zip(axes, measures):
         for k, cell in enumerate(cells):
             means, errors = [], []
             for lang in langs:
-                values = [r[key] * scale for r in results if r["lang"] == lang and r["cell"] == cell and r[key] is not None]
+                values = [
+                    r[key] * scale
+                    for r in results
+                    if r["lang"] == lang and r["cell"] == cell and r[key] is not None
+                ]
                 means.append(np.mean(values) if values else 0.0)
                 errors.append((max(values) - min(values)) / 2 if len(values) > 1 else 0.0)
-            axis.bar(np.arange(len(langs)) + k * width, means, width, yerr=errors, label=cell, capsize=2)
-        axis.set_xticks(np.arange(len(langs)) + width * (len(cells) - 1) / 2, [f"en→{lang}" for lang in langs])
+            axis.bar(
+                np.arange(len(langs)) + k * width, means, width, yerr=errors, label=cell, capsize=2
+            )
+        axis.set_xticks(
+            np.arange(len(langs)) + width * (len(cells) - 1) / 2, [f"en→{lang}" for lang in langs]
+        )
         axis.set_title(title, fontsize=10)
     axes[0].legend(fontsize=8)
     figure.tight_layout()
@@ -246,73 +339,133 @@ def plot(results: list[dict], langs: list[str], cells: list[str], path: Path) ->
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--corpus", type=Path, default=REPO / "data" / "libreoffice_help",
-                        help="a multi-way corpus (make corpus LANGS=...); built into OUT/corpus where it lacks a language")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--corpus",
+        type=Path,
+        default=REPO / "data" / "libreoffice_help",
+        help="a multi-way corpus (make corpus LANGS=...); built into OUT/corpus where it lacks a language",
+    )
     parser.add_argument("--langs", nargs="+", default=["de", "ru", "ja", "zh-CN"])
     parser.add_argument("--cells", nargs="+", choices=list(CELLS), default=list(CELLS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2])
-    parser.add_argument("--updates", type=int, default=None, help="updates per bilingual run (default 800)")
-    parser.add_argument("--lang-tag", choices=["source", "decoder"], default="decoder",
-                        help="the multilingual model's tag position")
-    parser.add_argument("--config", default=str(REPO / "configs" / "default.yaml"), help="the base config")
+    parser.add_argument(
+        "--updates", type=int, default=None, help="updates per bilingual run (default 800)"
+    )
+    parser.add_argument(
+        "--lang-tag",
+        choices=["source", "decoder"],
+        default="decoder",
+        help="the multilingual model's tag position",
+    )
+    parser.add_argument(
+        "--config", default=str(REPO / "configs" / "default.yaml"), help="the base config"
+    )
     parser.add_argument("--out", type=Path, default=Path("runs/distant-study"))
-    parser.add_argument("--cache-dir", default=None, help="vocabulary and id cache (default: the config's)")
-    parser.add_argument("--smoke", action="store_true", help="two tiny updates per run (a test of the path)")
-    parser.add_argument("--resume", action="store_true", help="keep finished runs with the same config")
+    parser.add_argument(
+        "--cache-dir", default=None, help="vocabulary and id cache (default: the config's)"
+    )
+    parser.add_argument(
+        "--smoke", action="store_true", help="two tiny updates per run (a test of the path)"
+    )
+    parser.add_argument(
+        "--resume", action="store_true", help="keep finished runs with the same config"
+    )
     args = parser.parse_args(argv)
 
     from translate.text.corpus import plain_or_gzipped, read_lines
 
-    missing = [lang for lang in ["en", *args.langs] if not plain_or_gzipped(args.corpus / f"train.{lang}").is_file()]
+    missing = [
+        lang
+        for lang in ["en", *args.langs]
+        if not plain_or_gzipped(args.corpus / f"train.{lang}").is_file()
+    ]
     if missing:  # each language's pairs do not depend on the others built, so building just these is the same
         import build_corpus
 
-        print(f"distant study: {args.corpus} lacks {', '.join(missing)}; building the study's languages "
-              f"into {args.out / 'corpus'} from Debian's packages", file=sys.stderr)
+        print(
+            f"distant study: {args.corpus} lacks {', '.join(missing)}; building the study's languages "
+            f"into {args.out / 'corpus'} from Debian's packages",
+            file=sys.stderr,
+        )
         args.corpus = args.out / "corpus"
         build_corpus.build_multiway(None, args.langs, args.corpus)
     data_dir = args.out / "data"
     sizes = aligned_subset(args.corpus, args.langs, data_dir, limit=400 if args.smoke else None)
-    print(f"distant study: the same {sizes['train']:,} / {sizes['dev']:,} / {sizes['test']:,} English sentences "
-          f"for {', '.join(args.langs)}", file=sys.stderr)
+    print(
+        f"distant study: the same {sizes['train']:,} / {sizes['dev']:,} / {sizes['test']:,} English sentences "
+        f"for {', '.join(args.langs)}",
+        file=sys.stderr,
+    )
     with open(args.config) as handle:
         base = merge(yaml.safe_load(handle), SCALE)
-    base = merge(base, {"data": {"corpus_dir": str(data_dir.resolve()),
-                                 **({"cache_dir": args.cache_dir} if args.cache_dir else {})}})
+    base = merge(
+        base,
+        {
+            "data": {
+                "corpus_dir": str(data_dir.resolve()),
+                **({"cache_dir": args.cache_dir} if args.cache_dir else {}),
+            }
+        },
+    )
     if args.smoke:
         base = merge(base, SMOKE)
     if args.updates:
-        base = merge(base, {"trainer": {"max_steps": args.updates, "val_check_interval": args.updates}})
+        base = merge(
+            base, {"trainer": {"max_steps": args.updates, "val_check_interval": args.updates}}
+        )
     sources = read_lines(data_dir / "test.en")[: 40 if args.smoke else None]
-    references = {lang: read_lines(data_dir / f"test.{lang}")[: len(sources)] for lang in args.langs}
+    references = {
+        lang: read_lines(data_dir / f"test.{lang}")[: len(sources)] for lang in args.langs
+    }
     train_text = {lang: read_lines(data_dir / f"train.{lang}") for lang in ["en", *args.langs]}
 
     results = []
     for seed in args.seeds:
         for cell in args.cells:
-            for lang in ([None] if cell == "multilingual" else args.langs):
+            for lang in [None] if cell == "multilingual" else args.langs:
                 name = f"{cell}-{lang or 'all'}-seed{seed}"
                 run_dir = args.out / name
                 config = run_config(base, cell, lang, args.langs, seed, run_dir, args.lang_tag)
                 result_path = run_dir / "result.json"
-                if args.resume and result_path.is_file() and json.loads(result_path.read_text()).get("config") == config:
+                if (
+                    args.resume
+                    and result_path.is_file()
+                    and json.loads(result_path.read_text()).get("config") == config
+                ):
                     results += json.loads(result_path.read_text())["rows"]
                     continue
                 shutil.rmtree(run_dir, ignore_errors=True)
                 run_dir.mkdir(parents=True)
-                write_atomic(run_dir / "config.yaml", yaml.safe_dump(config, sort_keys=False).encode())
+                write_atomic(
+                    run_dir / "config.yaml", yaml.safe_dump(config, sort_keys=False).encode()
+                )
                 print(f"distant study: training {name}", file=sys.stderr)
                 seconds = train(run_dir / "config.yaml")
                 logged = logged_metrics(run_dir / "logs" / "run" / "metrics.csv")
-                rows = [{"cell": cell, "seed": seed, "run": name, "train_seconds": seconds, **logged, **row}
-                        for row in evaluate(run_dir, sources, references, args.langs, train_text)]
-                write_atomic(result_path, json.dumps({"config": config, "rows": rows}, indent=2).encode())
+                rows = [
+                    {
+                        "cell": cell,
+                        "seed": seed,
+                        "run": name,
+                        "train_seconds": seconds,
+                        **logged,
+                        **row,
+                    }
+                    for row in evaluate(run_dir, sources, references, args.langs, train_text)
+                ]
+                write_atomic(
+                    result_path, json.dumps({"config": config, "rows": rows}, indent=2).encode()
+                )
                 results += rows
-    description = (f"Distant-pair study: en→{', '.join(args.langs)}, the same {sizes['train']:,} training "
-                   f"sentences for each, {base['trainer']['max_steps']} updates a bilingual run "
-                   f"(the multilingual model {len(args.langs)}x), seeds {', '.join(map(str, args.seeds))}; "
-                   f"test: {len(sources):,} rows, greedy. Mean ± half the range over seeds.")
+    description = (
+        f"Distant-pair study: en→{', '.join(args.langs)}, the same {sizes['train']:,} training "
+        f"sentences for each, {base['trainer']['max_steps']} updates a bilingual run "
+        f"(the multilingual model {len(args.langs)}x), seeds {', '.join(map(str, args.seeds))}; "
+        f"test: {len(sources):,} rows, greedy. Mean ± half the range over seeds."
+    )
     table = markdown(results, args.langs, args.cells, description)
     write_atomic(args.out / "results.md", table.encode())
     write_atomic(args.out / "results.json", json.dumps(results, indent=2).encode())

@@ -73,21 +73,52 @@ SCALES: dict[str, dict] = {
     "cpu": {"trainer": {"max_steps": 800, "val_check_interval": 800, "max_time": "00:00:30:00"}},
     # One GPU: Transformer-base width, a larger vocabulary and batches; dropout for 25+ epochs.
     "gpu": {
-        "trainer": {"accelerator": "gpu", "devices": 1, "precision": "bf16-mixed", "max_steps": 3000,
-                    "val_check_interval": 3000, "max_time": "00:00:20:00", "log_every_n_steps": 100},
-        "model": {"model": {"d_model": 512, "heads": 8, "encoder_layers": 6, "decoder_layers": 6,
-                            "ffn_dim": 2048, "dropout": 0.1},
-                  "lr": 0.001, "warmup_steps": 800},
+        "trainer": {
+            "accelerator": "gpu",
+            "devices": 1,
+            "precision": "bf16-mixed",
+            "max_steps": 3000,
+            "val_check_interval": 3000,
+            "max_time": "00:00:20:00",
+            "log_every_n_steps": 100,
+        },
+        "model": {
+            "model": {
+                "d_model": 512,
+                "heads": 8,
+                "encoder_layers": 6,
+                "decoder_layers": 6,
+                "ffn_dim": 2048,
+                "dropout": 0.1,
+            },
+            "lr": 0.001,
+            "warmup_steps": 800,
+        },
         "data": {"vocab_size": 8000, "max_tokens": 8000},
     },
     # Two updates of a very small model: exercises every step of the study in seconds.
     "smoke": {
-        "trainer": {"precision": "32-true", "max_steps": 2, "val_check_interval": 2, "max_time": None,
-                    "limit_val_batches": 1, "log_every_n_steps": 1, "enable_progress_bar": False,
-                    "enable_model_summary": False},
-        "model": {"model": {"d_model": 32, "heads": 2, "encoder_layers": 2, "decoder_layers": 2,
-                            "ffn_dim": 64, "max_positions": 256},
-                  "warmup_steps": 10},
+        "trainer": {
+            "precision": "32-true",
+            "max_steps": 2,
+            "val_check_interval": 2,
+            "max_time": None,
+            "limit_val_batches": 1,
+            "log_every_n_steps": 1,
+            "enable_progress_bar": False,
+            "enable_model_summary": False,
+        },
+        "model": {
+            "model": {
+                "d_model": 32,
+                "heads": 2,
+                "encoder_layers": 2,
+                "decoder_layers": 2,
+                "ffn_dim": 64,
+                "max_positions": 256,
+            },
+            "warmup_steps": 10,
+        },
         "data": {"vocab_size": 1000, "max_tokens": 2048, "dev_max_sentences": 16},
     },
 }
@@ -114,11 +145,17 @@ def run_config(base: dict, variant: Variant, run_dir: Path) -> dict:
         "class_path": "lightning.pytorch.loggers.CSVLogger",
         "init_args": {"save_dir": str(run_dir), "name": "logs", "version": "run"},
     }
-    config["trainer"]["callbacks"] = [{
-        "class_path": "lightning.pytorch.callbacks.ModelCheckpoint",
-        "init_args": {"dirpath": str(run_dir / "checkpoints"), "save_last": True, "save_top_k": 0,
-                      "enable_version_counter": False},
-    }]
+    config["trainer"]["callbacks"] = [
+        {
+            "class_path": "lightning.pytorch.callbacks.ModelCheckpoint",
+            "init_args": {
+                "dirpath": str(run_dir / "checkpoints"),
+                "save_last": True,
+                "save_top_k": 0,
+                "enable_version_counter": False,
+            },
+        }
+    ]
     return config
 
 
@@ -143,11 +180,20 @@ def logged_metrics(metrics_csv: Path) -> dict:
         return [float(row[column]) for row in rows if row.get(column) not in (None, "")]
 
     ppl, rates = values("val_ppl"), values("train_tgt_tokens_per_sec")
-    return {"val_ppl": ppl[-1] if ppl else None, "tokens_per_sec": sum(rates) / len(rates) if rates else None}
+    return {
+        "val_ppl": ppl[-1] if ppl else None,
+        "tokens_per_sec": sum(rates) / len(rates) if rates else None,
+    }
 
 
-def evaluate_run(run_dir: Path, sources: list[str], references: list[str], bigrams, batch_tokens: int,
-                 device: str = "cpu") -> dict:
+def evaluate_run(
+    run_dir: Path,
+    sources: list[str],
+    references: list[str],
+    bigrams,
+    batch_tokens: int,
+    device: str = "cpu",
+) -> dict:
     """Test-split scores (decoded on `device`) and direct-path measures of the run's last checkpoint."""
     from translate.decode.pipeline import translate_lines
     from translate.files import write_lines_atomic
@@ -169,8 +215,10 @@ def evaluate_run(run_dir: Path, sources: list[str], references: list[str], bigra
         "parameters": counts["total"],
         "embedding_parameters": counts["in_embeddings"],
         "parameters_by_component": counts,
-        "bleu": scores.bleu, "chrf": scores.chrf,
-        "bleu_signature": scores.bleu_signature, "chrf_signature": scores.chrf_signature,
+        "bleu": scores.bleu,
+        "chrf": scores.chrf,
+        "bleu_signature": scores.bleu_signature,
+        "chrf_signature": scores.chrf_signature,
         "test_sentences": len(sources),
         "test_decode_seconds": decode_seconds,
         "asymmetry": asymmetry(path),
@@ -183,8 +231,10 @@ def _number(value, spec: str) -> str:
 
 
 def markdown_table(results: list[dict], baseline_mrr: float, description: str) -> str:
-    header = ("| run | parameters | in embeddings | updates | val ppl | BLEU | chrF | tgt tokens/s "
-              "| wall time | asymmetry | bigram MRR |")
+    header = (
+        "| run | parameters | in embeddings | updates | val ppl | BLEU | chrF | tgt tokens/s "
+        "| wall time | asymmetry | bigram MRR |"
+    )
     lines = [description, "", header, "|" + "---|" * 11]
     for r in results:
         minutes, seconds = divmod(round(r["train_seconds"]), 60)
@@ -218,8 +268,11 @@ def plot(results: list[dict], baseline_mrr: float, path: Path) -> None:
 
     names = [r["name"] for r in results]
     panels = [
-        ("parameters (millions)", [r["parameters"] / 1e6 for r in results],
-         [r["embedding_parameters"] / 1e6 for r in results]),
+        (
+            "parameters (millions)",
+            [r["parameters"] / 1e6 for r in results],
+            [r["embedding_parameters"] / 1e6 for r in results],
+        ),
         ("validation perplexity", [r["val_ppl"] or 0.0 for r in results], None),
         ("test BLEU", [r["bleu"] for r in results], None),
         ("test chrF", [r["chrf"] for r in results], None),
@@ -255,21 +308,43 @@ def decode_device(config: dict) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--scale", choices=["cpu", "gpu"], default="cpu")
-    parser.add_argument("--smoke", action="store_true", help="two tiny updates per run (a test of the path)")
-    parser.add_argument("--config", default=str(REPO / "configs" / "default.yaml"), help="the base config")
+    parser.add_argument(
+        "--smoke", action="store_true", help="two tiny updates per run (a test of the path)"
+    )
+    parser.add_argument(
+        "--config", default=str(REPO / "configs" / "default.yaml"), help="the base config"
+    )
     parser.add_argument("--out", default="runs/tying-study", help="output directory")
-    parser.add_argument("--cache-dir", default=None,
-                        help="where the vocabulary and encoded ids are cached (default: the config's data.cache_dir)")
-    parser.add_argument("--variants", nargs="+", choices=[v.name for v in VARIANTS],
-                        default=[v.name for v in VARIANTS])
-    parser.add_argument("--test-sentences", type=int, default=None, help="score only the first N test pairs")
-    parser.add_argument("--resume", action="store_true",
-                        help="keep the result of a run whose directory holds one for the same config")
+    parser.add_argument(
+        "--cache-dir",
+        default=None,
+        help="where the vocabulary and encoded ids are cached (default: the config's data.cache_dir)",
+    )
+    parser.add_argument(
+        "--variants",
+        nargs="+",
+        choices=[v.name for v in VARIANTS],
+        default=[v.name for v in VARIANTS],
+    )
+    parser.add_argument(
+        "--test-sentences", type=int, default=None, help="score only the first N test pairs"
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep the result of a run whose directory holds one for the same config",
+    )
     parser.add_argument("--batch-tokens", type=int, default=4096, help="test decoding batch size")
-    parser.add_argument("--updates", type=int, default=None,
-                        help="updates per run instead of the scale's (e.g. 1250, make train's budget)")
+    parser.add_argument(
+        "--updates",
+        type=int,
+        default=None,
+        help="updates per run instead of the scale's (e.g. 1250, make train's budget)",
+    )
     return parser
 
 
@@ -280,7 +355,9 @@ def main(argv: list[str] | None = None) -> int:
     with open(args.config) as handle:
         base = merge(yaml.safe_load(handle), SCALES["smoke" if args.smoke else args.scale])
     if args.updates:
-        base = merge(base, {"trainer": {"max_steps": args.updates, "val_check_interval": args.updates}})
+        base = merge(
+            base, {"trainer": {"max_steps": args.updates, "val_check_interval": args.updates}}
+        )
     if args.cache_dir:
         base = merge(base, {"data": {"cache_dir": args.cache_dir}})
     out = Path(args.out)
@@ -290,7 +367,9 @@ def main(argv: list[str] | None = None) -> int:
     data = TranslationDataModule(**base.get("data", {}))
     data.setup("fit")
     vocab = data.vocab
-    bigrams = target_bigrams(vocab.target.encode([tgt for _, tgt in data.pairs("train")]), len(vocab.target))
+    bigrams = target_bigrams(
+        vocab.target.encode([tgt for _, tgt in data.pairs("train")]), len(vocab.target)
+    )
     baseline_mrr = bigram_mrr(unigram_scores(bigrams), bigrams)
     test = list(islice(data.pairs("test"), args.test_sentences))
     sources, references = [s for s, _ in test], [t for _, t in test]
@@ -314,9 +393,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"tying study: training {variant.name}", file=sys.stderr)
         train_seconds = train(config_path)
         result = {
-            "name": variant.name, "model": variant.model, "config": config, "train_seconds": train_seconds,
+            "name": variant.name,
+            "model": variant.model,
+            "config": config,
+            "train_seconds": train_seconds,
             **logged_metrics(run_dir / "logs" / "run" / "metrics.csv"),
-            **evaluate_run(run_dir, sources, references, bigrams, args.batch_tokens, decode_device(base)),
+            **evaluate_run(
+                run_dir, sources, references, bigrams, args.batch_tokens, decode_device(base)
+            ),
         }
         write_atomic(result_path, json.dumps(result, indent=2).encode())
         results.append(result)
@@ -329,8 +413,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     table = markdown_table(results, baseline_mrr, description)
     write_atomic(out / "results.md", table.encode())
-    summary = {"scale": scale, "baseline_bigram_mrr": baseline_mrr,
-               "runs": [{k: v for k, v in r.items() if k != "config"} for r in results]}
+    summary = {
+        "scale": scale,
+        "baseline_bigram_mrr": baseline_mrr,
+        "runs": [{k: v for k, v in r.items() if k != "config"} for r in results],
+    }
     write_atomic(out / "results.json", json.dumps(summary, indent=2).encode())
     plot(results, baseline_mrr, out / "results.png")
     print(table)

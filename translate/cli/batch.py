@@ -32,18 +32,39 @@ CHUNK_LINES = 5000
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="translate-batch", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="translate-batch",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     add_checkpoint_argument(parser)
-    parser.add_argument("--source", required=True, metavar="FILE", help="text to translate, one sentence a line")
+    parser.add_argument(
+        "--source", required=True, metavar="FILE", help="text to translate, one sentence a line"
+    )
     parser.add_argument("--output", required=True, metavar="FILE", help="where the translations go")
-    parser.add_argument("--resume", action="store_true", help="continue the parts of an earlier run of the same command")
-    parser.add_argument("--chunk-lines", type=int, default=CHUNK_LINES,
-                        help=f"input lines translated, and written, at a time (default: {CHUNK_LINES})")
-    parser.add_argument("--devices", default="1", help="devices (or CPU processes) per node (default: 1; -1: all GPUs)")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the parts of an earlier run of the same command",
+    )
+    parser.add_argument(
+        "--chunk-lines",
+        type=int,
+        default=CHUNK_LINES,
+        help=f"input lines translated, and written, at a time (default: {CHUNK_LINES})",
+    )
+    parser.add_argument(
+        "--devices",
+        default="1",
+        help="devices (or CPU processes) per node (default: 1; -1: all GPUs)",
+    )
     parser.add_argument("--num-nodes", type=int, default=1, help="nodes (default: 1)")
-    parser.add_argument("--accelerator", default="auto", choices=["auto", "cpu", "gpu"],
-                        help="where to translate (default: auto, the GPUs where there are any)")
+    parser.add_argument(
+        "--accelerator",
+        default="auto",
+        choices=["auto", "cpu", "gpu"],
+        help="where to translate (default: auto, the GPUs where there are any)",
+    )
     add_search_arguments(parser)
     add_language_arguments(parser)
     return parser
@@ -68,23 +89,35 @@ def run(args: argparse.Namespace) -> int:
     lines = sum(1 for _ in iter_lines(args.source))  # counts and checks the UTF-8 before any work
     module = BatchTranslation(args, chunk_bounds(lines, args.chunk_lines), output)
     devices = int(args.devices) if args.devices.lstrip("-").isdigit() else args.devices
-    trainer = L.Trainer(accelerator=args.accelerator, devices=devices, num_nodes=args.num_nodes,
-                        strategy="ddp" if devices not in (1, "1") or args.num_nodes > 1 else "auto",
-                        logger=False, enable_checkpointing=False, enable_model_summary=False,
-                        enable_progress_bar=sys.stderr.isatty(), use_distributed_sampler=False,
-                        callbacks=[PartWriter()])
+    trainer = L.Trainer(
+        accelerator=args.accelerator,
+        devices=devices,
+        num_nodes=args.num_nodes,
+        strategy="ddp" if devices not in (1, "1") or args.num_nodes > 1 else "auto",
+        logger=False,
+        enable_checkpointing=False,
+        enable_model_summary=False,
+        enable_progress_bar=sys.stderr.isatty(),
+        use_distributed_sampler=False,
+        callbacks=[PartWriter()],
+    )
     try:
         trainer.predict(module, return_predictions=False)
     except SystemExit:  # Lightning ends a run stopped by Ctrl-C (or SIGTERM) this way
         if not trainer.interrupted:
             raise
         done = module.part.lines_done if module.part else 0
-        print(f"translate-batch: stopped; this process's part holds {done:,} translated lines: the same "
-              "command with --resume continues", file=sys.stderr)
+        print(
+            f"translate-batch: stopped; this process's part holds {done:,} translated lines: the same "
+            "command with --resume continues",
+            file=sys.stderr,
+        )
         return 130
     if trainer.is_global_zero:
-        print(f"translate-batch: {lines:,} lines translated by {trainer.world_size} processes into {output}",
-              file=sys.stderr)
+        print(
+            f"translate-batch: {lines:,} lines translated by {trainer.world_size} processes into {output}",
+            file=sys.stderr,
+        )
     return 0
 
 

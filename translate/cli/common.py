@@ -18,53 +18,102 @@ DEBUG_VARIABLE = "TRANSLATE_DEBUG"  # set to 1 for a traceback instead of a one-
 
 
 def add_checkpoint_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--checkpoint", required=True, metavar="CKPT", help="a checkpoint from translate-train")
+    parser.add_argument(
+        "--checkpoint", required=True, metavar="CKPT", help="a checkpoint from translate-train"
+    )
 
 
 def add_device_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
-                        help="where to translate (default: auto, CUDA where torch sees a GPU, else the CPU)")
-    parser.add_argument("--precision", default="32-true", choices=PRECISIONS,
-                        help="as trainer.precision: 32-true (default), bf16-mixed, or 16-mixed (CUDA only); "
-                             "scores are computed in float32 either way")
+    parser.add_argument(
+        "--device",
+        default="auto",
+        choices=["auto", "cpu", "cuda"],
+        help="where to translate (default: auto, CUDA where torch sees a GPU, else the CPU)",
+    )
+    parser.add_argument(
+        "--precision",
+        default="32-true",
+        choices=PRECISIONS,
+        help="as trainer.precision: 32-true (default), bf16-mixed, or 16-mixed (CUDA only); "
+        "scores are computed in float32 either way",
+    )
 
 
 def add_search_arguments(parser: argparse.ArgumentParser) -> None:
     """The search settings, shared by translate-cli and translate-eval so both read alike."""
-    parser.add_argument("--batch-tokens", type=int, default=BATCH_TOKENS,
-                        help=f"source tokens per batch (default: {BATCH_TOKENS})")
-    parser.add_argument("--beam", type=int, default=None,
-                        help="beam size (default: the checkpoint's, tuned with its length penalty; else 5); "
-                             "1 is greedy search")
-    parser.add_argument("--length-penalty", type=float, default=None,
-                        help="GNMT length penalty alpha: hypotheses are ranked by log-prob / ((5 + length) / 6) "
-                             "** alpha; 0 = raw log-prob (default: the value tuned on the dev set at the end of "
-                             "training and stored in the checkpoint, else 1.0)")
-    parser.add_argument("--max-input-tokens", type=int, default=None,
-                        help="translate a line over this many source tokens sentence by sentence "
-                             "(default: the longest training sentence, data.max_length)")
-    parser.add_argument("--restrict-target", action="store_true",
-                        help="produce only tokens seen on the target side of the training data")
+    parser.add_argument(
+        "--batch-tokens",
+        type=int,
+        default=BATCH_TOKENS,
+        help=f"source tokens per batch (default: {BATCH_TOKENS})",
+    )
+    parser.add_argument(
+        "--beam",
+        type=int,
+        default=None,
+        help="beam size (default: the checkpoint's, tuned with its length penalty; else 5); "
+        "1 is greedy search",
+    )
+    parser.add_argument(
+        "--length-penalty",
+        type=float,
+        default=None,
+        help="GNMT length penalty alpha: hypotheses are ranked by log-prob / ((5 + length) / 6) "
+        "** alpha; 0 = raw log-prob (default: the value tuned on the dev set at the end of "
+        "training and stored in the checkpoint, else 1.0)",
+    )
+    parser.add_argument(
+        "--max-input-tokens",
+        type=int,
+        default=None,
+        help="translate a line over this many source tokens sentence by sentence "
+        "(default: the longest training sentence, data.max_length)",
+    )
+    parser.add_argument(
+        "--restrict-target",
+        action="store_true",
+        help="produce only tokens seen on the target side of the training data",
+    )
     add_quantize_argument(parser)
     add_device_arguments(parser)
 
 
 def add_quantize_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--quantize", default="none", choices=["none", "int8"],
-                        help="int8: dynamically quantized linear layers, faster on the CPU at a small cost "
-                             "in BLEU (CPU and 32-true only; default: none)")
+    parser.add_argument(
+        "--quantize",
+        default="none",
+        choices=["none", "int8"],
+        help="int8: dynamically quantized linear layers, faster on the CPU at a small cost "
+        "in BLEU (CPU and 32-true only; default: none)",
+    )
 
 
 def add_language_arguments(parser: argparse.ArgumentParser) -> None:
     """The output language of a many-to-many model, and the input's language where known."""
-    parser.add_argument("--target-lang", default=None, metavar="LANG",
-                        help="a many-to-many model's output language (one of those it was trained on)")
-    parser.add_argument("--source-lang", default=None, metavar="LANG",
-                        help="the input's language: a direction the model was not trained on is said (zero-shot)")
+    parser.add_argument(
+        "--target-lang",
+        default=None,
+        metavar="LANG",
+        help="a many-to-many model's output language (one of those it was trained on)",
+    )
+    parser.add_argument(
+        "--source-lang",
+        default=None,
+        metavar="LANG",
+        help="the input's language: a direction the model was not trained on is said (zero-shot)",
+    )
 
 
-SEARCH_FLAGS = ("--batch-tokens", "--beam", "--length-penalty", "--max-input-tokens", "--restrict-target",
-                "--quantize", "--device", "--precision")
+SEARCH_FLAGS = (
+    "--batch-tokens",
+    "--beam",
+    "--length-penalty",
+    "--max-input-tokens",
+    "--restrict-target",
+    "--quantize",
+    "--device",
+    "--precision",
+)
 
 
 def resolve_device(args: argparse.Namespace) -> str:
@@ -80,7 +129,9 @@ def resolve_device(args: argparse.Namespace) -> str:
     elif device == "cuda" and not torch.cuda.is_available():
         raise UsageError("--device cuda asked for, but torch sees no CUDA device")
     if args.precision == "16-mixed" and device != "cuda":
-        raise UsageError("--precision 16-mixed (float16 autocast) needs a CUDA device; torch sees none")
+        raise UsageError(
+            "--precision 16-mixed (float16 autocast) needs a CUDA device; torch sees none"
+        )
     if getattr(args, "quantize", "none") == "int8" and device != "cpu":
         raise UsageError("--quantize int8 runs on the CPU: add --device cpu")
     return device

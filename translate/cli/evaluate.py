@@ -39,18 +39,37 @@ from translate.errors import UsageError
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="translate-eval", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="translate-eval",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--checkpoint", metavar="CKPT", help="translate with this checkpoint, then score")
-    parser.add_argument("--hypotheses", metavar="FILE", help="score this detokenized output instead")
-    parser.add_argument("--source", metavar="FILE", help="text the checkpoint translates (with --reference)")
-    parser.add_argument("--reference", metavar="FILE", help="reference translations, one line per source line")
-    parser.add_argument("--split", default=None,
-                        help="with --checkpoint alone: which split of its corpus (default: its test split)")
-    parser.add_argument("--directions", nargs="+", metavar="SRC-TGT",
-                        help="with --checkpoint alone, a many-to-many model: the directions to score "
-                             "(default: those it was trained on)")
-    parser.add_argument("--output", metavar="FILE", help="write the checkpoint's translations here (atomically)")
+    parser.add_argument(
+        "--checkpoint", metavar="CKPT", help="translate with this checkpoint, then score"
+    )
+    parser.add_argument(
+        "--hypotheses", metavar="FILE", help="score this detokenized output instead"
+    )
+    parser.add_argument(
+        "--source", metavar="FILE", help="text the checkpoint translates (with --reference)"
+    )
+    parser.add_argument(
+        "--reference", metavar="FILE", help="reference translations, one line per source line"
+    )
+    parser.add_argument(
+        "--split",
+        default=None,
+        help="with --checkpoint alone: which split of its corpus (default: its test split)",
+    )
+    parser.add_argument(
+        "--directions",
+        nargs="+",
+        metavar="SRC-TGT",
+        help="with --checkpoint alone, a many-to-many model: the directions to score "
+        "(default: those it was trained on)",
+    )
+    parser.add_argument(
+        "--output", metavar="FILE", help="write the checkpoint's translations here (atomically)"
+    )
     add_search_arguments(parser)
     add_language_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print the scores as JSON")
@@ -62,7 +81,10 @@ def arguments_error(args: argparse.Namespace, argv: list[str] | None) -> str | N
     if bool(args.hypotheses) == bool(args.checkpoint):
         return "give exactly one of --checkpoint (translate, then score) or --hypotheses (score a file)"
     if args.hypotheses:
-        ignored = given_flags(argv, SEARCH_FLAGS + ("--source", "--split", "--output", "--directions", "--source-lang"))
+        ignored = given_flags(
+            argv,
+            SEARCH_FLAGS + ("--source", "--split", "--output", "--directions", "--source-lang"),
+        )
         if ignored:
             return f"{', '.join(ignored)} apply only with --checkpoint; --hypotheses is scored as it is"
         if not args.reference:
@@ -70,8 +92,10 @@ def arguments_error(args: argparse.Namespace, argv: list[str] | None) -> str | N
         return None
     if bool(args.source) != bool(args.reference):
         given, missing = ("--source", "--reference") if args.source else ("--reference", "--source")
-        return (f"{given} without {missing}: give both, or neither to use the test split the checkpoint "
-                "was trained with")
+        return (
+            f"{given} without {missing}: give both, or neither to use the test split the checkpoint "
+            "was trained with"
+        )
     if args.source and args.split:
         return "--split chooses a split of the checkpoint's own corpus; it does not apply with --source"
     if args.source and args.directions:
@@ -89,8 +113,10 @@ def scored_directions(translator, args: argparse.Namespace) -> list[tuple[str, s
 
     trained = translator.directions()
     if not trained:
-        raise UsageError(f"{translator.path} does not record the corpus and languages it was trained on: "
-                         "give --source and --reference")
+        raise UsageError(
+            f"{translator.path} does not record the corpus and languages it was trained on: "
+            "give --source and --reference"
+        )
     if not args.directions:
         return trained
     known = sorted({lang for direction in trained for lang in direction})
@@ -100,8 +126,14 @@ def scored_directions(translator, args: argparse.Namespace) -> list[tuple[str, s
         raise UsageError(f"--directions: {error}") from None
 
 
-def translate(translator, sources: list[str], args, device: str, target_lang: str | None,
-              source_lang: str | None) -> list[str]:
+def translate(
+    translator,
+    sources: list[str],
+    args,
+    device: str,
+    target_lang: str | None,
+    source_lang: str | None,
+) -> list[str]:
     from tqdm import tqdm
 
     from translate.decode import pipeline
@@ -109,9 +141,16 @@ def translate(translator, sources: list[str], args, device: str, target_lang: st
     with tqdm(total=len(sources), unit=" lines", file=sys.stderr, mininterval=1.0) as bar:
         with autocast(device, args.precision):
             return pipeline.translate_lines(
-                translator, sources, args.batch_tokens, max_input_tokens=args.max_input_tokens,
-                progress=bar.update, beam=args.beam, length_penalty=args.length_penalty,
-                restrict_to_target=args.restrict_target, target_lang=target_lang, source_lang=source_lang,
+                translator,
+                sources,
+                args.batch_tokens,
+                max_input_tokens=args.max_input_tokens,
+                progress=bar.update,
+                beam=args.beam,
+                length_penalty=args.length_penalty,
+                restrict_to_target=args.restrict_target,
+                target_lang=target_lang,
+                source_lang=source_lang,
             )
 
 
@@ -119,10 +158,18 @@ def score_row(translator, direction, hypotheses, references, description) -> dic
     """One direction's scores, with the off-target rate for a many-to-many model."""
     from translate.text.metrics import corpus_scores
 
-    scores = corpus_scores(hypotheses, references, ("the translations", description), target_lang=direction[1])
-    trained = direction[0] == "?" or tuple(direction) in translator.directions()  # "?": the source language not given
-    row = {"direction": f"{direction[0]}-{direction[1]}", "trained": trained,
-           "lines": len(references), **scores.__dict__}
+    scores = corpus_scores(
+        hypotheses, references, ("the translations", description), target_lang=direction[1]
+    )
+    trained = (
+        direction[0] == "?" or tuple(direction) in translator.directions()
+    )  # "?": the source language not given
+    row = {
+        "direction": f"{direction[0]}-{direction[1]}",
+        "trained": trained,
+        "lines": len(references),
+        **scores.__dict__,
+    }
     if translator.multilingual():
         from translate.text.language_id import off_target_rate
 
@@ -133,14 +180,20 @@ def score_row(translator, direction, hypotheses, references, description) -> dic
 def report(rows: list[dict]) -> str:
     if len(rows) == 1 and "off_target" not in rows[0]:
         row = rows[0]
-        return (f"BLEU {row['bleu']:.2f}  ({row['bleu_detail']})\n  signature: {row['bleu_signature']}\n"
-                f"chrF2 {row['chrf']:.2f}\n  signature: {row['chrf_signature']}")
+        return (
+            f"BLEU {row['bleu']:.2f}  ({row['bleu_detail']})\n  signature: {row['bleu_signature']}\n"
+            f"chrF2 {row['chrf']:.2f}\n  signature: {row['chrf_signature']}"
+        )
     lines = ["| direction | lines | BLEU | chrF2 | off-target |", "|---|---:|---:|---:|---:|"]
     for row in rows:
         note = "" if row["trained"] else " (zero-shot)"
         off = f"{100 * row['off_target']:.1f}%" if "off_target" in row else ""
-        lines.append(f"| {row['direction']}{note} | {row['lines']:,} | {row['bleu']:.2f} | {row['chrf']:.2f} | {off} |")
-    signatures = dict.fromkeys(s for row in rows for s in (row["bleu_signature"], row["chrf_signature"]))
+        lines.append(
+            f"| {row['direction']}{note} | {row['lines']:,} | {row['bleu']:.2f} | {row['chrf']:.2f} | {off} |"
+        )
+    signatures = dict.fromkeys(
+        s for row in rows for s in (row["bleu_signature"], row["chrf_signature"])
+    )
     return "\n".join(lines + ["", "Signatures: " + ", ".join(f"`{s}`" for s in signatures)])
 
 
@@ -156,7 +209,12 @@ def evaluate(args: argparse.Namespace, argv: list[str] | None) -> int:
 
     if args.hypotheses:
         names = (args.hypotheses, args.reference)
-        scores = corpus_scores(read_lines(args.hypotheses), read_lines(args.reference), names, target_lang=args.target_lang)
+        scores = corpus_scores(
+            read_lines(args.hypotheses),
+            read_lines(args.reference),
+            names,
+            target_lang=args.target_lang,
+        )
         print(json.dumps(scores.__dict__, indent=2) if args.json else scores.report())
         return 0
 
@@ -167,18 +225,30 @@ def evaluate(args: argparse.Namespace, argv: list[str] | None) -> int:
     translator = checkpoint.load_translator(args.checkpoint, device, quantize=args.quantize)
     apply_search_defaults(args, translator)
     if args.source:
-        direction = pipeline.direction_for(translator, args.target_lang, args.source_lang)  # refuse before any work
+        direction = pipeline.direction_for(
+            translator, args.target_lang, args.source_lang
+        )  # refuse before any work
         if args.restrict_target:
             translator.target_token_mask(direction.target_lang)
         sources, references = read_lines(args.source), read_lines(args.reference)
         if len(sources) != len(references):
-            raise UsageError(f"--source {args.source} has {len(sources)} lines but --reference "
-                             f"{args.reference} has {len(references)}: every line needs one reference")
-        pair = (args.source_lang or "?", direction.target_lang) if direction.target_lang else translator.languages()
-        jobs = [(pair or ("?", None), sources, references, f"{args.source} against {args.reference}")]
+            raise UsageError(
+                f"--source {args.source} has {len(sources)} lines but --reference "
+                f"{args.reference} has {len(references)}: every line needs one reference"
+            )
+        pair = (
+            (args.source_lang or "?", direction.target_lang)
+            if direction.target_lang
+            else translator.languages()
+        )
+        jobs = [
+            (pair or ("?", None), sources, references, f"{args.source} against {args.reference}")
+        ]
     else:
-        jobs = [(direction, *translator.corpus_split(args.split, direction))
-                for direction in scored_directions(translator, args)]
+        jobs = [
+            (direction, *translator.corpus_split(args.split, direction))
+            for direction in scored_directions(translator, args)
+        ]
     if args.restrict_target:
         for direction, *_ in jobs:
             translator.target_token_mask(direction[1] if translator.multilingual() else None)
@@ -186,8 +256,14 @@ def evaluate(args: argparse.Namespace, argv: list[str] | None) -> int:
     for direction, sources, references, description in jobs:
         print(f"translate-eval: {description} ({len(sources):,} lines)", file=sys.stderr)
         multilingual = translator.multilingual()
-        hypotheses = translate(translator, sources, args, device, direction[1] if multilingual else None,
-                               direction[0] if multilingual and direction[0] != "?" else None)
+        hypotheses = translate(
+            translator,
+            sources,
+            args,
+            device,
+            direction[1] if multilingual else None,
+            direction[0] if multilingual and direction[0] != "?" else None,
+        )
         if args.output:
             write_lines_atomic(args.output, hypotheses)
         rows.append(score_row(translator, direction, hypotheses, references, description))

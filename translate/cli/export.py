@@ -23,13 +23,23 @@ from translate.errors import UsageError
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="translate-export", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="translate-export",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_checkpoint_argument(parser)
-    parser.add_argument("--output", required=True, metavar="DIR", help="directory to write (must be absent or empty)")
+    parser.add_argument(
+        "--output",
+        required=True,
+        metavar="DIR",
+        help="directory to write (must be absent or empty)",
+    )
     parser.add_argument("--format", choices=["huggingface", "ctranslate2"], default="huggingface")
-    parser.add_argument("--quantization", default=None,
-                        help="ctranslate2 only: weight type, e.g. int8, int8_float16, float16")
+    parser.add_argument(
+        "--quantization",
+        default=None,
+        help="ctranslate2 only: weight type, e.g. int8, int8_float16, float16",
+    )
     parser.add_argument("--overwrite", action="store_true", help="replace a non-empty DIR")
     return parser
 
@@ -43,8 +53,9 @@ def export(args: argparse.Namespace) -> int:
         out = export_huggingface(args.checkpoint, args.output, overwrite=args.overwrite)
         kind = json.loads((out / "config.json").read_text())["architectures"][0]
     else:
-        out = export_ctranslate2(args.checkpoint, args.output, overwrite=args.overwrite,
-                                 quantization=args.quantization)
+        out = export_ctranslate2(
+            args.checkpoint, args.output, overwrite=args.overwrite, quantization=args.quantization
+        )
         kind = "CTranslate2 model"
     print(f"wrote {kind} to {out}")
     return 0

@@ -24,12 +24,20 @@ from translate.cli.common import add_checkpoint_argument, run_command
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="translate-inspect", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="translate-inspect",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_checkpoint_argument(parser)
-    parser.add_argument("--source", metavar="FILE", help="count the tokens this source-language text uses")
-    parser.add_argument("--reference", metavar="FILE", help="count the tokens this target-language text uses "
-                        "(default: the ids recorded from the training targets)")
+    parser.add_argument(
+        "--source", metavar="FILE", help="count the tokens this source-language text uses"
+    )
+    parser.add_argument(
+        "--reference",
+        metavar="FILE",
+        help="count the tokens this target-language text uses "
+        "(default: the ids recorded from the training targets)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     return parser
 
@@ -50,11 +58,20 @@ def report(translator, source_text: str | None = None, target_text: str | None =
     src_lang, tgt_lang = translator.languages() or ("source", "target")
     tokens: dict[str, dict] = {}
     if source_text:
-        tokens[src_lang] = {"used": distinct_ids(vocab.source, read_lines(source_text)), "from": source_text}
+        tokens[src_lang] = {
+            "used": distinct_ids(vocab.source, read_lines(source_text)),
+            "from": source_text,
+        }
     if target_text:
-        tokens[tgt_lang] = {"used": distinct_ids(vocab.target, read_lines(target_text)), "from": target_text}
+        tokens[tgt_lang] = {
+            "used": distinct_ids(vocab.target, read_lines(target_text)),
+            "from": target_text,
+        }
     elif translator.target_tokens is not None:
-        tokens[tgt_lang] = {"used": len(set(translator.target_tokens)), "from": "recorded training targets"}
+        tokens[tgt_lang] = {
+            "used": len(set(translator.target_tokens)),
+            "from": "recorded training targets",
+        }
     return {
         "checkpoint": translator.path,
         "parameters": parameter_counts(model),
@@ -83,9 +100,13 @@ def format_report(info: dict) -> str:
     vocab = info["vocabulary"]
     src_lang, tgt_lang = vocab["languages"]
     if vocab["joint"]:
-        lines.append(f"vocabulary: one joint SentencePiece model of {vocab['source_size']:,} pieces")
+        lines.append(
+            f"vocabulary: one joint SentencePiece model of {vocab['source_size']:,} pieces"
+        )
     else:
-        lines.append(f"vocabulary: {src_lang} {vocab['source_size']:,} pieces, {tgt_lang} {vocab['target_size']:,} pieces")
+        lines.append(
+            f"vocabulary: {src_lang} {vocab['source_size']:,} pieces, {tgt_lang} {vocab['target_size']:,} pieces"
+        )
     for lang in (src_lang, tgt_lang):
         used = vocab["tokens_used"].get(lang)
         size = vocab["source_size"] if lang == src_lang else vocab["target_size"]
@@ -94,12 +115,18 @@ def format_report(info: dict) -> str:
         else:
             option = "--source" if lang == src_lang else "--reference"
             lines.append(f"  tokens used by {lang}: not recorded (give {option} to count them)")
-    lines.append(f"direct path W_E A^T W_U^T: asymmetry ||M - M^T|| / ||M|| = {info['direct_path_asymmetry']:.4f}")
+    lines.append(
+        f"direct path W_E A^T W_U^T: asymmetry ||M - M^T|| / ||M|| = {info['direct_path_asymmetry']:.4f}"
+    )
     lines.append("model config:")
     lines += [f"  {key}: {value}" for key, value in info["model_config"].items()]
     lines.append("run config:")
     run_config = info["run_config"]
-    lines += [f"  {line}" for line in run_config.rstrip().splitlines()] if run_config else ["  (not saved)"]
+    lines += (
+        [f"  {line}" for line in run_config.rstrip().splitlines()]
+        if run_config
+        else ["  (not saved)"]
+    )
     return "\n".join(lines)
 
 

@@ -33,47 +33,99 @@ from translate.errors import UsageError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="translate-serve", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="translate-serve",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     add_checkpoint_argument(parser)
-    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1, this machine only)")
-    parser.add_argument("--port", type=int, default=8000, help="port (default: 8000; 0 picks a free one)")
-    parser.add_argument("--api-key-env", default=None, metavar="NAME",
-                        help="require the API key held by environment variable NAME (header X-API-Key)")
-    parser.add_argument("--batching", default="continuous", choices=["continuous", "batch"],
-                        help="continuous (default): requests join the running search between two steps and are "
-                             "answered at the step they are done; batch: each batch is translated to its end "
-                             "before the next starts")
-    parser.add_argument("--batch-tokens", type=int, default=BATCH_TOKENS,
-                        help=f"source tokens per batch, or in the running search (default: {BATCH_TOKENS})")
-    parser.add_argument("--max-wait-ms", type=float, default=10.0,
-                        help="continuous: how long the search runs at most before requests that arrived join it; "
-                             "batch: how long a request waits for others to share its batch, after a batch that had "
-                             "several (0: never wait; requests that queued meanwhile still share one) (default: 10)")
+    parser.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default: 127.0.0.1, this machine only)",
+    )
+    parser.add_argument(
+        "--port", type=int, default=8000, help="port (default: 8000; 0 picks a free one)"
+    )
+    parser.add_argument(
+        "--api-key-env",
+        default=None,
+        metavar="NAME",
+        help="require the API key held by environment variable NAME (header X-API-Key)",
+    )
+    parser.add_argument(
+        "--batching",
+        default="continuous",
+        choices=["continuous", "batch"],
+        help="continuous (default): requests join the running search between two steps and are "
+        "answered at the step they are done; batch: each batch is translated to its end "
+        "before the next starts",
+    )
+    parser.add_argument(
+        "--batch-tokens",
+        type=int,
+        default=BATCH_TOKENS,
+        help=f"source tokens per batch, or in the running search (default: {BATCH_TOKENS})",
+    )
+    parser.add_argument(
+        "--max-wait-ms",
+        type=float,
+        default=10.0,
+        help="continuous: how long the search runs at most before requests that arrived join it; "
+        "batch: how long a request waits for others to share its batch, after a batch that had "
+        "several (0: never wait; requests that queued meanwhile still share one) (default: 10)",
+    )
     parser.add_argument("--max-lines", type=int, default=256, help="lines a request (default: 256)")
-    parser.add_argument("--max-line-chars", type=int, default=4000, help="characters a line (default: 4000)")
-    parser.add_argument("--max-body-bytes", type=int, default=1 << 20, help="bytes a request body (default: 1 MiB)")
-    parser.add_argument("--max-queued-lines", type=int, default=4096,
-                        help="lines waiting (with continuous batching, or being searched) at most; beyond, requests "
-                             "get 503 with Retry-After (default: 4096)")
-    parser.add_argument("--max-beam", type=int, default=16, help="largest beam a request may ask for (default: 16)")
-    parser.add_argument("--drain-seconds", type=float, default=30.0,
-                        help="on SIGTERM or Ctrl-C, how long requests in flight have to finish; those still "
-                             "unanswered then get 503 with Retry-After (default: 30)")
-    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
-                        help="where to translate (default: auto, CUDA where torch sees a GPU)")
+    parser.add_argument(
+        "--max-line-chars", type=int, default=4000, help="characters a line (default: 4000)"
+    )
+    parser.add_argument(
+        "--max-body-bytes", type=int, default=1 << 20, help="bytes a request body (default: 1 MiB)"
+    )
+    parser.add_argument(
+        "--max-queued-lines",
+        type=int,
+        default=4096,
+        help="lines waiting (with continuous batching, or being searched) at most; beyond, requests "
+        "get 503 with Retry-After (default: 4096)",
+    )
+    parser.add_argument(
+        "--max-beam", type=int, default=16, help="largest beam a request may ask for (default: 16)"
+    )
+    parser.add_argument(
+        "--drain-seconds",
+        type=float,
+        default=30.0,
+        help="on SIGTERM or Ctrl-C, how long requests in flight have to finish; those still "
+        "unanswered then get 503 with Retry-After (default: 30)",
+    )
+    parser.add_argument(
+        "--device",
+        default="auto",
+        choices=["auto", "cpu", "cuda"],
+        help="where to translate (default: auto, CUDA where torch sees a GPU)",
+    )
     add_quantize_argument(parser)
     parser.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
     return parser
 
 
 def settings_error(args: argparse.Namespace) -> str | None:
-    for flag in ("batch_tokens", "max_lines", "max_line_chars", "max_body_bytes", "max_queued_lines", "max_beam"):
+    for flag in (
+        "batch_tokens",
+        "max_lines",
+        "max_line_chars",
+        "max_body_bytes",
+        "max_queued_lines",
+        "max_beam",
+    ):
         if getattr(args, flag) < 1:
             return f"--{flag.replace('_', '-')} must be at least 1, got {getattr(args, flag)}"
     if args.max_lines > args.max_queued_lines:
-        return (f"--max-lines {args.max_lines} is over --max-queued-lines {args.max_queued_lines}: such a request "
-                "could never be queued")
+        return (
+            f"--max-lines {args.max_lines} is over --max-queued-lines {args.max_queued_lines}: such a request "
+            "could never be queued"
+        )
     for flag in ("max_wait_ms", "drain_seconds"):
         value = getattr(args, flag)
         if not 0 <= value < float("inf"):
@@ -88,7 +140,9 @@ def api_key(name: str | None) -> str | None:
         return None
     key = os.environ.get(name, "")
     if not key:
-        raise UsageError(f"--api-key-env {name}: the environment variable {name} is not set or empty")
+        raise UsageError(
+            f"--api-key-env {name}: the environment variable {name} is not set or empty"
+        )
     return key
 
 
@@ -115,21 +169,43 @@ def serve(args: argparse.Namespace) -> int:
     # Only for the vocabulary (token counts), the languages and /info: the model process
     # translates, so this copy stays on the CPU as it is, neither packed nor quantized.
     translator = checkpoint.load_translator(args.checkpoint, "cpu", pack=False)
-    settings = ServeSettings(batch_tokens=args.batch_tokens, max_wait_ms=args.max_wait_ms, max_lines=args.max_lines,
-                             max_line_chars=args.max_line_chars, max_body_bytes=args.max_body_bytes,
-                             max_queued_lines=args.max_queued_lines, max_beam=args.max_beam, batching=args.batching,
-                             api_key=key, checkpoint_digest=file_digest(args.checkpoint),
-                             drain_seconds=args.drain_seconds)
-    start_worker = partial(serve_worker.start, args.checkpoint, str(device), args.quantize, args.threads,
-                           args.batch_tokens)
+    settings = ServeSettings(
+        batch_tokens=args.batch_tokens,
+        max_wait_ms=args.max_wait_ms,
+        max_lines=args.max_lines,
+        max_line_chars=args.max_line_chars,
+        max_body_bytes=args.max_body_bytes,
+        max_queued_lines=args.max_queued_lines,
+        max_beam=args.max_beam,
+        batching=args.batching,
+        api_key=key,
+        checkpoint_digest=file_digest(args.checkpoint),
+        drain_seconds=args.drain_seconds,
+    )
+    start_worker = partial(
+        serve_worker.start,
+        args.checkpoint,
+        str(device),
+        args.quantize,
+        args.threads,
+        args.batch_tokens,
+    )
     run = serve_worker.advance if args.batching == "continuous" else serve_worker.translate
     app = create_app(translator, settings, worker=(start_worker, run))
-    print(f"translate-serve: {args.checkpoint} on {device}; http://{args.host}:{args.port}/ "
-          f"(API docs at /docs){'; API key required' if key else ''}", file=sys.stderr)
+    print(
+        f"translate-serve: {args.checkpoint} on {device}; http://{args.host}:{args.port}/ "
+        f"(API docs at /docs){'; API key required' if key else ''}",
+        file=sys.stderr,
+    )
     # uvicorn's own graceful timeout, after which it cancels requests (500s), comes only after the
     # service has answered every request: within the drain, or with 503 at its end.
-    config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning",
-                            timeout_graceful_shutdown=int(args.drain_seconds) + 10)
+    config = uvicorn.Config(
+        app,
+        host=args.host,
+        port=args.port,
+        log_level="warning",
+        timeout_graceful_shutdown=int(args.drain_seconds) + 10,
+    )
     DrainingServer(config, app.state.service).run()
     return 0
 

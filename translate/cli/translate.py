@@ -43,28 +43,57 @@ CHUNK_LINES = 5000  # lines a chunk: a few minutes of CPU work at most, lost to 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="translate-cli", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="translate-cli",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_checkpoint_argument(parser)
-    parser.add_argument("--source", default="-", metavar="FILE",
-                        help="text to translate, one sentence a line (default: standard input)")
-    parser.add_argument("--output", default="-", metavar="FILE",
-                        help="file to write: FILE.partial while running, FILE when complete (default: standard output)")
-    parser.add_argument("--resume", action="store_true",
-                        help="continue the FILE.partial of an earlier run of the same command")
-    parser.add_argument("--chunk-lines", type=int, default=CHUNK_LINES,
-                        help=f"input lines translated, and written, at a time at most (default: {CHUNK_LINES})")
+    parser.add_argument(
+        "--source",
+        default="-",
+        metavar="FILE",
+        help="text to translate, one sentence a line (default: standard input)",
+    )
+    parser.add_argument(
+        "--output",
+        default="-",
+        metavar="FILE",
+        help="file to write: FILE.partial while running, FILE when complete (default: standard output)",
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the FILE.partial of an earlier run of the same command",
+    )
+    parser.add_argument(
+        "--chunk-lines",
+        type=int,
+        default=CHUNK_LINES,
+        help=f"input lines translated, and written, at a time at most (default: {CHUNK_LINES})",
+    )
     add_search_arguments(parser)
     add_language_arguments(parser)
-    parser.add_argument("--max-len-a", type=float, default=None,
-                        help="at most A * source length + B output tokens (default: the checkpoint's training setting)")
+    parser.add_argument(
+        "--max-len-a",
+        type=float,
+        default=None,
+        help="at most A * source length + B output tokens (default: the checkpoint's training setting)",
+    )
     parser.add_argument("--max-len-b", type=int, default=None, help="see --max-len-a")
-    parser.add_argument("--n-best", type=int, default=1,
-                        help="write the N best translations of every line, in the "
-                             "'SENTENCE ||| TRANSLATION ||| SCORE ||| LOG_PROB' format (N <= --beam)")
-    parser.add_argument("--reference", default=None, metavar="FILE",
-                        help="reference translations, one line per input line: print BLEU and chrF of the "
-                             "1-best output with their signatures on stderr")
+    parser.add_argument(
+        "--n-best",
+        type=int,
+        default=1,
+        help="write the N best translations of every line, in the "
+        "'SENTENCE ||| TRANSLATION ||| SCORE ||| LOG_PROB' format (N <= --beam)",
+    )
+    parser.add_argument(
+        "--reference",
+        default=None,
+        metavar="FILE",
+        help="reference translations, one line per input line: print BLEU and chrF of the "
+        "1-best output with their signatures on stderr",
+    )
     parser.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
     parser.add_argument("--quiet", action="store_true", help="no progress bar and no prompt")
     return parser
@@ -100,10 +129,16 @@ def fingerprint(args: argparse.Namespace, checkpoint_digest: str) -> dict:
     only rounding). The input is checked line by line as it is read again (`skip_done`)."""
     return {
         "checkpoint": checkpoint_digest,
-        "--beam": args.beam, "--length-penalty": args.length_penalty, "--n-best": args.n_best,
-        "--max-len-a": args.max_len_a, "--max-len-b": args.max_len_b,
-        "--max-input-tokens": args.max_input_tokens, "--restrict-target": args.restrict_target,
-        "--precision": args.precision, "--target-lang": args.target_lang, "--quantize": args.quantize,
+        "--beam": args.beam,
+        "--length-penalty": args.length_penalty,
+        "--n-best": args.n_best,
+        "--max-len-a": args.max_len_a,
+        "--max-len-b": args.max_len_b,
+        "--max-input-tokens": args.max_input_tokens,
+        "--restrict-target": args.restrict_target,
+        "--precision": args.precision,
+        "--target-lang": args.target_lang,
+        "--quantize": args.quantize,
     }
 
 
@@ -176,17 +211,23 @@ def translate_command(args: argparse.Namespace) -> int:
     source_name = "<stdin>" if args.source == "-" else args.source
     references = None if args.reference is None else read_lines(args.reference)
     if references is not None and count is not None and len(references) != count:
-        raise UsageError(f"--reference {args.reference} has {len(references)} lines but the input "
-                         f"{source_name} has {count}: every input line needs one reference line")
+        raise UsageError(
+            f"--reference {args.reference} has {len(references)} lines but the input "
+            f"{source_name} has {count}: every input line needs one reference line"
+        )
     to_file = args.output != "-" and not is_stream(args.output)
     target = check_writable(args.output) if to_file else None
     device = resolve_device(args)
     prepare_decoding(device)
     translator = checkpoint.load_translator(args.checkpoint, device, quantize=args.quantize)
     apply_search_defaults(args, translator)
-    direction = pipeline.direction_for(translator, args.target_lang, args.source_lang)  # refuse before any work
+    direction = pipeline.direction_for(
+        translator, args.target_lang, args.source_lang
+    )  # refuse before any work
     if args.restrict_target:
-        translator.target_token_mask(direction.target_lang)  # refuse before any work if the checkpoint lacks them
+        translator.target_token_mask(
+            direction.target_lang
+        )  # refuse before any work if the checkpoint lacks them
 
     keep = references is not None
     if to_file:
@@ -198,32 +239,63 @@ def translate_command(args: argparse.Namespace) -> int:
     interactive = args.source == "-" and sys.stdin.isatty()
     if isinstance(output, PartialOutput) and output.lines_done:
         output.skip_done(sources)
-        print(f"translate-cli: resuming {output.partial}: {output.lines_done:,} lines were done", file=sys.stderr)
-    bar = tqdm(total=count, initial=output.lines_done, unit=" lines", file=sys.stderr,
-               disable=args.quiet or interactive, mininterval=1.0)
+        print(
+            f"translate-cli: resuming {output.partial}: {output.lines_done:,} lines were done",
+            file=sys.stderr,
+        )
+    bar = tqdm(
+        total=count,
+        initial=output.lines_done,
+        unit=" lines",
+        file=sys.stderr,
+        disable=args.quiet or interactive,
+        mininterval=1.0,
+    )
     try:
         if interactive and not args.quiet:
-            languages = (f"{args.source_lang or 'any'} → {direction.target_lang}" if direction.target_lang
-                         else " → ".join(translator.languages() or ("source", "target")))
-            print(f"translate-cli: {languages} with {args.checkpoint}; type a line and press Enter "
-                  "(Ctrl-D ends)", file=sys.stderr)
+            languages = (
+                f"{args.source_lang or 'any'} → {direction.target_lang}"
+                if direction.target_lang
+                else " → ".join(translator.languages() or ("source", "target"))
+            )
+            print(
+                f"translate-cli: {languages} with {args.checkpoint}; type a line and press Enter "
+                "(Ctrl-D ends)",
+                file=sys.stderr,
+            )
         for chunk in chunks(sources, args.chunk_lines, live):
             first = output.lines_done
             with autocast(device, args.precision):
                 translations = pipeline.translate_nbest(
-                    translator, chunk, args.batch_tokens, args.max_len_a, args.max_len_b,
-                    args.max_input_tokens, progress=bar.update, beam=args.beam,
-                    length_penalty=args.length_penalty, n_best=args.n_best,
-                    restrict_to_target=args.restrict_target, first_line=first + 1,
-                    target_lang=args.target_lang, source_lang=args.source_lang,
+                    translator,
+                    chunk,
+                    args.batch_tokens,
+                    args.max_len_a,
+                    args.max_len_b,
+                    args.max_input_tokens,
+                    progress=bar.update,
+                    beam=args.beam,
+                    length_penalty=args.length_penalty,
+                    n_best=args.n_best,
+                    restrict_to_target=args.restrict_target,
+                    first_line=first + 1,
+                    target_lang=args.target_lang,
+                    source_lang=args.source_lang,
                 )
-            text = [e[0].text for e in translations] if args.n_best == 1 else nbest_lines(translations, first)
+            text = (
+                [e[0].text for e in translations]
+                if args.n_best == 1
+                else nbest_lines(translations, first)
+            )
             output.append(text, chunk)
     except BaseException:
         if isinstance(output, PartialOutput):
             if output.lines_done:
-                print(f"translate-cli: stopped; the translations of the first {output.lines_done:,} input "
-                      f"lines are in {output.partial}: the same command with --resume continues", file=sys.stderr)
+                print(
+                    f"translate-cli: stopped; the translations of the first {output.lines_done:,} input "
+                    f"lines are in {output.partial}: the same command with --resume continues",
+                    file=sys.stderr,
+                )
             else:
                 output.discard()  # nothing done: nothing to resume
         raise
@@ -232,14 +304,19 @@ def translate_command(args: argparse.Namespace) -> int:
     output.finish()
     if references is not None:
         if len(references) != output.lines_done:
-            raise UsageError(f"--reference {args.reference} has {len(references)} lines but the input "
-                             f"{source_name} had {output.lines_done}: the translations are complete, "
-                             "but they are not scored")
+            raise UsageError(
+                f"--reference {args.reference} has {len(references)} lines but the input "
+                f"{source_name} had {output.lines_done}: the translations are complete, "
+                "but they are not scored"
+            )
         from translate.text.metrics import (
             corpus_scores,  # sacrebleu: only when there is something to score
         )
 
-        print(corpus_scores(one_best(output.read(), args.n_best), references).report(), file=sys.stderr)
+        print(
+            corpus_scores(one_best(output.read(), args.n_best), references).report(),
+            file=sys.stderr,
+        )
     return 0
 
 

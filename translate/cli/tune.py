@@ -28,15 +28,30 @@ from translate.errors import UsageError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="translate-tune", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="translate-tune",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     add_checkpoint_argument(parser)
     parser.add_argument("--beam", type=int, default=5, help="beam size to tune for (default: 5)")
-    parser.add_argument("--candidates", type=float, nargs="+", default=list(CANDIDATES), metavar="ALPHA",
-                        help=f"length penalties to try (default: {' '.join(map(str, CANDIDATES))})")
-    parser.add_argument("--split", default="dev", help="the split of the checkpoint's corpus (default: dev)")
-    parser.add_argument("--sentences", type=int, default=300, help="dev sentences per direction (default: 300)")
-    parser.add_argument("--dry-run", action="store_true", help="print the table, do not write the checkpoint")
+    parser.add_argument(
+        "--candidates",
+        type=float,
+        nargs="+",
+        default=list(CANDIDATES),
+        metavar="ALPHA",
+        help=f"length penalties to try (default: {' '.join(map(str, CANDIDATES))})",
+    )
+    parser.add_argument(
+        "--split", default="dev", help="the split of the checkpoint's corpus (default: dev)"
+    )
+    parser.add_argument(
+        "--sentences", type=int, default=300, help="dev sentences per direction (default: 300)"
+    )
+    parser.add_argument(
+        "--dry-run", action="store_true", help="print the table, do not write the checkpoint"
+    )
     add_device_arguments(parser)
     return parser
 
@@ -49,7 +64,9 @@ def tune(args: argparse.Namespace) -> int:
     low, high = LENGTH_PENALTY_RANGE
     outside = [alpha for alpha in args.candidates if not low <= alpha <= high]
     if outside:
-        raise UsageError(f"--candidates {outside[0]}: length penalties must be between {low:g} and {high:g}")
+        raise UsageError(
+            f"--candidates {outside[0]}: length penalties must be between {low:g} and {high:g}"
+        )
     from translate.decode.tuning import report, tune_checkpoint
     from translate.files import check_writable
 
@@ -58,13 +75,23 @@ def tune(args: argparse.Namespace) -> int:
     device = resolve_device(args)
     prepare_decoding(device)
     with autocast(device, args.precision):
-        settings = tune_checkpoint(args.checkpoint, device, args.split, args.sentences, args.beam, args.candidates,
-                                   progress=lambda line: print(f"translate-tune: {line}", file=sys.stderr),
-                                   write=not args.dry_run)
+        settings = tune_checkpoint(
+            args.checkpoint,
+            device,
+            args.split,
+            args.sentences,
+            args.beam,
+            args.candidates,
+            progress=lambda line: print(f"translate-tune: {line}", file=sys.stderr),
+            write=not args.dry_run,
+        )
     print(report(settings))
     if not args.dry_run:
-        print(f"translate-tune: {args.checkpoint} now translates with beam {settings['beam']} and length penalty "
-              f"{settings['length_penalty']:.1f} unless --beam or --length-penalty says otherwise", file=sys.stderr)
+        print(
+            f"translate-tune: {args.checkpoint} now translates with beam {settings['beam']} and length penalty "
+            f"{settings['length_penalty']:.1f} unless --beam or --length-penalty says otherwise",
+            file=sys.stderr,
+        )
     return 0
 
 

@@ -50,8 +50,15 @@ class _CohortSearch:
     """What both searches share: sentences (tickets, step counts, length limits, last tokens) and
     their rows' attention caches in cohorts; `rows_per_sentence` is the beam (1 for greedy)."""
 
-    def __init__(self, model: Transformer, rows_per_sentence: int, max_len_a: float, max_len_b: int,
-                 allowed_tokens: Tensor | None, never: Sequence[int]) -> None:
+    def __init__(
+        self,
+        model: Transformer,
+        rows_per_sentence: int,
+        max_len_a: float,
+        max_len_b: int,
+        allowed_tokens: Tensor | None,
+        never: Sequence[int],
+    ) -> None:
         self.model, self.beam = model, rows_per_sentence
         self.max_len_a, self.max_len_b = max_len_a, max_len_b
         self.device = next(model.parameters()).device
@@ -64,7 +71,9 @@ class _CohortSearch:
         self.steps: list[int] = []  # per sentence, the tokens each of its rows has
         self.cohorts: list[int] = []  # sentences per self-attention segment, oldest first
         # Per decoder layer, one self- and one cross-attention segment per cohort.
-        self.cache = [{"self": {"segments": []}, "cross": {"segments": []}} for _ in self.model.decoder_layers]
+        self.cache = [
+            {"self": {"segments": []}, "cross": {"segments": []}} for _ in self.model.decoder_layers
+        ]
         self.limits = torch.empty(0, dtype=torch.long, device=self.device)
         self.last = torch.empty((0, 1), dtype=torch.long, device=self.device)
 
@@ -72,8 +81,12 @@ class _CohortSearch:
         """Cohort `cohort`'s self- or cross-attention segment in every layer."""
         return [layer[kind]["segments"][cohort] for layer in self.cache]
 
-    def _add(self, tickets: Sequence[Hashable], sources: Sequence[Sequence[int]],
-             starts: Sequence[int | None] | None) -> int:
+    def _add(
+        self,
+        tickets: Sequence[Hashable],
+        sources: Sequence[Sequence[int]],
+        starts: Sequence[int | None] | None,
+    ) -> int:
         """The sentences' encoder keys and values in a cohort (a new one, or the one that joined
         since the last step), their first tokens and limits; returns how many joined."""
         model, beam, device = self.model, self.beam, self.device
@@ -94,9 +107,17 @@ class _CohortSearch:
             while len(self.cohorts) > MAX_COHORTS:
                 self._merge_cheapest()
         first = [BOS_ID if start is None else start for start in (starts or [None] * count)]
-        self.last = torch.cat([self.last, torch.tensor(first, device=device).repeat_interleave(beam)[:, None]])
-        self.limits = torch.cat([self.limits, max_output_lengths(src_ids, self.max_len_a, self.max_len_b,
-                                                                 model.cfg.max_positions)])
+        self.last = torch.cat(
+            [self.last, torch.tensor(first, device=device).repeat_interleave(beam)[:, None]]
+        )
+        self.limits = torch.cat(
+            [
+                self.limits,
+                max_output_lengths(
+                    src_ids, self.max_len_a, self.max_len_b, model.cfg.max_positions
+                ),
+            ]
+        )
         self.tickets += list(tickets)
         self.steps += [0] * count
         return count
@@ -104,8 +125,13 @@ class _CohortSearch:
     def _merge_cheapest(self) -> None:
         """Two neighbouring cohorts as one: the pair whose younger rows gain the fewest padded
         cache positions (masked) by taking the older one's width."""
-        widths = [segment["k"].shape[2] if "k" in segment else 0 for segment in self.cache[0]["self"]["segments"]]
-        added = [self.cohorts[i + 1] * (widths[i] - widths[i + 1]) for i in range(len(self.cohorts) - 1)]
+        widths = [
+            segment["k"].shape[2] if "k" in segment else 0
+            for segment in self.cache[0]["self"]["segments"]
+        ]
+        added = [
+            self.cohorts[i + 1] * (widths[i] - widths[i + 1]) for i in range(len(self.cohorts) - 1)
+        ]
         i = added.index(min(added))
         for layer in self.cache:
             segments = layer["self"]["segments"]
@@ -113,13 +139,19 @@ class _CohortSearch:
             for name in ("k", "v"):
                 parts = []
                 for segment in (older, younger):
-                    if name not in segment:  # a cohort that joined at this step has no cached steps yet
+                    if (
+                        name not in segment
+                    ):  # a cohort that joined at this step has no cached steps yet
                         heads, dim = older[name].shape[1], older[name].shape[3]
                         parts.append(older[name].new_zeros(segment["size"], heads, 0, dim))
                         continue
                     rows = segment.get("rows")
-                    parts.append(segment[name] if rows is None else segment[name].index_select(0, rows))
-                parts[1] = F.pad(parts[1], (0, 0, widths[i] - widths[i + 1], 0))  # aligned at the end
+                    parts.append(
+                        segment[name] if rows is None else segment[name].index_select(0, rows)
+                    )
+                parts[1] = F.pad(
+                    parts[1], (0, 0, widths[i] - widths[i + 1], 0)
+                )  # aligned at the end
                 older[name] = torch.cat(parts)
             older.pop("rows", None)
             older["size"] += younger["size"]
@@ -129,7 +161,11 @@ class _CohortSearch:
     def _decode(self) -> tuple[Tensor, Tensor]:
         """The next token's logits of every row, and each sentence's step count as a tensor."""
         steps = torch.tensor(self.steps, device=self.device)
-        offset = self.steps[0] if min(self.steps) == max(self.steps) else steps.repeat_interleave(self.beam)
+        offset = (
+            self.steps[0]
+            if min(self.steps) == max(self.steps)
+            else steps.repeat_interleave(self.beam)
+        )
         self._set_masks()
         return self.model.decode(self.last, None, None, self.cache, offset=offset)[:, -1], steps
 
@@ -139,7 +175,7 @@ class _CohortSearch:
         start = 0
         for cohort, count in enumerate(self.cohorts):
             segments = self._segments(cohort)
-            own = self.steps[start:start + count]
+            own = self.steps[start : start + count]
             start += count
             if min(own) == max(own):
                 for segment in segments:
@@ -147,7 +183,9 @@ class _CohortSearch:
                 continue
             width = segments[0]["k"].shape[2]
             row_steps = torch.tensor(own, device=self.device).repeat_interleave(self.beam)
-            mask = (torch.arange(width + 1, device=self.device) >= (width - row_steps)[:, None])[:, None, None, :]
+            mask = (torch.arange(width + 1, device=self.device) >= (width - row_steps)[:, None])[
+                :, None, None, :
+            ]
             for segment in segments:
                 segment["mask"] = mask
 
@@ -156,22 +194,35 @@ class _CohortSearch:
         the next step's append; cohorts left empty go, and columns no row of a cohort owns."""
         beam, first, cohorts, kept = self.beam, 0, [], []
         for cohort, count in enumerate(self.cohorts):
-            members = [s for s in going if first <= s < first + count]  # this cohort's sentences still searched
-            if len(members) < count:  # sentences of this cohort left: their encoder keys and values go
-                sentences = torch.tensor([s - first for s in members], dtype=torch.long, device=self.device)
+            members = [
+                s for s in going if first <= s < first + count
+            ]  # this cohort's sentences still searched
+            if (
+                len(members) < count
+            ):  # sentences of this cohort left: their encoder keys and values go
+                sentences = torch.tensor(
+                    [s - first for s in members], dtype=torch.long, device=self.device
+                )
                 for joined in self._segments(cohort, "cross"):
                     for name in ("k", "v", "mask"):
                         joined[name] = joined[name].index_select(0, sentences)
                     joined["size"] = len(members) * beam
             if members:
-                start = sum(cohorts) * beam  # the going rows of the cohorts before this one come first
-                local = rows[start:start + len(members) * beam] - first * beam
+                start = (
+                    sum(cohorts) * beam
+                )  # the going rows of the cohorts before this one come first
+                local = rows[start : start + len(members) * beam] - first * beam
                 longest = max(self.steps[s] for s in members) + 1
                 for segment in self._segments(cohort):
-                    segment["rows"] = local if "rows" not in segment else segment["rows"].index_select(0, local)
+                    segment["rows"] = (
+                        local if "rows" not in segment else segment["rows"].index_select(0, local)
+                    )
                     segment["size"] = len(members) * beam
                     if segment["k"].shape[2] > longest:
-                        segment["k"], segment["v"] = segment["k"][:, :, -longest:], segment["v"][:, :, -longest:]
+                        segment["k"], segment["v"] = (
+                            segment["k"][:, :, -longest:],
+                            segment["v"][:, :, -longest:],
+                        )
                 cohorts.append(len(members))
                 kept.append(cohort)
             first += count
@@ -194,9 +245,17 @@ class _CohortSearch:
 class ContinuousBeamSearch(_CohortSearch):
     """A running beam search over sentences that join (`add`) and leave (`step`) at any step."""
 
-    def __init__(self, model: Transformer, beam: int = 5, alpha: float = 1.0, n_best: int = 1,
-                 max_len_a: float = 1.5, max_len_b: int = 10, allowed_tokens: Tensor | None = None,
-                 never: Sequence[int] = ()) -> None:
+    def __init__(
+        self,
+        model: Transformer,
+        beam: int = 5,
+        alpha: float = 1.0,
+        n_best: int = 1,
+        max_len_a: float = 1.5,
+        max_len_b: int = 10,
+        allowed_tokens: Tensor | None = None,
+        never: Sequence[int] = (),
+    ) -> None:
         if beam < 1:
             raise ValueError(f"beam must be at least 1, got {beam}")
         if not 1 <= n_best <= beam:
@@ -205,23 +264,31 @@ class ContinuousBeamSearch(_CohortSearch):
         self.wait_for = n_best if alpha == 0 else beam  # as beam_search
         super().__init__(model, beam, max_len_a, max_len_b, allowed_tokens, never)
         # Float32 penalties by step, as beam_search's Python float becomes in a float32 division.
-        self.penalties = torch.tensor([length_penalty(step + 1, alpha) for step in range(model.cfg.max_positions)],
-                                      device=self.device)
+        self.penalties = torch.tensor(
+            [length_penalty(step + 1, alpha) for step in range(model.cfg.max_positions)],
+            device=self.device,
+        )
 
     def _reset(self) -> None:
         super()._reset()
         self.finished: list[list[Hypothesis]] = []
         self.beam_lp = torch.empty((0, self.beam), device=self.device)
         self.best_finished = torch.empty((0, self.wait_for), device=self.device)
-        self.history = torch.empty((0, 0), dtype=torch.long, device=self.device)  # aligned at the end
+        self.history = torch.empty(
+            (0, 0), dtype=torch.long, device=self.device
+        )  # aligned at the end
 
     def __len__(self) -> int:
         """Sentences being searched."""
         return len(self.tickets)
 
     @torch.inference_mode()
-    def add(self, tickets: Sequence[Hashable], sources: Sequence[Sequence[int]],
-            starts: Sequence[int | None] | None = None) -> None:
+    def add(
+        self,
+        tickets: Sequence[Hashable],
+        sources: Sequence[Sequence[int]],
+        starts: Sequence[int | None] | None = None,
+    ) -> None:
         """Sentences that join the search before its next step: source ids (with EOS, and any
         language tag the model reads), each with a ticket `step` will return it with and an
         optional first decoder token (a target-language tag) in place of BOS."""
@@ -229,12 +296,18 @@ class ContinuousBeamSearch(_CohortSearch):
             return
         count = self._add(tickets, sources, starts)
         rows = count * self.beam
-        self.history = torch.cat([self.history, self.history.new_full((rows, self.history.shape[1]), PAD_ID)])
+        self.history = torch.cat(
+            [self.history, self.history.new_full((rows, self.history.shape[1]), PAD_ID)]
+        )
         joining = torch.full((count, self.beam), float("-inf"), device=self.device)
         joining[:, 0] = 0.0
         self.beam_lp = torch.cat([self.beam_lp, joining])
-        self.best_finished = torch.cat([self.best_finished,
-                                        torch.full((count, self.wait_for), float("-inf"), device=self.device)])
+        self.best_finished = torch.cat(
+            [
+                self.best_finished,
+                torch.full((count, self.wait_for), float("-inf"), device=self.device),
+            ]
+        )
         self.finished += [[] for _ in range(count)]
 
     @torch.inference_mode()
@@ -247,27 +320,42 @@ class ContinuousBeamSearch(_CohortSearch):
         history_width = self.history.shape[1]
         logits, steps = self._decode()
         top_lp, top_beam, ends, live_lp, live_beam, live_token = extensions(
-            logits, self.beam_lp, steps + 1 >= self.limits, beam, self.blocked, self.bias)
+            logits, self.beam_lp, steps + 1 >= self.limits, beam, self.blocked, self.bias
+        )
 
         penalty = self.penalties[steps][:, None]
         ending = ends.nonzero()
         if ending.numel():
             sentence, column = ending[:, 0], ending[:, 1]
             log_probs = top_lp[sentence, column]
-            rows = self.history.index_select(0, sentence * beam + top_beam[sentence, column]).tolist()
+            rows = self.history.index_select(
+                0, sentence * beam + top_beam[sentence, column]
+            ).tolist()
             for s, ids, log_prob in zip(sentence.tolist(), rows, log_probs.tolist()):
-                tokens = ids[history_width - self.steps[s]:]
-                self.finished[s].append(Hypothesis(tokens, log_prob / length_penalty(self.steps[s] + 1, self.alpha),
-                                                   log_prob))
+                tokens = ids[history_width - self.steps[s] :]
+                self.finished[s].append(
+                    Hypothesis(
+                        tokens, log_prob / length_penalty(self.steps[s] + 1, self.alpha), log_prob
+                    )
+                )
             new_scores = torch.where(ends, top_lp / penalty, float("-inf"))
-            self.best_finished = torch.cat([self.best_finished, new_scores], dim=1).topk(self.wait_for, dim=1).values
+            self.best_finished = (
+                torch.cat([self.best_finished, new_scores], dim=1).topk(self.wait_for, dim=1).values
+            )
 
         best_live = live_lp[:, 0]
-        done = ((best_live == float("-inf")) | (best_live / penalty[:, 0] <= self.best_finished[:, -1])).tolist()
+        done = (
+            (best_live == float("-inf")) | (best_live / penalty[:, 0] <= self.best_finished[:, -1])
+        ).tolist()
         answered = []
         for s in (s for s, is_done in enumerate(done) if is_done):
             hypotheses = sorted(self.finished[s], key=lambda h: h.score, reverse=True)
-            answered.append((self.tickets[s], hypotheses[: self.n_best] or [Hypothesis([], float("-inf"), float("-inf"))]))
+            answered.append(
+                (
+                    self.tickets[s],
+                    hypotheses[: self.n_best] or [Hypothesis([], float("-inf"), float("-inf"))],
+                )
+            )
         if len(answered) == n:
             self._reset()
             return answered
@@ -283,7 +371,7 @@ class ContinuousBeamSearch(_CohortSearch):
         self.steps = [steps + 1 for steps in self.steps]
         self.last = live_token.view(-1, 1)
         self.history = torch.cat([self.history.index_select(0, rows), self.last], dim=1)
-        self.history = self.history[:, -max(self.steps):]  # columns no live row owns any more go
+        self.history = self.history[:, -max(self.steps) :]  # columns no live row owns any more go
         self.beam_lp = live_lp
         return answered
 
@@ -292,14 +380,22 @@ class ContinuousGreedySearch(_CohortSearch):
     """A running greedy search over sentences that join (`add`) and leave (`step`) at any step;
     each gets the tokens `search.greedy_search` gives it."""
 
-    def __init__(self, model: Transformer, max_len_a: float = 1.5, max_len_b: int = 10,
-                 allowed_tokens: Tensor | None = None, never: Sequence[int] = ()) -> None:
+    def __init__(
+        self,
+        model: Transformer,
+        max_len_a: float = 1.5,
+        max_len_b: int = 10,
+        allowed_tokens: Tensor | None = None,
+        never: Sequence[int] = (),
+    ) -> None:
         super().__init__(model, 1, max_len_a, max_len_b, allowed_tokens, never)
 
     def _reset(self) -> None:
         super()._reset()
         self.tokens: list[list[int]] = []  # per sentence, its output so far
-        self.done = torch.empty(0, dtype=torch.bool, device=self.device)  # answered, rows not yet dropped
+        self.done = torch.empty(
+            0, dtype=torch.bool, device=self.device
+        )  # answered, rows not yet dropped
         self.answered = 0
 
     def __len__(self) -> int:
@@ -307,8 +403,12 @@ class ContinuousGreedySearch(_CohortSearch):
         return len(self.tickets) - self.answered
 
     @torch.inference_mode()
-    def add(self, tickets: Sequence[Hashable], sources: Sequence[Sequence[int]],
-            starts: Sequence[int | None] | None = None) -> None:
+    def add(
+        self,
+        tickets: Sequence[Hashable],
+        sources: Sequence[Sequence[int]],
+        starts: Sequence[int | None] | None = None,
+    ) -> None:
         """Sentences that join before the next step, as `ContinuousBeamSearch.add`."""
         if not sources:
             return
@@ -355,9 +455,13 @@ class ContinuousGreedySearch(_CohortSearch):
 JOIN_BELOW = 0.5
 
 
-def search_joined(search: ContinuousGreedySearch | ContinuousBeamSearch,
-                  batches: Iterable[tuple[Sequence[Hashable], Sequence[Sequence[int]]]], batch_tokens: int,
-                  start: int | None = None, join_below: float = JOIN_BELOW) -> Iterator[tuple[Hashable, list]]:
+def search_joined(
+    search: ContinuousGreedySearch | ContinuousBeamSearch,
+    batches: Iterable[tuple[Sequence[Hashable], Sequence[Sequence[int]]]],
+    batch_tokens: int,
+    start: int | None = None,
+    join_below: float = JOIN_BELOW,
+) -> Iterator[tuple[Hashable, list]]:
     """Batches (tickets, source ids with EOS) searched by one running `search`: the next batch
     joins whenever the sentences being searched hold at most `join_below * batch_tokens` source
     tokens; yields (ticket, what `search.step` gives) as each sentence is done, which is what
@@ -381,8 +485,13 @@ def _join_cross(segment: dict, other: dict) -> None:
     and values padded to the longer source, the padding masked."""
     width = max(segment["k"].shape[2], other["k"].shape[2])
     for name in ("k", "v"):
-        segment[name] = torch.cat([F.pad(part[name], (0, 0, 0, width - part[name].shape[2]))
-                                   for part in (segment, other)])
-    segment["mask"] = torch.cat([F.pad(part["mask"], (0, width - part["mask"].shape[-1]), value=False)
-                                 for part in (segment, other)])
+        segment[name] = torch.cat(
+            [F.pad(part[name], (0, 0, 0, width - part[name].shape[2])) for part in (segment, other)]
+        )
+    segment["mask"] = torch.cat(
+        [
+            F.pad(part["mask"], (0, width - part["mask"].shape[-1]), value=False)
+            for part in (segment, other)
+        ]
+    )
     segment["size"] += other["size"]

@@ -20,4 +20,8 @@ def autocast(device: str, precision: str) -> contextlib.AbstractContextManager:
     import torch
 
     dtype = {"bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}.get(precision)
-    return contextlib.nullcontext() if dtype is None else torch.autocast(device_type=device, dtype=dtype)
+    return (
+        contextlib.nullcontext()
+        if dtype is None
+        else torch.autocast(device_type=device, dtype=dtype)
+    )

@@ -36,34 +36,47 @@ class Direction:
 _zero_shot_warned: set[tuple[str | None, str, str]] = set()  # (checkpoint, source, target)
 
 
-def direction_for(translator: Translator, target_lang: str | None, source_lang: str | None = None) -> Direction:
+def direction_for(
+    translator: Translator, target_lang: str | None, source_lang: str | None = None
+) -> Direction:
     """The tag settings that make `translator` write `target_lang`; a UsageError for a language
     it does not know. A direction it was not trained on (zero-shot) is allowed, said once."""
     tags = translator.vocab.target.tag_ids()
     if not translator.multilingual():
         trained = translator.languages()
         if target_lang is not None and trained and target_lang != trained[1]:
-            raise UsageError(f"--target-lang {target_lang}: {translator.path} translates "
-                             f"{trained[0]}→{trained[1]} only")
+            raise UsageError(
+                f"--target-lang {target_lang}: {translator.path} translates "
+                f"{trained[0]}→{trained[1]} only"
+            )
         return Direction([], None, [], None)
     known = translator.target_languages()
     if target_lang is None:
         if len(known) > 1:
-            raise UsageError(f"{translator.path} is a many-to-many model: choose the output language "
-                             f"with --target-lang (one of {', '.join(known)})")
+            raise UsageError(
+                f"{translator.path} is a many-to-many model: choose the output language "
+                f"with --target-lang (one of {', '.join(known)})"
+            )
         target_lang = known[0]
     if target_lang not in tags:
-        raise UsageError(f"--target-lang {target_lang}: {translator.path} knows the target languages "
-                         f"{', '.join(known)} (no tag {language_tag(target_lang)} in its vocabulary)")
+        raise UsageError(
+            f"--target-lang {target_lang}: {translator.path} knows the target languages "
+            f"{', '.join(known)} (no tag {language_tag(target_lang)} in its vocabulary)"
+        )
     directions = translator.directions()
     if source_lang is not None and (source_lang, target_lang) not in directions:
         if (translator.path, source_lang, target_lang) not in _zero_shot_warned:
             _zero_shot_warned.add((translator.path, source_lang, target_lang))
-            print(f"warning: {translator.path} was not trained on {source_lang}→{target_lang}: "
-                  "translating zero-shot", file=sys.stderr)
+            print(
+                f"warning: {translator.path} was not trained on {source_lang}→{target_lang}: "
+                "translating zero-shot",
+                file=sys.stderr,
+            )
     tag = tags[target_lang]
     at_source = translator.tag_position() == "source"
-    return Direction([tag] if at_source else [], None if at_source else tag, sorted(tags.values()), target_lang)
+    return Direction(
+        [tag] if at_source else [], None if at_source else tag, sorted(tags.values()), target_lang
+    )
 
 
 @dataclass
@@ -92,7 +105,9 @@ def length_batches(lengths: list[int], batch_tokens: int) -> list[list[int]]:
     while start < len(order):
         longest = lengths[order[start]] + 1
         end = start + 1
-        while end < len(order) and (lengths[order[end]] + 1) * (end - start + 1) <= max(batch_tokens, longest):
+        while end < len(order) and (lengths[order[end]] + 1) * (end - start + 1) <= max(
+            batch_tokens, longest
+        ):
             end += 1
         batches.append(order[start:end])
         start = end
@@ -117,8 +132,11 @@ def split_long(ids: list[int], limit: int, pieces: Sequence[str]) -> list[list[i
     """
     if limit < 1:
         raise ValueError(f"the segment limit must be at least 1 token, got {limit}")
-    cuts = [i for i in range(1, len(ids))
-            if pieces[ids[i]].startswith(WORD_START) and _ends_sentence(ids, i, pieces)]
+    cuts = [
+        i
+        for i in range(1, len(ids))
+        if pieces[ids[i]].startswith(WORD_START) and _ends_sentence(ids, i, pieces)
+    ]
     segments = []
     for start, end in zip([0, *cuts], [*cuts, len(ids)]):
         while end - start > limit:
@@ -148,9 +166,11 @@ def _join(parts: list[Found]) -> Found:
     greedy search gives, stays None)."""
     tokens = [token for part_tokens, _, _ in parts for token in part_tokens]
     scores, log_probs = [p[1] for p in parts], [p[2] for p in parts]
-    return (tokens,
-            None if None in scores else sum(scores),
-            None if None in log_probs else sum(log_probs))
+    return (
+        tokens,
+        None if None in scores else sum(scores),
+        None if None in log_probs else sum(log_probs),
+    )
 
 
 def translate_nbest(
@@ -196,7 +216,11 @@ def translate_nbest(
     max_len_a, max_len_b = output_length_rule(translator, max_len_a, max_len_b)
     direction = direction_for(translator, target_lang, source_lang)
     device = next(model.parameters()).device
-    allowed = translator.target_token_mask(direction.target_lang).to(device) if restrict_to_target else None
+    allowed = (
+        translator.target_token_mask(direction.target_lang).to(device)
+        if restrict_to_target
+        else None
+    )
     units, owners = source_units(translator, lines, direction, max_input_tokens, first_line)
     found: list[list[Found]] = [[([], 0.0, 0.0)] for _ in units]  # an empty unit is not decoded
     batches = length_batches([len(ids) for ids in units], batch_tokens)
@@ -216,55 +240,84 @@ def translate_nbest(
     if beam == 1:
         search = ContinuousGreedySearch(model, max_len_a, max_len_b, allowed, direction.never)
     else:
-        search = ContinuousBeamSearch(model, beam, length_penalty, n_best, max_len_a, max_len_b, allowed,
-                                      direction.never)
-    sources = ((batch, [direction.prefix + units[i] + [EOS_ID] for i in batch]) for batch in reversed(batches))
+        search = ContinuousBeamSearch(
+            model, beam, length_penalty, n_best, max_len_a, max_len_b, allowed, direction.never
+        )
+    sources = (
+        (batch, [direction.prefix + units[i] + [EOS_ID] for i in batch])
+        for batch in reversed(batches)
+    )
     for index, result in search_joined(search, sources, batch_tokens, direction.start):
-        found[index] = ([(result, None, None)] if beam == 1
-                        else [(h.tokens, h.score, h.log_prob) for h in result])
+        found[index] = (
+            [(result, None, None)]
+            if beam == 1
+            else [(h.tokens, h.score, h.log_prob) for h in result]
+        )
         if progress:
             progress(decoded(index))
     return join_units(translator, len(lines), owners, found, n_best)
 
 
-def output_length_rule(translator: Translator, max_len_a: float | None = None,
-                       max_len_b: int | None = None) -> tuple[float, int]:
+def output_length_rule(
+    translator: Translator, max_len_a: float | None = None, max_len_b: int | None = None
+) -> tuple[float, int]:
     """(a, b) of the `a * source_length + b` output limit: the given ones, else the run config's."""
     config = translator.training_config
-    return (config.get("max_len_a", 1.5) if max_len_a is None else max_len_a,
-            config.get("max_len_b", 10) if max_len_b is None else max_len_b)
+    return (
+        config.get("max_len_a", 1.5) if max_len_a is None else max_len_a,
+        config.get("max_len_b", 10) if max_len_b is None else max_len_b,
+    )
 
 
-def source_units(translator: Translator, lines: list[str], direction: Direction,
-                 max_input_tokens: int | None = None, first_line: int = 1) -> tuple[list[list[int]], list[int]]:
+def source_units(
+    translator: Translator,
+    lines: list[str],
+    direction: Direction,
+    max_input_tokens: int | None = None,
+    first_line: int = 1,
+) -> tuple[list[list[int]], list[int]]:
     """The units decoded, each line's ids (none for a blank line) or the segments of an over-long
     one (`split_long`, with a warning), and the index of the line each unit belongs to."""
     vocab = translator.vocab
-    limit = min(max_input_tokens or translator.trained_max_length() or math.inf,
-                translator.model.cfg.max_positions - 1 - len(direction.prefix))
+    limit = min(
+        max_input_tokens or translator.trained_max_length() or math.inf,
+        translator.model.cfg.max_positions - 1 - len(direction.prefix),
+    )
     units, owners, pieces = [], [], None
     texts = ["" if is_blank(line) else line for line in lines]
     for number, ids in enumerate(vocab.source.encode(texts), start=first_line):
         segments = [ids]
         if len(ids) > limit:
-            pieces = pieces or [vocab.source.processor.id_to_piece(i) for i in range(len(vocab.source))]
+            pieces = pieces or [
+                vocab.source.processor.id_to_piece(i) for i in range(len(vocab.source))
+            ]
             segments = split_long(ids, limit, pieces)
-            print(f"warning: line {number} has {len(ids)} tokens, more than the {limit} the model was "
-                  f"trained on or can read; translating it in {len(segments)} segments", file=sys.stderr)
+            print(
+                f"warning: line {number} has {len(ids)} tokens, more than the {limit} the model was "
+                f"trained on or can read; translating it in {len(segments)} segments",
+                file=sys.stderr,
+            )
         units += segments
         owners += [number - first_line] * len(segments)
     return units, owners
 
 
-def join_units(translator: Translator, line_count: int, owners: list[int], found: list[list[Found]],
-               n_best: int = 1) -> list[list[Translation]]:
+def join_units(
+    translator: Translator,
+    line_count: int,
+    owners: list[int],
+    found: list[list[Found]],
+    n_best: int = 1,
+) -> list[list[Translation]]:
     """Each line's n-best list from its units' hypotheses (`found`, in `owners` order): segments
     joined (`_join`), detokenized; lists the search could not fill padded with empty entries."""
     unfilled = ([], float("-inf"), float("-inf"))  # beyond what the search space held
     per_line: list[list[list[Found]]] = [[] for _ in range(line_count)]
     for owner, entries in zip(owners, found):
         per_line[owner].append(entries + [unfilled] * (n_best - len(entries)))
-    joined = [_join([segment[k] for segment in segments]) for segments in per_line for k in range(n_best)]
+    joined = [
+        _join([segment[k] for segment in segments]) for segments in per_line for k in range(n_best)
+    ]
     texts = translator.vocab.target.decode([tokens for tokens, _, _ in joined])
     flat = [Translation(text, score, log_prob) for text, (_, score, log_prob) in zip(texts, joined)]
     return [flat[i * n_best : (i + 1) * n_best] for i in range(line_count)]
@@ -292,7 +345,18 @@ def translate_lines(
     `translate_nbest` for the settings, and for the scores.
     """
     nbest = translate_nbest(
-        translator, lines, batch_tokens, max_len_a, max_len_b, max_input_tokens, progress,
-        beam, length_penalty, n_best, restrict_to_target, target_lang=target_lang, source_lang=source_lang,
+        translator,
+        lines,
+        batch_tokens,
+        max_len_a,
+        max_len_b,
+        max_input_tokens,
+        progress,
+        beam,
+        length_penalty,
+        n_best,
+        restrict_to_target,
+        target_lang=target_lang,
+        source_lang=source_lang,
     )
     return [entry.text for entries in nbest for entry in entries]

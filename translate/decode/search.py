@@ -44,7 +44,9 @@ def length_penalty(length: int, alpha: float) -> float:
     return ((5.0 + length) / 6.0) ** alpha
 
 
-def token_bias(allowed_tokens: Tensor | None, vocab_size: int, device: torch.device) -> Tensor | None:
+def token_bias(
+    allowed_tokens: Tensor | None, vocab_size: int, device: torch.device
+) -> Tensor | None:
     """Added to every step's scores: 0 where `allowed_tokens` (a bool over the target
     vocabulary, which must allow EOS) is True, -inf where it is False; None without it."""
     if allowed_tokens is None:
@@ -75,7 +77,9 @@ def select_rows(cache: list[dict], rows: Tensor, sentences: Tensor | None) -> No
             index = sentences if name == "cross" else rows
             if index is None:
                 continue
-            if name == "self" and "k" in part:  # applied with the next step's append (model.append_steps)
+            if (
+                name == "self" and "k" in part
+            ):  # applied with the next step's append (model.append_steps)
                 part["rows"] = index if "rows" not in part else part["rows"].index_select(0, index)
                 continue
             for key, value in part.items():
@@ -100,7 +104,9 @@ def length_groups(lengths: list[int], call_tokens: int = ENCODE_CALL_TOKENS) -> 
     # best[j]: least cost of the rows shorter than distinct[j]; their last group starts at distinct[cut[j]].
     best, cut = [0] * (len(distinct) + 1), [0] * (len(distinct) + 1)
     for j in range(1, len(distinct) + 1):
-        best[j], cut[j] = min((best[i] + call_tokens + (below[j] - below[i]) * distinct[j - 1], i) for i in range(j))
+        best[j], cut[j] = min(
+            (best[i] + call_tokens + (below[j] - below[i]) * distinct[j - 1], i) for i in range(j)
+        )
     if best[-1] >= whole:
         return [list(range(len(lengths)))]
     groups, j = [], len(distinct)
@@ -115,7 +121,9 @@ def encode_by_length(model: Transformer, src_ids: Tensor, src_mask: Tensor) -> T
     """`model.encode` of a (right-padded) batch, in length groups (`length_groups`) where its
     sources differ much in length (a server's unsorted batch), so that the encoder does not
     work on padding; what a padding position holds differs (the source mask hides it)."""
-    if src_ids.device.type != "cpu":  # a GPU pads for almost nothing; one call launches fewest kernels
+    if (
+        src_ids.device.type != "cpu"
+    ):  # a GPU pads for almost nothing; one call launches fewest kernels
         return model.encode(src_ids, src_mask)
     lengths = src_mask[:, 0, 0].sum(dim=1).tolist()
     groups = length_groups(lengths)
@@ -264,7 +272,8 @@ def beam_search(
         n, k = beam_lp.shape
         logits = model.decode(last, memory, src_mask, cache, offset=step)[:, -1]
         top_lp, top_beam, ends, live_lp, live_beam, live_token = extensions(
-            logits, beam_lp, step + 1 >= limits, beam, blocked, bias)
+            logits, beam_lp, step + 1 >= limits, beam, blocked, bias
+        )
 
         penalty = length_penalty(step + 1, alpha)
         ending = ends.nonzero()
@@ -275,7 +284,9 @@ def beam_search(
             for owner, ids, log_prob in zip(active[sentence].tolist(), tokens, log_probs.tolist()):
                 finished[owner].append(Hypothesis(ids, log_prob / penalty, log_prob))
             new_scores = torch.where(ends, top_lp / penalty, float("-inf"))
-            best_finished = torch.cat([best_finished, new_scores], dim=1).topk(wait_for, dim=1).values
+            best_finished = (
+                torch.cat([best_finished, new_scores], dim=1).topk(wait_for, dim=1).values
+            )
 
         # Done: no live hypothesis, or `wait_for` finished ones that the best live cannot beat.
         best_live = live_lp[:, 0]
@@ -304,7 +315,9 @@ def beam_search(
     return results
 
 
-def next_tokens(logits: Tensor, blocked: Sequence[int], bias: Tensor | None, at_limit: Tensor) -> Tensor:
+def next_tokens(
+    logits: Tensor, blocked: Sequence[int], bias: Tensor | None, at_limit: Tensor
+) -> Tensor:
     """One greedy step's choice for each row (see `greedy_search`): the best token of `logits`
     ((rows, vocab) at this step; changed in place) once the `blocked` ids and the `bias` of
     `allowed_tokens` are applied; EOS for the rows `at_limit` (bool, (rows,))."""
@@ -313,8 +326,14 @@ def next_tokens(logits: Tensor, blocked: Sequence[int], bias: Tensor | None, at_
     return token.masked_fill(at_limit, EOS_ID)
 
 
-def extensions(logits: Tensor, beam_lp: Tensor, at_limit: Tensor, beam: int, blocked: Sequence[int],
-               bias: Tensor | None) -> tuple[Tensor, ...]:
+def extensions(
+    logits: Tensor,
+    beam_lp: Tensor,
+    at_limit: Tensor,
+    beam: int,
+    blocked: Sequence[int],
+    bias: Tensor | None,
+) -> tuple[Tensor, ...]:
     """One beam-search step's choice for each sentence (see `beam_search`). Of the extensions of
     its `k` live hypotheses (`logits`: (n * k, vocab) at this step; `beam_lp`: (n, k) their
     log-probabilities), the best `2 * beam` by total log-probability: `top_lp`, and `top_beam`,
@@ -362,18 +381,27 @@ def best_candidates(scores: Tensor, width: int) -> tuple[Tensor, Tensor]:
     another order."""
     rows, count = scores.shape
     per_group = count // TOPK_GROUPS
-    if (count < GROUPED_TOPK_MIN_SCORES or per_group < 2 or width * 2 > TOPK_GROUPS or not scores.is_cpu
-            or not scores.is_contiguous()):
+    if (
+        count < GROUPED_TOPK_MIN_SCORES
+        or per_group < 2
+        or width * 2 > TOPK_GROUPS
+        or not scores.is_cpu
+        or not scores.is_contiguous()
+    ):
         return scores.topk(width, dim=1)
     grouped = count - count % TOPK_GROUPS
-    body = scores[:, :grouped].view(rows, per_group, TOPK_GROUPS)  # (row, j, group): score j * groups + group
+    body = scores[:, :grouped].view(
+        rows, per_group, TOPK_GROUPS
+    )  # (row, j, group): score j * groups + group
     groups = body.amax(dim=1).topk(width, dim=1).indices  # (rows, width)
     picked = body.gather(2, groups[:, None, :].expand(rows, per_group, width)).reshape(rows, -1)
     positions = torch.arange(per_group, device=scores.device)[:, None] * TOPK_GROUPS
     index = (positions + groups[:, None, :]).reshape(rows, -1)
     if grouped < count:  # the last `count % TOPK_GROUPS` scores are ranked with them
         picked = torch.cat([picked, scores[:, grouped:]], dim=1)
-        index = torch.cat([index, torch.arange(grouped, count, device=scores.device).expand(rows, -1)], dim=1)
+        index = torch.cat(
+            [index, torch.arange(grouped, count, device=scores.device).expand(rows, -1)], dim=1
+        )
     values, where = picked.topk(width, dim=1)
     return values, index.gather(1, where)
 
@@ -396,7 +424,9 @@ def best_tokens(scores: Tensor) -> Tensor:
     if whole < count:  # the last, shorter group
         maxima = torch.cat([maxima, scores[:, whole:].amax(dim=1, keepdim=True)], dim=1)
     first = maxima.argmax(dim=1) * ARGMAX_GROUP
-    index = (first[:, None] + torch.arange(ARGMAX_GROUP, device=scores.device)).clamp_(max=count - 1)
+    index = (first[:, None] + torch.arange(ARGMAX_GROUP, device=scores.device)).clamp_(
+        max=count - 1
+    )
     return first + scores.gather(1, index).argmax(dim=1)
 
 

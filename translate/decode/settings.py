@@ -12,9 +12,14 @@ def search_settings_error(args: argparse.Namespace) -> str | None:
     """What is wrong with the parsed search settings, or None (checked before any work)."""
     if args.beam is not None and args.beam < 1:
         return f"--beam must be at least 1, got {args.beam}"
-    if args.length_penalty is not None and not LENGTH_PENALTY_RANGE[0] <= args.length_penalty <= LENGTH_PENALTY_RANGE[1]:
-        return (f"--length-penalty must be between {LENGTH_PENALTY_RANGE[0]:g} and {LENGTH_PENALTY_RANGE[1]:g}, "
-                f"got {args.length_penalty}")
+    if (
+        args.length_penalty is not None
+        and not LENGTH_PENALTY_RANGE[0] <= args.length_penalty <= LENGTH_PENALTY_RANGE[1]
+    ):
+        return (
+            f"--length-penalty must be between {LENGTH_PENALTY_RANGE[0]:g} and {LENGTH_PENALTY_RANGE[1]:g}, "
+            f"got {args.length_penalty}"
+        )
     if args.batch_tokens < 1:
         return f"--batch-tokens must be at least 1, got {args.batch_tokens}"
     if args.max_input_tokens is not None and args.max_input_tokens < 1:

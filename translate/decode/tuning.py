@@ -26,12 +26,23 @@ def score(translator: Translator, jobs: list, beam: int, alpha: float, batch_tok
     rows = []
     for (source_lang, target_lang), sources, references in jobs:
         target = target_lang if translator.multilingual() else None
-        hypotheses = translate_lines(translator, sources, batch_tokens, beam=beam, length_penalty=alpha,
-                                     target_lang=target, source_lang=source_lang if target else None)
+        hypotheses = translate_lines(
+            translator,
+            sources,
+            batch_tokens,
+            beam=beam,
+            length_penalty=alpha,
+            target_lang=target,
+            source_lang=source_lang if target else None,
+        )
         rows.append(corpus_scores(hypotheses, references, target_lang=target_lang))
-    return {"beam": beam, "length_penalty": alpha,
-            "bleu": statistics.mean(r.bleu for r in rows), "chrf": statistics.mean(r.chrf for r in rows),
-            "brevity_penalty": statistics.mean(r.brevity_penalty for r in rows)}
+    return {
+        "beam": beam,
+        "length_penalty": alpha,
+        "bleu": statistics.mean(r.bleu for r in rows),
+        "chrf": statistics.mean(r.chrf for r in rows),
+        "brevity_penalty": statistics.mean(r.brevity_penalty for r in rows),
+    }
 
 
 def tune_length_penalty(
@@ -50,12 +61,22 @@ def tune_length_penalty(
         tried.append(score(translator, jobs, beam, alpha, batch_tokens))
         if progress:
             row = tried[-1]
-            progress(f"alpha {alpha:.1f}: BLEU {row['bleu']:.2f}, chrF {row['chrf']:.2f}, BP {row['brevity_penalty']:.3f}")
+            progress(
+                f"alpha {alpha:.1f}: BLEU {row['bleu']:.2f}, chrF {row['chrf']:.2f}, BP {row['brevity_penalty']:.3f}"
+            )
     long_enough = [row for row in tried if row["brevity_penalty"] >= MIN_BREVITY_PENALTY]
-    best = (max(long_enough, key=lambda row: (row["bleu"], row["chrf"])) if long_enough
-            else max(tried, key=lambda row: row["brevity_penalty"]))
-    return {"beam": beam, "length_penalty": best["length_penalty"], "greedy": greedy, "candidates": tried,
-            "sentences": sum(len(sources) for _, sources, _ in jobs)}
+    best = (
+        max(long_enough, key=lambda row: (row["bleu"], row["chrf"]))
+        if long_enough
+        else max(tried, key=lambda row: row["brevity_penalty"])
+    )
+    return {
+        "beam": beam,
+        "length_penalty": best["length_penalty"],
+        "greedy": greedy,
+        "candidates": tried,
+        "sentences": sum(len(sources) for _, sources, _ in jobs),
+    }
 
 
 def dev_jobs(translator: Translator, split: str = "dev", sentences: int | None = 300) -> list:
@@ -67,16 +88,24 @@ def dev_jobs(translator: Translator, split: str = "dev", sentences: int | None =
     return jobs
 
 
-def tune_checkpoint(path, device, split: str = "dev", sentences: int | None = 300, beam: int = 5,
-                    candidates: Sequence[float] = CANDIDATES, progress: Callable[[str], None] | None = None,
-                    write: bool = True) -> dict:
+def tune_checkpoint(
+    path,
+    device,
+    split: str = "dev",
+    sentences: int | None = 300,
+    beam: int = 5,
+    candidates: Sequence[float] = CANDIDATES,
+    progress: Callable[[str], None] | None = None,
+    write: bool = True,
+) -> dict:
     """Load the checkpoint at `path`, tune its length penalty on `split` and (with `write`) store
     the result in it: what translate-tune and the end of translate-train fit do."""
     from translate.model.checkpoint import load_translator
 
     translator = load_translator(path, device)
-    settings = tune_length_penalty(translator, dev_jobs(translator, split, sentences), beam, candidates,
-                                   progress=progress)
+    settings = tune_length_penalty(
+        translator, dev_jobs(translator, split, sentences), beam, candidates, progress=progress
+    )
     if write:
         store(path, settings)
     return settings
@@ -97,10 +126,17 @@ def store(path, settings: dict) -> None:
 
 def report(settings: dict) -> str:
     greedy = settings["greedy"]
-    lines = [f"dev: {settings['sentences']:,} sentences", "", "| search | BLEU | chrF | BP |", "|---|---:|---:|---:|",
-             f"| greedy | {greedy['bleu']:.2f} | {greedy['chrf']:.2f} | {greedy['brevity_penalty']:.3f} |"]
+    lines = [
+        f"dev: {settings['sentences']:,} sentences",
+        "",
+        "| search | BLEU | chrF | BP |",
+        "|---|---:|---:|---:|",
+        f"| greedy | {greedy['bleu']:.2f} | {greedy['chrf']:.2f} | {greedy['brevity_penalty']:.3f} |",
+    ]
     for row in settings["candidates"]:
         chosen = " (chosen)" if row["length_penalty"] == settings["length_penalty"] else ""
-        lines.append(f"| beam {row['beam']}, alpha {row['length_penalty']:.1f}{chosen} | {row['bleu']:.2f} | "
-                     f"{row['chrf']:.2f} | {row['brevity_penalty']:.3f} |")
+        lines.append(
+            f"| beam {row['beam']}, alpha {row['length_penalty']:.1f}{chosen} | {row['bleu']:.2f} | "
+            f"{row['chrf']:.2f} | {row['brevity_penalty']:.3f} |"
+        )
     return "\n".join(lines)

@@ -94,7 +94,9 @@ def huggingface_architecture(model: Transformer) -> str:
     refuse_sharing_variants(model, "a Hugging Face transformers model")
     cfg = model.cfg
     if cfg.d_model % 2:
-        raise ExportError(f"d_model={cfg.d_model} is odd; sinusoidal positions need an even d_model")
+        raise ExportError(
+            f"d_model={cfg.d_model} is odd; sinusoidal positions need an even d_model"
+        )
     if not cfg.norm_first:
         return "MarianMTModel"
     if not TIE_MODES[cfg.tie_embeddings]["src_tgt"]:
@@ -264,7 +266,8 @@ def save_huggingface(hf_model, directory: Path) -> None:
             skip |= {"model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight"}
     tensors = {
         name: value.detach().clone().contiguous()
-        for name, value in hf_model.state_dict().items() if name not in skip
+        for name, value in hf_model.state_dict().items()
+        if name not in skip
     }
     save_file(tensors, str(directory / "model.safetensors"), metadata={"format": "pt"})
 
@@ -303,7 +306,9 @@ def _write_tokenizer(vocab: Vocabularies, directory: Path, max_positions: int) -
 
     (directory / "source.spm").write_bytes(vocab.source.model_bytes)
     (directory / "target.spm").write_bytes(vocab.target.model_bytes)
-    (directory / "vocab.json").write_text(json.dumps(pieces(vocab.source), ensure_ascii=False, indent=0))
+    (directory / "vocab.json").write_text(
+        json.dumps(pieces(vocab.source), ensure_ascii=False, indent=0)
+    )
     extra = {}
     if not vocab.joint:
         (directory / "target_vocab.json").write_text(
@@ -329,7 +334,9 @@ def _prepare_output(out_dir: Path, overwrite: bool) -> None:
     if out_dir.exists() and not out_dir.is_dir():
         raise ExportError(f"{out_dir} exists and is not a directory")
     if out_dir.is_dir() and any(out_dir.iterdir()) and not overwrite:
-        raise ExportError(f"{out_dir} exists and is not empty; pass overwrite=True (--overwrite) to replace it")
+        raise ExportError(
+            f"{out_dir} exists and is not empty; pass overwrite=True (--overwrite) to replace it"
+        )
 
 
 def _publish(tmp: Path, out_dir: Path) -> None:
@@ -353,7 +360,9 @@ def _publish(tmp: Path, out_dir: Path) -> None:
         shutil.rmtree(old)
 
 
-def export_huggingface(checkpoint_path: str | Path, out_dir: str | Path, overwrite: bool = False) -> Path:
+def export_huggingface(
+    checkpoint_path: str | Path, out_dir: str | Path, overwrite: bool = False
+) -> Path:
     """Write `checkpoint_path` as a transformers model directory at `out_dir`; returns `out_dir`.
 
     The directory holds `model.safetensors`, `config.json`, `generation_config.json` (greedy,
@@ -375,7 +384,9 @@ def export_huggingface(checkpoint_path: str | Path, out_dir: str | Path, overwri
         save_huggingface(hf_model, tmp)
         _write_tokenizer(translator.vocab, tmp, model.cfg.max_positions)
         # What users will load, checked against ours before it is published.
-        check_same_logits(model, transformers.AutoModelForSeq2SeqLM.from_pretrained(str(tmp)).eval())
+        check_same_logits(
+            model, transformers.AutoModelForSeq2SeqLM.from_pretrained(str(tmp)).eval()
+        )
         _prepare_output(out_dir, overwrite)  # nobody filled it meanwhile
         _publish(tmp, out_dir)
     except BaseException:
@@ -411,8 +422,10 @@ def ctranslate2_spec(model: Transformer, vocab: Vocabularies):
 
     cfg = model.cfg
     spec = transformer_spec.TransformerSpec.from_config(
-        (cfg.encoder_layers, cfg.decoder_layers), cfg.heads,
-        pre_norm=cfg.norm_first, activation=common_spec.Activation.RELU,
+        (cfg.encoder_layers, cfg.decoder_layers),
+        cfg.heads,
+        pre_norm=cfg.norm_first,
+        activation=common_spec.Activation.RELU,
     )
 
     def tensor(value: Tensor) -> Tensor:
@@ -480,7 +493,9 @@ def ctranslate2_spec(model: Transformer, vocab: Vocabularies):
 
 
 def export_ctranslate2(
-    checkpoint_path: str | Path, out_dir: str | Path, overwrite: bool = False,
+    checkpoint_path: str | Path,
+    out_dir: str | Path,
+    overwrite: bool = False,
     quantization: str | None = None,
 ) -> Path:
     """Write `checkpoint_path` as a CTranslate2 model directory at `out_dir`; returns `out_dir`.

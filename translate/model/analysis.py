@@ -107,7 +107,9 @@ def bigram_mrr(scores: Tensor, bigrams: Bigrams) -> float:
     reciprocal = torch.empty(len(rows), dtype=torch.float64)
     for start in range(0, len(rows), 1024):
         chunk = slice(start, start + 1024)
-        row_scores = scores[rows[chunk]] if scores.shape[0] > 1 else scores.expand(len(rows[chunk]), -1)
+        row_scores = (
+            scores[rows[chunk]] if scores.shape[0] > 1 else scores.expand(len(rows[chunk]), -1)
+        )
         row_scores = row_scores.double().clone()
         row_scores[:, [PAD_ID, BOS_ID]] = float("-inf")
         target = row_scores.gather(1, best[chunk, None])

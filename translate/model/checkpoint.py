@@ -39,16 +39,22 @@ class Translator:
     path: str | None = None
     target_tokens_by_language: dict[str, list[int]] | None = None  # the same, per target language
     search: dict | None = None  # the search settings tuned for this model (translate-tune)
-    _data: tuple[str | None, dict] | None = field(default=None, init=False, repr=False, compare=False)
+    _data: tuple[str | None, dict] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     def search_defaults(self) -> dict:
         """Beam size and length penalty to translate with where no flag says otherwise: those
         tuned on the dev set and stored in the checkpoint, else beam 5 and GNMT alpha 1.0."""
         tuned = self.search or {}
-        return {"beam": int(tuned.get("beam", DEFAULT_BEAM)),
-                "length_penalty": float(tuned.get("length_penalty", DEFAULT_LENGTH_PENALTY))}
+        return {
+            "beam": int(tuned.get("beam", DEFAULT_BEAM)),
+            "length_penalty": float(tuned.get("length_penalty", DEFAULT_LENGTH_PENALTY)),
+        }
 
-    def corpus_split(self, split: str | None, direction: tuple[str, str]) -> tuple[list[str], list[str], str]:
+    def corpus_split(
+        self, split: str | None, direction: tuple[str, str]
+    ) -> tuple[list[str], list[str], str]:
         """Source and reference lines of one direction of a split of the corpus the model was
         trained on, and their description; an error naming the checkpoint where that corpus is
         not at hand."""
@@ -56,15 +62,23 @@ class Translator:
 
         data = self.data_settings()
         name = data.get(f"{split or 'test'}_split") or split or "test"
-        own = {tuple(d[:2]): d[2] for d in data.get("directions") or [] if len(d) > 2}  # a direction's own corpus
+        own = {
+            tuple(d[:2]): d[2] for d in data.get("directions") or [] if len(d) > 2
+        }  # a direction's own corpus
         corpus = own.get(tuple(direction)) or data.get("corpus_dir") or BUNDLED_CORPUS
         try:
-            pairs = read_split(corpus, name, *direction, data.get("corpus_format") or "text", data.get("hf_config"))
+            pairs = read_split(
+                corpus, name, *direction, data.get("corpus_format") or "text", data.get("hf_config")
+            )
         except UsageError as error:
-            raise UsageError(f"{error} ({self.path} was trained on this corpus; give --source and "
-                             "--reference to score other text)") from None
+            raise UsageError(
+                f"{error} ({self.path} was trained on this corpus; give --source and "
+                "--reference to score other text)"
+            ) from None
         if not pairs:
-            raise UsageError(f"split '{name}' of {corpus} has no {direction[0]}→{direction[1]} pairs")
+            raise UsageError(
+                f"split '{name}' of {corpus} has no {direction[0]}→{direction[1]} pairs"
+            )
         description = f"{direction[0]}→{direction[1]}, split '{name}' of {corpus}"
         return [src for src, _ in pairs], [tgt for _, tgt in pairs], description
 
@@ -101,8 +115,9 @@ class Translator:
         return [self.languages()] if self.languages() else []
 
     def multilingual(self) -> bool:
-        return bool(self.vocab.target.tag_ids()) and bool(self.data_settings().get("directions")
-                                                            or self.data_settings().get("languages"))
+        return bool(self.vocab.target.tag_ids()) and bool(
+            self.data_settings().get("directions") or self.data_settings().get("languages")
+        )
 
     def tag_position(self) -> str:
         """Where a many-to-many model reads its target-language tag: "source" or "decoder"."""
@@ -175,8 +190,9 @@ def read_checkpoint(path: str | Path, mmap: bool = False) -> dict:
     return checkpoint
 
 
-def load_translator(path: str | Path, device: str | torch.device = "cpu", pack: bool = True,
-                    quantize: str = "none") -> Translator:
+def load_translator(
+    path: str | Path, device: str | torch.device = "cpu", pack: bool = True, quantize: str = "none"
+) -> Translator:
     """A checkpoint ready to decode on `device`: weights checked against the vocabulary, the
     model in eval mode and, on the CPU with `pack`, its linear layers packed for speed
     (`translate.model.packing`; the same results, 1e-5), or with `quantize="int8"` made int8
@@ -184,7 +200,10 @@ def load_translator(path: str | Path, device: str | torch.device = "cpu", pack: 
     checkpoint = read_checkpoint(path)
     artifact = checkpoint[ARTIFACT_KEY]
     vocab = Vocabularies.from_state(artifact["vocab"])
-    if (len(vocab.source), len(vocab.target)) != (artifact["src_vocab_size"], artifact["tgt_vocab_size"]):
+    if (len(vocab.source), len(vocab.target)) != (
+        artifact["src_vocab_size"],
+        artifact["tgt_vocab_size"],
+    ):
         raise CheckpointError(
             f"{path}: its SentencePiece model has {len(vocab.source)}/{len(vocab.target)} tokens "
             f"but its embeddings were built for {artifact['src_vocab_size']}/"
@@ -192,7 +211,9 @@ def load_translator(path: str | Path, device: str | torch.device = "cpu", pack: 
         )
     model = Transformer(
         ModelConfig(**artifact["model_config"]),
-        artifact["src_vocab_size"], artifact["tgt_vocab_size"], shared_vocab=vocab.joint,
+        artifact["src_vocab_size"],
+        artifact["tgt_vocab_size"],
+        shared_vocab=vocab.joint,
     )
     weights = {
         name.removeprefix("model."): value
@@ -202,7 +223,9 @@ def load_translator(path: str | Path, device: str | torch.device = "cpu", pack: 
     try:
         model.load_state_dict(weights, strict=True)
     except RuntimeError as error:
-        raise CheckpointError(f"{path}: weights do not match the saved architecture: {error}") from None
+        raise CheckpointError(
+            f"{path}: weights do not match the saved architecture: {error}"
+        ) from None
     model.to(device).eval()
     if quantize == "int8":
         model = quantize_int8(model)
@@ -211,13 +234,23 @@ def load_translator(path: str | Path, device: str | torch.device = "cpu", pack: 
     target_tokens = artifact.get("target_tokens")
     if isinstance(target_tokens, torch.Tensor):
         target_tokens = target_tokens.tolist()
-    target_tokens = [int(i) for i in target_tokens] if isinstance(target_tokens, (list, tuple)) else None
+    target_tokens = (
+        [int(i) for i in target_tokens] if isinstance(target_tokens, (list, tuple)) else None
+    )
     by_language = artifact.get("target_tokens_by_language")
-    by_language = ({str(lang): [int(i) for i in ids] for lang, ids in by_language.items()}
-                   if isinstance(by_language, dict) else None)
+    by_language = (
+        {str(lang): [int(i) for i in ids] for lang, ids in by_language.items()}
+        if isinstance(by_language, dict)
+        else None
+    )
     return Translator(
-        model, vocab, artifact.get("training_config", {}), artifact.get("run_config"),
-        target_tokens=target_tokens, path=str(path), target_tokens_by_language=by_language,
+        model,
+        vocab,
+        artifact.get("training_config", {}),
+        artifact.get("run_config"),
+        target_tokens=target_tokens,
+        path=str(path),
+        target_tokens_by_language=by_language,
         search=artifact.get(SEARCH_KEY) if isinstance(artifact.get(SEARCH_KEY), dict) else None,
     )
 
@@ -230,7 +263,9 @@ def checkpoint_step(checkpoint: dict, path: str | Path) -> int:
     """The optimizer step a Lightning checkpoint was saved at (what 'the last N' is ordered by)."""
     step = checkpoint.get("global_step")
     if not isinstance(step, int):
-        raise CheckpointError(f"{path}: no global_step recorded, so it cannot be ordered by training step")
+        raise CheckpointError(
+            f"{path}: no global_step recorded, so it cannot be ordered by training step"
+        )
     return step
 
 
@@ -243,7 +278,9 @@ def last_checkpoints(directory: str | Path, count: int) -> list[Path]:
     """
     directory = Path(directory)
     if count < 1:
-        raise CheckpointError(f"the number of checkpoints to average must be at least 1, got {count}")
+        raise CheckpointError(
+            f"the number of checkpoints to average must be at least 1, got {count}"
+        )
     if not directory.is_dir():
         raise CheckpointError(f"{directory}: no such directory")
     by_step: dict[int, Path] = {}
@@ -268,7 +305,12 @@ def _tie_groups(state_dict: dict[str, torch.Tensor]) -> dict[str, str]:
     first: dict[tuple, str] = {}
     groups = {}
     for name, value in state_dict.items():
-        identity = (value.untyped_storage().data_ptr(), value.storage_offset(), tuple(value.shape), value.stride())
+        identity = (
+            value.untyped_storage().data_ptr(),
+            value.storage_offset(),
+            tuple(value.shape),
+            value.stride(),
+        )
         groups[name] = first.setdefault(identity, name)
     return groups
 

@@ -26,7 +26,9 @@ def forward_flops(cfg: ModelConfig, tgt_vocab: int, batch: int, src_len: int, tg
         return 2 * 2 * length * d * f
 
     encoder = cfg.encoder_layers * (attention(src_len, src_len) + feed_forward(src_len))
-    decoder = cfg.decoder_layers * (attention(tgt_len, tgt_len) + attention(tgt_len, src_len) + feed_forward(tgt_len))
+    decoder = cfg.decoder_layers * (
+        attention(tgt_len, tgt_len) + attention(tgt_len, src_len) + feed_forward(tgt_len)
+    )
     adapter = 2 * tgt_len * d * d if cfg.embedding_adapter else 0
     output = 2 * tgt_len * d * tgt_vocab
     return batch * (encoder + decoder + adapter + output)

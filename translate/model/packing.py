@@ -26,8 +26,12 @@ from torch import Tensor, nn
 from translate.model.transformer import FeedForward
 
 PACK_MIN_WEIGHTS = 0
-PACK_MIN_ROWS = 12  # below, F.linear is faster on a small layer (the measured crossover is near 10 rows)
-PACK_ALWAYS_WEIGHTS = 2**18  # from this size (256 x 1024, 512 x 512) the packed path wins from one row
+PACK_MIN_ROWS = (
+    12  # below, F.linear is faster on a small layer (the measured crossover is near 10 rows)
+)
+PACK_ALWAYS_WEIGHTS = (
+    2**18
+)  # from this size (256 x 1024, 512 x 512) the packed path wins from one row
 
 
 def version(tensor: Tensor) -> int:
@@ -59,7 +63,9 @@ class PackedLinear(nn.Module):
         self.activation = activation
         # Fewer input elements than this take F.linear (see the module's docstring).
         rows = 1 if self.weight.numel() >= PACK_ALWAYS_WEIGHTS else PACK_MIN_ROWS
-        self._min_elements = rows * self.in_features  # at least one row: an empty input takes F.linear
+        self._min_elements = (
+            rows * self.in_features
+        )  # at least one row: an empty input takes F.linear
         self._pack()
 
     def _pack(self) -> None:
@@ -70,8 +76,12 @@ class PackedLinear(nn.Module):
     def _packed_path_applies(self, x: Tensor) -> bool:
         # Cheapest tests first: this runs for every layer at every decoding step.
         weight = self.weight
-        if not (x.is_cpu and weight.is_cpu and x.dtype == weight.dtype == torch.float32
-                and x.numel() >= self._min_elements):
+        if not (
+            x.is_cpu
+            and weight.is_cpu
+            and x.dtype == weight.dtype == torch.float32
+            and x.numel() >= self._min_elements
+        ):
             return False
         if torch.is_autocast_enabled("cpu"):
             return False
@@ -83,7 +93,9 @@ class PackedLinear(nn.Module):
             return F.relu(out) if self.activation == "relu" else out
         if version(self.weight) != self._packed_version:  # changed in place since packing
             self._pack()
-        return torch.ops.mkldnn._linear_pointwise(x, self._packed, self.bias, self.activation, [], "")
+        return torch.ops.mkldnn._linear_pointwise(
+            x, self._packed, self.bias, self.activation, [], ""
+        )
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, activation={self.activation}"
@@ -102,7 +114,9 @@ def pack_linear_layers(model: nn.Module, min_weights: int = PACK_MIN_WEIGHTS) ->
     if not packing_available() or model.training:
         return 0
     parameters = list(model.parameters())
-    if not parameters or any(p.device.type != "cpu" or p.dtype != torch.float32 for p in parameters):
+    if not parameters or any(
+        p.device.type != "cpu" or p.dtype != torch.float32 for p in parameters
+    ):
         return 0
     packed: dict[int, PackedLinear] = {}
     modules = list(model.modules())

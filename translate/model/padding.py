@@ -10,7 +10,9 @@ import torch
 from translate.text.vocab import PAD_ID
 
 
-def pad(sequences: Sequence[Sequence[int]], before: int | None = None, after: int | None = None) -> torch.Tensor:
+def pad(
+    sequences: Sequence[Sequence[int]], before: int | None = None, after: int | None = None
+) -> torch.Tensor:
     """A (batch, longest) tensor of ids, PAD-filled, with an optional id added before/after each."""
     extra = (before is not None) + (after is not None)
     out = np.full((len(sequences), max(map(len, sequences)) + extra), PAD_ID, dtype=np.int64)

@@ -30,22 +30,32 @@ def quantize_int8(model: nn.Module) -> nn.Module:
     """`model` (float32, CPU, eval mode, not packed) with every linear layer int8; returns the
     new model."""
     if not quantization_available():
-        raise RuntimeError("this PyTorch build has no quantized CPU engine; int8 decoding is not available")
+        raise RuntimeError(
+            "this PyTorch build has no quantized CPU engine; int8 decoding is not available"
+        )
     with warnings.catch_warnings():
         # torch.ao announces a move to torchao; the eager dynamic path is what runs today
         warnings.simplefilter("ignore", DeprecationWarning)
         warnings.simplefilter("ignore", UserWarning)
         fuse_feed_forward_relu(model)
-        return torch.ao.quantization.quantize_dynamic(model, {nn.Linear, LinearReLU}, dtype=torch.qint8)
+        return torch.ao.quantization.quantize_dynamic(
+            model, {nn.Linear, LinearReLU}, dtype=torch.qint8
+        )
 
 
 def fuse_feed_forward_relu(model: nn.Module) -> None:
     """Each feed-forward block's first layer and ReLU as one `LinearReLU`, in place: quantized,
     the ReLU runs inside the int8 product's output step instead of as a pass of its own."""
     for module in list(model.modules()):
-        if isinstance(module, FeedForward) and isinstance(module.activation, nn.ReLU) \
-                and type(module.linear1) is nn.Linear:
-            module.linear1, module.activation = LinearReLU(module.linear1, module.activation), nn.Identity()
+        if (
+            isinstance(module, FeedForward)
+            and isinstance(module.activation, nn.ReLU)
+            and type(module.linear1) is nn.Linear
+        ):
+            module.linear1, module.activation = (
+                LinearReLU(module.linear1, module.activation),
+                nn.Identity(),
+            )
 
 
 def linear_bytes(model: nn.Module) -> int:
@@ -54,5 +64,7 @@ def linear_bytes(model: nn.Module) -> int:
     for module in model.modules():
         if isinstance(module, torch.ao.nn.quantized.dynamic.Linear):
             weight, bias = module.weight(), module.bias()
-            total += weight.numel() * weight.element_size() + (bias.numel() * bias.element_size() if bias is not None else 0)
+            total += weight.numel() * weight.element_size() + (
+                bias.numel() * bias.element_size() if bias is not None else 0
+            )
     return total

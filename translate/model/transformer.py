@@ -134,13 +134,19 @@ class MultiHeadAttention(nn.Module):
     ) -> Tensor:
         """`mask` is boolean, True where attention is allowed, broadcast to (B, H, Lq, Lk)."""
         q = self._split(self.q_proj(query))
-        if cache is not None and "segments" in cache:  # sentences that joined a search at different steps
-            return self.out_proj(self._merge(self._attend_segments(q, query, cache["segments"], static_kv)))
+        if (
+            cache is not None and "segments" in cache
+        ):  # sentences that joined a search at different steps
+            return self.out_proj(
+                self._merge(self._attend_segments(q, query, cache["segments"], static_kv))
+            )
         if cache is not None and static_kv and "k" in cache:
             k, v = cache["k"], cache["v"]
         else:
             k, v = self.keys_values(query if key_value is None else key_value)
-            if cache is not None:  # self-attention's new steps, or the encoder's keys at the first step
+            if (
+                cache is not None
+            ):  # self-attention's new steps, or the encoder's keys at the first step
                 k, v = _cache_steps(cache, k, v)
         # A single new query may see every cached key, so causality needs no mask there.
         # Several new queries after cached keys (a prompt fed in chunks) need the causal
@@ -148,31 +154,52 @@ class MultiHeadAttention(nn.Module):
         is_causal = causal and q.shape[2] > 1
         if is_causal and k.shape[2] > q.shape[2]:
             mask = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device).tril(
-                k.shape[2] - q.shape[2])
+                k.shape[2] - q.shape[2]
+            )
             is_causal = False
-        return self.out_proj(self._merge(self._attend(q, k, v, mask, is_causal, cached=cache is not None)))
+        return self.out_proj(
+            self._merge(self._attend(q, k, v, mask, is_causal, cached=cache is not None))
+        )
 
-    def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: bool, cached: bool) -> Tensor:
+    def _attend(
+        self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: bool, cached: bool
+    ) -> Tensor:
         """Attention of (B, H, L, D) queries over keys and values with B or B / group rows."""
         batch, heads, length, dim = q.shape
         group, rest = divmod(batch, k.shape[0])
         if rest:
-            raise ValueError(f"{batch} query rows cannot share {k.shape[0]} key rows: each key row "
-                             "serves the same whole number of consecutive query rows (a sentence's beams)")
+            raise ValueError(
+                f"{batch} query rows cannot share {k.shape[0]} key rows: each key row "
+                "serves the same whole number of consecutive query rows (a sentence's beams)"
+            )
         if group > 1:  # `group` consecutive query rows share one key row (the beams of a sentence)
-            q = q.view(-1, group, heads, length, dim).transpose(1, 2).reshape(-1, heads, group * length, dim)
+            q = (
+                q.view(-1, group, heads, length, dim)
+                .transpose(1, 2)
+                .reshape(-1, heads, group * length, dim)
+            )
         if cached and not is_causal and not self.training and q.dtype == torch.float32:
             out = _attend_step(q, k, v, mask)
         else:
             out = F.scaled_dot_product_attention(
-                q, k, v, attn_mask=mask, is_causal=is_causal,
+                q,
+                k,
+                v,
+                attn_mask=mask,
+                is_causal=is_causal,
                 dropout_p=self.dropout if self.training else 0.0,
             )
         if group > 1:
-            out = out.view(-1, heads, group, length, dim).transpose(1, 2).reshape(batch, heads, length, dim)
+            out = (
+                out.view(-1, heads, group, length, dim)
+                .transpose(1, 2)
+                .reshape(batch, heads, length, dim)
+            )
         return out
 
-    def _attend_segments(self, q: Tensor, query: Tensor, segments: list[dict], static_kv: bool) -> Tensor:
+    def _attend_segments(
+        self, q: Tensor, query: Tensor, segments: list[dict], static_kv: bool
+    ) -> Tensor:
         """One new step of rows that come in consecutive segments with caches of their own
         (`translate.decode.continuous`): segment i holds `size` query rows, its keys and values
         ("k", "v": the encoder's, one row per sentence, with `static_kv`; else its cached steps,
@@ -185,8 +212,16 @@ class MultiHeadAttention(nn.Module):
             end = start + segment["size"]
             if not static_kv:
                 _cache_steps(segment, new_k[start:end], new_v[start:end])
-            outputs.append(self._attend(q[start:end], segment["k"], segment["v"], segment.get("mask"),
-                                        is_causal=False, cached=True))
+            outputs.append(
+                self._attend(
+                    q[start:end],
+                    segment["k"],
+                    segment["v"],
+                    segment.get("mask"),
+                    is_causal=False,
+                    cached=True,
+                )
+            )
             start = end
         return outputs[0] if len(outputs) == 1 else torch.cat(outputs)
 
@@ -246,8 +281,12 @@ def weighted_values(weights: Tensor, v: Tensor) -> Tensor:
         with torch.inference_mode(False):  # a plain tensor, usable outside inference mode too
             positions = _positions = torch.arange(max(cached_rows, 2 * positions.numel()))
     rows = positions[:cached_rows].view(batch * heads, 1, steps)  # bag (b, h, l): v[b, h]'s rows
-    rows = rows.view(-1, steps) if length == 1 else rows.expand(-1, length, steps).reshape(-1, steps)
-    out = F.embedding_bag(rows, v.view(-1, v.shape[-1]), mode="sum", per_sample_weights=weights.reshape(-1, steps))
+    rows = (
+        rows.view(-1, steps) if length == 1 else rows.expand(-1, length, steps).reshape(-1, steps)
+    )
+    out = F.embedding_bag(
+        rows, v.view(-1, v.shape[-1]), mode="sum", per_sample_weights=weights.reshape(-1, steps)
+    )
     return out.view(batch, heads, length, v.shape[-1])
 
 
@@ -313,7 +352,8 @@ class DecoderLayer(nn.Module):
         cross_cache = None if cache is None else cache.setdefault("cross", {})
         x = self.self_block(x, lambda h: self.self_attn(h, None, causal=True, cache=self_cache))
         x = self.cross_block(
-            x, lambda h: self.cross_attn(h, memory, mask=src_mask, cache=cross_cache, static_kv=True)
+            x,
+            lambda h: self.cross_attn(h, memory, mask=src_mask, cache=cross_cache, static_kv=True),
         )
         return self.ffn_block(x, self.ffn)
 
@@ -344,7 +384,9 @@ class Transformer(nn.Module):
         self.embed_scale = math.sqrt(cfg.d_model)
 
         self.src_embed = nn.Embedding(src_vocab_size, cfg.d_model)
-        self.tgt_embed = self.src_embed if tie["src_tgt"] else nn.Embedding(tgt_vocab_size, cfg.d_model)
+        self.tgt_embed = (
+            self.src_embed if tie["src_tgt"] else nn.Embedding(tgt_vocab_size, cfg.d_model)
+        )
         self.output = nn.Linear(cfg.d_model, tgt_vocab_size, bias=False)
         if tie["tgt_output"]:
             self.output.weight = self.tgt_embed.weight
@@ -400,7 +442,11 @@ class Transformer(nn.Module):
         }
 
     def _embed(
-        self, embedding: nn.Embedding, ids: Tensor, offset: int | Tensor = 0, adapter: nn.Module | None = None
+        self,
+        embedding: nn.Embedding,
+        ids: Tensor,
+        offset: int | Tensor = 0,
+        adapter: nn.Module | None = None,
     ) -> Tensor:
         """`offset`: the position of `ids[:, 0]`, one for the batch or (a tensor) one per row."""
         length = ids.shape[1]
@@ -458,10 +504,14 @@ class Transformer(nn.Module):
     def cross_keys_values(self, memory: Tensor) -> list[dict[str, Tensor]]:
         """Each decoder layer's cross-attention keys and values of `memory`, as `decode` caches
         them at its first step (`cache[layer]["cross"]`)."""
-        return [{"k": k.contiguous(), "v": v.contiguous()}
-                for k, v in (layer.cross_attn.keys_values(memory) for layer in self.decoder_layers)]
+        return [
+            {"k": k.contiguous(), "v": v.contiguous()}
+            for k, v in (layer.cross_attn.keys_values(memory) for layer in self.decoder_layers)
+        ]
 
-    def forward(self, src_ids: Tensor, tgt_in_ids: Tensor, pad_id: int, project: bool = True) -> Tensor:
+    def forward(
+        self, src_ids: Tensor, tgt_in_ids: Tensor, pad_id: int, project: bool = True
+    ) -> Tensor:
         """Logits of every target position; with `project` False the decoder's final states
         instead, for a loss that projects only the positions it scores (`translate.train.loss`)."""
         src_mask = self.source_mask(src_ids, pad_id)

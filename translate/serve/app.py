@@ -69,12 +69,20 @@ class ServeSettings:
 
 class TranslateRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    text: list[StrictStr] = Field(description="lines to translate; one translation comes back for each, in order")
+    text: list[StrictStr] = Field(
+        description="lines to translate; one translation comes back for each, in order"
+    )
     beam: StrictInt | None = Field(None, ge=1, description="beam size (default: the checkpoint's)")
     length_penalty: StrictFloat | None = Field(
-        None, ge=LENGTH_PENALTY_RANGE[0], le=LENGTH_PENALTY_RANGE[1], allow_inf_nan=False,
-        description="GNMT alpha (default: the checkpoint's)")
-    target_lang: StrictStr | None = Field(None, description="output language of a many-to-many model")
+        None,
+        ge=LENGTH_PENALTY_RANGE[0],
+        le=LENGTH_PENALTY_RANGE[1],
+        allow_inf_nan=False,
+        description="GNMT alpha (default: the checkpoint's)",
+    )
+    target_lang: StrictStr | None = Field(
+        None, description="output language of a many-to-many model"
+    )
     source_lang: StrictStr | None = Field(None, description="the input's language, where known")
 
 
@@ -93,20 +101,41 @@ class ErrorResponse(BaseModel):
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()  # one per app: tests build several apps in one process
-        self.requests = Counter("translate_requests", "HTTP requests by path and status", ["path", "status"],
-                                registry=self.registry)
-        self.latency = Histogram("translate_request_seconds", "request latency, /translate",
-                                 buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30), registry=self.registry)
+        self.requests = Counter(
+            "translate_requests",
+            "HTTP requests by path and status",
+            ["path", "status"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "translate_request_seconds",
+            "request latency, /translate",
+            buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+            registry=self.registry,
+        )
         self.sentences = Counter("translate_sentences", "lines translated", registry=self.registry)
-        self.tokens = Counter("translate_source_tokens", "source tokens translated", registry=self.registry)
-        self.batch_size = Histogram("translate_batch_sentences", "sentences per batch",
-                                    buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512), registry=self.registry)
-        self.queue_depth = Gauge("translate_queued_lines", "lines waiting for a batch", registry=self.registry)
+        self.tokens = Counter(
+            "translate_source_tokens", "source tokens translated", registry=self.registry
+        )
+        self.batch_size = Histogram(
+            "translate_batch_sentences",
+            "sentences per batch",
+            buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512),
+            registry=self.registry,
+        )
+        self.queue_depth = Gauge(
+            "translate_queued_lines", "lines waiting for a batch", registry=self.registry
+        )
         # Its rate is the model's utilisation: how much of the time it had a batch to translate.
-        self.model_seconds = Counter("translate_model_seconds", "seconds the model spent translating batches",
-                                     registry=self.registry)
+        self.model_seconds = Counter(
+            "translate_model_seconds",
+            "seconds the model spent translating batches",
+            registry=self.registry,
+        )
 
-    def batch(self, sentences: int, tokens: int, seconds: float, searching: int | None = None) -> None:
+    def batch(
+        self, sentences: int, tokens: int, seconds: float, searching: int | None = None
+    ) -> None:
         """A batch translated; with continuous batching, a turn of the running search that
         answered `sentences` lines and ended with `searching` lines in it (its batch size)."""
         self.sentences.inc(sentences)
@@ -115,7 +144,9 @@ class Metrics:
         self.model_seconds.inc(seconds)
 
     def request(self, path: str, status: int, seconds: float) -> None:
-        self.requests.labels(path if path in ROUTES else "other", str(status)).inc()  # bounded label values
+        self.requests.labels(
+            path if path in ROUTES else "other", str(status)
+        ).inc()  # bounded label values
         if path == "/translate":
             self.latency.observe(seconds)
 
@@ -130,8 +161,11 @@ class BodyTooLarge(HTTPException):
     errors there into 400); Connection: close, so the rest of the body is never read."""
 
     def __init__(self, limit: int) -> None:
-        super().__init__(413, f"the request body is over the limit of {limit} bytes (--max-body-bytes)",
-                         headers={"Connection": "close"})
+        super().__init__(
+            413,
+            f"the request body is over the limit of {limit} bytes (--max-body-bytes)",
+            headers={"Connection": "close"},
+        )
 
 
 def validation_message(exc: RequestValidationError) -> str:
@@ -140,10 +174,14 @@ def validation_message(exc: RequestValidationError) -> str:
     for fault in exc.errors():
         place = [part for part in fault["loc"] if part != "body"]
         if fault["type"] == "json_invalid":
-            faults.append(f"the body is not valid JSON (at character {place[0] if place else 0}: "
-                          f"{fault.get('ctx', {}).get('error', fault['msg'])})")
+            faults.append(
+                f"the body is not valid JSON (at character {place[0] if place else 0}: "
+                f"{fault.get('ctx', {}).get('error', fault['msg'])})"
+            )
             continue
-        where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in place).lstrip(".")
+        where = "".join(
+            f"[{part}]" if isinstance(part, int) else f".{part}" for part in place
+        ).lstrip(".")
         faults.append(f"{where or 'the body'}: {fault['msg']}")
     more = len(faults) - MAX_ERRORS_LISTED
     return "; ".join(faults[:MAX_ERRORS_LISTED]) + (f" (and {more} more)" if more > 0 else "")
@@ -162,8 +200,12 @@ class Service:
     """What the routes share: the model's translator, the settings, the metrics, the batcher,
     and where the server is in its life (loading, ready, draining)."""
 
-    def __init__(self, translator: Translator, settings: ServeSettings,
-                 worker: tuple[Callable[[], Executor], Callable] | None) -> None:
+    def __init__(
+        self,
+        translator: Translator,
+        settings: ServeSettings,
+        worker: tuple[Callable[[], Executor], Callable] | None,
+    ) -> None:
         self.translator, self.settings, self.worker = translator, settings, worker
         self.metrics = Metrics()
         self.defaults = translator.search_defaults()
@@ -181,19 +223,40 @@ class Service:
         if self.worker:
             new_worker, run = self.worker
         else:
-            new_worker, run = None, (ContinuousTranslator(self.translator, self.settings.batch_tokens).advance
-                                     if continuous else self.translate_here)
+            new_worker, run = (
+                None,
+                (
+                    ContinuousTranslator(self.translator, self.settings.batch_tokens).advance
+                    if continuous
+                    else self.translate_here
+                ),
+            )
         wait = self.settings.max_wait_ms / 1000
         if continuous:
-            self.batcher = ContinuousBatcher(run, self.count_tokens, wait, self.settings.max_queued_lines,
-                                             on_batch=self.metrics.batch, new_worker=new_worker)
+            self.batcher = ContinuousBatcher(
+                run,
+                self.count_tokens,
+                wait,
+                self.settings.max_queued_lines,
+                on_batch=self.metrics.batch,
+                new_worker=new_worker,
+            )
         else:
-            self.batcher = Batcher(run, self.count_tokens, self.settings.batch_tokens, wait,
-                                   self.settings.max_queued_lines, on_batch=self.metrics.batch, new_worker=new_worker)
+            self.batcher = Batcher(
+                run,
+                self.count_tokens,
+                self.settings.batch_tokens,
+                wait,
+                self.settings.max_queued_lines,
+                on_batch=self.metrics.batch,
+                new_worker=new_worker,
+            )
         self.batcher.start()
         self.metrics.queue_depth.set_function(lambda: self.batcher.queued_lines)
         first_target = self.targets[0] if self.multilingual else None
-        await self.batcher.submit([WARM_UP_LINE], self.search_key(TranslateRequest(text=[], target_lang=first_target)))
+        await self.batcher.submit(
+            [WARM_UP_LINE], self.search_key(TranslateRequest(text=[], target_lang=first_target))
+        )
         self.ready = True
 
     async def stop(self) -> None:
@@ -207,9 +270,13 @@ class Service:
         if self.draining or self.batcher is None:
             return
         self.draining, self.ready = True, False
-        message = (f"the server is shutting down and did not finish this request within its drain time of "
-                   f"{self.settings.drain_seconds:g} s (--drain-seconds); retry")
-        asyncio.get_running_loop().call_later(self.settings.drain_seconds, self.batcher.fail_all, ShuttingDown(message))
+        message = (
+            f"the server is shutting down and did not finish this request within its drain time of "
+            f"{self.settings.drain_seconds:g} s (--drain-seconds); retry"
+        )
+        asyncio.get_running_loop().call_later(
+            self.settings.drain_seconds, self.batcher.fail_all, ShuttingDown(message)
+        )
 
     def translate_here(self, lines: list[str], key: SearchKey) -> tuple[list[str], float]:
         return translate_with(self.translator, lines, key, self.settings.batch_tokens)
@@ -228,38 +295,66 @@ class Service:
         """The request's search settings, its languages checked against the model's; HTTPException
         (422) naming the field at fault."""
         if body.beam is not None and body.beam > self.settings.max_beam:
-            raise HTTPException(422, f"beam {body.beam} is over this server's limit of {self.settings.max_beam} "
-                                     "(--max-beam)")
+            raise HTTPException(
+                422,
+                f"beam {body.beam} is over this server's limit of {self.settings.max_beam} "
+                "(--max-beam)",
+            )
         targets, sources = self.targets, self.sources
         if body.target_lang is not None and targets and body.target_lang not in targets:
-            raise HTTPException(422, f"target_lang {body.target_lang!r}: this model translates into "
-                                     f"{', '.join(targets)}")
+            raise HTTPException(
+                422,
+                f"target_lang {body.target_lang!r}: this model translates into "
+                f"{', '.join(targets)}",
+            )
         if body.source_lang is not None and sources and body.source_lang not in sources:
-            raise HTTPException(422, f"source_lang {body.source_lang!r}: this model translates from "
-                                     f"{', '.join(sources)}")
+            raise HTTPException(
+                422,
+                f"source_lang {body.source_lang!r}: this model translates from "
+                f"{', '.join(sources)}",
+            )
         if body.target_lang is None and self.multilingual and len(targets) > 1:
-            raise HTTPException(422, f"target_lang is required: this many-to-many model translates into "
-                                     f"{', '.join(targets)}")
+            raise HTTPException(
+                422,
+                f"target_lang is required: this many-to-many model translates into "
+                f"{', '.join(targets)}",
+            )
         try:
             direction = pipeline.direction_for(self.translator, body.target_lang, body.source_lang)
-        except UsageError as fault:  # the checks above should leave none; never the checkpoint's path
-            raise HTTPException(422, str(fault).replace(str(self.translator.path), "this model")) from None
-        return SearchKey(body.beam or self.defaults["beam"],
-                         self.defaults["length_penalty"] if body.length_penalty is None else body.length_penalty,
-                         direction.target_lang, body.source_lang)
+        except (
+            UsageError
+        ) as fault:  # the checks above should leave none; never the checkpoint's path
+            raise HTTPException(
+                422, str(fault).replace(str(self.translator.path), "this model")
+            ) from None
+        return SearchKey(
+            body.beam or self.defaults["beam"],
+            self.defaults["length_penalty"] if body.length_penalty is None else body.length_penalty,
+            direction.target_lang,
+            body.source_lang,
+        )
 
     def check_lines(self, text: list[str]) -> None:
         limits = self.settings
         if len(text) > limits.max_lines:
-            raise HTTPException(413, f"text has {len(text)} lines; at most {limits.max_lines} a request (--max-lines)")
+            raise HTTPException(
+                413,
+                f"text has {len(text)} lines; at most {limits.max_lines} a request (--max-lines)",
+            )
         for index, line in enumerate(text):
             if len(line) > limits.max_line_chars:
-                raise HTTPException(413, f"text[{index}] has {len(line)} characters; at most "
-                                         f"{limits.max_line_chars} a line (--max-line-chars)")
+                raise HTTPException(
+                    413,
+                    f"text[{index}] has {len(line)} characters; at most "
+                    f"{limits.max_line_chars} a line (--max-line-chars)",
+                )
             position = invalid_unicode(line)
             if position is not None:
-                raise HTTPException(422, f"text[{index}] holds a lone surrogate at character {position}, "
-                                         "which is not Unicode text")
+                raise HTTPException(
+                    422,
+                    f"text[{index}] holds a lone surrogate at character {position}, "
+                    "which is not Unicode text",
+                )
 
     async def translate(self, body: TranslateRequest) -> TranslateResponse:
         started = time.perf_counter()
@@ -268,31 +363,54 @@ class Service:
         try:
             translations = await self.batcher.submit(body.text, key)
         except QueueFull as fault:
-            raise HTTPException(503, f"the server is busy: {fault}; retry shortly", headers={"Retry-After": "1"}) from None
+            raise HTTPException(
+                503, f"the server is busy: {fault}; retry shortly", headers={"Retry-After": "1"}
+            ) from None
         except ShuttingDown as fault:
             raise HTTPException(503, str(fault), headers={"Retry-After": "5"}) from None
         except BrokenExecutor:
-            raise HTTPException(503, "the model process stopped while translating this request (killed or out of "
-                                     "memory); a new one is starting, retry shortly", headers={"Retry-After": "5"}) from None
-        return TranslateResponse(translations=translations, beam=key.beam, length_penalty=key.length_penalty,
-                                 target_lang=key.target_lang, seconds=time.perf_counter() - started)
+            raise HTTPException(
+                503,
+                "the model process stopped while translating this request (killed or out of "
+                "memory); a new one is starting, retry shortly",
+                headers={"Retry-After": "5"},
+            ) from None
+        return TranslateResponse(
+            translations=translations,
+            beam=key.beam,
+            length_penalty=key.length_penalty,
+            target_lang=key.target_lang,
+            seconds=time.perf_counter() - started,
+        )
 
     def info(self) -> dict:
         translator, settings = self.translator, self.settings
         cfg = translator.model.cfg
         return {
-            "checkpoint": (translator.path or "").replace("\\", "/").rsplit("/", 1)[-1],  # its name, not where it is
+            "checkpoint": (translator.path or "")
+            .replace("\\", "/")
+            .rsplit("/", 1)[-1],  # its name, not where it is
             "checkpoint_sha256": settings.checkpoint_digest,
             "directions": [list(d) for d in translator.directions()],
-            "target_languages": self.targets if self.multilingual else
-            ([translator.languages()[1]] if translator.languages() else []),
-            "multilingual": self.multilingual, "tie_embeddings": cfg.tie_embeddings,
-            "d_model": cfg.d_model, "source_vocab_size": len(translator.vocab.source),
-            "target_vocab_size": len(translator.vocab.target), "joint_vocab": translator.vocab.joint,
-            "search_defaults": self.defaults, "batching": settings.batching,
-            "limits": {"max_lines": settings.max_lines, "max_line_chars": settings.max_line_chars,
-                       "max_body_bytes": settings.max_body_bytes, "max_beam": settings.max_beam,
-                       "length_penalty": list(LENGTH_PENALTY_RANGE), "drain_seconds": settings.drain_seconds},
+            "target_languages": self.targets
+            if self.multilingual
+            else ([translator.languages()[1]] if translator.languages() else []),
+            "multilingual": self.multilingual,
+            "tie_embeddings": cfg.tie_embeddings,
+            "d_model": cfg.d_model,
+            "source_vocab_size": len(translator.vocab.source),
+            "target_vocab_size": len(translator.vocab.target),
+            "joint_vocab": translator.vocab.joint,
+            "search_defaults": self.defaults,
+            "batching": settings.batching,
+            "limits": {
+                "max_lines": settings.max_lines,
+                "max_line_chars": settings.max_line_chars,
+                "max_body_bytes": settings.max_body_bytes,
+                "max_beam": settings.max_beam,
+                "length_penalty": list(LENGTH_PENALTY_RANGE),
+                "drain_seconds": settings.drain_seconds,
+            },
         }
 
 
@@ -341,30 +459,52 @@ class RequestGuard:
                 await self.app(scope, exchange.receive, exchange.send)
         except BodyTooLarge as fault:  # read outside FastAPI's body parsing (it never is today)
             if exchange.status is None:
-                await error(fault.status_code, fault.detail, **fault.headers)(scope, receive, exchange.send)
+                await error(fault.status_code, fault.detail, **fault.headers)(
+                    scope, receive, exchange.send
+                )
         except Exception:
             log.exception("translate-serve: %s %s failed", scope["method"], path)
             if exchange.status is None:
-                await error(500, "internal error: the server's log says more")(scope, receive, exchange.send)
+                await error(500, "internal error: the server's log says more")(
+                    scope, receive, exchange.send
+                )
         self.service.metrics.request(path, exchange.status or 500, time.perf_counter() - started)
 
     def refusal(self, scope: Scope) -> JSONResponse | None:
         """The answer a request gets before anything of its body is read, or None to go on."""
         headers, service = Headers(scope=scope), self.service
         if scope["path"] in PROTECTED and not service.key_accepted(headers):
-            return error(401, "a valid API key is required (header X-API-Key or Authorization: Bearer)",
-                         Connection="close")
+            return error(
+                401,
+                "a valid API key is required (header X-API-Key or Authorization: Bearer)",
+                Connection="close",
+            )
         length = headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > service.settings.max_body_bytes:
-            return error(413, f"the request body of {length} bytes is over the limit of "
-                              f"{service.settings.max_body_bytes} bytes (--max-body-bytes)", Connection="close")
+        if (
+            length is not None
+            and length.isdigit()
+            and int(length) > service.settings.max_body_bytes
+        ):
+            return error(
+                413,
+                f"the request body of {length} bytes is over the limit of "
+                f"{service.settings.max_body_bytes} bytes (--max-body-bytes)",
+                Connection="close",
+            )
         if service.draining and scope["path"] == "/translate":
-            return error(503, "the server is shutting down; retry", **{"Retry-After": "5", "Connection": "close"})
+            return error(
+                503,
+                "the server is shutting down; retry",
+                **{"Retry-After": "5", "Connection": "close"},
+            )
         return None
 
 
-def create_app(translator: Translator, settings: ServeSettings,
-               worker: tuple[Callable[[], Executor], Callable] | None = None) -> FastAPI:
+def create_app(
+    translator: Translator,
+    settings: ServeSettings,
+    worker: tuple[Callable[[], Executor], Callable] | None = None,
+) -> FastAPI:
     """The application; `worker` (a function starting an executor, and the function it runs:
     `serve_worker.advance`, or `serve_worker.translate` with `settings.batching` "batch") moves
     the model out of this process, else a thread translates with `translator`. Its `Service`
@@ -377,9 +517,13 @@ def create_app(translator: Translator, settings: ServeSettings,
         yield
         await service.stop()
 
-    app = FastAPIOffline(title="translate-serve", lifespan=lifespan, redoc_url=None,
-                         description="Translation with the checkpoint's model; sentences of concurrent requests "
-                                     "are batched. Every error is {\"error\": message}.")
+    app = FastAPIOffline(
+        title="translate-serve",
+        lifespan=lifespan,
+        redoc_url=None,
+        description="Translation with the checkpoint's model; sentences of concurrent requests "
+        'are batched. Every error is {"error": message}.',
+    )
     app.state.service = service
     app.add_middleware(RequestGuard, service=service)
     errors = {status: {"model": ErrorResponse} for status in (401, 413, 422, 503)}
@@ -416,7 +560,9 @@ def create_app(translator: Translator, settings: ServeSettings,
     async def metrics() -> Response:
         return Response(generate_latest(service.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
-    page = resources.files("translate.serve").joinpath("web", "index.html").read_text(encoding="utf-8")
+    page = (
+        resources.files("translate.serve").joinpath("web", "index.html").read_text(encoding="utf-8")
+    )
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     async def index() -> str:

@@ -48,19 +48,29 @@ class Job:
 
 
 class Batcher:
-    def __init__(self, translate: Callable[[list[str], SearchKey], tuple[list[str], float]], count_tokens: Callable[[str], int],
-                 batch_tokens: int, max_wait: float, max_queued_lines: int,
-                 on_batch: Callable[[int, int, float], None] | None = None,
-                 new_worker: Callable[[], Executor] | None = None) -> None:
+    def __init__(
+        self,
+        translate: Callable[[list[str], SearchKey], tuple[list[str], float]],
+        count_tokens: Callable[[str], int],
+        batch_tokens: int,
+        max_wait: float,
+        max_queued_lines: int,
+        on_batch: Callable[[int, int, float], None] | None = None,
+        new_worker: Callable[[], Executor] | None = None,
+    ) -> None:
         self.translate = translate  # the translations of a batch and the seconds the model took
         self.count_tokens = count_tokens
         self.batch_tokens = batch_tokens
         self.max_wait = max_wait
         self.max_queued_lines = max_queued_lines
-        self.on_batch = on_batch  # (sentences, source tokens, model seconds) of each batch, for the metrics
+        self.on_batch = (
+            on_batch  # (sentences, source tokens, model seconds) of each batch, for the metrics
+        )
         self.queued_lines = 0
         self._queue: asyncio.Queue[Job] = asyncio.Queue()
-        self._new_worker = new_worker or (lambda: concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="translate"))
+        self._new_worker = new_worker or (
+            lambda: concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="translate")
+        )
         self._worker = self._new_worker()
         self._task: asyncio.Task | None = None
         self._last_batch_jobs = 0
@@ -82,8 +92,15 @@ class Batcher:
         if not lines:
             return []
         if self.queued_lines + len(lines) > self.max_queued_lines:
-            raise QueueFull(f"{self.queued_lines} lines are waiting (at most {self.max_queued_lines})")
-        job = Job(lines, key, sum(map(self.count_tokens, lines)), asyncio.get_running_loop().create_future())
+            raise QueueFull(
+                f"{self.queued_lines} lines are waiting (at most {self.max_queued_lines})"
+            )
+        job = Job(
+            lines,
+            key,
+            sum(map(self.count_tokens, lines)),
+            asyncio.get_running_loop().create_future(),
+        )
         self.queued_lines += len(lines)
         self._unanswered.add(job)
         try:
@@ -146,7 +163,9 @@ class Batcher:
             for key, group in groups.items():
                 lines = [line for job in group for line in job.lines]
                 try:
-                    outputs, seconds = await loop.run_in_executor(self._worker, self.translate, lines, key)
+                    outputs, seconds = await loop.run_in_executor(
+                        self._worker, self.translate, lines, key
+                    )
                 except Exception as error:  # one bad batch fails its own requests, not the server
                     self._fail(group, error)
                     continue
@@ -155,7 +174,7 @@ class Batcher:
                 start = 0
                 for job in group:
                     if not job.future.done():
-                        job.future.set_result(outputs[start:start + len(job.lines)])
+                        job.future.set_result(outputs[start : start + len(job.lines)])
                     start += len(job.lines)
 
 
@@ -171,9 +190,15 @@ class ContinuousBatcher(Batcher):
     `advance(new, max_seconds)` runs in the worker: it takes the new requests (ticket, lines,
     setting) and returns a `Progress` once a request is done or `max_seconds` have passed."""
 
-    def __init__(self, advance: Callable, count_tokens: Callable[[str], int], max_wait: float, max_queued_lines: int,
-                 on_batch: Callable[..., None] | None = None,
-                 new_worker: Callable[[], Executor] | None = None) -> None:
+    def __init__(
+        self,
+        advance: Callable,
+        count_tokens: Callable[[str], int],
+        max_wait: float,
+        max_queued_lines: int,
+        on_batch: Callable[..., None] | None = None,
+        new_worker: Callable[[], Executor] | None = None,
+    ) -> None:
         super().__init__(advance, count_tokens, 0, max_wait, max_queued_lines, on_batch, new_worker)
         self._in_flight: dict[int, Job] = {}
         self._tickets = 0
@@ -205,7 +230,9 @@ class ContinuousBatcher(Batcher):
             new = self._hand_over()
             try:
                 calls.append(loop.run_in_executor(self._worker, self.translate, new, self.max_wait))
-            except Exception as error:  # a broken executor refuses work at once: the turn fails as one that ran
+            except (
+                Exception
+            ) as error:  # a broken executor refuses work at once: the turn fails as one that ran
                 refused = loop.create_future()
                 refused.set_exception(error)
                 calls.append(refused)
@@ -232,8 +259,12 @@ class ContinuousBatcher(Batcher):
                 if not job.future.done():
                     job.future.set_exception(RuntimeError(why))
             if self.on_batch is not None:
-                self.on_batch(sum(len(job.lines) for job, _ in answered), sum(job.tokens for job, _ in answered),
-                              progress.seconds, progress.searching)
+                self.on_batch(
+                    sum(len(job.lines) for job, _ in answered),
+                    sum(job.tokens for job, _ in answered),
+                    progress.seconds,
+                    progress.searching,
+                )
             for job, outputs in answered:
                 if not job.future.done():
                     job.future.set_result(outputs)

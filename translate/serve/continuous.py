@@ -61,7 +61,9 @@ class ContinuousTranslator:
 
     def __init__(self, translator: Translator, batch_tokens: int) -> None:
         self.translator = translator
-        self.batch_tokens = batch_tokens  # source tokens a search holds at most (one longer line alone)
+        self.batch_tokens = (
+            batch_tokens  # source tokens a search holds at most (one longer line alone)
+        )
         self.requests: dict[int, _Request] = {}
         self.lanes: dict[SearchKey, _Lane] = {}
 
@@ -69,8 +71,15 @@ class ContinuousTranslator:
         if key not in self.lanes:
             direction = pipeline.direction_for(self.translator, key.target_lang, key.source_lang)
             max_len_a, max_len_b = pipeline.output_length_rule(self.translator)
-            search = ContinuousBeamSearch(self.translator.model, key.beam, key.length_penalty, 1, max_len_a,
-                                          max_len_b, never=direction.never)
+            search = ContinuousBeamSearch(
+                self.translator.model,
+                key.beam,
+                key.length_penalty,
+                1,
+                max_len_a,
+                max_len_b,
+                never=direction.never,
+            )
             self.lanes[key] = _Lane(search, direction)
         return self.lanes[key]
 
@@ -99,7 +108,9 @@ class ContinuousTranslator:
             for key, lane in list(self.lanes.items()):
                 try:
                     self._join(lane)
-                    searching = max(searching, sum(len(other.search) for other in self.lanes.values()))
+                    searching = max(
+                        searching, sum(len(other.search) for other in self.lanes.values())
+                    )
                     finished = lane.search.step()
                 except Exception as error:  # noqa: BLE001 - the lane's requests fail, the server goes on
                     failed += self._fail_lane(key, f"{type(error).__name__}: {error}")
@@ -116,7 +127,9 @@ class ContinuousTranslator:
                         done.append((ticket, self._texts(ticket)))
             if time.perf_counter() - started >= max_seconds:
                 break
-        for key in [key for key, lane in self.lanes.items() if not (len(lane.search) or lane.waiting)]:
+        for key in [
+            key for key, lane in self.lanes.items() if not (len(lane.search) or lane.waiting)
+        ]:
             del self.lanes[key]  # idle: a client sending ever new settings must not grow the server
         return Progress(done, failed, time.perf_counter() - started, searching)
 
@@ -126,11 +139,17 @@ class ContinuousTranslator:
         if not lane.waiting:
             return
         lane.waited += 1
-        if searching and len(lane.waiting) * JOIN_FRACTION < searching and lane.waited <= JOIN_AFTER_STEPS:
+        if (
+            searching
+            and len(lane.waiting) * JOIN_FRACTION < searching
+            and lane.waited <= JOIN_AFTER_STEPS
+        ):
             return
         tokens = sum(lane.tokens.values())
         units, sources, starts = [], [], []
-        while lane.waiting and (tokens + len(lane.waiting[0][1]) <= self.batch_tokens or not (searching or units)):
+        while lane.waiting and (
+            tokens + len(lane.waiting[0][1]) <= self.batch_tokens or not (searching or units)
+        ):
             unit, ids = lane.waiting.popleft()
             units.append(unit)
             sources.append(ids)
@@ -149,7 +168,9 @@ class ContinuousTranslator:
     def _fail_lane(self, key: SearchKey, why: str) -> list[tuple[int, str]]:
         """Every request with a line in lane `key` fails with `why`; the lane starts afresh."""
         lane = self.lanes.pop(key)
-        tickets = {ticket for ticket, _ in lane.tokens} | {ticket for (ticket, _), _ in lane.waiting}
+        tickets = {ticket for ticket, _ in lane.tokens} | {
+            ticket for (ticket, _), _ in lane.waiting
+        }
         for ticket in tickets:
             self.requests.pop(ticket, None)
         return [(ticket, why) for ticket in sorted(tickets)]

@@ -22,7 +22,9 @@ _batch_tokens = 0
 _continuous = None
 
 
-def _load(checkpoint: str, device: str, quantize: str, threads: int | None, batch_tokens: int) -> None:
+def _load(
+    checkpoint: str, device: str, quantize: str, threads: int | None, batch_tokens: int
+) -> None:
     # Ctrl-C reaches the whole process group: the server drains its requests, then stops this one.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     exit_with_parent()  # a server killed outright (SIGKILL, out of memory) cannot stop it: it goes too
@@ -39,15 +41,23 @@ def _load(checkpoint: str, device: str, quantize: str, threads: int | None, batc
     _continuous = ContinuousTranslator(_translator, batch_tokens)
 
 
-def translate_with(translator, lines: list[str], key: SearchKey, batch_tokens: int) -> tuple[list[str], float]:
+def translate_with(
+    translator, lines: list[str], key: SearchKey, batch_tokens: int
+) -> tuple[list[str], float]:
     """One batch of the server's lines, as translate-cli translates them (in either worker), and
     the seconds it took: timed here, the model's own time leaves out the trip to its process."""
     from translate.decode import pipeline
 
     started = time.perf_counter()
-    outputs = pipeline.translate_lines(translator, lines, batch_tokens, beam=key.beam,
-                                       length_penalty=key.length_penalty, target_lang=key.target_lang,
-                                       source_lang=key.source_lang)
+    outputs = pipeline.translate_lines(
+        translator,
+        lines,
+        batch_tokens,
+        beam=key.beam,
+        length_penalty=key.length_penalty,
+        target_lang=key.target_lang,
+        source_lang=key.source_lang,
+    )
     return outputs, time.perf_counter() - started
 
 
@@ -72,8 +82,14 @@ def bound_onednn_caches() -> None:
         os.environ.setdefault(name, capacity)
 
 
-def start(checkpoint: str, device: str, quantize: str, threads: int | None, batch_tokens: int) -> ProcessPoolExecutor:
+def start(
+    checkpoint: str, device: str, quantize: str, threads: int | None, batch_tokens: int
+) -> ProcessPoolExecutor:
     """One model process (spawned: no copy of the server's threads or sockets)."""
     bound_onednn_caches()
-    return ProcessPoolExecutor(1, mp_context=get_context("spawn"), initializer=_load,
-                               initargs=(checkpoint, device, quantize, threads, batch_tokens))
+    return ProcessPoolExecutor(
+        1,
+        mp_context=get_context("spawn"),
+        initializer=_load,
+        initargs=(checkpoint, device, quantize, threads, batch_tokens),
+    )

@@ -47,7 +47,9 @@ def _checked_reads(handle: Iterable[bytes], path: Path) -> Iterator[bytes]:
         for number, raw in enumerate(handle, start=1):  # noqa: B007 - the except clause reads it
             yield raw
     except (EOFError, OSError, zlib.error) as error:
-        raise CorpusError(f"{path}: unreadable after line {number} ({error}); is the file truncated?") from None
+        raise CorpusError(
+            f"{path}: unreadable after line {number} ({error}); is the file truncated?"
+        ) from None
 
 
 def decode_lines(stream: Iterable[bytes], name: str) -> list[str]:
@@ -62,7 +64,9 @@ def iter_decoded(stream: Iterable[bytes], name: str) -> Iterator[str]:
         try:
             line = raw.decode("utf-8")
         except UnicodeDecodeError as error:
-            raise CorpusError(f"{name}:{number}: invalid UTF-8 at byte {error.start} of the line") from None
+            raise CorpusError(
+                f"{name}:{number}: invalid UTF-8 at byte {error.start} of the line"
+            ) from None
         if number == 1:
             line = line.removeprefix("\ufeff")
         yield line.rstrip("\r\n")
@@ -98,7 +102,9 @@ def iter_tsv(path: str | Path) -> Iterator[tuple[str, str]]:
     for number, line in enumerate(iter_lines(path), start=1):
         fields = line.split("\t")
         if len(fields) != 2:
-            raise CorpusError(f"{path}:{number}: expected 2 tab-separated fields, found {len(fields)}")
+            raise CorpusError(
+                f"{path}:{number}: expected 2 tab-separated fields, found {len(fields)}"
+            )
         yield fields[0], fields[1]
 
 
@@ -116,15 +122,20 @@ def iter_jsonl(path: str | Path, src_lang: str, tgt_lang: str) -> Iterator[tuple
             raise CorpusError(f"{path}:{number}: not a JSON object ({error.msg})") from None
         except (KeyError, TypeError):
             raise CorpusError(
-                f"{path}:{number}: expected {{\"translation\": {{\"{src_lang}\": ..., \"{tgt_lang}\": ...}}}}"
+                f'{path}:{number}: expected {{"translation": {{"{src_lang}": ..., "{tgt_lang}": ...}}}}'
             ) from None
         if not all(isinstance(text, str) for text in pair):
             raise CorpusError(f"{path}:{number}: the {src_lang}/{tgt_lang} values must be strings")
         yield pair
 
 
-def load_hf_dataset(name_or_path: str, split: str, config: str | None = None, streaming: bool = False,
-                    data_files: str | None = None):
+def load_hf_dataset(
+    name_or_path: str,
+    split: str,
+    config: str | None = None,
+    streaming: bool = False,
+    data_files: str | None = None,
+):
     """A Hugging Face dataset split: a hub name (`wmt14` with config `de-en`) through
     `load_dataset` (streaming for corpora larger than memory), or a `save_to_disk` directory."""
     import datasets  # imported here: only this source needs it
@@ -133,7 +144,9 @@ def load_hf_dataset(name_or_path: str, split: str, config: str | None = None, st
         if Path(name_or_path).is_dir() and not any(Path(name_or_path).glob("*.py")):
             dataset = datasets.load_from_disk(name_or_path)
             return dataset[split] if isinstance(dataset, datasets.DatasetDict) else dataset
-        return datasets.load_dataset(name_or_path, config, split=split, streaming=streaming, data_files=data_files)
+        return datasets.load_dataset(
+            name_or_path, config, split=split, streaming=streaming, data_files=data_files
+        )
     except Exception as error:  # unknown name, missing split, no network: say what was asked
         raise CorpusError(
             f"could not load dataset {name_or_path!r} (config {config!r}, split {split!r}): "
@@ -143,16 +156,28 @@ def load_hf_dataset(name_or_path: str, split: str, config: str | None = None, st
 
 
 def read_hf_dataset(
-    name_or_path: str, split: str, src_lang: str, tgt_lang: str,
-    config: str | None = None, streaming: bool = False, data_files: str | None = None,
+    name_or_path: str,
+    split: str,
+    src_lang: str,
+    tgt_lang: str,
+    config: str | None = None,
+    streaming: bool = False,
+    data_files: str | None = None,
 ) -> list[tuple[str, str]]:
     """Pairs from a Hugging Face translation dataset (see `load_hf_dataset`)."""
-    return list(iter_hf_dataset(name_or_path, split, src_lang, tgt_lang, config, streaming, data_files))
+    return list(
+        iter_hf_dataset(name_or_path, split, src_lang, tgt_lang, config, streaming, data_files)
+    )
 
 
 def iter_hf_dataset(
-    name_or_path: str, split: str, src_lang: str, tgt_lang: str,
-    config: str | None = None, streaming: bool = False, data_files: str | None = None,
+    name_or_path: str,
+    split: str,
+    src_lang: str,
+    tgt_lang: str,
+    config: str | None = None,
+    streaming: bool = False,
+    data_files: str | None = None,
 ) -> Iterator[tuple[str, str]]:
     dataset = load_hf_dataset(name_or_path, split, config, streaming, data_files)
     where = f"dataset {name_or_path!r} (config {config!r}, split {split!r})"
@@ -182,7 +207,9 @@ def split_files(
         files = [plain_or_gzipped(Path(directory) / f"{split}.{format}")]
     for path in files:
         if not path.is_file():
-            raise CorpusError(f"{path}: no such file{_what_is_there(Path(directory), split, format)}")
+            raise CorpusError(
+                f"{path}: no such file{_what_is_there(Path(directory), split, format)}"
+            )
     return files
 
 
@@ -197,11 +224,16 @@ def _what_is_there(directory: Path, split: str, format: str) -> str:
     stems = {name.removesuffix(".gz") for name in names}
     langs = sorted(stem.split(".", 1)[1] for stem in stems - {f"{split}.tsv", f"{split}.jsonl"})
     hints = [
-        (format in ("text", "multiway") and len(langs) >= 2,
-         f"languages among {', '.join(langs)} (--data.src_lang, --data.tgt_lang)"),
+        (
+            format in ("text", "multiway") and len(langs) >= 2,
+            f"languages among {', '.join(langs)} (--data.src_lang, --data.tgt_lang)",
+        ),
         (f"{split}.tsv" in stems, "corpus format 'tsv' (--data.corpus_format tsv)"),
         (f"{split}.jsonl" in stems, "corpus format 'jsonl' (--data.corpus_format jsonl)"),
-        (len(langs) >= 2, f"corpus format 'text' (--data.corpus_format text) with languages among {', '.join(langs)}"),
+        (
+            len(langs) >= 2,
+            f"corpus format 'text' (--data.corpus_format text) with languages among {', '.join(langs)}",
+        ),
     ]
     need = next((hint for applies, hint in hints if applies), None)
     if need is None:
@@ -210,8 +242,13 @@ def _what_is_there(directory: Path, split: str, format: str) -> str:
 
 
 def read_split(
-    source: str | Path, split: str, src_lang: str, tgt_lang: str, format: CorpusFormat = "text",
-    hf_config: str | None = None, hf_streaming: bool = False,
+    source: str | Path,
+    split: str,
+    src_lang: str,
+    tgt_lang: str,
+    format: CorpusFormat = "text",
+    hf_config: str | None = None,
+    hf_streaming: bool = False,
 ) -> list[tuple[str, str]]:
     """Pairs of one split in any supported format: every format yields the same pairs.
 
@@ -221,12 +258,19 @@ def read_split(
 
 
 def iter_split(
-    source: str | Path, split: str, src_lang: str, tgt_lang: str, format: CorpusFormat = "text",
-    hf_config: str | None = None, hf_streaming: bool = False,
+    source: str | Path,
+    split: str,
+    src_lang: str,
+    tgt_lang: str,
+    format: CorpusFormat = "text",
+    hf_config: str | None = None,
+    hf_streaming: bool = False,
 ) -> Iterator[tuple[str, str]]:
     """`read_split` as a stream, for corpora that should never sit in memory whole."""
     if format == "hf":
-        return iter_hf_dataset(str(source), split, src_lang, tgt_lang, config=hf_config, streaming=hf_streaming)
+        return iter_hf_dataset(
+            str(source), split, src_lang, tgt_lang, config=hf_config, streaming=hf_streaming
+        )
     files = split_files(source, split, src_lang, tgt_lang, format)
     if format == "text":
         return iter_parallel(*files)
@@ -236,13 +280,19 @@ def iter_split(
         return iter_tsv(files[0])
     if format == "jsonl":
         return iter_jsonl(files[0], src_lang, tgt_lang)
-    raise CorpusError(f"unknown corpus format {format!r}: expected 'text', 'multiway', 'tsv', 'jsonl' or 'hf'")
+    raise CorpusError(
+        f"unknown corpus format {format!r}: expected 'text', 'multiway', 'tsv', 'jsonl' or 'hf'"
+    )
 
 
-def split_paths(directory: str | Path, split: str, src_lang: str, tgt_lang: str) -> tuple[Path, Path]:
+def split_paths(
+    directory: str | Path, split: str, src_lang: str, tgt_lang: str
+) -> tuple[Path, Path]:
     """`DIR/split.src` and `DIR/split.tgt`, or their `.gz` forms where those exist."""
     directory = Path(directory)
-    return plain_or_gzipped(directory / f"{split}.{src_lang}"), plain_or_gzipped(directory / f"{split}.{tgt_lang}")
+    return plain_or_gzipped(directory / f"{split}.{src_lang}"), plain_or_gzipped(
+        directory / f"{split}.{tgt_lang}"
+    )
 
 
 def plain_or_gzipped(plain: Path) -> Path:
@@ -275,8 +325,11 @@ def filter_by_length(
     too_long = ~empty & (longer > max_length)
     skewed = ~empty & ~too_long & (longer > max_ratio * shorter) & (longer > 5)
     report = FilterReport()
-    for reason, mask in (("empty", empty), (f"longer than {max_length} tokens", too_long),
-                         (f"length ratio above {max_ratio}", skewed)):
+    for reason, mask in (
+        ("empty", empty),
+        (f"longer than {max_length} tokens", too_long),
+        (f"length ratio above {max_ratio}", skewed),
+    ):
         if mask.any():
             report.removed[reason] = int(mask.sum())
     keep = np.flatnonzero(~(empty | too_long | skewed))

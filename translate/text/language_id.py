@@ -25,13 +25,17 @@ def _detector(codes: tuple[str, ...]):
     try:
         from lingua import IsoCode639_1, Language, LanguageDetectorBuilder
     except ImportError:
-        raise UsageError(f"the off-target rate needs the lingua language identifier: {INSTALL_HINT}") from None
+        raise UsageError(
+            f"the off-target rate needs the lingua language identifier: {INSTALL_HINT}"
+        ) from None
     languages = []
     for code in codes:
         try:
             languages.append(Language.from_iso_code_639_1(IsoCode639_1.from_str(code)))
         except (ValueError, AttributeError):
-            raise UsageError(f"language {code!r} is not one the language identifier knows") from None
+            raise UsageError(
+                f"language {code!r} is not one the language identifier knows"
+            ) from None
     if len(languages) < 2:
         raise UsageError("the off-target rate needs at least two candidate languages")
     return LanguageDetectorBuilder.from_languages(*languages).build()
@@ -51,5 +55,11 @@ def detect(texts: Sequence[str], candidates: Iterable[str]) -> list[str | None]:
 
 def off_target_rate(texts: Sequence[str], target: str, candidates: Iterable[str]) -> float:
     """The share of non-empty `texts` identified as a language other than `target`."""
-    found = [language for text, language in zip(texts, detect(texts, [target, *candidates])) if text.strip()]
-    return sum(language is not None and language != base_language(target) for language in found) / max(len(found), 1)
+    found = [
+        language
+        for text, language in zip(texts, detect(texts, [target, *candidates]))
+        if text.strip()
+    ]
+    return sum(
+        language is not None and language != base_language(target) for language in found
+    ) / max(len(found), 1)

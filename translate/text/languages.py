@@ -20,8 +20,10 @@ def english_centric(pivot: str, languages: Sequence[str]) -> list[Direction]:
 
 def parse_direction(text: str, languages: Sequence[str]) -> Direction:
     """`en-zh-CN` → ('en', 'zh-CN'): the one split into two of `languages` (codes may hold '-')."""
-    splits = [(text[:i], text[i + 1:]) for i, char in enumerate(text) if char == "-"]
+    splits = [(text[:i], text[i + 1 :]) for i, char in enumerate(text) if char == "-"]
     matches = [(a, b) for a, b in splits if a in languages and b in languages]
     if len(matches) != 1:
-        raise ValueError(f"{text!r} is not SRC-TGT of two languages among {', '.join(sorted(languages))}")
+        raise ValueError(
+            f"{text!r} is not SRC-TGT of two languages among {', '.join(sorted(languages))}"
+        )
     return matches[0]

@@ -37,7 +37,9 @@ def bleu_tokenizer(target_lang: str | None) -> str:
 
 
 def corpus_scores(
-    hypotheses: list[str], references: list[str], names: tuple[str, str] = ("the hypotheses", "the references"),
+    hypotheses: list[str],
+    references: list[str],
+    names: tuple[str, str] = ("the hypotheses", "the references"),
     target_lang: str | None = None,
 ) -> Scores:
     """sacrebleu's corpus BLEU and chrF2; `names` (of the hypotheses and the references, e.g.
@@ -56,8 +58,10 @@ def corpus_scores(
     try:
         bleu, chrf = BLEU(tokenize=tokenizer), CHRF()
     except (ImportError, RuntimeError) as error:
-        raise UsageError(f"BLEU for {target_lang} uses sacrebleu's {tokenizer} tokenizer, which needs its "
-                         f"package ({error}): pip install -e '.[multilingual]'") from None
+        raise UsageError(
+            f"BLEU for {target_lang} uses sacrebleu's {tokenizer} tokenizer, which needs its "
+            f"package ({error}): pip install -e '.[multilingual]'"
+        ) from None
     bleu_score = bleu.corpus_score(hypotheses, [references])
     chrf_score = chrf.corpus_score(hypotheses, [references])
     return Scores(

@@ -27,6 +27,7 @@ def language_tag(lang: str) -> str:
     """The piece that asks a many-to-many model for output in `lang`: `<2de>` (Johnson et al. 2017)."""
     return f"<2{lang}>"
 
+
 ModelType = Literal["unigram", "bpe"]
 
 
@@ -36,8 +37,12 @@ class SentencePieceVocab:
     def __init__(self, model_bytes: bytes) -> None:
         self.model_bytes = model_bytes
         self.processor = spm.SentencePieceProcessor(model_proto=model_bytes)
-        specials = (self.processor.pad_id(), self.processor.unk_id(),
-                    self.processor.bos_id(), self.processor.eos_id())
+        specials = (
+            self.processor.pad_id(),
+            self.processor.unk_id(),
+            self.processor.bos_id(),
+            self.processor.eos_id(),
+        )
         if specials != (PAD_ID, UNK_ID, BOS_ID, EOS_ID):
             raise ValueError(
                 f"SentencePiece model reserves pad/unk/bos/eos as {specials}, "
@@ -53,8 +58,11 @@ class SentencePieceVocab:
         return self.processor.encode(texts, out_type=int)
 
     def decode(self, ids: list[list[int]]) -> list[str]:
-        texts = ([self.processor.decode(line) for line in ids] if len(ids) < BATCH_CALL_LINES
-                 else self.processor.decode(ids))
+        texts = (
+            [self.processor.decode(line) for line in ids]
+            if len(ids) < BATCH_CALL_LINES
+            else self.processor.decode(ids)
+        )
         # Trailing or leading "▁" pieces would leave spaces around a translation.
         return [text.strip() for text in texts]
 
@@ -65,8 +73,11 @@ class SentencePieceVocab:
         """Every language tag piece (`<2xx>`) of the vocabulary, by language."""
         if not hasattr(self, "_tags"):
             pieces = (self.processor.id_to_piece(i) for i in range(len(self)))
-            self._tags = {piece[2:-1]: index for index, piece in enumerate(pieces)
-                          if piece.startswith("<2") and piece.endswith(">") and len(piece) > 3}
+            self._tags = {
+                piece[2:-1]: index
+                for index, piece in enumerate(pieces)
+                if piece.startswith("<2") and piece.endswith(">") and len(piece) > 3
+            }
         return self._tags
 
     def tag_id(self, lang: str) -> int | None:
@@ -108,7 +119,10 @@ def train_sentencepiece(
             model_type=model_type,
             character_coverage=character_coverage,
             normalization_rule_name=normalization,
-            pad_id=PAD_ID, unk_id=UNK_ID, bos_id=BOS_ID, eos_id=EOS_ID,
+            pad_id=PAD_ID,
+            unk_id=UNK_ID,
+            bos_id=BOS_ID,
+            eos_id=EOS_ID,
             input_sentence_size=max_sentences,
             shuffle_input_sentence=True,
             seed_sentencepiece_size=seed_sentencepiece_size,
@@ -123,13 +137,18 @@ def train_sentencepiece(
         if text.error is not None:
             raise text.error from None
         if text.count == 0:
-            raise EmptyTextError(f"{name}: no text to train the SentencePiece vocabulary on") from None
-        needed = re.search(r"Vocabulary size is smaller than required_chars\. (\d+) vs (\d+)", str(error))
+            raise EmptyTextError(
+                f"{name}: no text to train the SentencePiece vocabulary on"
+            ) from None
+        needed = re.search(
+            r"Vocabulary size is smaller than required_chars\. (\d+) vs (\d+)", str(error)
+        )
         if needed:
             raise UsageError(
                 f"{name}: data.vocab_size {needed[1]} is smaller than the {needed[2]} characters (and special "
                 f"pieces) the text needs at character_coverage {character_coverage}: raise data.vocab_size or "
-                "lower data.character_coverage") from None
+                "lower data.character_coverage"
+            ) from None
         raise
     if text.count == 0:  # only blank lines: SentencePiece builds a model of nothing
         raise EmptyTextError(f"{name}: no text to train the SentencePiece vocabulary on")
@@ -202,8 +221,9 @@ class Vocabularies:
         read = pairs if callable(pairs) else lambda: pairs
         settings = {"name": name, "character_coverage": character_coverage}
         if joint:
-            vocab = train_sentencepiece(_both_sides(read()), vocab_size, model_type,
-                                        user_defined_symbols=tags, **settings)
+            vocab = train_sentencepiece(
+                _both_sides(read()), vocab_size, model_type, user_defined_symbols=tags, **settings
+            )
             return cls(vocab, vocab)
         if tags:
             raise ValueError("language tags need one joint vocabulary (joint_vocab: true)")

@@ -36,7 +36,9 @@ class Chunks(torch.utils.data.IterableDataset):
         lines = iter_lines(self.source)
         position = 0
         for start, end in self.chunks:
-            chunk = list(islice(lines, start - position, end - position))  # skips to `start`, reads to `end`
+            chunk = list(
+                islice(lines, start - position, end - position)
+            )  # skips to `start`, reads to `end`
             position = end
             yield chunk
 
@@ -44,7 +46,9 @@ class Chunks(torch.utils.data.IterableDataset):
 class BatchTranslation(L.LightningModule):
     """Translates this process's chunks; `part` is where they go."""
 
-    def __init__(self, args: argparse.Namespace, chunks: list[tuple[int, int]], output: Path) -> None:
+    def __init__(
+        self, args: argparse.Namespace, chunks: list[tuple[int, int]], output: Path
+    ) -> None:
         super().__init__()
         self.args, self.chunks, self.output = args, chunks, output
         self.translator = None
@@ -59,17 +63,31 @@ class BatchTranslation(L.LightningModule):
         from translate.partial_output import PartialOutput
 
         args, rank, world = self.args, self.global_rank, self.trainer.world_size
-        self.translator = checkpoint.load_translator(args.checkpoint, self.device, quantize=args.quantize)
+        self.translator = checkpoint.load_translator(
+            args.checkpoint, self.device, quantize=args.quantize
+        )
         apply_search_defaults(args, self.translator)
-        pipeline.direction_for(self.translator, args.target_lang, args.source_lang)  # refuse before any work
+        pipeline.direction_for(
+            self.translator, args.target_lang, args.source_lang
+        )  # refuse before any work
         mine = shard(self.chunks, rank, world)
-        fingerprint = {"checkpoint": file_digest(args.checkpoint), "source": file_digest(args.source),
-                       "part": [rank, world], "chunks": [list(chunk) for chunk in mine], "--beam": args.beam,
-                       "--length-penalty": args.length_penalty, "--max-input-tokens": args.max_input_tokens,
-                       "--restrict-target": args.restrict_target, "--target-lang": args.target_lang,
-                       "--precision": args.precision, "--quantize": args.quantize}
+        fingerprint = {
+            "checkpoint": file_digest(args.checkpoint),
+            "source": file_digest(args.source),
+            "part": [rank, world],
+            "chunks": [list(chunk) for chunk in mine],
+            "--beam": args.beam,
+            "--length-penalty": args.length_penalty,
+            "--max-input-tokens": args.max_input_tokens,
+            "--restrict-target": args.restrict_target,
+            "--target-lang": args.target_lang,
+            "--precision": args.precision,
+            "--quantize": args.quantize,
+        }
         self.part = PartialOutput(part_path(self.output, rank, world), fingerprint, args.resume)
-        first = mine[0][0] if mine else 0  # the part holds whole chunks: it resumes at a chunk's start
+        first = (
+            mine[0][0] if mine else 0
+        )  # the part holds whole chunks: it resumes at a chunk's start
         todo = [(start, end) for start, end in mine if start >= first + self.part.lines_done]
         return torch.utils.data.DataLoader(Chunks(args.source, todo), batch_size=None)
 
@@ -82,9 +100,16 @@ class BatchTranslation(L.LightningModule):
         args = self.args
         with autocast(self.device.type, args.precision):
             found = pipeline.translate_nbest(
-                self.translator, lines, args.batch_tokens, max_input_tokens=args.max_input_tokens, beam=args.beam,
-                length_penalty=args.length_penalty, restrict_to_target=args.restrict_target,
-                target_lang=args.target_lang, source_lang=args.source_lang)
+                self.translator,
+                lines,
+                args.batch_tokens,
+                max_input_tokens=args.max_input_tokens,
+                beam=args.beam,
+                length_penalty=args.length_penalty,
+                restrict_to_target=args.restrict_target,
+                target_lang=args.target_lang,
+                source_lang=args.source_lang,
+            )
         return lines, [entries[0].text for entries in found]
 
 
@@ -94,8 +119,16 @@ class PartWriter(BasePredictionWriter):
     def __init__(self) -> None:
         super().__init__(write_interval="batch")
 
-    def write_on_batch_end(self, trainer, pl_module: BatchTranslation, prediction, batch_indices, batch,
-                           batch_idx, dataloader_idx=0) -> None:
+    def write_on_batch_end(
+        self,
+        trainer,
+        pl_module: BatchTranslation,
+        prediction,
+        batch_indices,
+        batch,
+        batch_idx,
+        dataloader_idx=0,
+    ) -> None:
         lines, texts = prediction
         if lines:
             pl_module.part.append(texts, lines)
@@ -107,7 +140,9 @@ class PartWriter(BasePredictionWriter):
         trainer.strategy.barrier("translate-batch parts complete")
         if trainer.is_global_zero:
             world = trainer.world_size
-            parts = [partial_paths(part_path(pl_module.output, rank, world)) for rank in range(world)]
+            parts = [
+                partial_paths(part_path(pl_module.output, rank, world)) for rank in range(world)
+            ]
             with atomic_output(pl_module.output) as handle:
                 for lines, _ in parts:
                     with open(lines, "rb") as data:
@@ -125,7 +160,7 @@ def chunk_bounds(lines: int, chunk_lines: int) -> list[tuple[int, int]]:
 
 def shard(chunks: list, rank: int, world: int) -> list:
     """Rank `rank`'s contiguous run of whole chunks: every chunk to exactly one rank, in order."""
-    return chunks[rank * len(chunks) // world:(rank + 1) * len(chunks) // world]
+    return chunks[rank * len(chunks) // world : (rank + 1) * len(chunks) // world]
 
 
 def part_path(output: Path, rank: int, world: int) -> Path:

@@ -65,9 +65,13 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     an object as a whole anyway.
     """
 
-    def save_checkpoint(self, checkpoint: dict[str, Any], path: Any, storage_options: Any | None = None) -> None:
+    def save_checkpoint(
+        self, checkpoint: dict[str, Any], path: Any, storage_options: Any | None = None
+    ) -> None:
         if storage_options is not None:
-            raise TypeError(f"{type(self).__name__} takes no storage_options (got {storage_options!r})")
+            raise TypeError(
+                f"{type(self).__name__} takes no storage_options (got {storage_options!r})"
+            )
         if not isinstance(get_filesystem(path), LocalFileSystem):
             super().save_checkpoint(checkpoint, path)
             return

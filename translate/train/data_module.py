@@ -94,7 +94,10 @@ class TokenBatchSampler(Sampler[list[int]]):
         if largest is None or len(self.batches[largest]) < 2:
             return False
         half = len(self.batches[largest]) // 2
-        self.batches[largest : largest + 1] = [self.batches[largest][:half], self.batches[largest][half:]]
+        self.batches[largest : largest + 1] = [
+            self.batches[largest][:half],
+            self.batches[largest][half:],
+        ]
         return True
 
     def set_epoch(self, epoch: int) -> None:
@@ -116,8 +119,13 @@ class TokenBatchSampler(Sampler[list[int]]):
         epoch = self.epoch
         if consumed >= len(self):
             epoch, consumed = epoch + 1, 0
-        return {"epoch": epoch, "consumed": consumed, "world_size": self.world_size,
-                "batches": len(self.batches), "seed": self.seed}
+        return {
+            "epoch": epoch,
+            "consumed": consumed,
+            "world_size": self.world_size,
+            "batches": len(self.batches),
+            "seed": self.seed,
+        }
 
     def load_state_dict(self, state: dict) -> None:
         """Continue where `state` left off.  With another rank count or batch layout the exact
@@ -169,7 +177,10 @@ def collate(examples: list[tuple], tag_position: TagPosition = "source") -> dict
     targets = [example[1] for example in examples]
     tags = [example[3] if len(example) > 3 else None for example in examples]
     if tag_position == "source" and any(tag is not None for tag in tags):
-        sources = [np.concatenate([[tag], src]) if tag is not None else src for tag, src in zip(tags, sources)]
+        sources = [
+            np.concatenate([[tag], src]) if tag is not None else src
+            for tag, src in zip(tags, sources)
+        ]
     batch = {
         "src": pad(sources, after=EOS_ID),
         "tgt_in": pad(targets, before=BOS_ID),
@@ -295,15 +306,25 @@ class TranslationDataModule(L.LightningDataModule):
         else:
             self.directions = [self.langs]
         if self.multilingual and not joint_vocab:
-            raise UsageError("a many-to-many model (data.languages or data.directions) needs one joint "
-                             "vocabulary: data.joint_vocab true")
+            raise UsageError(
+                "a many-to-many model (data.languages or data.directions) needs one joint "
+                "vocabulary: data.joint_vocab true"
+            )
         if lang_tag not in ("source", "decoder"):
             raise UsageError(f"data.lang_tag must be 'source' or 'decoder', got {lang_tag!r}")
-        self.lang_tag, self.temperature, self.character_coverage = lang_tag, temperature, character_coverage
+        self.lang_tag, self.temperature, self.character_coverage = (
+            lang_tag,
+            temperature,
+            character_coverage,
+        )
         self.loader_workers = loader_workers
         self.splits = {"train": train_split, "dev": dev_split, "test": test_split}
         self.vocab_size, self.vocab_type, self.joint_vocab = vocab_size, vocab_type, joint_vocab
-        self.max_tokens, self.max_length, self.max_length_ratio = max_tokens, max_length, max_length_ratio
+        self.max_tokens, self.max_length, self.max_length_ratio = (
+            max_tokens,
+            max_length,
+            max_length_ratio,
+        )
         self.dev_max_sentences = dev_max_sentences
         self.cache_dir, self.encode_workers, self.seed = Path(cache_dir), encode_workers, seed
         self.datasets: dict[str, EncodedPairs] = {}
@@ -312,7 +333,11 @@ class TranslationDataModule(L.LightningDataModule):
     def files(self, split: str, direction: Direction | None = None) -> list[Path]:
         """The files of a split (of every direction, or of one)."""
         directions = [direction] if direction else self.directions
-        files = [f for d in directions for f in split_files(self.corpus_of(d), self.splits[split], *d, self.corpus_format)]
+        files = [
+            f
+            for d in directions
+            for f in split_files(self.corpus_of(d), self.splits[split], *d, self.corpus_format)
+        ]
         return list(dict.fromkeys(files))
 
     def corpus_of(self, direction: Direction) -> Path:
@@ -328,14 +353,25 @@ class TranslationDataModule(L.LightningDataModule):
         """A fresh stream of the split's pairs (read lazily: nothing is held): of one direction,
         or of all of them one after another."""
         return chain.from_iterable(
-            iter_split(self.corpus_of(d), self.splits[split], *d, self.corpus_format, self.hf_config, self.hf_streaming)
-            for d in ([direction] if direction else self.directions))
+            iter_split(
+                self.corpus_of(d),
+                self.splits[split],
+                *d,
+                self.corpus_format,
+                self.hf_config,
+                self.hf_streaming,
+            )
+            for d in ([direction] if direction else self.directions)
+        )
 
     def tags(self) -> dict[str, int]:
         """A many-to-many model's target languages and their tag ids ({} for one direction)."""
         if not self.multilingual:
             return {}
-        return {lang: self.vocab.target.tag_id(lang) for lang in dict.fromkeys(t for _, t in self.directions)}
+        return {
+            lang: self.vocab.target.tag_id(lang)
+            for lang in dict.fromkeys(t for _, t in self.directions)
+        }
 
     def fingerprint(self, split: str) -> str:
         """What caches of a split are keyed on: its files' bytes, or the dataset's identity.
@@ -352,7 +388,11 @@ class TranslationDataModule(L.LightningDataModule):
 
     def _load_or_train_vocab(self) -> Vocabularies:
         settings = f"{self.langs}-{self.corpus_format}-{self.vocab_size}-{self.vocab_type}-{'joint' if self.joint_vocab else 'separate'}"
-        tags = [language_tag(lang) for lang in dict.fromkeys(t for _, t in self.directions)] if self.multilingual else []
+        tags = (
+            [language_tag(lang) for lang in dict.fromkeys(t for _, t in self.directions)]
+            if self.multilingual
+            else []
+        )
         if self.multilingual or self.character_coverage != 1.0:
             settings += f"-{self.directions}-{self.character_coverage}-{tags}-{sorted(self.corpora.items())}"
         key = hashlib.sha256(f"{self.fingerprint('train')}-{settings}".encode()).hexdigest()[:16]
@@ -363,9 +403,15 @@ class TranslationDataModule(L.LightningDataModule):
             if all(path.is_file() for path in files.values()):
                 return Vocabularies.from_state({n: p.read_bytes() for n, p in files.items()})
             try:
-                vocab = Vocabularies.train(lambda: self.pairs("train"), self.vocab_size, self.vocab_type,
-                                           self.joint_vocab, name=self.describe("train"),
-                                           character_coverage=self.character_coverage, tags=tags)
+                vocab = Vocabularies.train(
+                    lambda: self.pairs("train"),
+                    self.vocab_size,
+                    self.vocab_type,
+                    self.joint_vocab,
+                    name=self.describe("train"),
+                    character_coverage=self.character_coverage,
+                    tags=tags,
+                )
             except EmptyTextError as error:
                 raise CorpusError(f"{error}: the {self.splits['train']} split is empty") from None
             for name, model_bytes in vocab.state().items():
@@ -374,45 +420,74 @@ class TranslationDataModule(L.LightningDataModule):
 
     def _encode_train(self, direction: Direction) -> EncodedPairs:
         vocab_digest = hashlib.sha256(b"".join(self.vocab.state().values())).hexdigest()
-        files = self.fingerprint("train") if not self.multilingual else file_digest(*self.files("train", direction))
+        files = (
+            self.fingerprint("train")
+            if not self.multilingual
+            else file_digest(*self.files("train", direction))
+        )
         key = hashlib.sha256(f"{files}-{direction}-{vocab_digest}".encode()).hexdigest()[:16]
         name = self.splits["train"] + (f" {direction_name(direction)}" if self.multilingual else "")
-        encoded = cached_encoding(key, self.pairs("train", direction), self.vocab, self.cache_dir,
-                                  self.encode_workers, description=f"encoding {name}")
-        keep, report = filter_by_length(encoded.src_lengths(), encoded.tgt_lengths(),
-                                        self.max_length, self.max_length_ratio)
-        print(f"training data {self.corpus_of(direction)}{' ' + direction_name(direction) if self.multilingual else ''}: "
-              f"{report}", file=sys.stderr)
+        encoded = cached_encoding(
+            key,
+            self.pairs("train", direction),
+            self.vocab,
+            self.cache_dir,
+            self.encode_workers,
+            description=f"encoding {name}",
+        )
+        keep, report = filter_by_length(
+            encoded.src_lengths(), encoded.tgt_lengths(), self.max_length, self.max_length_ratio
+        )
+        print(
+            f"training data {self.corpus_of(direction)}{' ' + direction_name(direction) if self.multilingual else ''}: "
+            f"{report}",
+            file=sys.stderr,
+        )
         if not len(keep):
-            raise CorpusError(f"{self.describe('train', direction)}: no training pair is left ({report}); "
-                              "check the files, or raise data.max_length or data.max_length_ratio")
+            raise CorpusError(
+                f"{self.describe('train', direction)}: no training pair is left ({report}); "
+                "check the files, or raise data.max_length or data.max_length_ratio"
+            )
         return encoded.select(keep)
 
     def _encode_evaluation(self, split: str, direction: Direction) -> EncodedPairs:
         """Dev/test in memory with their references; sentences longer than the model can read
         are cut, never dropped, so every reference is scored."""
-        pairs = list(islice(self.pairs(split, direction), self.dev_max_sentences if split == "dev" else None))
+        pairs = list(
+            islice(self.pairs(split, direction), self.dev_max_sentences if split == "dev" else None)
+        )
         if not pairs:
-            raise CorpusError(f"{self.describe(split, direction)}: the {self.splits[split]} split is empty; "
-                              f"there is nothing to {'validate' if split == 'dev' else 'test'} on")
+            raise CorpusError(
+                f"{self.describe(split, direction)}: the {self.splits[split]} split is empty; "
+                f"there is nothing to {'validate' if split == 'dev' else 'test'} on"
+            )
         src_ids = self.vocab.source.encode([src for src, _ in pairs])
         tgt_ids = self.vocab.target.encode([tgt for _, tgt in pairs])
-        return EncodedPairs.from_lists(src_ids, tgt_ids, max_length=self.max_length,
-                                       references=[tgt for _, tgt in pairs])
+        return EncodedPairs.from_lists(
+            src_ids, tgt_ids, max_length=self.max_length, references=[tgt for _, tgt in pairs]
+        )
 
     def setup(self, stage: str) -> None:
         wanted = {"fit": ["train", "dev"], "validate": ["dev"], "test": ["test"]}.get(stage, [])
         for split in wanted:
             if split in self.datasets:
                 continue
-            encode = self._encode_train if split == "train" else partial(self._encode_evaluation, split)
+            encode = (
+                self._encode_train if split == "train" else partial(self._encode_evaluation, split)
+            )
             parts = [encode(direction) for direction in self.directions]
             tags = self.tags()
             if self.multilingual and None in tags.values():
                 missing = [lang for lang, tag in tags.items() if tag is None]
-                raise UsageError(f"the vocabulary has no tag for {', '.join(missing)}: it was not trained "
-                                 "for these directions")
-            self.datasets[split] = TaggedPairs(parts, [tags[t] for _, t in self.directions]) if self.multilingual else parts[0]
+                raise UsageError(
+                    f"the vocabulary has no tag for {', '.join(missing)}: it was not trained "
+                    "for these directions"
+                )
+            self.datasets[split] = (
+                TaggedPairs(parts, [tags[t] for _, t in self.directions])
+                if self.multilingual
+                else parts[0]
+            )
 
     def target_tokens(self) -> list[int]:
         """Ids that occur on the target side of the training data (saved for restricted decoding)."""
@@ -434,31 +509,56 @@ class TranslationDataModule(L.LightningDataModule):
         with BOS or EOS."""
         data = self.datasets[split]
         parts = data.parts if self.multilingual else [data]
-        lengths = np.concatenate([np.stack([p.src_lengths(), p.tgt_lengths()], axis=1) for p in parts])
+        lengths = np.concatenate(
+            [np.stack([p.src_lengths(), p.tgt_lengths()], axis=1) for p in parts]
+        )
         return lengths + [1 + (self.multilingual and self.lang_tag == "source"), 1]
 
     def _sampler(self, split: str, shuffle: bool) -> Sampler:
         """This rank's batches: training shards are equal in number, evaluation shards disjoint
         and complete (no padding samples, so every sentence is scored exactly once). A
         many-to-many model's training batches are drawn by direction (`TemperatureBatchSampler`)."""
-        rank, world = (self.trainer.global_rank, self.trainer.world_size) if self.trainer else (0, 1)
+        rank, world = (
+            (self.trainer.global_rank, self.trainer.world_size) if self.trainer else (0, 1)
+        )
         lengths = self._lengths(split)
         if shuffle and self.multilingual:
             bounds = self.datasets[split].offsets
-            return TemperatureBatchSampler([lengths[a:b] for a, b in zip(bounds[:-1], bounds[1:])], self.max_tokens,
-                                           self.temperature, seed=self.seed, rank=rank, world_size=world)
-        return TokenBatchSampler(lengths, self.max_tokens, shuffle=shuffle, seed=self.seed, rank=rank,
-                                 world_size=world, equal_per_rank=shuffle)
+            return TemperatureBatchSampler(
+                [lengths[a:b] for a, b in zip(bounds[:-1], bounds[1:])],
+                self.max_tokens,
+                self.temperature,
+                seed=self.seed,
+                rank=rank,
+                world_size=world,
+            )
+        return TokenBatchSampler(
+            lengths,
+            self.max_tokens,
+            shuffle=shuffle,
+            seed=self.seed,
+            rank=rank,
+            world_size=world,
+            equal_per_rank=shuffle,
+        )
 
     def collate(self, examples: list) -> dict:
         return collate(examples, self.lang_tag)
 
     def _loader(self, split: str, shuffle: bool) -> DataLoader:
         sampler = self._sampler(split, shuffle)
-        if len(sampler) == 0 and len(self.datasets[split]) and self.trainer is not None and self.trainer.world_size > 1:
+        if (
+            len(sampler) == 0
+            and len(self.datasets[split])
+            and self.trainer is not None
+            and self.trainer.world_size > 1
+        ):
             # This rank has nothing to score, but must still take part in validation.
-            return DataLoader(PaddedRank(self.datasets[split]), batch_sampler=[[len(self.datasets[split])]],
-                              collate_fn=partial(collate_unscored, tag_position=self.lang_tag))
+            return DataLoader(
+                PaddedRank(self.datasets[split]),
+                batch_sampler=[[len(self.datasets[split])]],
+                collate_fn=partial(collate_unscored, tag_position=self.lang_tag),
+            )
         return DataLoader(self.datasets[split], batch_sampler=sampler, collate_fn=self.collate)
 
     def _consumed_batches(self) -> int:
@@ -469,9 +569,14 @@ class TranslationDataModule(L.LightningDataModule):
     def train_dataloader(self) -> DataLoader:
         strategy = getattr(self.trainer, "strategy", None)
         on_gpu = strategy is not None and strategy.root_device.type == "cuda"
-        loader = ResumableLoader(self.datasets["train"], batch_sampler=self._sampler("train", True),
-                                 collate_fn=self.collate, num_workers=self.loader_workers,
-                                 persistent_workers=self.loader_workers > 0, pin_memory=on_gpu)
+        loader = ResumableLoader(
+            self.datasets["train"],
+            batch_sampler=self._sampler("train", True),
+            collate_fn=self.collate,
+            num_workers=self.loader_workers,
+            persistent_workers=self.loader_workers > 0,
+            pin_memory=on_gpu,
+        )
         if self.trainer is not None:
             loader.consumed = self._consumed_batches
         return loader

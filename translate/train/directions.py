@@ -64,13 +64,24 @@ class TemperatureBatchSampler(Sampler[list[int]]):
     counts, disjoint batches within a pass.
     """
 
-    def __init__(self, part_lengths: Sequence[np.ndarray], max_tokens: int, temperature: float,
-                 seed: int = 1, rank: int = 0, world_size: int = 1) -> None:
+    def __init__(
+        self,
+        part_lengths: Sequence[np.ndarray],
+        max_tokens: int,
+        temperature: float,
+        seed: int = 1,
+        rank: int = 0,
+        world_size: int = 1,
+    ) -> None:
         self.seed, self.rank, self.world_size, self.epoch, self._skip = seed, rank, world_size, 0, 0
         offsets = np.cumsum([0] + [len(lengths) for lengths in part_lengths])
-        self.batches = [[batch + offsets[part] for batch in budget_batches(lengths, max_tokens, seed)]
-                        for part, lengths in enumerate(part_lengths)]
-        self.probabilities = sampling_probabilities([len(lengths) for lengths in part_lengths], temperature)
+        self.batches = [
+            [batch + offsets[part] for batch in budget_batches(lengths, max_tokens, seed)]
+            for part, lengths in enumerate(part_lengths)
+        ]
+        self.probabilities = sampling_probabilities(
+            [len(lengths) for lengths in part_lengths], temperature
+        )
         total = sum(len(batches) for batches in self.batches)
         self.draws = total - total % world_size
         if self.draws == 0:
@@ -96,8 +107,10 @@ class TemperatureBatchSampler(Sampler[list[int]]):
         for earlier in range(epoch):
             used += np.bincount(self._epoch_draws(earlier), minlength=len(self.batches))
         draws = self._epoch_draws(epoch)
-        streams = {part: iter(self._stream(part, int(used[part]), int((draws == part).sum())))
-                   for part in range(len(self.batches))}
+        streams = {
+            part: iter(self._stream(part, int(used[part]), int((draws == part).sum())))
+            for part in range(len(self.batches))
+        }
         return [next(streams[int(part)]) for part in draws]
 
     def set_epoch(self, epoch: int) -> None:
@@ -115,13 +128,24 @@ class TemperatureBatchSampler(Sampler[list[int]]):
         epoch = self.epoch
         if consumed >= len(self):
             epoch, consumed = epoch + 1, 0
-        return {"epoch": epoch, "consumed": consumed, "world_size": self.world_size,
-                "batches": self.draws, "seed": self.seed}
+        return {
+            "epoch": epoch,
+            "consumed": consumed,
+            "world_size": self.world_size,
+            "batches": self.draws,
+            "seed": self.seed,
+        }
 
     def load_state_dict(self, state: dict) -> None:
         consumed = int(state["consumed"])
-        if (state.get("world_size"), state.get("batches"), state.get("seed")) != (self.world_size, self.draws, self.seed):
-            warnings.warn("resuming with a different data layout: the interrupted epoch's consumed share is skipped",
-                          stacklevel=2)
+        if (state.get("world_size"), state.get("batches"), state.get("seed")) != (
+            self.world_size,
+            self.draws,
+            self.seed,
+        ):
+            warnings.warn(
+                "resuming with a different data layout: the interrupted epoch's consumed share is skipped",
+                stacklevel=2,
+            )
             consumed = consumed * int(state.get("world_size") or 1) // self.world_size
         self.epoch, self._skip = int(state["epoch"]), min(consumed, len(self))

@@ -46,8 +46,10 @@ class EncodedPairs:
 
     def __init__(
         self,
-        src_tokens: np.ndarray, src_offsets: np.ndarray,
-        tgt_tokens: np.ndarray, tgt_offsets: np.ndarray,
+        src_tokens: np.ndarray,
+        src_offsets: np.ndarray,
+        tgt_tokens: np.ndarray,
+        tgt_offsets: np.ndarray,
         index: np.ndarray | None = None,
         max_length: int | None = None,
         references: list[str] | None = None,
@@ -59,7 +61,9 @@ class EncodedPairs:
         self.references = references
 
     @classmethod
-    def from_lists(cls, src_ids: list[list[int]], tgt_ids: list[list[int]], **kwargs) -> EncodedPairs:
+    def from_lists(
+        cls, src_ids: list[list[int]], tgt_ids: list[list[int]], **kwargs
+    ) -> EncodedPairs:
         """An in-memory corpus (dev and test sets are small)."""
         src_tokens, src_offsets = _flatten(src_ids)
         tgt_tokens, tgt_offsets = _flatten(tgt_ids)
@@ -79,18 +83,34 @@ class EncodedPairs:
             return np.memmap(directory / f"{name}.tokens", dtype=dtype, mode="r", shape=(count,))
 
         return cls(
-            tokens("src"), np.load(directory / "src.offsets.npy", mmap_mode="r"),
-            tokens("tgt"), np.load(directory / "tgt.offsets.npy", mmap_mode="r"),
+            tokens("src"),
+            np.load(directory / "src.offsets.npy", mmap_mode="r"),
+            tokens("tgt"),
+            np.load(directory / "tgt.offsets.npy", mmap_mode="r"),
         )
 
     def select(self, index: np.ndarray) -> EncodedPairs:
         """A view of some of these pairs (positions in this view), sharing the arrays."""
-        return EncodedPairs(self.src_tokens, self.src_offsets, self.tgt_tokens, self.tgt_offsets,
-                            self.index[np.asarray(index)], self.max_length, self.references)
+        return EncodedPairs(
+            self.src_tokens,
+            self.src_offsets,
+            self.tgt_tokens,
+            self.tgt_offsets,
+            self.index[np.asarray(index)],
+            self.max_length,
+            self.references,
+        )
 
     def truncated(self, max_length: int) -> EncodedPairs:
-        return EncodedPairs(self.src_tokens, self.src_offsets, self.tgt_tokens, self.tgt_offsets,
-                            self.index, max_length, self.references)
+        return EncodedPairs(
+            self.src_tokens,
+            self.src_offsets,
+            self.tgt_tokens,
+            self.tgt_offsets,
+            self.index,
+            max_length,
+            self.references,
+        )
 
     def _lengths(self, offsets: np.ndarray) -> np.ndarray:
         lengths = (offsets[self.index + 1] - offsets[self.index]).astype(np.int64)
@@ -160,7 +180,9 @@ def _encode_chunk(chunk: tuple[list[str], list[str]], dtype: str) -> tuple[np.nd
     for side, texts in zip(("src", "tgt"), chunk):
         ids = _worker_models[side].encode(texts, out_type=int)
         result.append(np.fromiter((len(s) for s in ids), dtype=np.int64, count=len(ids)))
-        result.append(np.fromiter((t for s in ids for t in s), dtype=dtype, count=int(result[-1].sum())))
+        result.append(
+            np.fromiter((t for s in ids for t in s), dtype=dtype, count=int(result[-1].sum()))
+        )
     return tuple(result)
 
 
@@ -185,7 +207,9 @@ PARTIAL_MARK = ".partial-"  # a cache directory being written: NAME.partial-HOST
 
 
 def partial_name(directory: Path) -> Path:
-    return directory.with_name(f"{directory.name}{PARTIAL_MARK}{socket.gethostname()}-{os.getpid()}")
+    return directory.with_name(
+        f"{directory.name}{PARTIAL_MARK}{socket.gethostname()}-{os.getpid()}"
+    )
 
 
 def _process_gone(pid: int) -> bool:
@@ -208,7 +232,7 @@ def remove_stale_partials(directory: Path) -> list[Path]:
     removed = []
     prefix = f"{directory.name}{PARTIAL_MARK}{socket.gethostname()}-"
     for path in directory.parent.glob(f"{glob.escape(prefix)}*"):
-        pid = path.name[len(prefix):]
+        pid = path.name[len(prefix) :]
         if pid.isdigit() and int(pid) != os.getpid() and _process_gone(int(pid)):
             shutil.rmtree(path, ignore_errors=True)
             removed.append(path)
@@ -239,7 +263,11 @@ def encode_to_directory(
     lengths: dict[str, list[np.ndarray]] = {"src": [], "tgt": []}
     bar = tqdm(unit=" pairs", unit_scale=True, desc=description, file=sys.stderr, mininterval=1.0)
     try:
-        with open(partial / "src.tokens", "wb") as src_out, open(partial / "tgt.tokens", "wb") as tgt_out:
+        with (
+            open(partial / "src.tokens", "wb") as src_out,
+            open(partial / "tgt.tokens", "wb") as tgt_out,
+        ):
+
             def write(result: tuple[np.ndarray, ...]) -> None:
                 src_lengths, src_ids, tgt_lengths, tgt_ids = result
                 src_out.write(src_ids.tobytes())
@@ -271,7 +299,7 @@ def encode_to_directory(
                         f"{description}: a worker process encoding the corpus died ({error}). It was "
                         "killed or ran out of memory, or it could not start: workers are spawned and "
                         "import the main module, so a script that starts training at import needs "
-                        "`if __name__ == \"__main__\":`. `data.encode_workers: 1` (`workers=1` here) encodes "
+                        '`if __name__ == "__main__":`. `data.encode_workers: 1` (`workers=1` here) encodes '
                         "without workers."
                     ) from error
                 finally:

@@ -50,7 +50,7 @@ def say(message: str) -> None:
 
 def given_data_flags(argv: list[str]) -> set[str]:
     """The `data.*` settings given on the command line (`--data.KEY VALUE` or `--data.KEY=VALUE`)."""
-    return {word[len("--data."):].split("=", 1)[0] for word in argv if word.startswith("--data.")}
+    return {word[len("--data.") :].split("=", 1)[0] for word in argv if word.startswith("--data.")}
 
 
 class SaveConfigToCheckpoint(SaveConfigCallback):
@@ -69,27 +69,35 @@ class TranslateCLI(LightningCLI):
 
     def add_arguments_to_parser(self, parser) -> None:
         parser.add_argument(
-            "--tune_search", type=bool, default=True,
+            "--tune_search",
+            type=bool,
+            default=True,
             help="at the end of fit, choose the length penalty on the dev set and store it in the last "
-                 "checkpoint (translate-tune)",
+            "checkpoint (translate-tune)",
         )
         parser.add_argument(
-            "--run_dir", type=str | None, default=None,
+            "--run_dir",
+            type=str | None,
+            default=None,
             help="directory for this run's logs and checkpoints (default: runs/CONFIG, or "
-                 "runs/CONFIG-CORPUS-SRC-TGT when the command line gives other data)",
+            "runs/CONFIG-CORPUS-SRC-TGT when the command line gives other data)",
         )
         # The model's embedding shapes come from the vocabulary the data module trains.
         parser.link_arguments("data.vocab", "model.vocab", apply_on="instantiate")
-        parser.set_defaults({
-            # The batch sampler shards batches across ranks itself; Lightning must not wrap it
-            # in a DistributedSampler, which would pad ranks with repeated examples.
-            "trainer.use_distributed_sampler": False,
-            # Checkpoints are written to a temporary file and renamed, so a kill mid-save never
-            # corrupts the run's only checkpoint.
-            "trainer.plugins": [{"class_path": "translate.train.checkpoint_io.AtomicCheckpointIO"}],
-            # The module prints its own one-line summary (Lightning's table shows FLOPs of 0).
-            "trainer.enable_model_summary": False,
-        })
+        parser.set_defaults(
+            {
+                # The batch sampler shards batches across ranks itself; Lightning must not wrap it
+                # in a DistributedSampler, which would pad ranks with repeated examples.
+                "trainer.use_distributed_sampler": False,
+                # Checkpoints are written to a temporary file and renamed, so a kill mid-save never
+                # corrupts the run's only checkpoint.
+                "trainer.plugins": [
+                    {"class_path": "translate.train.checkpoint_io.AtomicCheckpointIO"}
+                ],
+                # The module prints its own one-line summary (Lightning's table shows FLOPs of 0).
+                "trainer.enable_model_summary": False,
+            }
+        )
 
     # --- before anything is built ----------------------------------------------------------
     def before_instantiate_classes(self) -> None:
@@ -101,15 +109,25 @@ class TranslateCLI(LightningCLI):
         if ckpt_path and Path(ckpt_path).is_file():
             saved = checkpoint_settings(ckpt_path)
             self.take_data_from_checkpoint(config, ckpt_path, saved.get("data"))
-            saved_run_dir = saved.get("run_dir")  # a resumed or evaluated run stays in its directory
+            saved_run_dir = saved.get(
+                "run_dir"
+            )  # a resumed or evaluated run stays in its directory
         data = config.data
         data.corpus_dir = self.absolute_corpus(data.corpus_dir, data.corpus_format)
         if data.get("directions"):  # a direction's own corpus, too
-            data.directions = [[*d[:2], *(self.absolute_corpus(c, data.corpus_format) for c in d[2:])]
-                               for d in data.directions]
-        run_dir = Path(config.run_dir or saved_run_dir or default_run_dir(
-            [Path(p) for p in config.get("config") or []], config.data,
-            data_given=bool(given_data_flags(self.argv) & DATA_IDENTITY)))
+            data.directions = [
+                [*d[:2], *(self.absolute_corpus(c, data.corpus_format) for c in d[2:])]
+                for d in data.directions
+            ]
+        run_dir = Path(
+            config.run_dir
+            or saved_run_dir
+            or default_run_dir(
+                [Path(p) for p in config.get("config") or []],
+                config.data,
+                data_given=bool(given_data_flags(self.argv) & DATA_IDENTITY),
+            )
+        )
         config.run_dir = str(run_dir)
         self.place_outputs(config, run_dir)
         if self.subcommand == "fit" and not ckpt_path:
@@ -118,12 +136,18 @@ class TranslateCLI(LightningCLI):
             newest = newest_checkpoint(self.checkpoint_dirs(config))
             if newest is not None:
                 config.ckpt_path = str(newest[0])
-                say(f"resuming from {newest[0]} (step {newest[1]:,}), the newest complete checkpoint")
+                say(
+                    f"resuming from {newest[0]} (step {newest[1]:,}), the newest complete checkpoint"
+                )
                 self.take_data_from_checkpoint(config, config.ckpt_path, checkpoint_data(newest[0]))
         self.check_lengths(config)
         self.choose_precision(config)
-        if config.trainer.get("enable_progress_bar") is None and not (sys.stdout.isatty() and sys.stderr.isatty()):
-            config.trainer.enable_progress_bar = False  # a bar redrawn in a file shows nothing until the end
+        if config.trainer.get("enable_progress_bar") is None and not (
+            sys.stdout.isatty() and sys.stderr.isatty()
+        ):
+            config.trainer.enable_progress_bar = (
+                False  # a bar redrawn in a file shows nothing until the end
+            )
         say(f"run directory {run_dir} (logs, config.yaml, checkpoints)")
 
     def take_data_from_checkpoint(self, config, ckpt_path: str, saved: dict | None) -> None:
@@ -136,11 +160,18 @@ class TranslateCLI(LightningCLI):
         local = MACHINE_DATA_SETTINGS | ({"max_tokens"} if self.subcommand != "fit" else set())
         taken = []
         for key, value in saved.items():
-            if key in config.data and key not in given and key not in local and config.data[key] != value:
+            if (
+                key in config.data
+                and key not in given
+                and key not in local
+                and config.data[key] != value
+            ):
                 config.data[key] = value
                 taken.append(key)
         if taken:
-            say(f"data settings from {ckpt_path}: {', '.join(f'{k}={saved[k]}' for k in sorted(taken))}")
+            say(
+                f"data settings from {ckpt_path}: {', '.join(f'{k}={saved[k]}' for k in sorted(taken))}"
+            )
 
     @staticmethod
     def check_lengths(config) -> None:
@@ -148,7 +179,9 @@ class TranslateCLI(LightningCLI):
         or the first long batch would stop the run."""
         max_length, positions = config.data.max_length, config.model.model.max_positions
         many_to_many = config.data.get("languages") or config.data.get("directions")
-        added = 1 + bool(many_to_many and config.data.get("lang_tag", "source") == "source")  # EOS or BOS, a tag
+        added = 1 + bool(
+            many_to_many and config.data.get("lang_tag", "source") == "source"
+        )  # EOS or BOS, a tag
         if max_length + added > positions:
             what = "EOS or BOS added" if added == 1 else "EOS and the language tag added"
             raise UsageError(
@@ -176,13 +209,20 @@ class TranslateCLI(LightningCLI):
         _fill_placeholder(trainer, str(run_dir))
         for callback in trainer.get("callbacks") or []:
             init = getattr(callback, "init_args", None)
-            if callback.class_path.endswith("ModelCheckpoint") and init is not None and not init.get("dirpath"):
+            if (
+                callback.class_path.endswith("ModelCheckpoint")
+                and init is not None
+                and not init.get("dirpath")
+            ):
                 init.dirpath = str(run_dir / "checkpoints")
 
     @staticmethod
     def checkpoint_dirs(config) -> list[Path]:
-        return [Path(c.init_args.dirpath) for c in config.trainer.get("callbacks") or []
-                if c.class_path.endswith("ModelCheckpoint") and c.init_args.get("dirpath")]
+        return [
+            Path(c.init_args.dirpath)
+            for c in config.trainer.get("callbacks") or []
+            if c.class_path.endswith("ModelCheckpoint") and c.init_args.get("dirpath")
+        ]
 
     def refuse_other_run(self, config) -> None:
         """A new run must not replace a checkpoint of other data (another corpus or language
@@ -220,14 +260,33 @@ class TranslateCLI(LightningCLI):
         from translate.train.progress import clock
 
         max_steps = trainer.max_steps
-        if max_steps and max_steps > 0 and trainer.global_step < max_steps and not trainer.interrupted:
-            stopper = "an early-stopping callback" if trainer.should_stop and not _timer_expired(trainer) else None
-            reason = stopper or ("trainer.max_time" if _timer_expired(trainer) else "trainer.max_epochs")
-            say(f"WARNING: training stopped after {trainer.global_step:,} of {max_steps:,} updates ({reason}); "
-                "the results are not those of the full budget")
+        if (
+            max_steps
+            and max_steps > 0
+            and trainer.global_step < max_steps
+            and not trainer.interrupted
+        ):
+            stopper = (
+                "an early-stopping callback"
+                if trainer.should_stop and not _timer_expired(trainer)
+                else None
+            )
+            reason = stopper or (
+                "trainer.max_time" if _timer_expired(trainer) else "trainer.max_epochs"
+            )
+            say(
+                f"WARNING: training stopped after {trainer.global_step:,} of {max_steps:,} updates ({reason}); "
+                "the results are not those of the full budget"
+            )
         checkpoint = _last_checkpoint(trainer)
-        say(f"done: {trainer.global_step:,} updates in {clock(elapsed)}"
-            + (f"; checkpoint {checkpoint} (translate-eval --checkpoint scores it)" if checkpoint else ""))
+        say(
+            f"done: {trainer.global_step:,} updates in {clock(elapsed)}"
+            + (
+                f"; checkpoint {checkpoint} (translate-eval --checkpoint scores it)"
+                if checkpoint
+                else ""
+            )
+        )
         if checkpoint and self.config[self.subcommand].get("tune_search"):
             self.tune_search(checkpoint)
 
@@ -237,8 +296,10 @@ class TranslateCLI(LightningCLI):
 
         sentences = self.config[self.subcommand].data.get("dev_max_sentences") or 300
         settings = tune_checkpoint(checkpoint, self.trainer.strategy.root_device, "dev", sentences)
-        say(f"length penalty {settings['length_penalty']:.1f} chosen on the dev set and stored in {checkpoint}:\n"
-            + report(settings))
+        say(
+            f"length penalty {settings['length_penalty']:.1f} chosen on the dev set and stored in {checkpoint}:\n"
+            + report(settings)
+        )
 
 
 RUN_DIR_PLACEHOLDER = "{run_dir}"
@@ -260,8 +321,10 @@ def _fill_placeholder(node, run_dir: str):
 def _timer_expired(trainer) -> bool:
     from lightning.pytorch.callbacks import Timer
 
-    return any(isinstance(c, Timer) and c.time_remaining() is not None and c.time_remaining() <= 0
-               for c in trainer.callbacks)
+    return any(
+        isinstance(c, Timer) and c.time_remaining() is not None and c.time_remaining() <= 0
+        for c in trainer.callbacks
+    )
 
 
 def _last_checkpoint(trainer) -> str | None:
@@ -269,7 +332,11 @@ def _last_checkpoint(trainer) -> str | None:
         if isinstance(callback, ModelCheckpoint):
             path = callback.last_model_path or callback.best_model_path
             if path and Path(path).is_file():
-                return os.path.relpath(path) if Path(path).resolve().is_relative_to(Path.cwd()) else path
+                return (
+                    os.path.relpath(path)
+                    if Path(path).resolve().is_relative_to(Path.cwd())
+                    else path
+                )
     return None
 
 

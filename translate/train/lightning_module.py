@@ -51,20 +51,29 @@ class CorpusBLEU(Metric):
         super().__init__()
         self._bleu = BLEU()
         order = self._bleu.max_ngram_order
-        self.add_state("counts", default=torch.zeros(order, dtype=torch.float64), dist_reduce_fx="sum")
-        self.add_state("totals", default=torch.zeros(order, dtype=torch.float64), dist_reduce_fx="sum")
+        self.add_state(
+            "counts", default=torch.zeros(order, dtype=torch.float64), dist_reduce_fx="sum"
+        )
+        self.add_state(
+            "totals", default=torch.zeros(order, dtype=torch.float64), dist_reduce_fx="sum"
+        )
         self.add_state("lengths", default=torch.zeros(2, dtype=torch.float64), dist_reduce_fx="sum")
 
     def update(self, hypotheses: list[str], references: list[str]) -> None:
         score = self._bleu.corpus_score(hypotheses, [references])
         self.counts += torch.tensor(score.counts, dtype=torch.float64, device=self.counts.device)
         self.totals += torch.tensor(score.totals, dtype=torch.float64, device=self.totals.device)
-        self.lengths += torch.tensor([score.sys_len, score.ref_len], dtype=torch.float64, device=self.lengths.device)
+        self.lengths += torch.tensor(
+            [score.sys_len, score.ref_len], dtype=torch.float64, device=self.lengths.device
+        )
 
     def compute(self) -> torch.Tensor:
         score = BLEU.compute_bleu(
-            [int(c) for c in self.counts], [int(t) for t in self.totals],
-            int(self.lengths[0]), int(self.lengths[1]), smooth_method="exp",
+            [int(c) for c in self.counts],
+            [int(t) for t in self.totals],
+            int(self.lengths[0]),
+            int(self.lengths[1]),
+            smooth_method="exp",
         )
         return torch.tensor(score.score, dtype=torch.float64)
 
@@ -106,14 +115,18 @@ def attention_backend(name: str) -> contextlib.AbstractContextManager:
     return contextlib.nullcontext()
 
 
-def use_fused_optimizer(requested: bool | None, device_type: str, clipping: bool, precision: str) -> bool:
+def use_fused_optimizer(
+    requested: bool | None, device_type: str, clipping: bool, precision: str
+) -> bool:
     """Whether Adam runs as one fused kernel: as `model.fused_optimizer` asks, by default on a
     GPU; but Lightning refuses to clip the gradients of an optimizer that unscales them itself
     under mixed precision, so there a default gives way and an explicit request is refused."""
     conflict = clipping and precision.endswith("-mixed")
     if requested and conflict:
-        raise UsageError(f"model.fused_optimizer true cannot clip gradients under trainer.precision {precision}: "
-                         "set trainer.gradient_clip_val 0 or model.fused_optimizer false")
+        raise UsageError(
+            f"model.fused_optimizer true cannot clip gradients under trainer.precision {precision}: "
+            "set trainer.gradient_clip_val 0 or model.fused_optimizer false"
+        )
     if requested is None:
         return device_type == "cuda" and not conflict  # one launch for every tensor on a GPU
     return requested
@@ -169,29 +182,47 @@ class TranslationModule(L.LightningModule):
     ) -> None:
         super().__init__()
         if warmup_steps < 0:
-            raise UsageError(f"model.warmup_steps must be 0 (no warm-up) or more, got {warmup_steps}")
+            raise UsageError(
+                f"model.warmup_steps must be 0 (no warm-up) or more, got {warmup_steps}"
+            )
         self.vocab = vocab
         self.model_config = model or ModelConfig()
         self.model = Transformer(
             self.model_config, len(vocab.source), len(vocab.target), shared_vocab=vocab.joint
         )
         self.training_config = {
-            "lr": lr, "warmup_steps": warmup_steps, "lr_schedule": lr_schedule, "betas": list(betas),
-            "weight_decay": weight_decay, "label_smoothing": label_smoothing,
-            "max_len_a": max_len_a, "max_len_b": max_len_b,
-            "optimizer": optimizer, "fused_optimizer": fused_optimizer,
+            "lr": lr,
+            "warmup_steps": warmup_steps,
+            "lr_schedule": lr_schedule,
+            "betas": list(betas),
+            "weight_decay": weight_decay,
+            "label_smoothing": label_smoothing,
+            "max_len_a": max_len_a,
+            "max_len_b": max_len_b,
+            "optimizer": optimizer,
+            "fused_optimizer": fused_optimizer,
         }
         if loss_chunk is not None and loss_chunk < 0:
-            raise UsageError(f"model.loss_chunk must be 0 (all rows at once), a row count, or null, got {loss_chunk}")
+            raise UsageError(
+                f"model.loss_chunk must be 0 (all rows at once), a row count, or null, got {loss_chunk}"
+            )
         self.compile_model, self.loss_chunk = compile, loss_chunk
         if training_attention not in ("default", "math"):
-            raise UsageError(f"model.training_attention must be default or math, got {training_attention!r}")
+            raise UsageError(
+                f"model.training_attention must be default or math, got {training_attention!r}"
+            )
         self.training_attention = training_attention
         self.val_bleu_enabled = val_bleu
         self.run_config: str | None = None  # the resolved CLI config, set by the CLI
-        self.target_tokens: list[int] | None = None  # ids seen on the target side of the training data
-        self.target_tokens_by_language: dict[str, list[int]] | None = None  # the same per target language
-        self.tag_ids = sorted(vocab.target.tag_ids().values())  # a many-to-many model's language tags
+        self.target_tokens: list[int] | None = (
+            None  # ids seen on the target side of the training data
+        )
+        self.target_tokens_by_language: dict[str, list[int]] | None = (
+            None  # the same per target language
+        )
+        self.tag_ids = sorted(
+            vocab.target.tag_ids().values()
+        )  # a many-to-many model's language tags
         self.eval_nll, self.eval_tokens = SumMetric(), SumMetric()
         self.eval_bleu = CorpusBLEU()
         self._update_tokens = 0  # target tokens of the update in progress (this rank)
@@ -206,7 +237,9 @@ class TranslationModule(L.LightningModule):
         datamodule = getattr(self.trainer, "datamodule", None)
         if self.target_tokens is None and hasattr(datamodule, "target_tokens_by_language"):
             self.target_tokens_by_language = datamodule.target_tokens_by_language()
-            self.target_tokens = sorted({i for ids in self.target_tokens_by_language.values() for i in ids})
+            self.target_tokens = sorted(
+                {i for ids in self.target_tokens_by_language.values() for i in ids}
+            )
         if self.trainer.is_global_zero:
             print(f"translate-train: model {self.summary()}", file=sys.stderr, flush=True)
 
@@ -215,10 +248,16 @@ class TranslationModule(L.LightningModule):
         from translate.model.analysis import parameter_counts
 
         counts, cfg = parameter_counts(self.model), self.model_config
-        vocab = f"{len(self.vocab.target):,} joint" if self.vocab.joint else f"{len(self.vocab.source):,}/{len(self.vocab.target):,}"
-        return (f"{counts['total']:,} parameters ({counts.get('in_embeddings', 0):,} in embeddings, "
-                f"tie_embeddings {cfg.tie_embeddings}), d_model {cfg.d_model}, "
-                f"{cfg.encoder_layers}+{cfg.decoder_layers} layers, vocabulary {vocab}")
+        vocab = (
+            f"{len(self.vocab.target):,} joint"
+            if self.vocab.joint
+            else f"{len(self.vocab.source):,}/{len(self.vocab.target):,}"
+        )
+        return (
+            f"{counts['total']:,} parameters ({counts.get('in_embeddings', 0):,} in embeddings, "
+            f"tie_embeddings {cfg.tie_embeddings}), d_model {cfg.d_model}, "
+            f"{cfg.encoder_layers}+{cfg.decoder_layers} layers, vocabulary {vocab}"
+        )
 
     def on_train_start(self) -> None:
         self._update_tokens, self._update_nll = 0, 0.0
@@ -235,7 +274,9 @@ class TranslationModule(L.LightningModule):
         return batch_nll(self.model, batch, smoothing, self.loss_chunk)
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
-        with attention_backend(self.training_attention):  # chosen in the forward pass; backward follows it
+        with attention_backend(
+            self.training_attention
+        ):  # chosen in the forward pass; backward follows it
             nll = self.nll(batch, self.training_config["label_smoothing"])
         self._update_nll = self._update_nll + nll.detach()
         self._update_tokens += batch["tgt_tokens"]
@@ -248,9 +289,13 @@ class TranslationModule(L.LightningModule):
         """Turn the accumulated gradient into that of the mean loss over the update's target
         tokens (all micro-batches, all ranks), before clipping; log that loss, the effective
         batch and, on logging steps, target tokens per second over all ranks."""
-        update = torch.tensor([self._update_tokens, self._window_tokens, 0.0], dtype=torch.float64, device=self.device)
+        update = torch.tensor(
+            [self._update_tokens, self._window_tokens, 0.0], dtype=torch.float64, device=self.device
+        )
         update[2] = self._update_nll  # stays on the device: no host sync on steps that do not log
-        update = self.trainer.strategy.reduce(update, reduce_op="sum")  # one small collective per update
+        update = self.trainer.strategy.reduce(
+            update, reduce_op="sum"
+        )  # one small collective per update
         tokens = update[0].clamp(min=1)
         # Lightning divided each micro-batch's loss by accumulate_grad_batches and DDP averaged
         # the gradients over ranks: undo both, then divide by the tokens.
@@ -265,12 +310,18 @@ class TranslationModule(L.LightningModule):
             self.log("lr", optimizer.param_groups[0]["lr"], prog_bar=True)
             self.log("train_batch_tgt_tokens", update[0])
             if self._window_start is not None and now > self._window_start:
-                self.log("train_tgt_tokens_per_sec", update[1] / (now - self._window_start), prog_bar=True)
+                self.log(
+                    "train_tgt_tokens_per_sec",
+                    update[1] / (now - self._window_start),
+                    prog_bar=True,
+                )
             self._window_tokens, self._window_start = 0, now
         self._update_tokens, self._update_nll = 0, 0.0
 
     def configure_model(self) -> None:
-        if self.compile_model:  # in place: the parameter names, and so the checkpoints, stay the same
+        if (
+            self.compile_model
+        ):  # in place: the parameter names, and so the checkpoints, stay the same
             self.model.compile(dynamic=True)
 
     def parameter_groups(self) -> list[dict]:
@@ -279,24 +330,40 @@ class TranslationModule(L.LightningModule):
         parameters = [p for p in self.parameters() if p.requires_grad]
         if not decay:
             return [{"params": parameters, "weight_decay": 0.0}]
-        return [{"params": [p for p in parameters if p.ndim >= 2], "weight_decay": decay},
-                {"params": [p for p in parameters if p.ndim < 2], "weight_decay": 0.0}]
+        return [
+            {"params": [p for p in parameters if p.ndim >= 2], "weight_decay": decay},
+            {"params": [p for p in parameters if p.ndim < 2], "weight_decay": 0.0},
+        ]
 
     def configure_optimizers(self):
         cfg = self.training_config
-        fused = use_fused_optimizer(cfg["fused_optimizer"], self.device.type, bool(self.trainer.gradient_clip_val),
-                                    str(self.trainer.precision))
+        fused = use_fused_optimizer(
+            cfg["fused_optimizer"],
+            self.device.type,
+            bool(self.trainer.gradient_clip_val),
+            str(self.trainer.precision),
+        )
         kind = torch.optim.AdamW if cfg["optimizer"] == "adamw" else torch.optim.Adam
-        optimizer = kind(self.parameter_groups(), lr=cfg["lr"], betas=tuple(cfg["betas"]), eps=1e-9,
-                         **({"fused": True} if fused else {}))
+        optimizer = kind(
+            self.parameter_groups(),
+            lr=cfg["lr"],
+            betas=tuple(cfg["betas"]),
+            eps=1e-9,
+            **({"fused": True} if fused else {}),
+        )
         if cfg["lr_schedule"] == "linear":
             if self.trainer.max_steps <= 0:
-                raise ValueError("lr_schedule 'linear' decays to 0 at trainer.max_steps, which is not set")
+                raise ValueError(
+                    "lr_schedule 'linear' decays to 0 at trainer.max_steps, which is not set"
+                )
             schedule = linear_decay_schedule(cfg["warmup_steps"], self.trainer.max_steps)
         else:
             schedule = inverse_sqrt_schedule(cfg["warmup_steps"])
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+        return {
+            "optimizer": optimizer,
+            "lr_scheduler": {"scheduler": scheduler, "interval": "step"},
+        }
 
     # --- validation and test ----------------------------------------------------------
     def _evaluation_step(self, batch: dict) -> None:
@@ -306,9 +373,14 @@ class TranslationModule(L.LightningModule):
         self.eval_tokens.update((batch["tgt_out"] != PAD_ID).sum())
         if self.val_bleu_enabled:
             hypotheses = self.vocab.target.decode(
-                greedy_search(self.model, batch["src"], self.training_config["max_len_a"],
-                              self.training_config["max_len_b"], start=batch["tgt_in"][:, 0],
-                              never=self.tag_ids)
+                greedy_search(
+                    self.model,
+                    batch["src"],
+                    self.training_config["max_len_a"],
+                    self.training_config["max_len_b"],
+                    start=batch["tgt_in"][:, 0],
+                    never=self.tag_ids,
+                )
             )
             self.eval_bleu.update(hypotheses, batch["references"])
 
@@ -354,7 +426,9 @@ class TranslationModule(L.LightningModule):
         """Resuming with another vocabulary would silently scramble every embedding row."""
         artifact = checkpoint.get(ARTIFACT_KEY, {})
         self.target_tokens = artifact.get("target_tokens", self.target_tokens)
-        self.target_tokens_by_language = artifact.get("target_tokens_by_language", self.target_tokens_by_language)
+        self.target_tokens_by_language = artifact.get(
+            "target_tokens_by_language", self.target_tokens_by_language
+        )
         saved = artifact.get("vocab")
         if saved is not None and saved != self.vocab.state():
             raise ValueError(

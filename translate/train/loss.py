@@ -23,20 +23,37 @@ def at_least_float32(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.to(torch.promote_types(tensor.dtype, torch.float32))
 
 
-def label_smoothed_nll(logits: torch.Tensor, target: torch.Tensor, smoothing: float) -> torch.Tensor:
+def label_smoothed_nll(
+    logits: torch.Tensor, target: torch.Tensor, smoothing: float
+) -> torch.Tensor:
     """Sum over non-pad target tokens of cross-entropy against (1 - e) one-hot + e uniform."""
     return F.cross_entropy(
-        at_least_float32(logits.reshape(-1, logits.shape[-1])), target.reshape(-1),
-        ignore_index=PAD_ID, label_smoothing=smoothing, reduction="sum",
+        at_least_float32(logits.reshape(-1, logits.shape[-1])),
+        target.reshape(-1),
+        ignore_index=PAD_ID,
+        label_smoothing=smoothing,
+        reduction="sum",
     )
 
 
-def _chunk_nll(states: torch.Tensor, weight: torch.Tensor, target: torch.Tensor, smoothing: float) -> torch.Tensor:
-    return F.cross_entropy(at_least_float32(F.linear(states, weight)), target, label_smoothing=smoothing, reduction="sum")
+def _chunk_nll(
+    states: torch.Tensor, weight: torch.Tensor, target: torch.Tensor, smoothing: float
+) -> torch.Tensor:
+    return F.cross_entropy(
+        at_least_float32(F.linear(states, weight)),
+        target,
+        label_smoothing=smoothing,
+        reduction="sum",
+    )
 
 
-def projected_nll(states: torch.Tensor, weight: torch.Tensor, target: torch.Tensor, smoothing: float,
-                  chunk: int | None = None) -> torch.Tensor:
+def projected_nll(
+    states: torch.Tensor,
+    weight: torch.Tensor,
+    target: torch.Tensor,
+    smoothing: float,
+    chunk: int | None = None,
+) -> torch.Tensor:
     """`label_smoothed_nll(states @ weight.T, target, smoothing)` without the padded rows'
     logits, and with at most `chunk` rows' logits alive at once (None: all rows in one)."""
     keep = (target != PAD_ID).reshape(-1)
@@ -47,14 +64,20 @@ def projected_nll(states: torch.Tensor, weight: torch.Tensor, target: torch.Tens
     total = states.new_zeros((), dtype=torch.promote_types(states.dtype, torch.float32))
     for start in range(0, len(target), chunk):
         rows = slice(start, start + chunk)
-        total = total + checkpoint(_chunk_nll, states[rows], weight, target[rows], smoothing, use_reentrant=False)
+        total = total + checkpoint(
+            _chunk_nll, states[rows], weight, target[rows], smoothing, use_reentrant=False
+        )
     return total
 
 
-def batch_nll(model: torch.nn.Module, batch: dict, smoothing: float, chunk: int | None = None) -> torch.Tensor:
+def batch_nll(
+    model: torch.nn.Module, batch: dict, smoothing: float, chunk: int | None = None
+) -> torch.Tensor:
     """A batch's summed loss under `model` (a `Transformer`): from the logits of every position
     (`chunk` None), or through `projected_nll` (`chunk` rows at a time; 0: all at once)."""
     if chunk is None:
-        return label_smoothed_nll(model(batch["src"], batch["tgt_in"], PAD_ID), batch["tgt_out"], smoothing)
+        return label_smoothed_nll(
+            model(batch["src"], batch["tgt_in"], PAD_ID), batch["tgt_out"], smoothing
+        )
     states = model(batch["src"], batch["tgt_in"], PAD_ID, project=False)
     return projected_nll(states, model.output.weight, batch["tgt_out"], smoothing, chunk or None)

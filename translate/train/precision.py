@@ -58,5 +58,8 @@ def choose_precision(accelerator: str | None) -> tuple[str, str]:
     if str(accelerator or "auto").lower() in ("cpu", "auto"):
         if cpu_has_native_bf16():
             return "bf16-mixed", "the CPU has bfloat16 instructions"
-        return "32-true", "the CPU has no bfloat16 instructions, so bf16 autocast would be slower than float32"
+        return (
+            "32-true",
+            "the CPU has no bfloat16 instructions, so bf16 autocast would be slower than float32",
+        )
     return "32-true", f"accelerator {accelerator}"

@@ -49,16 +49,27 @@ class ProgressLog(L.Callback):
             return None
         return int(total) if math.isfinite(total) else None
 
-    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch, batch_idx) -> None:
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch, batch_idx
+    ) -> None:
         step = trainer.global_step
         every = max(trainer.log_every_n_steps, 1)
-        if not self._active(trainer) or step == self._printed_step or step % every or self._start is None:
+        if (
+            not self._active(trainer)
+            or step == self._printed_step
+            or step % every
+            or self._start is None
+        ):
             return
         self._printed_step = step
         elapsed = time.perf_counter() - self._start
         total = self.total_steps(trainer)
         parts = [f"step {step:,}" + (f"/{total:,} ({100 * step / total:.0f}%)" if total else "")]
-        loss, speed, lr = metric(trainer, "train_loss"), metric(trainer, "train_tgt_tokens_per_sec"), metric(trainer, "lr")
+        loss, speed, lr = (
+            metric(trainer, "train_loss"),
+            metric(trainer, "train_tgt_tokens_per_sec"),
+            metric(trainer, "lr"),
+        )
         if loss is not None:
             parts.append(f"loss {loss:.3f}")
         if speed is not None:
@@ -74,8 +85,14 @@ class ProgressLog(L.Callback):
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if not self._active(trainer) or trainer.sanity_checking:
             return
-        scores = [f"{name.removeprefix('val_')} {value:.2f}" for name in ("val_bleu", "val_loss", "val_ppl")
-                  if (value := metric(trainer, name)) is not None]
+        scores = [
+            f"{name.removeprefix('val_')} {value:.2f}"
+            for name in ("val_bleu", "val_loss", "val_ppl")
+            if (value := metric(trainer, name)) is not None
+        ]
         if scores:
-            print(f"translate-train: validation at step {trainer.global_step:,}: {', '.join(scores)}",
-                  file=sys.stderr, flush=True)
+            print(
+                f"translate-train: validation at step {trainer.global_step:,}: {', '.join(scores)}",
+                file=sys.stderr,
+                flush=True,
+            )

@@ -20,8 +20,15 @@ def quiet_third_party_noise() -> None:
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)` is deprecated")
     # jsonargparse deprecations that Lightning's own calls trigger
     warnings.filterwarnings("ignore", message=r"\s*skip_none parameter was deprecated")
-    warnings.filterwarnings("ignore", message=r"\s*``(ArgumentParser.add_instantiator|instantiate_classes)`` was deprecated")
+    warnings.filterwarnings(
+        "ignore",
+        message=r"\s*``(ArgumentParser.add_instantiator|instantiate_classes)`` was deprecated",
+    )
     # run_cli(argv) from Python (the tying study, tests) is meant: argv replaces the command line.
-    warnings.filterwarnings("ignore", message=r"LightningCLI's args parameter is intended to run from within Python")
+    warnings.filterwarnings(
+        "ignore", message=r"LightningCLI's args parameter is intended to run from within Python"
+    )
     # Trainer.predict over lists of lines: there are no sample indices to infer.
-    warnings.filterwarnings("ignore", message=r"Couldn't infer the batch indices fetched from your dataloader")
+    warnings.filterwarnings(
+        "ignore", message=r"Couldn't infer the batch indices fetched from your dataloader"
+    )

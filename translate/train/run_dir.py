@@ -43,8 +43,14 @@ def data_identity(data) -> tuple:
         corpus = str(Path(corpus).resolve())
     if corpus and Path(corpus) == BUNDLED_CORPUS.resolve():
         corpus = None
-    return (corpus, _setting(data, "corpus_format", "text"), _setting(data, "hf_config"),
-            _setting(data, "src_lang", "en"), _setting(data, "tgt_lang", "de"), _setting(data, "train_split", "train"))
+    return (
+        corpus,
+        _setting(data, "corpus_format", "text"),
+        _setting(data, "hf_config"),
+        _setting(data, "src_lang", "en"),
+        _setting(data, "tgt_lang", "de"),
+        _setting(data, "train_split", "train"),
+    )
 
 
 def corpus_name(corpus: str | None) -> str:
