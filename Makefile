@@ -53,9 +53,11 @@ test: install
 test-fast: install
 	$(BIN)/python -m pytest -q -m "not slow"
 
-# The floors of translate/ as import contracts (pyproject.toml: inference never imports the
-# training stack, no package imports one above it, no import cycles).
+# ruff (lint and format, as configured in pyproject.toml), and the floors of translate/ as import
+# contracts (inference never imports the training stack, no package imports one above it, no cycles).
 lint: install
+	$(BIN)/ruff check translate tests scripts
+	$(BIN)/ruff format --check translate tests scripts
 	$(BIN)/lint-imports
 
 # The numerical tests once more with the CPU's kernels held to AVX2, as on a CPU without AVX-512:

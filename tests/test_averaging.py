@@ -33,11 +33,12 @@ TIED = ("model.src_embed.weight", "model.tgt_embed.weight", "model.output.weight
 @pytest.fixture(scope="module")
 def vocabs(tmp_path_factory):
     directory = tmp_path_factory.mktemp("vocab")
-    make = lambda size: (
-        TranslationDataModule(  # noqa: E731
+
+    def make(size: int):
+        return TranslationDataModule(
             corpus_dir=str(FIXTURE), vocab_size=size, cache_dir=str(directory)
         ).vocab
-    )
+
     return make(300), make(350)
 
 

@@ -221,7 +221,8 @@ def test_encoding_needs_neither_fcntl_nor_cpu_affinity(tmp_path, fixture_dir, mo
         "import os; del os.sched_getaffinity\n"
         "from translate.train.data_module import TranslationDataModule\n"
         "import translate.cli.translate, translate.cli.evaluate, translate.cli.export, translate.cli.inspect\n"
-        f"data = TranslationDataModule(corpus_dir={str(fixture_dir)!r}, vocab_size=300, cache_dir={str(tmp_path)!r}, encode_workers=2)\n"
+        f"data = TranslationDataModule(corpus_dir={str(fixture_dir)!r}, vocab_size=300, "
+        f"cache_dir={str(tmp_path)!r}, encode_workers=2)\n"
         "data.setup('fit')\n"
         "print(len(data.datasets['train']))\n"
     )

@@ -34,7 +34,7 @@ pre- or post-norm, ties and the position table explicitly), for every norm place
 Neither format has weights shared between layers or a map between the decoder embedding and the
 residual stream, so models with `share_layer_attention`, `share_encoder_decoder_layers` or
 `embedding_adapter` are refused with an `ExportError` by both exports.
-"""
+"""  # noqa: E501 - the table above is one row a line
 
 from __future__ import annotations
 

@@ -387,7 +387,10 @@ class TranslationDataModule(L.LightningDataModule):
         return f"hf:{dataset._fingerprint}"
 
     def _load_or_train_vocab(self) -> Vocabularies:
-        settings = f"{self.langs}-{self.corpus_format}-{self.vocab_size}-{self.vocab_type}-{'joint' if self.joint_vocab else 'separate'}"
+        sharing = "joint" if self.joint_vocab else "separate"
+        settings = (
+            f"{self.langs}-{self.corpus_format}-{self.vocab_size}-{self.vocab_type}-{sharing}"
+        )
         tags = (
             [language_tag(lang) for lang in dict.fromkeys(t for _, t in self.directions)]
             if self.multilingual
