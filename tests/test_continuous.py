@@ -6,12 +6,12 @@ import random
 
 import pytest
 import torch
+from search_oracle import beam_search, greedy_search
 from test_search import full_prefix_log_probs, random_sources, search_terms, tiny_model
 from tolerances import within_rounding
 
 from translate.decode import continuous
 from translate.decode.continuous import ContinuousBeamSearch, ContinuousGreedySearch, search_joined
-from translate.decode.search import beam_search, greedy_search
 from translate.text.vocab import EOS_ID, PAD_ID
 
 

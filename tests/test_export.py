@@ -11,10 +11,10 @@ transformers = pytest.importorskip("transformers")
 # MarianTokenizer recommends sacremoses for a normalizer that it never applies when encoding.
 pytestmark = pytest.mark.filterwarnings("ignore:Recommended. pip install sacremoses")
 
+from search_oracle import greedy_search, strip_special  # noqa: E402
 from test_translate_cli import write_checkpoint  # noqa: E402
 from tolerances import assert_within_rounding, transformer_terms  # noqa: E402
 
-from translate.decode.search import greedy_search, strip_special  # noqa: E402
 from translate.export.convert import ExportError, export_huggingface  # noqa: E402
 from translate.model.transformer import ModelConfig, Transformer  # noqa: E402
 from translate.text.vocab import BOS_ID, EOS_ID, PAD_ID, Vocabularies, train_sentencepiece  # noqa: E402

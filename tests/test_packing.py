@@ -3,12 +3,12 @@ parameters and ties, and a fallback wherever the packed path does not apply."""
 
 import pytest
 import torch
+from search_oracle import beam_search, greedy_search
 from test_search import search_terms
 from test_tying import all_variants, build, variant_id
 from tolerances import assert_within_rounding, transformer_terms, within_rounding
 from torch import nn
 
-from translate.decode.search import beam_search, greedy_search
 from translate.model.packing import (
     PACK_ALWAYS_WEIGHTS,
     PACK_MIN_ROWS,

@@ -5,6 +5,7 @@ import itertools
 
 import pytest
 import torch
+from search_oracle import beam_search, greedy_search
 from tolerances import (
     assert_within_rounding,
     score_terms,
@@ -16,9 +17,7 @@ from tolerances import (
 from translate.decode import search
 from translate.decode.search import (
     Hypothesis,
-    beam_search,
     encode_by_length,
-    greedy_search,
     length_groups,
     length_penalty,
 )

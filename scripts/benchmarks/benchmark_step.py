@@ -32,10 +32,9 @@ sys.path.insert(0, str(REPO))
 
 import torch  # noqa: E402
 
+from translate.decode.continuous import ContinuousGreedySearch, search_batch  # noqa: E402
 from translate.decode.device import prepare_decoding  # noqa: E402
-from translate.decode.search import greedy_search  # noqa: E402
 from translate.model.checkpoint import load_translator  # noqa: E402
-from translate.model.padding import pad  # noqa: E402
 from translate.text.corpus import BUNDLED_CORPUS, read_lines, split_paths  # noqa: E402
 from translate.text.vocab import EOS_ID  # noqa: E402
 
@@ -62,14 +61,13 @@ def best_of(repeats: int, run) -> float:
 def ours_step_ms(
     translator, ids: list[int], rows: int, short: int, long: int, repeats: int
 ) -> float:
-    src = pad([ids + [EOS_ID]] * rows)
+    src = [ids + [EOS_ID]] * rows
 
     def run(
         steps: int,
     ):  # EOS is never chosen: every row decodes `steps` steps, the last one forced to EOS
-        return lambda: greedy_search(
-            translator.model, src, max_len_a=0.0, max_len_b=steps, never=[EOS_ID]
-        )
+        search = ContinuousGreedySearch(translator.model, 0.0, steps, never=[EOS_ID])
+        return lambda: search_batch(search, src)
 
     return (best_of(repeats, run(long)) - best_of(repeats, run(short))) / (long - short) * 1e3
 
@@ -159,8 +157,10 @@ def by_batch(translator, connection, sentences: int, repeats: int) -> None:
     )
     totals = [0.0, 0.0]
     for number, batch in enumerate(length_batches([len(ids) for ids in encoded], BATCH_TOKENS), 1):
-        src = pad([encoded[i] + [EOS_ID] for i in batch])
-        mine = best_of(repeats, lambda: greedy_search(translator.model, src, a, b))
+        src = [encoded[i] + [EOS_ID] for i in batch]
+        mine = best_of(
+            repeats, lambda: search_batch(ContinuousGreedySearch(translator.model, a, b), src)
+        )
         connection.send(
             (
                 "batch",
@@ -193,8 +193,10 @@ def by_batch(translator, connection, sentences: int, repeats: int) -> None:
     )
     totals = [0.0, 0.0]  # the encoder and the first step: each batch to one output token
     for batch in batches:
-        src = pad([encoded[i] + [EOS_ID] for i in batch])
-        totals[0] += best_of(repeats, lambda: greedy_search(translator.model, src, 0.0, 1))
+        src = [encoded[i] + [EOS_ID] for i in batch]
+        totals[0] += best_of(
+            repeats, lambda: search_batch(ContinuousGreedySearch(translator.model, 0.0, 1), src)
+        )
         connection.send(("batch", [[piece(t) for t in encoded[i]] for i in batch], 2, repeats))
         totals[1] += connection.recv()
     print(

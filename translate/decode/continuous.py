@@ -1,8 +1,11 @@
-"""Searches that sentences join and leave step by step (continuous batching).
+"""The product's greedy and beam search: sentences join and leave step by step (continuous
+batching). translate-cli, translate-eval, tuning, serving, batch prediction and validation BLEU
+all search here.
 
-`search.beam_search` and `search.greedy_search` take a batch and return when its last sentence is
-done, so a batch runs on for its longest sentence while fewer and fewer rows decode, and the
-next batch waits. Here a sentence joins between two steps (`add`) and leaves at the step it is
+A search that takes a batch and returns when its last sentence is done runs on for its longest
+sentence while fewer and fewer rows decode, and the next batch waits (tests/search_oracle.py
+keeps two such searches, written apart, as the oracles every sentence here must match). Here a
+sentence joins between two steps (`add`) and leaves at the step it is
 done (`step`), so the rows stay many: translate-serve's beam search (`ContinuousBeamSearch`)
 takes requests as they come, and translate-cli lets each batch join while the last sentences of
 the one before finish (`search_joined`).
@@ -14,7 +17,7 @@ at one step form a cohort with attention caches of their own (segments,
 products of a step run on every row at once. Beyond `MAX_COHORTS` the two cohorts nearest in
 age merge, the younger's cached steps aligned at the end and masked before its own. A joining
 sentence gets `beam` rows at once, all but the first with a log-probability of -inf, which
-picks what `beam_search`'s single first row picks.
+picks what a search started from a single row picks.
 """
 
 from __future__ import annotations
@@ -243,7 +246,17 @@ class _CohortSearch:
 
 
 class ContinuousBeamSearch(_CohortSearch):
-    """A running beam search over sentences that join (`add`) and leave (`step`) at any step."""
+    """A running beam search over sentences that join (`add`) and leave (`step`) at any step.
+
+    A hypothesis's `log_prob` sums the float32 log-probabilities of its tokens, EOS included; it
+    is ranked by `log_prob / ((5 + n) / 6) ** alpha` (GNMT; n counts EOS, alpha 0 ranks by the
+    raw sum). Each step keeps a sentence's best `2 * beam` extensions by log-probability: those by
+    EOS among the first `beam` finish, the first `beam` others live on (fairseq's scheme). A
+    sentence is done once it has W finished and its best live hypothesis, scored at its length,
+    cannot beat the W-th (W is `n_best` at alpha 0, where the rule is exact, else `beam`, the
+    usual approximation), or once nothing lives. At the length limit (`max_len_a * source
+    length + max_len_b` tokens, EOS included) only EOS may follow. Beam 1 makes greedy's choices.
+    """
 
     def __init__(
         self,
@@ -261,9 +274,9 @@ class ContinuousBeamSearch(_CohortSearch):
         if not 1 <= n_best <= beam:
             raise ValueError(f"n_best must be between 1 and the beam size {beam}, got {n_best}")
         self.alpha, self.n_best = alpha, n_best
-        self.wait_for = n_best if alpha == 0 else beam  # as beam_search
+        self.wait_for = n_best if alpha == 0 else beam  # W of the stopping rule
         super().__init__(model, beam, max_len_a, max_len_b, allowed_tokens, never)
-        # Float32 penalties by step, as beam_search's Python float becomes in a float32 division.
+        # Float32 penalties by step, as a Python float becomes in a float32 division.
         self.penalties = torch.tensor(
             [length_penalty(step + 1, alpha) for step in range(model.cfg.max_positions)],
             device=self.device,
@@ -313,7 +326,7 @@ class ContinuousBeamSearch(_CohortSearch):
     @torch.inference_mode()
     def step(self) -> list[tuple[Hashable, list[Hypothesis]]]:
         """One decoding step for every live sentence; the sentences done at it, with their
-        tickets and up to `n_best` hypotheses, best first (see `search.beam_search`)."""
+        tickets and up to `n_best` hypotheses, best first."""
         if not self.tickets:
             return []
         beam, n = self.beam, len(self.tickets)
@@ -378,7 +391,7 @@ class ContinuousBeamSearch(_CohortSearch):
 
 class ContinuousGreedySearch(_CohortSearch):
     """A running greedy search over sentences that join (`add`) and leave (`step`) at any step;
-    each gets the tokens `search.greedy_search` gives it."""
+    each gets the tokens it gets searched alone (the most probable one each step)."""
 
     def __init__(
         self,
@@ -434,7 +447,7 @@ class ContinuousGreedySearch(_CohortSearch):
         if not len(self):
             self._reset()
             return answered
-        # As greedy_search, answered rows leave once they are a tenth of the rows (leaving copies
+        # Answered rows leave once they are a tenth of the rows (leaving copies
         # the encoder's keys and values), or before their next position would pass the model's last.
         last_position = steps + 1 >= self.model.cfg.max_positions
         if self.answered * 10 >= len(self.tickets) or bool((self.done & last_position).any()):
@@ -455,6 +468,21 @@ class ContinuousGreedySearch(_CohortSearch):
 JOIN_BELOW = 0.5
 
 
+def search_batch(
+    search: ContinuousGreedySearch | ContinuousBeamSearch,
+    sources: Sequence[Sequence[int]],
+    starts: Sequence[int | None] | None = None,
+) -> list:
+    """What `search` gives each of `sources` (source ids with EOS), one batch searched to its end,
+    in their order (each sentence still as alone): for callers that hold a whole batch, such as
+    validation BLEU in training."""
+    search.add(range(len(sources)), sources, starts)
+    found = {}
+    while len(search):
+        found.update(search.step())
+    return [found[index] for index in range(len(sources))]
+
+
 def search_joined(
     search: ContinuousGreedySearch | ContinuousBeamSearch,
     batches: Iterable[tuple[Sequence[Hashable], Sequence[Sequence[int]]]],
@@ -465,7 +493,7 @@ def search_joined(
     """Batches (tickets, source ids with EOS) searched by one running `search`: the next batch
     joins whenever the sentences being searched hold at most `join_below * batch_tokens` source
     tokens; yields (ticket, what `search.step` gives) as each sentence is done, which is what
-    `search.greedy_search` or `search.beam_search` gives it. Given longest first, the batches
+    it gets searched alone. Given longest first, the batches
     leave the shortest sentences for the last steps. `start` is every sentence's first decoder
     token in place of BOS (a target-language tag)."""
     waiting, searched, tokens = deque(batches), {}, 0  # source tokens by ticket, and their sum

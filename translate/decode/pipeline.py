@@ -195,14 +195,14 @@ def translate_nbest(
     Lines are sorted by length so batches carry little padding, then put back in order; the
     batches, longest first, go through one running search (`continuous.search_joined`), each
     joining as the last sentences of the ones before finish, so that few steps decode few rows;
-    each sentence gets what `greedy_search` or `beam_search` gives it alone. A line over
+    each sentence gets what it gets searched alone. A line over
     `max_input_tokens` (default: the longest training sentence, `data.max_length` of the saved
     run config; at most the model's positions less EOS) is translated in
     segments, sentence by sentence (`split_long`), joined again, with a warning; entry k of
     its n-best list joins every segment's k-th best, with the scores summed.
     `batch_tokens` budgets source tokens; beam search decodes `beam` rows per sentence.
     Beam 1 is greedy search (which beam search with beam 1 equals); `length_penalty` is the
-    GNMT alpha of `beam_search`.  `restrict_to_target` lets the model produce only the ids
+    GNMT alpha of `ContinuousBeamSearch`.  `restrict_to_target` lets the model produce only the ids
     seen on the target side of its training data (plus UNK and EOS).  `progress` is called with
     the number of lines finished as they finish; `first_line` is the number warnings give
     `lines[0]` (a chunk's place in the whole input). A many-to-many model writes `target_lang`

@@ -242,7 +242,7 @@ def append_steps(cached: Tensor, new: Tensor, rows: Tensor | None) -> Tensor:
     """The cache's rows `rows` (all, in order, when None) with the new steps after them.
 
     Beam search reorders the cache every step; deferred to here, the reordering and the
-    append are one copy instead of two (`search.select_rows` leaves `rows` in the cache)."""
+    append are one copy instead of two (the search's row selection leaves `rows` in the cache)."""
     if rows is None:
         return torch.cat([cached, new], dim=2)
     _, heads, length, dim = cached.shape

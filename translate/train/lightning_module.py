@@ -28,7 +28,7 @@ import torch
 from sacrebleu.metrics import BLEU
 from torchmetrics import Metric, SumMetric
 
-from translate.decode.search import greedy_search
+from translate.decode.continuous import ContinuousGreedySearch, search_batch
 from translate.errors import UsageError
 from translate.model.checkpoint import ARTIFACT_KEY
 from translate.model.transformer import ModelConfig, Transformer
@@ -372,15 +372,15 @@ class TranslationModule(L.LightningModule):
         self.eval_nll.update(self.nll(batch, 0.0))
         self.eval_tokens.update((batch["tgt_out"] != PAD_ID).sum())
         if self.val_bleu_enabled:
+            search = ContinuousGreedySearch(
+                self.model,
+                self.training_config["max_len_a"],
+                self.training_config["max_len_b"],
+                never=self.tag_ids,
+            )
+            sources = [row[row != PAD_ID].tolist() for row in batch["src"]]
             hypotheses = self.vocab.target.decode(
-                greedy_search(
-                    self.model,
-                    batch["src"],
-                    self.training_config["max_len_a"],
-                    self.training_config["max_len_b"],
-                    start=batch["tgt_in"][:, 0],
-                    never=self.tag_ids,
-                )
+                search_batch(search, sources, batch["tgt_in"][:, 0].tolist())
             )
             self.eval_bleu.update(hypotheses, batch["references"])
 
