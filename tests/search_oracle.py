@@ -10,6 +10,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
+from translate.decode.cache import SearchCache
 from translate.decode.search import (
     NEVER_GENERATED,
     Hypothesis,
@@ -31,22 +32,11 @@ def first_tokens(start: Tensor | None, batch: int, device: torch.device) -> Tens
     return start.reshape(batch, 1).to(device=device, dtype=torch.long)
 
 
-def select_rows(cache: list[dict], rows: Tensor, sentences: Tensor | None) -> None:
-    """Keep (and reorder) decoder rows `rows` of the self-attention cache, and, when
-    `sentences` is given, sentences `sentences` of the cross-attention cache (which holds one
-    row per sentence, shared by its beams)."""
-    for layer in cache:
-        for name, part in layer.items():
-            index = sentences if name == "cross" else rows
-            if index is None:
-                continue
-            if (
-                name == "self" and "k" in part
-            ):  # applied with the next step's append (model.append_steps)
-                part["rows"] = index if "rows" not in part else part["rows"].index_select(0, index)
-                continue
-            for key, value in part.items():
-                part[key] = value.index_select(0, index)
+def new_cache(model, memory: Tensor, src_mask: Tensor, rows: int):
+    """The search's cache of one batch (a test double of the model may bring its own)."""
+    if hasattr(model, "search_cache"):
+        return model.search_cache(memory, src_mask, rows)
+    return SearchCache.for_batch(model, memory, src_mask, rows)
 
 
 @torch.inference_mode()
@@ -75,7 +65,7 @@ def greedy_search(
     memory = encode_by_length(model, src_ids, src_mask)
     limits = max_output_lengths(src_ids, max_len_a, max_len_b, model.cfg.max_positions)
     batch = src_ids.shape[0]
-    cache = model.new_cache()
+    cache = new_cache(model, memory, src_mask, batch)
     last = first_tokens(start, batch, device)
     active = torch.arange(batch, device=device)  # original index of each row still decoding
     done = torch.zeros(batch, dtype=torch.bool, device=device)  # rows that produced EOS
@@ -90,7 +80,7 @@ def greedy_search(
             break
         if finished * 10 >= done.numel():
             keep = (~done).nonzero()[:, 0]
-            select_rows(cache, keep, keep)
+            cache.reorder(keep, keep)
             memory, src_mask = memory.index_select(0, keep), src_mask.index_select(0, keep)
             active, limits, token, done = active[keep], limits[keep], token[keep], done[keep]
         last = token[:, None]
@@ -166,7 +156,7 @@ def beam_search(
 
     # Decoder rows: `k` per sentence, sentence-major; k is 1 at the first step (every beam
     # would be the same BOS) and `beam` once the first step has given that many tokens.
-    cache = model.new_cache()
+    cache = new_cache(model, memory, src_mask, batch)
     active = torch.arange(batch, device=device)  # original index of each sentence still searched
     beam_lp = torch.zeros((batch, 1), device=device)  # (sentences, k): live log-probabilities
     history = torch.empty((batch, 0), dtype=torch.long, device=device)
@@ -205,12 +195,12 @@ def beam_search(
             break
         rows = ((going * k)[:, None] + live_beam[going]).view(-1)
         if going.numel() < n:  # drop the done sentences: their rows, encoder output and cache
-            select_rows(cache, rows, going)
+            cache.reorder(rows, going)
             memory, src_mask = memory.index_select(0, going), src_mask.index_select(0, going)
             active, limits, best_finished = active[going], limits[going], best_finished[going]
             live_lp, live_token = live_lp[going], live_token[going]
         else:
-            select_rows(cache, rows, None)
+            cache.reorder(rows, None)
         last = live_token.view(-1, 1)
         history = torch.cat([history.index_select(0, rows), last], dim=1)
         beam_lp = live_lp

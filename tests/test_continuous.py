@@ -106,7 +106,7 @@ def test_the_caches_hold_only_what_live_sentences_need():
         search.step()
     search.add(["b", "c"], [[4, EOS_ID], [8, 9, 5, 6, 7, EOS_ID]])
     search.step()
-    widths = [segment["k"].shape[2] for segment in search.cache[0]["self"]["segments"]]
+    widths = [segment.width for segment in search.cache.layers[0].steps]
     assert widths == [4, 1] and search.cohorts == [1, 2]
     assert search.history.shape == (6, 4)
     while len(search):

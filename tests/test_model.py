@@ -8,12 +8,12 @@ import torch
 from tolerances import assert_within_rounding, transformer_terms
 from torch import nn
 
+from translate.decode.cache import SearchCache, append_steps
 from translate.model import transformer as model_module
 from translate.model.transformer import (
     TIE_MODES,
     ModelConfig,
     Transformer,
-    append_steps,
     weighted_values,
 )
 
@@ -256,7 +256,7 @@ def test_cached_decoding_equals_full_decoding():
     with torch.no_grad():
         mask = model.source_mask(src, 0)
         memory = model.encode(src, mask)
-        cache = model.new_cache()
+        cache = SearchCache.for_batch(model, memory, mask, src.shape[0])
         steps = [
             model.decode(tgt[:, i : i + 1], memory, mask, cache, offset=i)
             for i in range(tgt.shape[1])
@@ -287,13 +287,13 @@ def test_cached_decoding_in_uneven_chunks_equals_full_decoding():
     with torch.no_grad():
         mask = model.source_mask(src, 0)
         memory = model.encode(src, mask)
-        cache, outputs, offset = model.new_cache(), [], 0
+        cache, outputs, offset = SearchCache.for_batch(model, memory, mask, src.shape[0]), [], 0
         for size in chunks:
             outputs.append(
                 model.decode(tgt[:, offset : offset + size], memory, mask, cache, offset=offset)
             )
             offset += size
-    assert offset == tgt.shape[1] and cache[0]["self"]["k"].shape[2] == offset
+    assert offset == tgt.shape[1] and cache.layers[0].steps[0].width == offset
     full = full_decoding_in_float64(model, src, tgt)
     length = max(src.shape[1], tgt.shape[1])
     assert_within_rounding(
@@ -335,15 +335,19 @@ def test_weighted_values_equals_the_batched_product(shape):
 def test_weighted_values_grows_its_row_indexes_for_a_larger_cache(monkeypatch):
     """Grown inside inference mode (as decoding runs), the indexes still serve a call that
     records gradients."""
-    monkeypatch.setattr(model_module, "_positions", torch.arange(4))
+    rows = model_module.ValueRows()
+    rows.table = torch.arange(4)
     weights, values = torch.rand(5, 2, 1, 9).softmax(dim=-1), torch.randn(5, 2, 9, 4)
     with torch.inference_mode():
         assert_within_rounding(
-            weighted_values(weights, values), weights.double() @ values.double(), torch.float32, 9
+            weighted_values(weights, values, rows),
+            weights.double() @ values.double(),
+            torch.float32,
+            9,
         )
-    assert model_module._positions.numel() >= 5 * 2 * 9
+    assert rows.table.numel() >= 5 * 2 * 9
     values.requires_grad_(True)
-    weighted_values(weights, values).sum().backward()
+    weighted_values(weights, values, rows).sum().backward()
     # a value row's gradient sums its weight over the one query
     assert_within_rounding(
         values.grad, weights.double().sum(dim=2)[..., None].expand_as(values), torch.float32, 1

@@ -97,23 +97,30 @@ def full_prefix_log_probs(
     return token_lp.masked_fill(~real, 0.0).sum(dim=1).tolist()
 
 
-class Uncached:
-    """The model behind the incremental interface, recomputing the whole prefix each step.
+class Prefix:
+    """The ids decoded so far, as a search's cache: the search's own reordering reorders them."""
 
-    The prefix is kept in the cache structure, so beam search's own reordering reorders it."""
+    def __init__(self) -> None:
+        self.ids: torch.Tensor | None = None
+
+    def reorder(self, rows: torch.Tensor, sentences: torch.Tensor | None) -> None:
+        self.ids = self.ids.index_select(0, rows)
+
+
+class Uncached:
+    """The model behind the incremental interface, recomputing the whole prefix each step."""
 
     def __init__(self, model: Transformer) -> None:
         self.model, self.cfg, self.tgt_vocab_size = model, model.cfg, model.tgt_vocab_size
         self.source_mask, self.encode = model.source_mask, model.encode
 
-    def new_cache(self) -> list[dict]:
-        return [{"prefix": {}}]
+    def search_cache(self, memory, src_mask, rows) -> Prefix:
+        return Prefix()
 
     def decode(self, tgt_ids, memory, src_mask, cache, offset):
-        prefix = cache[0]["prefix"]
-        ids = tgt_ids if "ids" not in prefix else torch.cat([prefix["ids"], tgt_ids], dim=1)
+        ids = tgt_ids if cache.ids is None else torch.cat([cache.ids, tgt_ids], dim=1)
         assert ids.shape[1] == offset + 1
-        prefix["ids"] = ids
+        cache.ids = ids
         self.steps = offset + 1
         return self.model.decode(ids, memory, src_mask)
 
@@ -629,10 +636,12 @@ def test_searches_with_values_summed_by_rows_equal_them_with_the_batched_product
     summed_calls = []
     summed = model_module.weighted_values
     monkeypatch.setattr(
-        model_module, "weighted_values", lambda w, v: summed_calls.append(w.shape) or summed(w, v)
+        model_module,
+        "weighted_values",
+        lambda w, v, rows=None: summed_calls.append(w.shape) or summed(w, v, rows),
     )
     by_rows = searches()
-    monkeypatch.setattr(model_module, "weighted_values", lambda w, v: torch.matmul(w, v))
+    monkeypatch.setattr(model_module, "weighted_values", lambda w, v, rows=None: torch.matmul(w, v))
     expected = searches()
     assert by_rows[0] == expected[0] and by_rows[2] == expected[2]
     terms = 2 * search_terms(model, src, max_len_b=6)  # both searches run in float32

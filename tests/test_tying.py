@@ -16,6 +16,7 @@ from test_search import uncached_greedy  # the slow reference: whole prefix re-r
 from tolerances import assert_within_rounding, tolerance, transformer_terms, within_rounding
 
 from translate.cli import inspect as inspect_cli
+from translate.decode.cache import SearchCache
 from translate.export.convert import ExportError, ctranslate2_spec, huggingface_architecture
 from translate.model.analysis import (
     asymmetry,
@@ -328,7 +329,7 @@ def test_cached_decoding_equals_uncached_with_the_variants(changes):
         mask = model.source_mask(src, PAD_ID)
         memory = model.encode(src, mask)
         full = reference.decode(tgt, reference.encode(src, mask), mask)
-        cache = model.new_cache()
+        cache = SearchCache.for_batch(model, memory, mask, src.shape[0])
         steps = [model.decode(tgt[:, i : i + 1], memory, mask, cache, offset=i) for i in range(5)]
         assert_within_rounding(
             torch.cat(steps, dim=1), full, torch.float32, transformer_terms(model.cfg, 6)

@@ -26,9 +26,9 @@ from collections import deque
 from collections.abc import Hashable, Iterable, Iterator, Sequence
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
+from translate.decode.cache import SearchCache, Segment
 from translate.decode.search import (
     NEVER_GENERATED,
     Hypothesis,
@@ -74,15 +74,9 @@ class _CohortSearch:
         self.steps: list[int] = []  # per sentence, the tokens each of its rows has
         self.cohorts: list[int] = []  # sentences per self-attention segment, oldest first
         # Per decoder layer, one self- and one cross-attention segment per cohort.
-        self.cache = [
-            {"self": {"segments": []}, "cross": {"segments": []}} for _ in self.model.decoder_layers
-        ]
+        self.cache = SearchCache.empty(self.model)
         self.limits = torch.empty(0, dtype=torch.long, device=self.device)
         self.last = torch.empty((0, 1), dtype=torch.long, device=self.device)
-
-    def _segments(self, cohort: int, kind: str = "self") -> list[dict]:
-        """Cohort `cohort`'s self- or cross-attention segment in every layer."""
-        return [layer[kind]["segments"][cohort] for layer in self.cache]
 
     def _add(
         self,
@@ -97,16 +91,16 @@ class _CohortSearch:
         src_mask = model.source_mask(src_ids, PAD_ID)
         cross = model.cross_keys_values(encode_by_length(model, src_ids, src_mask))
         count = len(sources)
-        if self.cohorts and "k" not in self._segments(-1)[0]:  # joined since the last step too
+        if (
+            self.cohorts and self.cache.layers[0].steps[-1].k is None
+        ):  # joined since the last step too
             self.cohorts[-1] += count
-            for own, joined, new in zip(self._segments(-1), self._segments(-1, "cross"), cross):
-                own["size"] += count * beam
-                _join_cross(joined, dict(new, size=count * beam, mask=src_mask))
+            for layer, (k, v) in zip(self.cache.layers, cross):
+                layer.steps[-1].size += count * beam
+                layer.encoder[-1].absorb_encoder(Segment(count * beam, k, v, src_mask))
         else:
             self.cohorts.append(count)
-            for layer, new in zip(self.cache, cross):
-                layer["self"]["segments"].append({"size": count * beam})
-                layer["cross"]["segments"].append(dict(new, size=count * beam, mask=src_mask))
+            self.cache.add_cohort(cross, src_mask, count * beam)
             while len(self.cohorts) > MAX_COHORTS:
                 self._merge_cheapest()
         first = [BOS_ID if start is None else start for start in (starts or [None] * count)]
@@ -128,37 +122,13 @@ class _CohortSearch:
     def _merge_cheapest(self) -> None:
         """Two neighbouring cohorts as one: the pair whose younger rows gain the fewest padded
         cache positions (masked) by taking the older one's width."""
-        widths = [
-            segment["k"].shape[2] if "k" in segment else 0
-            for segment in self.cache[0]["self"]["segments"]
-        ]
+        widths = [segment.width for segment in self.cache.layers[0].steps]
         added = [
             self.cohorts[i + 1] * (widths[i] - widths[i + 1]) for i in range(len(self.cohorts) - 1)
         ]
         i = added.index(min(added))
-        for layer in self.cache:
-            segments = layer["self"]["segments"]
-            older, younger = segments[i], segments.pop(i + 1)
-            for name in ("k", "v"):
-                parts = []
-                for segment in (older, younger):
-                    if (
-                        name not in segment
-                    ):  # a cohort that joined at this step has no cached steps yet
-                        heads, dim = older[name].shape[1], older[name].shape[3]
-                        parts.append(older[name].new_zeros(segment["size"], heads, 0, dim))
-                        continue
-                    rows = segment.get("rows")
-                    parts.append(
-                        segment[name] if rows is None else segment[name].index_select(0, rows)
-                    )
-                parts[1] = F.pad(
-                    parts[1], (0, 0, widths[i] - widths[i + 1], 0)
-                )  # aligned at the end
-                older[name] = torch.cat(parts)
-            older.pop("rows", None)
-            older["size"] += younger["size"]
-            _join_cross(layer["cross"]["segments"][i], layer["cross"]["segments"].pop(i + 1))
+        heads = self.model.decoder_layers[0].self_attn.heads
+        self.cache.merge(i, heads, self.model.cfg.d_model // heads)
         self.cohorts[i] += self.cohorts.pop(i + 1)
 
     def _decode(self) -> tuple[Tensor, Tensor]:
@@ -177,20 +147,20 @@ class _CohortSearch:
         row may see at this step: its own, the last (steps) of them, and the new one."""
         start = 0
         for cohort, count in enumerate(self.cohorts):
-            segments = self._segments(cohort)
+            segments = self.cache.cohort(cohort)
             own = self.steps[start : start + count]
             start += count
             if min(own) == max(own):
                 for segment in segments:
-                    segment.pop("mask", None)
+                    segment.mask = None
                 continue
-            width = segments[0]["k"].shape[2]
+            width = segments[0].width
             row_steps = torch.tensor(own, device=self.device).repeat_interleave(self.beam)
             mask = (torch.arange(width + 1, device=self.device) >= (width - row_steps)[:, None])[
                 :, None, None, :
             ]
             for segment in segments:
-                segment["mask"] = mask
+                segment.mask = mask
 
     def _select_rows(self, rows: Tensor, going: list[int]) -> None:
         """Each cohort's rows from `rows` (the global decoder rows kept, reordered), picked with
@@ -206,33 +176,22 @@ class _CohortSearch:
                 sentences = torch.tensor(
                     [s - first for s in members], dtype=torch.long, device=self.device
                 )
-                for joined in self._segments(cohort, "cross"):
-                    for name in ("k", "v", "mask"):
-                        joined[name] = joined[name].index_select(0, sentences)
-                    joined["size"] = len(members) * beam
+                for joined in self.cache.cohort(cohort, "encoder"):
+                    joined.select(sentences, len(members) * beam)
             if members:
                 start = (
                     sum(cohorts) * beam
                 )  # the going rows of the cohorts before this one come first
                 local = rows[start : start + len(members) * beam] - first * beam
                 longest = max(self.steps[s] for s in members) + 1
-                for segment in self._segments(cohort):
-                    segment["rows"] = (
-                        local if "rows" not in segment else segment["rows"].index_select(0, local)
-                    )
-                    segment["size"] = len(members) * beam
-                    if segment["k"].shape[2] > longest:
-                        segment["k"], segment["v"] = (
-                            segment["k"][:, :, -longest:],
-                            segment["v"][:, :, -longest:],
-                        )
+                for segment in self.cache.cohort(cohort):
+                    segment.reorder(local)
+                    segment.keep_last(longest)
                 cohorts.append(len(members))
                 kept.append(cohort)
             first += count
         if len(kept) < len(self.cohorts):
-            for layer in self.cache:
-                for kind in ("self", "cross"):
-                    layer[kind]["segments"] = [layer[kind]["segments"][c] for c in kept]
+            self.cache.keep_cohorts(kept)
         self.cohorts = cohorts
 
     def _keep(self, going: list[int]) -> Tensor:
@@ -506,20 +465,3 @@ def search_joined(
         for ticket, found in search.step():
             tokens -= searched.pop(ticket)
             yield ticket, found
-
-
-def _join_cross(segment: dict, other: dict) -> None:
-    """`other`'s sentences after `segment`'s in one cross-attention segment: the encoder's keys
-    and values padded to the longer source, the padding masked."""
-    width = max(segment["k"].shape[2], other["k"].shape[2])
-    for name in ("k", "v"):
-        segment[name] = torch.cat(
-            [F.pad(part[name], (0, 0, 0, width - part[name].shape[2])) for part in (segment, other)]
-        )
-    segment["mask"] = torch.cat(
-        [
-            F.pad(part["mask"], (0, width - part["mask"].shape[-1]), value=False)
-            for part in (segment, other)
-        ]
-    )
-    segment["size"] += other["size"]

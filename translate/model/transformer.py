@@ -8,8 +8,9 @@ used by training (`forward`) and by search (`encode` + `decode` with a key/value
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 import torch
 import torch.nn.functional as F
@@ -94,12 +95,48 @@ def sinusoidal_positions(length: int, dim: int, offset: int = 0) -> Tensor:
     return table
 
 
-class MultiHeadAttention(nn.Module):
-    """Multi-head attention on `scaled_dot_product_attention`, with an optional cache.
+class CachedRows(Protocol):
+    """What attention reads of a search's cache (`translate.decode.cache.Segment`): keys and values
+    of `size` consecutive decoder rows, a `mask` where some keys are hidden, and `append` for
+    self-attention's new steps."""
 
-    The cache is a dict owned by the caller: for self-attention it grows by one step per
-    call; for cross-attention it holds the encoder's keys and values, computed once.
-    """
+    size: int
+    k: Tensor | None
+    v: Tensor | None
+    mask: Tensor | None
+
+    def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]: ...
+
+
+class LayerSegments(Protocol):
+    """One decoder layer's cached rows: self-attention `steps` and the `encoder`'s keys."""
+
+    steps: Sequence[CachedRows]
+    encoder: Sequence[CachedRows]
+
+
+class DecoderCache(Protocol):
+    layers: Sequence[LayerSegments]
+
+
+class ValueRows:
+    """0, 1, 2, ... grown on demand and kept: `weighted_values`' row indexes, one table per
+    attention module (no state shared across modules or left at module level)."""
+
+    def __init__(self) -> None:
+        self.table = torch.arange(0)
+
+    def first(self, count: int) -> Tensor:
+        table = self.table  # this call's own reference: another thread may grow the shared one
+        if table.numel() < count:
+            with torch.inference_mode(False):  # a plain tensor, usable outside inference mode too
+                table = self.table = torch.arange(max(count, 2 * table.numel()))
+        return table[:count]
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention on `scaled_dot_product_attention`; in search, over cached rows
+    (`segments`: self-attention's steps, grown by each call, or the encoder's keys and values)."""
 
     def __init__(self, d_model: int, heads: int, dropout: float) -> None:
         super().__init__()
@@ -109,6 +146,7 @@ class MultiHeadAttention(nn.Module):
         self.k_proj = nn.Linear(d_model, d_model)
         self.v_proj = nn.Linear(d_model, d_model)
         self.out_proj = nn.Linear(d_model, d_model)
+        self.value_rows = ValueRows()
 
     def _split(self, x: Tensor) -> Tensor:
         batch, length, dim = x.shape
@@ -129,37 +167,16 @@ class MultiHeadAttention(nn.Module):
         key_value: Tensor | None,
         mask: Tensor | None = None,
         causal: bool = False,
-        cache: dict[str, Tensor] | None = None,
+        segments: Sequence[CachedRows] | None = None,
         static_kv: bool = False,
     ) -> Tensor:
         """`mask` is boolean, True where attention is allowed, broadcast to (B, H, Lq, Lk)."""
         q = self._split(self.q_proj(query))
-        if (
-            cache is not None and "segments" in cache
-        ):  # sentences that joined a search at different steps
-            return self.out_proj(
-                self._merge(self._attend_segments(q, query, cache["segments"], static_kv))
-            )
-        if cache is not None and static_kv and "k" in cache:
-            k, v = cache["k"], cache["v"]
-        else:
-            k, v = self.keys_values(query if key_value is None else key_value)
-            if (
-                cache is not None
-            ):  # self-attention's new steps, or the encoder's keys at the first step
-                k, v = _cache_steps(cache, k, v)
-        # A single new query may see every cached key, so causality needs no mask there.
-        # Several new queries after cached keys (a prompt fed in chunks) need the causal
-        # mask aligned to the end: query i of L new ones sees keys up to (cached + i).
+        if segments is not None:
+            return self.out_proj(self._merge(self._attend_segments(q, query, segments, static_kv)))
+        k, v = self.keys_values(query if key_value is None else key_value)
         is_causal = causal and q.shape[2] > 1
-        if is_causal and k.shape[2] > q.shape[2]:
-            mask = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device).tril(
-                k.shape[2] - q.shape[2]
-            )
-            is_causal = False
-        return self.out_proj(
-            self._merge(self._attend(q, k, v, mask, is_causal, cached=cache is not None))
-        )
+        return self.out_proj(self._merge(self._attend(q, k, v, mask, is_causal, cached=False)))
 
     def _attend(
         self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: bool, cached: bool
@@ -179,7 +196,7 @@ class MultiHeadAttention(nn.Module):
                 .reshape(-1, heads, group * length, dim)
             )
         if cached and not is_causal and not self.training and q.dtype == torch.float32:
-            out = _attend_step(q, k, v, mask)
+            out = _attend_step(q, k, v, mask, self.value_rows)
         else:
             out = F.scaled_dot_product_attention(
                 q,
@@ -198,89 +215,57 @@ class MultiHeadAttention(nn.Module):
         return out
 
     def _attend_segments(
-        self, q: Tensor, query: Tensor, segments: list[dict], static_kv: bool
+        self, q: Tensor, query: Tensor, segments: Sequence[CachedRows], static_kv: bool
     ) -> Tensor:
-        """One new step of rows that come in consecutive segments with caches of their own
-        (`translate.decode.continuous`): segment i holds `size` query rows, its keys and values
-        ("k", "v": the encoder's, one row per sentence, with `static_kv`; else its cached steps,
-        reordered by a pending "rows" as `append_steps`, which the new step joins) and a "mask"
-        where some keys are hidden (source padding; cached steps of other rows' sentences)."""
+        """New steps of rows that come in consecutive segments with caches of their own
+        (`translate.decode.cache`): segment i holds `size` query rows and their keys and values
+        (with `static_kv` the encoder's, one row per sentence; else its cached steps, which the new
+        steps join) and a `mask` where some keys are hidden (source padding; cached steps of other
+        rows' sentences). Several new steps after cached ones see them causally, aligned at the end."""
         if not static_kv:
             new_k, new_v = self.keys_values(query)
-        outputs, start = [], 0
+        outputs, start, length = [], 0, q.shape[2]
         for segment in segments:
-            end = start + segment["size"]
-            if not static_kv:
-                _cache_steps(segment, new_k[start:end], new_v[start:end])
-            outputs.append(
-                self._attend(
-                    q[start:end],
-                    segment["k"],
-                    segment["v"],
-                    segment.get("mask"),
-                    is_causal=False,
-                    cached=True,
-                )
-            )
+            end = start + segment.size
+            mask = segment.mask
+            if static_kv:
+                k, v = segment.k, segment.v
+            else:
+                k, v = segment.append(new_k[start:end], new_v[start:end])
+                if length > 1:
+                    causal = torch.ones(length, k.shape[2], dtype=torch.bool, device=q.device)
+                    causal = causal.tril(k.shape[2] - length)
+                    mask = causal if mask is None else mask & causal
+            outputs.append(self._attend(q[start:end], k, v, mask, is_causal=False, cached=True))
             start = end
         return outputs[0] if len(outputs) == 1 else torch.cat(outputs)
 
 
-def _cache_steps(cache: dict, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-    """`k`, `v` after the keys and values `cache` holds (reordered by a pending "rows"), or as its
-    first; stored contiguous, or every later step's attention would copy the cache first.
-    Measured faster than writing into a preallocated buffer: attention over a contiguous cache
-    outweighs the copy."""
-    if "k" in cache:
-        rows = cache.pop("rows", None)
-        k, v = append_steps(cache["k"], k, rows), append_steps(cache["v"], v, rows)
-    cache["k"], cache["v"] = k.contiguous(), v.contiguous()
-    return cache["k"], cache["v"]
-
-
-def append_steps(cached: Tensor, new: Tensor, rows: Tensor | None) -> Tensor:
-    """The cache's rows `rows` (all, in order, when None) with the new steps after them.
-
-    Beam search reorders the cache every step; deferred to here, the reordering and the
-    append are one copy instead of two (the search's row selection leaves `rows` in the cache)."""
-    if rows is None:
-        return torch.cat([cached, new], dim=2)
-    _, heads, length, dim = cached.shape
-    out = cached.new_empty(rows.numel(), heads, length + new.shape[2], dim)
-    torch.index_select(cached, 0, rows, out=out[:, :, :length])
-    out[:, :, length:] = new
-    return out
-
-
-def _attend_step(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
+def _attend_step(
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, value_rows: ValueRows | None = None
+) -> Tensor:
     """Attention written out for incremental decoding, where a few queries meet the cache:
     on the CPU plain matmul-softmax-matmul beats `scaled_dot_product_attention` there.  Used
     in float32 only; in bf16/fp16 the fused kernel's float accumulation is kept."""
     scores = torch.matmul(q, k.transpose(-1, -2)).mul_(q.shape[-1] ** -0.5)
     if mask is not None:
         scores = scores.masked_fill_(~mask, float("-inf"))
-    return weighted_values(scores.softmax(dim=-1), v)
+    return weighted_values(scores.softmax(dim=-1), v, value_rows)
 
 
-_positions = torch.arange(0)  # grown on demand; its slices index the cached value rows
-
-
-def weighted_values(weights: Tensor, v: Tensor) -> Tensor:
+def weighted_values(weights: Tensor, v: Tensor, value_rows: ValueRows | None = None) -> Tensor:
     """`weights @ v` for (B, H, L, T) attention weights over (B, H, T, D) cached values.
 
     On the CPU each query's output is a weighted sum of T value rows, which `F.embedding_bag`
     computes reading each row once; the batched product's matrix-vector kernel reads the cache
-    at a third of a plain read's speed here (`scripts/benchmarks/benchmark_attention.py`)."""
+    at a third of a plain read's speed here (`scripts/benchmarks/benchmark_attention.py`).
+    `value_rows` keeps the row indexes between calls (else they are made for this call)."""
     batch, heads, length, steps = weights.shape
     if not v.is_cpu or not v.is_contiguous() or weights.dtype != v.dtype:
         return torch.matmul(weights, v)
-    global _positions
     cached_rows = batch * heads * steps
-    positions = _positions  # this call's own reference: another thread may grow the shared one
-    if positions.numel() < cached_rows:
-        with torch.inference_mode(False):  # a plain tensor, usable outside inference mode too
-            positions = _positions = torch.arange(max(cached_rows, 2 * positions.numel()))
-    rows = positions[:cached_rows].view(batch * heads, 1, steps)  # bag (b, h, l): v[b, h]'s rows
+    positions = (value_rows or ValueRows()).first(cached_rows)
+    rows = positions.view(batch * heads, 1, steps)  # bag (b, h, l): v[b, h]'s rows
     rows = (
         rows.view(-1, steps) if length == 1 else rows.expand(-1, length, steps).reshape(-1, steps)
     )
@@ -346,14 +331,18 @@ class DecoderLayer(nn.Module):
         self.ffn_block = Residual(cfg.d_model, cfg.dropout, cfg.norm_first)
 
     def forward(
-        self, x: Tensor, memory: Tensor | None, src_mask: Tensor, cache: dict | None = None
+        self,
+        x: Tensor,
+        memory: Tensor | None,
+        src_mask: Tensor | None,
+        cache: LayerSegments | None = None,
     ) -> Tensor:
-        self_cache = None if cache is None else cache.setdefault("self", {})
-        cross_cache = None if cache is None else cache.setdefault("cross", {})
-        x = self.self_block(x, lambda h: self.self_attn(h, None, causal=True, cache=self_cache))
+        steps = None if cache is None else cache.steps
+        encoder = None if cache is None else cache.encoder
+        x = self.self_block(x, lambda h: self.self_attn(h, None, causal=True, segments=steps))
         x = self.cross_block(
             x,
-            lambda h: self.cross_attn(h, memory, mask=src_mask, cache=cross_cache, static_kv=True),
+            lambda h: self.cross_attn(h, memory, mask=src_mask, segments=encoder, static_kv=True),
         )
         return self.ffn_block(x, self.ffn)
 
@@ -479,33 +468,26 @@ class Transformer(nn.Module):
         tgt_ids: Tensor,
         memory: Tensor,
         src_mask: Tensor,
-        cache: list[dict] | None = None,
+        cache: DecoderCache | None = None,
         offset: int | Tensor = 0,
         project: bool = True,
     ) -> Tensor:
         """Logits for each target position (with `project` False, the states they are projected
-        from); with `cache`, `tgt_ids` are the new steps only.
-
-        `memory` may have fewer rows than `tgt_ids`: each memory row then serves that many
-        consecutive target rows (a sentence's beams), so its cross-attention keys and values
-        are computed and cached once per sentence, not once per beam; once they are cached,
-        `memory` may be None. `offset` may give each row its own position (with a self-attention
-        cache in segments, `_attend_segments`, for rows at different steps).
-        """
+        from). With a search's `cache` (`translate.decode.cache`), `tgt_ids` are the new steps
+        only and the encoder's keys and values come from the cache (`memory` and `src_mask` may
+        be None): one row per sentence, which its consecutive rows (its beams) share. `offset` may
+        give each row its own position (rows at different steps)."""
         x = self._embed(self.tgt_embed, tgt_ids, offset, self.tgt_embed_adapter)
         for index, layer in enumerate(self.decoder_layers):
-            x = layer(x, memory, src_mask, None if cache is None else cache[index])
+            x = layer(x, memory, src_mask, None if cache is None else cache.layers[index])
         x = self.decoder_norm(x)
         return self.output(x) if project else x
 
-    def new_cache(self) -> list[dict]:
-        return [{} for _ in self.decoder_layers]
-
-    def cross_keys_values(self, memory: Tensor) -> list[dict[str, Tensor]]:
-        """Each decoder layer's cross-attention keys and values of `memory`, as `decode` caches
-        them at its first step (`cache[layer]["cross"]`)."""
+    def cross_keys_values(self, memory: Tensor) -> list[tuple[Tensor, Tensor]]:
+        """Each decoder layer's cross-attention keys and values of `memory`, as a search caches
+        them (`translate.decode.cache`)."""
         return [
-            {"k": k.contiguous(), "v": v.contiguous()}
+            (k.contiguous(), v.contiguous())
             for k, v in (layer.cross_attn.keys_values(memory) for layer in self.decoder_layers)
         ]
 
