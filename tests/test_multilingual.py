@@ -17,8 +17,8 @@ from translate.cli.evaluate import main as eval_main
 from translate.cli.train import main as train_main
 from translate.cli.translate import main as translate_main
 from translate.decode.pipeline import translate_lines
+from translate.decode.settings import SearchSettings
 from translate.model.checkpoint import load_translator
-from translate.serve.batching import SearchKey
 from translate.serve.continuous import ContinuousTranslator
 from translate.text.corpus import CorpusError
 from translate.text.language_id import off_target_rate
@@ -433,7 +433,7 @@ def test_continuous_batching_writes_each_request_s_language(trained):
     translator = load_translator(trained)
     sources = (MULTIWAY / "test.en").read_text().splitlines()[:6]
     requests = [
-        (sources[i : i + 2], SearchKey(2, 1.0, target_lang=lang))
+        (sources[i : i + 2], SearchSettings(beam=2, length_penalty=1.0, target_lang=lang))
         for i in (0, 2, 4)
         for lang in ("de", "ja")
     ]
@@ -450,5 +450,33 @@ def test_continuous_batching_writes_each_request_s_language(trained):
             break
     for ticket, (lines, key) in enumerate(requests):
         assert answers[ticket] == translate_lines(
-            translator, lines, beam=2, length_penalty=1.0, target_lang=key.target_lang
+            translator,
+            lines,
+            SearchSettings(beam=2, length_penalty=1.0, target_lang=key.target_lang),
         )
+
+
+@pytest.mark.slow  # the two models of `trained`: some 20 s each
+def test_the_server_writes_the_language_each_request_asks_for(trained):
+    """Through translate-serve's HTTP app: `target_lang` reaches the search (each request gets
+    what translate-cli gives its lines in that language), and the answer names it."""
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from translate.serve.app import ServeSettings, create_app
+
+    translator = load_translator(trained)
+    lines = (MULTIWAY / "test.en").read_text().splitlines()[:3]
+    with TestClient(create_app(translator, ServeSettings())) as client:
+        for lang in ("de", "ja"):
+            response = client.post(
+                "/translate", json={"text": lines, "target_lang": lang, "beam": 2}
+            )
+            assert response.status_code == 200, response.text
+            body = response.json()
+            assert body["target_lang"] == lang
+            defaults = translator.search_defaults()
+            settings = SearchSettings(
+                beam=2, length_penalty=defaults["length_penalty"], target_lang=lang
+            )
+            assert body["translations"] == translate_lines(translator, lines, settings)

@@ -25,10 +25,11 @@ from processes import process_table  # noqa: E402
 from test_translate_cli import random_tied_checkpoint  # noqa: E402
 
 from translate.decode.pipeline import translate_lines  # noqa: E402
+from translate.decode.settings import SearchSettings  # noqa: E402
 from translate.files import file_digest  # noqa: E402
 from translate.model.checkpoint import load_translator  # noqa: E402
 from translate.serve.app import ServeSettings, create_app  # noqa: E402
-from translate.serve.batching import Batcher, ContinuousBatcher, QueueFull, SearchKey  # noqa: E402
+from translate.serve.batching import Batcher, ContinuousBatcher, QueueFull  # noqa: E402
 from translate.serve.continuous import ContinuousTranslator, Progress  # noqa: E402
 from translate.serve.launch import free_loopback_port, wait_until_ready  # noqa: E402
 from translate.serve.worker import ONEDNN_CACHES  # noqa: E402
@@ -57,7 +58,7 @@ def client_for(translator, **settings) -> TestClient:
 
 def alone(translator, line: str, beam: int = 5) -> str:
     """What translate-cli gives one line on its own (checkpoint defaults: beam 5, alpha 1)."""
-    return translate_lines(translator, [line], beam=beam, length_penalty=1.0)[0]
+    return translate_lines(translator, [line], SearchSettings(beam=beam, length_penalty=1.0))[0]
 
 
 def test_translations_come_back_in_order_one_per_line(translator):
@@ -80,7 +81,7 @@ def test_concurrent_requests_share_batches_and_match_lines_translated_alone(tran
     def translate(lines, key):
         calls.append(len(lines))
         return translate_lines(
-            translator, lines, beam=key.beam, length_penalty=key.length_penalty
+            translator, lines, SearchSettings(beam=key.beam, length_penalty=key.length_penalty)
         ), 0.0
 
     async def scenario():
@@ -93,7 +94,7 @@ def test_concurrent_requests_share_batches_and_match_lines_translated_alone(tran
         )
         batcher.start()
         try:
-            key = SearchKey(beam=5, length_penalty=1.0)
+            key = SearchSettings(beam=5, length_penalty=1.0)
             return await asyncio.gather(*(batcher.submit([line], key) for line in LINES))
         finally:
             await batcher.stop()
@@ -113,11 +114,11 @@ def test_continuous_batching_answers_each_request_as_translate_cli_does_alone(tr
         ["Choose Tools - Options."] * 12
     )  # over the checkpoint's trained length: cut
     requests = [
-        (LINES, SearchKey(5, 1.0)),
-        ([long_line, "Click OK."], SearchKey(5, 1.0)),
-        (["", "\t"], SearchKey(5, 1.0)),
-        (["Last line of the test.", "Click OK."], SearchKey(1, 1.0)),
-        (["Line 7."], SearchKey(3, 0.5)),
+        (LINES, SearchSettings(beam=5, length_penalty=1.0)),
+        ([long_line, "Click OK."], SearchSettings(beam=5, length_penalty=1.0)),
+        (["", "\t"], SearchSettings(beam=5, length_penalty=1.0)),
+        (["Last line of the test.", "Click OK."], SearchSettings(beam=1, length_penalty=1.0)),
+        (["Line 7."], SearchSettings(beam=3, length_penalty=0.5)),
     ]
     answers, turns, joined = {}, 0, 0
     while len(answers) < len(requests):
@@ -134,7 +135,7 @@ def test_continuous_batching_answers_each_request_as_translate_cli_does_alone(tr
         assert turns < 500
     for ticket, (lines, key) in enumerate(requests):
         assert answers[ticket] == translate_lines(
-            translator, lines, beam=key.beam, length_penalty=key.length_penalty
+            translator, lines, SearchSettings(beam=key.beam, length_penalty=key.length_penalty)
         )
     assert not model_side.requests and not model_side.lanes  # idle searches are let go
 
@@ -143,8 +144,8 @@ def test_continuous_batching_fails_only_the_requests_a_bad_setting_touches(trans
     model_side = ContinuousTranslator(translator, batch_tokens=4096)
     progress = model_side.advance(
         [
-            (1, ["Click OK."], SearchKey(5, 1.0, target_lang="fr")),
-            (2, ["Click OK."], SearchKey(5, 1.0)),
+            (1, ["Click OK."], SearchSettings(beam=5, length_penalty=1.0, target_lang="fr")),
+            (2, ["Click OK."], SearchSettings(beam=5, length_penalty=1.0)),
         ],
         max_seconds=10.0,
     )
@@ -173,7 +174,7 @@ def test_the_continuous_batcher_keeps_its_worker_busy_and_survives_a_failed_turn
     async def scenario():
         batcher = ContinuousBatcher(advance, lambda line: 1, max_wait=0.01, max_queued_lines=100)
         batcher.start()
-        key = SearchKey(beam=1, length_penalty=0.0)
+        key = SearchSettings(beam=1, length_penalty=0.0)
         try:
             first = await asyncio.gather(
                 batcher.submit(["a"], key), batcher.submit(["b", "c"], key)
@@ -200,7 +201,7 @@ def test_lines_the_continuous_worker_holds_count_against_the_queue_bound():
     async def scenario():
         batcher = ContinuousBatcher(advance, lambda line: 1, max_wait=0.01, max_queued_lines=3)
         batcher.start()
-        key = SearchKey(beam=1, length_penalty=0.0)
+        key = SearchSettings(beam=1, length_penalty=0.0)
         try:
             held = asyncio.ensure_future(batcher.submit(["a", "b"], key))
             await asyncio.sleep(0.1)  # handed to the worker, which is still searching
@@ -228,7 +229,7 @@ def test_a_lone_request_does_not_wait_for_company_but_one_after_a_shared_batch_d
             translate, lambda line: 1, batch_tokens=100, max_wait=2.0, max_queued_lines=100
         )
         batcher.start()
-        key = SearchKey(beam=1, length_penalty=0.0)
+        key = SearchSettings(beam=1, length_penalty=0.0)
         try:
             started = loop.time()
             await batcher.submit(["a"], key)
@@ -259,7 +260,7 @@ def test_a_client_that_left_does_not_break_the_batch(translator):
             translate, lambda line: 1, batch_tokens=100, max_wait=0.05, max_queued_lines=100
         )
         batcher.start()
-        key = SearchKey(beam=1, length_penalty=0.0)
+        key = SearchSettings(beam=1, length_penalty=0.0)
         leaving = asyncio.ensure_future(batcher.submit(["a"], key))
         staying = asyncio.ensure_future(batcher.submit(["b"], key))
         await asyncio.sleep(0.1)
@@ -298,7 +299,7 @@ def test_a_dead_worker_fails_its_batch_and_is_replaced():
             new_worker=new_worker,
         )
         batcher.start()
-        key = SearchKey(beam=1, length_penalty=0.0)
+        key = SearchSettings(beam=1, length_penalty=0.0)
         try:
             with pytest.raises(BrokenProcessPool):
                 await batcher.submit(["a"], key)
@@ -386,7 +387,7 @@ def test_a_length_penalty_in_range_and_a_known_source_language_are_taken(transla
         response = client.post("/translate", json=body)
         assert response.status_code == 200 and response.json()["length_penalty"] == 5.0
         assert response.json()["translations"] == translate_lines(
-            translator, LINES[:1], beam=5, length_penalty=5.0
+            translator, LINES[:1], SearchSettings(beam=5, length_penalty=5.0)
         )
 
 

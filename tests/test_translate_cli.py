@@ -14,6 +14,7 @@ import translate.decode.pipeline
 import translate.model.checkpoint
 from translate.cli.translate import main
 from translate.decode.pipeline import split_long, translate_lines, translate_nbest
+from translate.decode.settings import SearchSettings
 from translate.model.checkpoint import CheckpointError, load_translator
 from translate.model.transformer import ModelConfig, Transformer
 from translate.text.metrics import corpus_scores
@@ -156,12 +157,14 @@ def test_n_best_gives_n_scored_lines_per_input_line(files, capsys, tmp_path):
 
 def test_pipeline_keeps_order_and_n_best_per_line(files):
     translator = load_translator(files["ckpt"])
-    flat = translate_lines(translator, LINES, beam=3, n_best=2)
+    flat = translate_lines(translator, LINES, SearchSettings(beam=3, n_best=2))
     assert len(flat) == 2 * len(LINES) and flat[2:4] == ["", ""]
-    alone = [translate_lines(translator, [line], beam=3, n_best=2) for line in LINES]
+    alone = [
+        translate_lines(translator, [line], SearchSettings(beam=3, n_best=2)) for line in LINES
+    ]
     assert flat == [text for texts in alone for text in texts]
     assert translate_lines(translator, LINES) == [
-        entries[0].text for entries in translate_nbest(translator, LINES, beam=1)
+        entries[0].text for entries in translate_nbest(translator, LINES, SearchSettings(beam=1))
     ]
 
 
@@ -274,7 +277,9 @@ def test_an_over_long_line_is_translated_sentence_by_sentence(files, capsys):
     assert translator.vocab.source.encode([line])[0] == [t for ids in encoded for t in ids]
     limit = max(map(len, encoded))
     nbest = translate_nbest(
-        translator, ["Click OK.", line, ""], beam=3, n_best=2, max_input_tokens=limit
+        translator,
+        ["Click OK.", line, ""],
+        SearchSettings(beam=3, n_best=2, max_input_tokens=limit),
     )
     err = capsys.readouterr().err
     assert f"line 2 has {sum(map(len, encoded))} tokens" in err and "in 4 segments" in err
@@ -287,7 +292,7 @@ def test_an_over_long_line_is_translated_sentence_by_sentence(files, capsys):
     assert [entry.score for entry in nbest[1]] == within_rounding(
         [score for _, score in expected], torch.float32, terms + 4
     )
-    alone = translate_nbest(translator, ["Click OK."], beam=3, n_best=2)[0]
+    alone = translate_nbest(translator, ["Click OK."], SearchSettings(beam=3, n_best=2))[0]
     assert [e.text for e in nbest[0]] == [e.text for e in alone]
     assert [e.score for e in nbest[0]] == within_rounding(
         [e.score for e in alone], torch.float32, terms

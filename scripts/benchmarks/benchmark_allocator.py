@@ -19,6 +19,8 @@ import sys
 import time
 from pathlib import Path
 
+from translate.decode.settings import SearchSettings  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
@@ -38,12 +40,12 @@ def measure(checkpoint: str, limit: int, repeats: int, keep: bool) -> dict:
     sources = read_lines(split_paths(BUNDLED_CORPUS, "test", "en", "de")[0])[:limit]
     result = {"kept": kept}
     for beam in (1, 5):
-        translate_nbest(translator, sources, beam=beam, length_penalty=0.0)  # warm
+        translate_nbest(translator, sources, SearchSettings(beam=beam, length_penalty=0.0))  # warm
         faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         times = []
         for _ in range(repeats):
             start = time.perf_counter()
-            translate_nbest(translator, sources, beam=beam, length_penalty=0.0)
+            translate_nbest(translator, sources, SearchSettings(beam=beam, length_penalty=0.0))
             times.append(time.perf_counter() - start)
         result[f"beam {beam}"] = (
             min(times),

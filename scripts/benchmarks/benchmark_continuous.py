@@ -25,14 +25,14 @@ import torch  # noqa: E402
 
 from translate.decode import continuous  # noqa: E402
 from translate.decode.pipeline import translate_lines  # noqa: E402
+from translate.decode.settings import SearchSettings  # noqa: E402
 from translate.model.checkpoint import load_translator  # noqa: E402
 from translate.serve import continuous as serve_continuous  # noqa: E402
-from translate.serve.batching import SearchKey  # noqa: E402
 from translate.text.corpus import BUNDLED_CORPUS, read_lines, split_paths  # noqa: E402
 
 
 def closed_loop(
-    translator, lines: list[str], key: SearchKey, clients: int, max_seconds: float
+    translator, lines: list[str], key: SearchSettings, clients: int, max_seconds: float
 ) -> tuple[float, float, list[str]]:
     """Seconds to answer every line with `clients` in flight, the mean lines a turn searched, and
     the translations."""
@@ -76,12 +76,14 @@ def main(argv: list[str] | None = None) -> int:
     random.Random(0).shuffle(lines)
     lines = lines[: args.sentences]
     defaults = translator.search_defaults()
-    key = SearchKey(defaults["beam"], defaults["length_penalty"])
+    key = SearchSettings(beam=defaults["beam"], length_penalty=defaults["length_penalty"])
     translate_lines(
-        translator, lines[:50], beam=key.beam, length_penalty=key.length_penalty
+        translator, lines[:50], SearchSettings(beam=key.beam, length_penalty=key.length_penalty)
     )  # warm
     started = time.perf_counter()
-    expected = translate_lines(translator, lines, beam=key.beam, length_penalty=key.length_penalty)
+    expected = translate_lines(
+        translator, lines, SearchSettings(beam=key.beam, length_penalty=key.length_penalty)
+    )
     cli = time.perf_counter() - started
     print(
         f"{len(lines)} shuffled test sentences, beam {key.beam}, alpha {key.length_penalty}, one thread; "

@@ -52,6 +52,7 @@ import httpx
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from translate.decode.settings import SearchSettings  # noqa: E402
 from translate.serve.launch import free_loopback_port, wait_until_ready  # noqa: E402
 from translate.text.corpus import BUNDLED_CORPUS, read_lines, split_paths  # noqa: E402
 
@@ -285,9 +286,8 @@ def random_batches(
             translate_lines(
                 translator,
                 draw.sample(sentences, size),
-                BATCH_TOKENS,
-                beam=search["beam"],
-                length_penalty=search["length_penalty"],
+                SearchSettings(beam=search["beam"], length_penalty=search["length_penalty"]),
+                batch_tokens=BATCH_TOKENS,
             )
 
         translate()  # warm-up

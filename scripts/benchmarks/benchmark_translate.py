@@ -56,6 +56,7 @@ import torch  # noqa: E402
 
 from translate.decode.device import autocast, prepare_decoding  # noqa: E402
 from translate.decode.pipeline import BATCH_TOKENS, length_batches, translate_nbest  # noqa: E402
+from translate.decode.settings import SearchSettings  # noqa: E402
 from translate.model.checkpoint import Translator, load_translator  # noqa: E402
 from translate.model.padding import pad  # noqa: E402
 from translate.model.quantize import linear_bytes  # noqa: E402
@@ -110,11 +111,13 @@ def ours(
     nbest = translate_nbest(
         translator,
         lines,
-        batch_tokens,
-        beam=setting.beam,
-        max_input_tokens=translator.model.cfg.max_positions - 1,
-        length_penalty=setting.length_penalty,
-        restrict_to_target=setting.restrict,
+        SearchSettings(
+            beam=setting.beam,
+            max_input_tokens=translator.model.cfg.max_positions - 1,
+            length_penalty=setting.length_penalty,
+            restrict_to_target=setting.restrict,
+        ),
+        batch_tokens=batch_tokens,
     )
     return [entries[0].text for entries in nbest]
 

@@ -560,59 +560,23 @@ def ddp_step() -> Step:
             str(overlay),
             *context.data(),
         )
+        one = Command(
+            (*train, "--run_dir", str(directory / "one"), "--trainer.devices", "1")
+            + ("--trainer.strategy", "auto")
+        )
         if gpus(context) > 1:
-            return [
-                Command(
-                    (
-                        *train,
-                        "--run_dir",
-                        str(directory / "one"),
-                        "--trainer.devices",
-                        "1",
-                        "--trainer.strategy",
-                        "auto",
-                    )
-                ),
-                Command(
-                    (
-                        *train,
-                        "--run_dir",
-                        str(directory / "all"),
-                        "--trainer.devices",
-                        str(gpus(context)),
-                        "--trainer.strategy",
-                        "ddp",
-                    )
-                ),
-            ]
+            every = ("--trainer.devices", str(gpus(context)), "--trainer.strategy", "ddp")
+            return [one, Command((*train, "--run_dir", str(directory / "all"), *every))]
+        two_nodes = ("--trainer.devices", "1", "--trainer.num_nodes", "2")
+        gloo = (
+            "--trainer.strategy",
+            "DDPStrategy",
+            "--trainer.strategy.process_group_backend",
+            "gloo",
+        )
         return [
-            Command(
-                (
-                    *train,
-                    "--run_dir",
-                    str(directory / "one"),
-                    "--trainer.devices",
-                    "1",
-                    "--trainer.strategy",
-                    "auto",
-                )
-            ),
-            Command(
-                (
-                    *train,
-                    "--run_dir",
-                    str(directory / "all"),
-                    "--trainer.devices",
-                    "1",
-                    "--trainer.num_nodes",
-                    "2",
-                    "--trainer.strategy",
-                    "DDPStrategy",
-                    "--trainer.strategy.process_group_backend",
-                    "gloo",
-                ),
-                ranks=2,
-            ),
+            one,
+            Command((*train, "--run_dir", str(directory / "all"), *two_nodes, *gloo), ranks=2),
         ]
 
     def read(context: Context, directory: Path) -> dict:

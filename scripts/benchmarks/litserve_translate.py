@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import litserve as ls
 
+from translate.decode.settings import SearchSettings  # noqa: E402
+
 
 class TranslateAPI(ls.LitAPI):
     def __init__(self, checkpoint: str, threads: int, **settings) -> None:
@@ -32,9 +34,8 @@ class TranslateAPI(ls.LitAPI):
         return translate_lines(
             self.translator,
             list(lines),
-            BATCH_TOKENS,
-            beam=self.search["beam"],
-            length_penalty=self.search["length_penalty"],
+            SearchSettings(beam=self.search["beam"], length_penalty=self.search["length_penalty"]),
+            batch_tokens=BATCH_TOKENS,
         )
 
     def encode_response(self, output: str) -> dict:

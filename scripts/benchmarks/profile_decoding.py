@@ -26,6 +26,7 @@ import torch  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
 from translate.decode.pipeline import translate_lines  # noqa: E402
+from translate.decode.settings import SearchSettings  # noqa: E402
 from translate.model.checkpoint import load_translator  # noqa: E402
 from translate.model.transformer import MultiHeadAttention  # noqa: E402
 from translate.text.corpus import BUNDLED_CORPUS, read_lines, split_paths  # noqa: E402
@@ -61,7 +62,9 @@ def main(argv: list[str] | None = None) -> int:
 
     def run() -> float:
         started = time.perf_counter()
-        translate_lines(translator, sources, beam=args.beam, length_penalty=args.length_penalty)
+        translate_lines(
+            translator, sources, SearchSettings(beam=args.beam, length_penalty=args.length_penalty)
+        )
         return time.perf_counter() - started
 
     plain = min(run(), run())  # warm, and the time without the profiler's own cost
@@ -128,7 +131,11 @@ def by_rows(translator, sources: list[str], args) -> int:
     def translate_all() -> float:
         started = time.perf_counter()
         for chunk in chunks:
-            translate_lines(translator, chunk, beam=args.beam, length_penalty=args.length_penalty)
+            translate_lines(
+                translator,
+                chunk,
+                SearchSettings(beam=args.beam, length_penalty=args.length_penalty),
+            )
         return time.perf_counter() - started
 
     translate_all()  # warm

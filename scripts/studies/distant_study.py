@@ -43,6 +43,7 @@ sys.path.insert(0, str(REPO / "scripts"))
 
 from tying_study import logged_metrics, merge, train  # noqa: E402
 
+from translate.decode.settings import SearchSettings  # noqa: E402
 from translate.files import write_atomic  # noqa: E402
 
 CELLS = {
@@ -228,7 +229,7 @@ def evaluate(
         started = time.perf_counter()
         target = lang if multilingual else None
         hypotheses = translate_lines(
-            translator, sources, beam=1, target_lang=target, source_lang="en"
+            translator, sources, SearchSettings(beam=1, target_lang=target, source_lang="en")
         )
         scores = corpus_scores(hypotheses, references[lang], target_lang=lang)
         foreign = foreign_pieces(translator, train_text[lang])

@@ -204,7 +204,7 @@ def evaluate_run(
     updates = read_checkpoint(checkpoint).get("global_step")  # fewer than max_steps if max_time hit
     translator = load_translator(checkpoint, device)
     started = time.perf_counter()
-    hypotheses = translate_lines(translator, sources, batch_tokens)
+    hypotheses = translate_lines(translator, sources, batch_tokens=batch_tokens)
     decode_seconds = time.perf_counter() - started
     write_lines_atomic(run_dir / "test.hyp", hypotheses)
     scores = corpus_scores(hypotheses, references)

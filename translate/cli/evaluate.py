@@ -33,7 +33,7 @@ from translate.cli.common import (
     run_command,
 )
 from translate.decode.device import autocast, prepare_decoding
-from translate.decode.settings import apply_search_defaults, search_settings_error
+from translate.decode.settings import SearchSettings, apply_search_defaults, search_settings_error
 from translate.errors import UsageError
 
 
@@ -143,14 +143,16 @@ def translate(
             return pipeline.translate_lines(
                 translator,
                 sources,
-                args.batch_tokens,
-                max_input_tokens=args.max_input_tokens,
+                SearchSettings(
+                    max_input_tokens=args.max_input_tokens,
+                    beam=args.beam,
+                    length_penalty=args.length_penalty,
+                    restrict_to_target=args.restrict_target,
+                    target_lang=target_lang,
+                    source_lang=source_lang,
+                ),
+                batch_tokens=args.batch_tokens,
                 progress=bar.update,
-                beam=args.beam,
-                length_penalty=args.length_penalty,
-                restrict_to_target=args.restrict_target,
-                target_lang=target_lang,
-                source_lang=source_lang,
             )
 
 

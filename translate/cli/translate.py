@@ -35,7 +35,7 @@ from translate.cli.common import (
     run_command,
 )
 from translate.decode.device import autocast, prepare_decoding
-from translate.decode.settings import apply_search_defaults, search_settings_error
+from translate.decode.settings import SearchSettings, apply_search_defaults, search_settings_error
 from translate.errors import UsageError
 
 CHUNK_LINES = 5000  # lines a chunk: a few minutes of CPU work at most, lost to a crash
@@ -269,18 +269,10 @@ def translate_command(args: argparse.Namespace) -> int:
                 translations = pipeline.translate_nbest(
                     translator,
                     chunk,
-                    args.batch_tokens,
-                    args.max_len_a,
-                    args.max_len_b,
-                    args.max_input_tokens,
+                    SearchSettings.from_args(args),
+                    batch_tokens=args.batch_tokens,
                     progress=bar.update,
-                    beam=args.beam,
-                    length_penalty=args.length_penalty,
-                    n_best=args.n_best,
-                    restrict_to_target=args.restrict_target,
                     first_line=first + 1,
-                    target_lang=args.target_lang,
-                    source_lang=args.source_lang,
                 )
             text = (
                 [e[0].text for e in translations]

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from translate.decode.continuous import ContinuousBeamSearch, ContinuousGreedySearch, search_joined
+from translate.decode.settings import SearchSettings
 from translate.defaults import BATCH_TOKENS
 from translate.errors import UsageError
 from translate.model.checkpoint import Translator
@@ -176,18 +177,10 @@ def _join(parts: list[Found]) -> Found:
 def translate_nbest(
     translator: Translator,
     lines: list[str],
+    settings: SearchSettings = SearchSettings(),
     batch_tokens: int = BATCH_TOKENS,
-    max_len_a: float | None = None,
-    max_len_b: int | None = None,
-    max_input_tokens: int | None = None,
     progress: Callable[[int], None] | None = None,
-    beam: int = 1,
-    length_penalty: float = 1.0,
-    n_best: int = 1,
-    restrict_to_target: bool = False,
     first_line: int = 1,
-    target_lang: str | None = None,
-    source_lang: str | None = None,
 ) -> list[list[Translation]]:
     """Exactly `n_best` translations for every line, best first; nothing is ever dropped.
     A blank line (`is_blank`) gives empty translations and is not decoded.
@@ -195,33 +188,33 @@ def translate_nbest(
     Lines are sorted by length so batches carry little padding, then put back in order; the
     batches, longest first, go through one running search (`continuous.search_joined`), each
     joining as the last sentences of the ones before finish, so that few steps decode few rows;
-    each sentence gets what it gets searched alone. A line over
-    `max_input_tokens` (default: the longest training sentence, `data.max_length` of the saved
-    run config; at most the model's positions less EOS) is translated in
-    segments, sentence by sentence (`split_long`), joined again, with a warning; entry k of
-    its n-best list joins every segment's k-th best, with the scores summed.
-    `batch_tokens` budgets source tokens; beam search decodes `beam` rows per sentence.
-    Beam 1 is greedy search (which beam search with beam 1 equals); `length_penalty` is the
-    GNMT alpha of `ContinuousBeamSearch`.  `restrict_to_target` lets the model produce only the ids
-    seen on the target side of its training data (plus UNK and EOS).  `progress` is called with
-    the number of lines finished as they finish; `first_line` is the number warnings give
-    `lines[0]` (a chunk's place in the whole input). A many-to-many model writes `target_lang`
-    (`direction_for`); `source_lang`, where known, lets a zero-shot direction be said.
+    each sentence gets what it gets searched alone. A line over `settings.max_input_tokens`
+    (default: the longest training sentence, `data.max_length` of the saved run config; at most
+    the model's positions less EOS) is translated in segments, sentence by sentence
+    (`split_long`), joined again, with a warning; entry k of its n-best list joins every
+    segment's k-th best, with the scores summed. `batch_tokens` budgets source tokens; beam
+    search decodes `beam` rows per sentence, and beam 1 is greedy search. `progress` is called
+    with the number of lines finished as they finish; `first_line` is the number warnings give
+    `lines[0]` (a chunk's place in the whole input). A many-to-many model writes the settings'
+    `target_lang` (`direction_for`).
     """
+    beam, n_best = settings.beam, settings.n_best
     if beam < 1:
         raise ValueError(f"beam must be at least 1, got {beam}")
     if not 1 <= n_best <= beam:
         raise ValueError(f"n_best must be between 1 and the beam size {beam}, got {n_best}")
     model = translator.model
-    max_len_a, max_len_b = output_length_rule(translator, max_len_a, max_len_b)
-    direction = direction_for(translator, target_lang, source_lang)
+    max_len_a, max_len_b = output_length_rule(translator, settings.max_len_a, settings.max_len_b)
+    direction = direction_for(translator, settings.target_lang, settings.source_lang)
     device = next(model.parameters()).device
     allowed = (
         translator.target_token_mask(direction.target_lang).to(device)
-        if restrict_to_target
+        if settings.restrict_to_target
         else None
     )
-    units, owners = source_units(translator, lines, direction, max_input_tokens, first_line)
+    units, owners = source_units(
+        translator, lines, direction, settings.max_input_tokens, first_line
+    )
     found: list[list[Found]] = [[([], 0.0, 0.0)] for _ in units]  # an empty unit is not decoded
     batches = length_batches([len(ids) for ids in units], batch_tokens)
     units_left = [0] * len(lines)  # per line: its units not decoded yet
@@ -241,7 +234,14 @@ def translate_nbest(
         search = ContinuousGreedySearch(model, max_len_a, max_len_b, allowed, direction.never)
     else:
         search = ContinuousBeamSearch(
-            model, beam, length_penalty, n_best, max_len_a, max_len_b, allowed, direction.never
+            model,
+            beam,
+            settings.length_penalty,
+            n_best,
+            max_len_a,
+            max_len_b,
+            allowed,
+            direction.never,
         )
     sources = (
         (batch, [direction.prefix + units[i] + [EOS_ID] for i in batch])
@@ -326,17 +326,9 @@ def join_units(
 def translate_lines(
     translator: Translator,
     lines: list[str],
+    settings: SearchSettings = SearchSettings(),
     batch_tokens: int = BATCH_TOKENS,
-    max_len_a: float | None = None,
-    max_len_b: int | None = None,
-    max_input_tokens: int | None = None,
     progress: Callable[[int], None] | None = None,
-    beam: int = 1,
-    length_penalty: float = 1.0,
-    n_best: int = 1,
-    restrict_to_target: bool = False,
-    target_lang: str | None = None,
-    source_lang: str | None = None,
 ) -> list[str]:
     """Translate every line; an empty line gives an empty line and nothing is ever dropped.
 
@@ -344,19 +336,5 @@ def translate_lines(
     line 2, and so on; with `n_best=1`, one translation per line in input order.  See
     `translate_nbest` for the settings, and for the scores.
     """
-    nbest = translate_nbest(
-        translator,
-        lines,
-        batch_tokens,
-        max_len_a,
-        max_len_b,
-        max_input_tokens,
-        progress,
-        beam,
-        length_penalty,
-        n_best,
-        restrict_to_target,
-        target_lang=target_lang,
-        source_lang=source_lang,
-    )
+    nbest = translate_nbest(translator, lines, settings, batch_tokens, progress)
     return [entry.text for entries in nbest for entry in entries]

@@ -4,8 +4,37 @@ defaults filled in. Light: importable before torch (so `--help` stays fast)."""
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 
 from translate.defaults import LENGTH_PENALTY_RANGE
+
+
+@dataclass(frozen=True, kw_only=True)
+class SearchSettings:
+    """How lines are searched, in one object: built from the commands' flags (`from_args`), from
+    a server request, or left at these defaults; hashable, so a server batches together the lines
+    that share one. None lengths take the checkpoint's own (its training run's settings)."""
+
+    beam: int = 1
+    length_penalty: float = 1.0  # GNMT alpha
+    n_best: int = 1
+    max_len_a: float | None = None  # at most a * source length + b output tokens
+    max_len_b: int | None = None
+    max_input_tokens: int | None = None  # a longer line is translated sentence by sentence
+    restrict_to_target: bool = False  # only the ids seen on the target side in training
+    target_lang: str | None = None  # a many-to-many model's output language
+    source_lang: str | None = None  # the input's language, where known
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> SearchSettings:
+        """The settings the parsed flags give (those a command does not have keep the default)."""
+        names = cls.__dataclass_fields__
+        given = {
+            name: getattr(args, name) for name in names if getattr(args, name, None) is not None
+        }
+        if "restrict_target" in vars(args):
+            given["restrict_to_target"] = bool(args.restrict_target)
+        return cls(**given)
 
 
 def search_settings_error(args: argparse.Namespace) -> str | None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable, Sequence
 
+from translate.decode.settings import SearchSettings
 from translate.defaults import LENGTH_PENALTY_CANDIDATES as CANDIDATES
 from translate.defaults import MIN_BREVITY_PENALTY
 from translate.model.checkpoint import ARTIFACT_KEY, SEARCH_KEY, Translator
@@ -29,11 +30,13 @@ def score(translator: Translator, jobs: list, beam: int, alpha: float, batch_tok
         hypotheses = translate_lines(
             translator,
             sources,
-            batch_tokens,
-            beam=beam,
-            length_penalty=alpha,
-            target_lang=target,
-            source_lang=source_lang if target else None,
+            SearchSettings(
+                beam=beam,
+                length_penalty=alpha,
+                target_lang=target,
+                source_lang=source_lang if target else None,
+            ),
+            batch_tokens=batch_tokens,
         )
         rows.append(corpus_scores(hypotheses, references, target_lang=target_lang))
     return {

@@ -38,10 +38,11 @@ from starlette.exceptions import HTTPException as AnyHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from translate.decode import pipeline
+from translate.decode.settings import SearchSettings
 from translate.defaults import LENGTH_PENALTY_RANGE
 from translate.errors import UsageError
 from translate.model.checkpoint import Translator
-from translate.serve.batching import Batcher, ContinuousBatcher, QueueFull, SearchKey, ShuttingDown
+from translate.serve.batching import Batcher, ContinuousBatcher, QueueFull, ShuttingDown
 from translate.serve.continuous import ContinuousTranslator
 from translate.serve.worker import translate_with
 
@@ -255,7 +256,8 @@ class Service:
         self.metrics.queue_depth.set_function(lambda: self.batcher.queued_lines)
         first_target = self.targets[0] if self.multilingual else None
         await self.batcher.submit(
-            [WARM_UP_LINE], self.search_key(TranslateRequest(text=[], target_lang=first_target))
+            [WARM_UP_LINE],
+            self.search_settings(TranslateRequest(text=[], target_lang=first_target)),
         )
         self.ready = True
 
@@ -278,7 +280,7 @@ class Service:
             self.settings.drain_seconds, self.batcher.fail_all, ShuttingDown(message)
         )
 
-    def translate_here(self, lines: list[str], key: SearchKey) -> tuple[list[str], float]:
+    def translate_here(self, lines: list[str], key: SearchSettings) -> tuple[list[str], float]:
         return translate_with(self.translator, lines, key, self.settings.batch_tokens)
 
     def count_tokens(self, line: str) -> int:
@@ -291,7 +293,7 @@ class Service:
         # compare_digest: the time taken does not reveal how much of the key was right
         return hmac.compare_digest(given.encode(), self.settings.api_key.encode())
 
-    def search_key(self, body: TranslateRequest) -> SearchKey:
+    def search_settings(self, body: TranslateRequest) -> SearchSettings:
         """The request's search settings, its languages checked against the model's; HTTPException
         (422) naming the field at fault."""
         if body.beam is not None and body.beam > self.settings.max_beam:
@@ -327,11 +329,15 @@ class Service:
             raise HTTPException(
                 422, str(fault).replace(str(self.translator.path), "this model")
             ) from None
-        return SearchKey(
-            body.beam or self.defaults["beam"],
-            self.defaults["length_penalty"] if body.length_penalty is None else body.length_penalty,
-            direction.target_lang,
-            body.source_lang,
+        return SearchSettings(
+            beam=body.beam or self.defaults["beam"],
+            length_penalty=(
+                self.defaults["length_penalty"]
+                if body.length_penalty is None
+                else body.length_penalty
+            ),
+            target_lang=direction.target_lang,
+            source_lang=body.source_lang,
         )
 
     def check_lines(self, text: list[str]) -> None:
@@ -359,7 +365,7 @@ class Service:
     async def translate(self, body: TranslateRequest) -> TranslateResponse:
         started = time.perf_counter()
         self.check_lines(body.text)
-        key = self.search_key(body)
+        key = self.search_settings(body)
         try:
             translations = await self.batcher.submit(body.text, key)
         except QueueFull as fault:

@@ -20,6 +20,8 @@ from collections.abc import Callable
 from concurrent.futures import BrokenExecutor, Executor
 from dataclasses import dataclass, field
 
+from translate.decode.settings import SearchSettings
+
 
 class QueueFull(Exception):
     """More lines are waiting than the server accepts; the client should retry later."""
@@ -29,20 +31,10 @@ class ShuttingDown(Exception):
     """The server's drain time ran out before this request was answered."""
 
 
-@dataclass(frozen=True)
-class SearchKey:
-    """The settings a group of lines is translated with."""
-
-    beam: int
-    length_penalty: float
-    target_lang: str | None = None
-    source_lang: str | None = None
-
-
 @dataclass(eq=False)  # compared, and kept in a set, by identity
 class Job:
     lines: list[str]
-    key: SearchKey
+    key: SearchSettings
     tokens: int
     future: asyncio.Future = field(repr=False)
 
@@ -50,7 +42,7 @@ class Job:
 class Batcher:
     def __init__(
         self,
-        translate: Callable[[list[str], SearchKey], tuple[list[str], float]],
+        translate: Callable[[list[str], SearchSettings], tuple[list[str], float]],
         count_tokens: Callable[[str], int],
         batch_tokens: int,
         max_wait: float,
@@ -87,7 +79,7 @@ class Batcher:
             await asyncio.gather(self._task, return_exceptions=True)
         self._worker.shutdown(wait=True, cancel_futures=True)
 
-    async def submit(self, lines: list[str], key: SearchKey) -> list[str]:
+    async def submit(self, lines: list[str], key: SearchSettings) -> list[str]:
         """The translations of `lines`, in order; QueueFull when the queue is at its bound."""
         if not lines:
             return []
@@ -156,7 +148,7 @@ class Batcher:
         while True:
             jobs = await self._collect()
             self.queued_lines -= sum(len(job.lines) for job in jobs)
-            groups: dict[SearchKey, list[Job]] = {}
+            groups: dict[SearchSettings, list[Job]] = {}
             for job in jobs:
                 if not job.future.done():  # a client that left is not translated for
                     groups.setdefault(job.key, []).append(job)
@@ -203,7 +195,7 @@ class ContinuousBatcher(Batcher):
         self._in_flight: dict[int, Job] = {}
         self._tickets = 0
 
-    def _hand_over(self) -> list[tuple[int, list[str], SearchKey]]:
+    def _hand_over(self) -> list[tuple[int, list[str], SearchSettings]]:
         """The requests waiting now, as the worker takes them (ticket, lines, setting). Their lines
         count against `max_queued_lines` until they are answered: the worker holds them meanwhile."""
         new = []

@@ -4,7 +4,7 @@ between two steps and each request is answered at the step its last line is done
 `advance` is what the server calls, over and over, in the model's worker: it hands over the
 requests that arrived, runs steps until a request is done or `max_seconds` have passed, and
 returns the translations done. Lines are cut, tagged and joined again as translate-cli does
-(`pipeline.source_units`, `pipeline.join_units`), and each search setting (`SearchKey`) has a
+(`pipeline.source_units`, `pipeline.join_units`), and each search setting (`SearchSettings`) has a
 running search of its own (`continuous.ContinuousBeamSearch`).
 """
 
@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 
 from translate.decode import pipeline
 from translate.decode.continuous import ContinuousBeamSearch
+from translate.decode.settings import SearchSettings
 from translate.model.checkpoint import Translator
-from translate.serve.batching import SearchKey
 from translate.text.vocab import EOS_ID
 
 # Waiting lines join a running search once they are an eighth of it, or have waited this many
@@ -65,9 +65,9 @@ class ContinuousTranslator:
             batch_tokens  # source tokens a search holds at most (one longer line alone)
         )
         self.requests: dict[int, _Request] = {}
-        self.lanes: dict[SearchKey, _Lane] = {}
+        self.lanes: dict[SearchSettings, _Lane] = {}
 
-    def _lane(self, key: SearchKey) -> _Lane:
+    def _lane(self, key: SearchSettings) -> _Lane:
         if key not in self.lanes:
             direction = pipeline.direction_for(self.translator, key.target_lang, key.source_lang)
             max_len_a, max_len_b = pipeline.output_length_rule(self.translator)
@@ -83,7 +83,9 @@ class ContinuousTranslator:
             self.lanes[key] = _Lane(search, direction)
         return self.lanes[key]
 
-    def advance(self, new: list[tuple[int, list[str], SearchKey]], max_seconds: float) -> Progress:
+    def advance(
+        self, new: list[tuple[int, list[str], SearchSettings]], max_seconds: float
+    ) -> Progress:
         """Take the requests `new` (ticket, lines, setting), then search until a request is done
         or `max_seconds` have passed; a request whose lines are all blank is done at once."""
         started = time.perf_counter()
@@ -165,7 +167,7 @@ class ContinuousTranslator:
         nbest = pipeline.join_units(self.translator, request.lines, request.owners, request.found)
         return [entries[0].text for entries in nbest]
 
-    def _fail_lane(self, key: SearchKey, why: str) -> list[tuple[int, str]]:
+    def _fail_lane(self, key: SearchSettings, why: str) -> list[tuple[int, str]]:
         """Every request with a line in lane `key` fails with `why`; the lane starts afresh."""
         lane = self.lanes.pop(key)
         tickets = {ticket for ticket, _ in lane.tokens} | {

@@ -14,8 +14,8 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 
+from translate.decode.settings import SearchSettings
 from translate.parent_watch import exit_with_parent
-from translate.serve.batching import SearchKey
 
 _translator = None
 _batch_tokens = 0
@@ -42,7 +42,7 @@ def _load(
 
 
 def translate_with(
-    translator, lines: list[str], key: SearchKey, batch_tokens: int
+    translator, lines: list[str], key: SearchSettings, batch_tokens: int
 ) -> tuple[list[str], float]:
     """One batch of the server's lines, as translate-cli translates them (in either worker), and
     the seconds it took: timed here, the model's own time leaves out the trip to its process."""
@@ -52,21 +52,18 @@ def translate_with(
     outputs = pipeline.translate_lines(
         translator,
         lines,
-        batch_tokens,
-        beam=key.beam,
-        length_penalty=key.length_penalty,
-        target_lang=key.target_lang,
-        source_lang=key.source_lang,
+        key,
+        batch_tokens=batch_tokens,
     )
     return outputs, time.perf_counter() - started
 
 
-def translate(lines: list[str], key: SearchKey) -> tuple[list[str], float]:
+def translate(lines: list[str], key: SearchSettings) -> tuple[list[str], float]:
     """In the model process: a batch with the model `_load` loaded."""
     return translate_with(_translator, lines, key, _batch_tokens)
 
 
-def advance(new: list[tuple[int, list[str], SearchKey]], max_seconds: float):
+def advance(new: list[tuple[int, list[str], SearchSettings]], max_seconds: float):
     """In the model process: continuous batching's next steps (`ContinuousTranslator.advance`)."""
     return _continuous.advance(new, max_seconds)
 

@@ -17,6 +17,7 @@ import lightning as L
 import torch
 from lightning.pytorch.callbacks import BasePredictionWriter
 
+from translate.decode.settings import SearchSettings
 from translate.files import atomic_output, file_digest
 
 
@@ -102,13 +103,8 @@ class BatchTranslation(L.LightningModule):
             found = pipeline.translate_nbest(
                 self.translator,
                 lines,
-                args.batch_tokens,
-                max_input_tokens=args.max_input_tokens,
-                beam=args.beam,
-                length_penalty=args.length_penalty,
-                restrict_to_target=args.restrict_target,
-                target_lang=args.target_lang,
-                source_lang=args.source_lang,
+                SearchSettings.from_args(args),
+                batch_tokens=args.batch_tokens,
             )
         return lines, [entries[0].text for entries in found]
 
