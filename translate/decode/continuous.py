@@ -291,17 +291,17 @@ class ContinuousBeamSearch(_CohortSearch):
         beam, n = self.beam, len(self.tickets)
         history_width = self.history.shape[1]
         logits, steps = self._decode()
-        top_lp, top_beam, ends, live_lp, live_beam, live_token = extensions(
+        chosen = extensions(
             logits, self.beam_lp, steps + 1 >= self.limits, beam, self.blocked, self.bias
         )
 
         penalty = self.penalties[steps][:, None]
-        ending = ends.nonzero()
+        ending = chosen.ends.nonzero()
         if ending.numel():
             sentence, column = ending[:, 0], ending[:, 1]
-            log_probs = top_lp[sentence, column]
+            log_probs = chosen.top_lp[sentence, column]
             rows = self.history.index_select(
-                0, sentence * beam + top_beam[sentence, column]
+                0, sentence * beam + chosen.top_beam[sentence, column]
             ).tolist()
             for s, ids, log_prob in zip(sentence.tolist(), rows, log_probs.tolist()):
                 tokens = ids[history_width - self.steps[s] :]
@@ -310,12 +310,12 @@ class ContinuousBeamSearch(_CohortSearch):
                         tokens, log_prob / length_penalty(self.steps[s] + 1, self.alpha), log_prob
                     )
                 )
-            new_scores = torch.where(ends, top_lp / penalty, float("-inf"))
+            new_scores = torch.where(chosen.ends, chosen.top_lp / penalty, float("-inf"))
             self.best_finished = (
                 torch.cat([self.best_finished, new_scores], dim=1).topk(self.wait_for, dim=1).values
             )
 
-        best_live = live_lp[:, 0]
+        best_live = chosen.live_lp[:, 0]
         done = (
             (best_live == float("-inf")) | (best_live / penalty[:, 0] <= self.best_finished[:, -1])
         ).tolist()
@@ -333,8 +333,9 @@ class ContinuousBeamSearch(_CohortSearch):
             return answered
         going_list = [s for s, is_done in enumerate(done) if not is_done]
         going = torch.tensor(going_list, device=self.device)
-        rows = ((going * beam)[:, None] + live_beam[going]).view(-1)
+        rows = ((going * beam)[:, None] + chosen.live_beam[going]).view(-1)
         self._select_rows(rows, going_list)
+        live_lp, live_token = chosen.live_lp, chosen.live_token
         if answered:
             going = self._keep(going_list)
             self.best_finished = self.best_finished.index_select(0, going)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
@@ -124,6 +125,17 @@ def next_tokens(
     return token.masked_fill(at_limit, EOS_ID)
 
 
+class Extensions(NamedTuple):
+    """A beam step's choice, per sentence (see `extensions`)."""
+
+    top_lp: Tensor  # (n, 2 * beam) the best extensions' total log-probabilities, best first
+    top_beam: Tensor  # the live hypothesis each extends
+    ends: Tensor  # bool: those that finish (EOS among the first `beam`)
+    live_lp: Tensor  # (n, beam) the next live hypotheses: log-probabilities,
+    live_beam: Tensor  # the hypothesis each extends,
+    live_token: Tensor  # and its new token
+
+
 def extensions(
     logits: Tensor,
     beam_lp: Tensor,
@@ -131,7 +143,7 @@ def extensions(
     beam: int,
     blocked: Sequence[int],
     bias: Tensor | None,
-) -> tuple[Tensor, ...]:
+) -> Extensions:
     """One beam-search step's choice for each sentence (`ContinuousBeamSearch`). Of the extensions of
     its `k` live hypotheses (`logits`: (n * k, vocab) at this step; `beam_lp`: (n, k) their
     log-probabilities), the best `2 * beam` by total log-probability: `top_lp`, and `top_beam`,
@@ -161,7 +173,9 @@ def extensions(
     # per live hypothesis, so 2 * beam candidates hold enough where the vocabulary does).
     keep = (is_eos.long() * width + rank).argsort(dim=1)[:, : min(beam, width)]
     live_lp = top_lp.gather(1, keep).masked_fill(is_eos.gather(1, keep), float("-inf"))
-    return top_lp, top_beam, ends, live_lp, top_beam.gather(1, keep), top_token.gather(1, keep)
+    return Extensions(
+        top_lp, top_beam, ends, live_lp, top_beam.gather(1, keep), top_token.gather(1, keep)
+    )
 
 
 # On the CPU, rows of at least this many scores take `best_candidates`' grouped path.
