@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from importlib import resources
 
 import uvicorn
-from fastapi import FastAPI, HTTPException, Request
+from fastapi import APIRouter, FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi_offline import FastAPIOffline
@@ -208,6 +208,8 @@ class Service:
         worker: tuple[Callable[[], Executor], Callable] | None,
     ) -> None:
         self.translator, self.settings, self.worker = translator, settings, worker
+        page = resources.files("translate.serve").joinpath("web", "index.html").read_text("utf-8")
+        self.page = page.replace("__API_KEY_REQUIRED__", "true" if settings.api_key else "false")
         self.metrics = Metrics()
         self.defaults = translator.search_defaults()
         # The checkpoint's languages, read once: requests are checked against them.
@@ -506,23 +508,76 @@ class RequestGuard:
         return None
 
 
+router = APIRouter()
+ERRORS = {status: {"model": ErrorResponse} for status in (401, 413, 422, 503)}
+
+
+def service_of(request: Request) -> Service:
+    """The application's one state object (`create_app`)."""
+    return request.app.state.service
+
+
+@router.post("/translate", response_model=TranslateResponse, responses=ERRORS)
+async def translate(body: TranslateRequest, request: Request) -> TranslateResponse:
+    return await service_of(request).translate(body)
+
+
+@router.get("/health")
+async def health() -> dict:
+    return {"status": "alive"}
+
+
+@router.get("/ready")
+async def ready(request: Request) -> Response:
+    service = service_of(request)
+    if service.draining:
+        return error(503, "shutting down")
+    if not service.ready:
+        return error(503, "loading: the model has not translated its warm-up line yet")
+    return JSONResponse({"status": "ready"})
+
+
+@router.get("/info")
+async def info(request: Request) -> dict:
+    return service_of(request).info()
+
+
+@router.get("/metrics")
+async def metrics(request: Request) -> Response:
+    registry = service_of(request).metrics.registry
+    return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+
+@router.get("/", response_class=HTMLResponse, include_in_schema=False)
+async def index(request: Request) -> str:
+    return service_of(request).page
+
+
+async def http_error(request: Request, exc: AnyHTTPException) -> JSONResponse:
+    """FastAPI's and Starlette's own errors (404, 405, ...) in the one shape."""
+    return error(exc.status_code, str(exc.detail), **(exc.headers or {}))
+
+
+async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+    return error(422, validation_message(exc))
+
+
+@contextlib.asynccontextmanager
+async def lifespan(app: FastAPI):
+    await app.state.service.start()
+    yield
+    await app.state.service.stop()
+
+
 def create_app(
     translator: Translator,
     settings: ServeSettings,
     worker: tuple[Callable[[], Executor], Callable] | None = None,
 ) -> FastAPI:
-    """The application; `worker` (a function starting an executor, and the function it runs:
-    `serve_worker.advance`, or `serve_worker.translate` with `settings.batching` "batch") moves
-    the model out of this process, else a thread translates with `translator`. Its `Service`
-    is `app.state.service`."""
-    service = Service(translator, settings, worker)
-
-    @contextlib.asynccontextmanager
-    async def lifespan(app: FastAPI):
-        await service.start()
-        yield
-        await service.stop()
-
+    """The application: the routes above over one `Service` (`app.state.service`); `worker` (a
+    function starting an executor, and the function it runs: `worker.advance`, or
+    `worker.translate` with `settings.batching` "batch") moves the model out of this process,
+    else a thread translates with `translator`."""
     app = FastAPIOffline(
         title="translate-serve",
         lifespan=lifespan,
@@ -530,50 +585,11 @@ def create_app(
         description="Translation with the checkpoint's model; sentences of concurrent requests "
         'are batched. Every error is {"error": message}.',
     )
-    app.state.service = service
-    app.add_middleware(RequestGuard, service=service)
-    errors = {status: {"model": ErrorResponse} for status in (401, 413, 422, 503)}
-
-    @app.exception_handler(AnyHTTPException)  # FastAPI's and Starlette's own (404, 405)
-    async def http_error(request: Request, exc: AnyHTTPException) -> JSONResponse:
-        return error(exc.status_code, str(exc.detail), **(exc.headers or {}))
-
-    @app.exception_handler(RequestValidationError)
-    async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
-        return error(422, validation_message(exc))
-
-    @app.post("/translate", response_model=TranslateResponse, responses=errors)
-    async def translate(body: TranslateRequest) -> TranslateResponse:
-        return await service.translate(body)
-
-    @app.get("/health")
-    async def health() -> dict:
-        return {"status": "alive"}
-
-    @app.get("/ready")
-    async def ready() -> Response:
-        if service.draining:
-            return error(503, "shutting down")
-        if not service.ready:
-            return error(503, "loading: the model has not translated its warm-up line yet")
-        return JSONResponse({"status": "ready"})
-
-    @app.get("/info")
-    async def info() -> dict:
-        return service.info()
-
-    @app.get("/metrics")
-    async def metrics() -> Response:
-        return Response(generate_latest(service.metrics.registry), media_type=CONTENT_TYPE_LATEST)
-
-    page = (
-        resources.files("translate.serve").joinpath("web", "index.html").read_text(encoding="utf-8")
-    )
-
-    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
-    async def index() -> str:
-        return page.replace("__API_KEY_REQUIRED__", "true" if settings.api_key else "false")
-
+    app.state.service = Service(translator, settings, worker)
+    app.add_middleware(RequestGuard, service=app.state.service)
+    app.add_exception_handler(AnyHTTPException, http_error)
+    app.add_exception_handler(RequestValidationError, invalid_request)
+    app.include_router(router)
     return app
 
 
