@@ -1,0 +1,115 @@
+"""`RequestGuard`, pure ASGI, sees every request before FastAPI reads its body: the API key,
+the body limit counted as bytes arrive, the drain, every status counted."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from fastapi import HTTPException
+from fastapi.responses import JSONResponse
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from translate.serve.schema import PROTECTED, error
+from translate.serve.service import Service
+
+log = logging.getLogger("translate.serve")
+
+
+class BodyTooLarge(HTTPException):
+    """Raised while FastAPI reads a body, so FastAPI passes it on as it is (it turns other
+    errors there into 400); Connection: close, so the rest of the body is never read."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            413,
+            f"the request body is over the limit of {limit} bytes (--max-body-bytes)",
+            headers={"Connection": "close"},
+        )
+
+
+class GuardedExchange:
+    """One request and its response as `RequestGuard` sees them: the body's bytes counted as
+    they arrive, the response's status kept for the metrics."""
+
+    def __init__(self, receive: Receive, send: Send, limit: int) -> None:
+        self._receive, self._send, self.limit = receive, send, limit
+        self.received = 0
+        self.status: int | None = None
+
+    async def receive(self) -> Message:
+        message = await self._receive()
+        if message["type"] == "http.request":
+            self.received += len(message.get("body", b""))
+            if self.received > self.limit:
+                raise BodyTooLarge(self.limit)
+        return message
+
+    async def send(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self.status = message["status"]
+        await self._send(message)
+
+
+class RequestGuard:
+    """ASGI middleware in front of every route, before any body is read: the API key on the
+    protected routes, the body limit (by Content-Length, else counted as a chunked body
+    arrives), new translations refused while draining, a JSON 500 for an unexpected fault
+    (its traceback in the log, not to the client), and every status counted in the metrics."""
+
+    def __init__(self, app: ASGIApp, service: Service) -> None:
+        self.app, self.service = app, service
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        started, path = time.perf_counter(), scope["path"]
+        exchange = GuardedExchange(receive, send, self.service.settings.max_body_bytes)
+        refusal = self.refusal(scope)
+        try:
+            if refusal is not None:
+                await refusal(scope, receive, exchange.send)
+            else:
+                await self.app(scope, exchange.receive, exchange.send)
+        except BodyTooLarge as fault:  # read outside FastAPI's body parsing (it never is today)
+            if exchange.status is None:
+                await error(fault.status_code, fault.detail, **fault.headers)(
+                    scope, receive, exchange.send
+                )
+        except Exception:
+            log.exception("translate-serve: %s %s failed", scope["method"], path)
+            if exchange.status is None:
+                await error(500, "internal error: the server's log says more")(
+                    scope, receive, exchange.send
+                )
+        self.service.metrics.request(path, exchange.status or 500, time.perf_counter() - started)
+
+    def refusal(self, scope: Scope) -> JSONResponse | None:
+        """The answer a request gets before anything of its body is read, or None to go on."""
+        headers, service = Headers(scope=scope), self.service
+        if scope["path"] in PROTECTED and not service.key_accepted(headers):
+            return error(
+                401,
+                "a valid API key is required (header X-API-Key or Authorization: Bearer)",
+                Connection="close",
+            )
+        length = headers.get("content-length")
+        if (
+            length is not None
+            and length.isdigit()
+            and int(length) > service.settings.max_body_bytes
+        ):
+            return error(
+                413,
+                f"the request body of {length} bytes is over the limit of "
+                f"{service.settings.max_body_bytes} bytes (--max-body-bytes)",
+                Connection="close",
+            )
+        if service.draining and scope["path"] == "/translate":
+            return error(
+                503,
+                "the server is shutting down; retry",
+                **{"Retry-After": "5", "Connection": "close"},
+            )
+        return None

@@ -1,0 +1,65 @@
+"""translate-serve's Prometheus metrics: requests by path and status, batches, model time."""
+
+from __future__ import annotations
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+)
+
+from translate.serve.schema import ROUTES
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()  # one per app: tests build several apps in one process
+        self.requests = Counter(
+            "translate_requests",
+            "HTTP requests by path and status",
+            ["path", "status"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "translate_request_seconds",
+            "request latency, /translate",
+            buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+            registry=self.registry,
+        )
+        self.sentences = Counter("translate_sentences", "lines translated", registry=self.registry)
+        self.tokens = Counter(
+            "translate_source_tokens", "source tokens translated", registry=self.registry
+        )
+        self.batch_size = Histogram(
+            "translate_batch_sentences",
+            "sentences per batch",
+            buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512),
+            registry=self.registry,
+        )
+        self.queue_depth = Gauge(
+            "translate_queued_lines", "lines waiting for a batch", registry=self.registry
+        )
+        # Its rate is the model's utilisation: how much of the time it had a batch to translate.
+        self.model_seconds = Counter(
+            "translate_model_seconds",
+            "seconds the model spent translating batches",
+            registry=self.registry,
+        )
+
+    def batch(
+        self, sentences: int, tokens: int, seconds: float, searching: int | None = None
+    ) -> None:
+        """A batch translated; with continuous batching, a turn of the running search that
+        answered `sentences` lines and ended with `searching` lines in it (its batch size)."""
+        self.sentences.inc(sentences)
+        self.tokens.inc(tokens)
+        self.batch_size.observe(sentences if searching is None else searching)
+        self.model_seconds.inc(seconds)
+
+    def request(self, path: str, status: int, seconds: float) -> None:
+        self.requests.labels(
+            path if path in ROUTES else "other", str(status)
+        ).inc()  # bounded label values
+        if path == "/translate":
+            self.latency.observe(seconds)

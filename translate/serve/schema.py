@@ -1,0 +1,98 @@
+"""What translate-serve's requests and answers look like: the settings, the request and
+response models, and errors in one shape `{"error": message}` with a one-line message."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr
+
+from translate.defaults import LENGTH_PENALTY_RANGE
+
+PROTECTED = ("/translate", "/info", "/metrics")  # need the API key where one is set
+
+ROUTES = ("/", "/translate", "/health", "/ready", "/info", "/metrics", "/docs", "/openapi.json")
+
+
+MAX_ERRORS_LISTED = 5  # of a request's validation errors, in its one-line message
+
+
+@dataclass
+class ServeSettings:
+    batch_tokens: int = 4096
+    max_wait_ms: float = 10.0
+    max_lines: int = 256  # per request
+    max_line_chars: int = 4000
+    max_body_bytes: int = 1 << 20
+    max_queued_lines: int = 4096
+    max_beam: int = 16
+    batching: str = "continuous"  # or "batch": each batch translated to its end before the next
+    api_key: str | None = None
+    checkpoint_digest: str = ""
+    drain_seconds: float = 30.0  # after SIGTERM, for the requests in flight; then 503
+
+
+class TranslateRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    text: list[StrictStr] = Field(
+        description="lines to translate; one translation comes back for each, in order"
+    )
+    beam: StrictInt | None = Field(None, ge=1, description="beam size (default: the checkpoint's)")
+    length_penalty: StrictFloat | None = Field(
+        None,
+        ge=LENGTH_PENALTY_RANGE[0],
+        le=LENGTH_PENALTY_RANGE[1],
+        allow_inf_nan=False,
+        description="GNMT alpha (default: the checkpoint's)",
+    )
+    target_lang: StrictStr | None = Field(
+        None, description="output language of a many-to-many model"
+    )
+    source_lang: StrictStr | None = Field(None, description="the input's language, where known")
+
+
+class TranslateResponse(BaseModel):
+    translations: list[str]
+    beam: int
+    length_penalty: float
+    target_lang: str | None
+    seconds: float
+
+
+class ErrorResponse(BaseModel):
+    error: str
+
+
+def error(status: int, message: str, **headers: str) -> JSONResponse:
+    """Every error the server sends has this one shape: {"error": message}."""
+    return JSONResponse({"error": message}, status_code=status, headers=headers or None)
+
+
+def validation_message(exc: RequestValidationError) -> str:
+    """FastAPI's list of faults as one line: `beam: Input should be a valid integer; ...`."""
+    faults = []
+    for fault in exc.errors():
+        place = [part for part in fault["loc"] if part != "body"]
+        if fault["type"] == "json_invalid":
+            faults.append(
+                f"the body is not valid JSON (at character {place[0] if place else 0}: "
+                f"{fault.get('ctx', {}).get('error', fault['msg'])})"
+            )
+            continue
+        where = "".join(
+            f"[{part}]" if isinstance(part, int) else f".{part}" for part in place
+        ).lstrip(".")
+        faults.append(f"{where or 'the body'}: {fault['msg']}")
+    more = len(faults) - MAX_ERRORS_LISTED
+    return "; ".join(faults[:MAX_ERRORS_LISTED]) + (f" (and {more} more)" if more > 0 else "")
+
+
+def invalid_unicode(line: str) -> int | None:
+    """The index of a lone surrogate (JSON can escape one; no text encoding can hold it), or None."""
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError as fault:
+        return fault.start
+    return None

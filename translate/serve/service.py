@@ -1,0 +1,261 @@
+"""translate-serve's one state object: the model (in a worker process or a thread), the batcher,
+readiness and the drain, and what a request needs checked before it joins a batch."""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import BrokenExecutor, Executor
+from importlib import resources
+
+from fastapi import HTTPException
+from starlette.datastructures import Headers
+
+from translate.decode import pipeline
+from translate.decode.settings import SearchSettings
+from translate.defaults import LENGTH_PENALTY_RANGE
+from translate.errors import UsageError
+from translate.model.checkpoint import Translator
+from translate.serve.batching import Batcher, ContinuousBatcher, QueueFull, ShuttingDown
+from translate.serve.continuous import ContinuousTranslator
+from translate.serve.metrics import Metrics
+from translate.serve.schema import (
+    ServeSettings,
+    TranslateRequest,
+    TranslateResponse,
+    invalid_unicode,
+)
+from translate.serve.worker import translate_with
+
+WARM_UP_LINE = "Hello."
+
+
+log = logging.getLogger("translate.serve")
+
+
+class Service:
+    """What the routes share: the model's translator, the settings, the metrics, the batcher,
+    and where the server is in its life (loading, ready, draining)."""
+
+    def __init__(
+        self,
+        translator: Translator,
+        settings: ServeSettings,
+        worker: tuple[Callable[[], Executor], Callable] | None,
+    ) -> None:
+        self.translator, self.settings, self.worker = translator, settings, worker
+        page = resources.files("translate.serve").joinpath("web", "index.html").read_text("utf-8")
+        self.page = page.replace("__API_KEY_REQUIRED__", "true" if settings.api_key else "false")
+        self.metrics = Metrics()
+        self.defaults = translator.search_defaults()
+        # The checkpoint's languages, read once: requests are checked against them.
+        self.multilingual = translator.multilingual()
+        self.targets = translator.target_languages()
+        self.sources = sorted({source for source, _ in translator.directions()})
+        self.batcher: Batcher | None = None
+        self.ready = False
+        self.draining = False
+
+    async def start(self) -> None:
+        """The batcher and its worker started, and a warm-up line translated: then ready."""
+        continuous = self.settings.batching == "continuous"
+        if self.worker:
+            new_worker, run = self.worker
+        else:
+            new_worker, run = (
+                None,
+                (
+                    ContinuousTranslator(self.translator, self.settings.batch_tokens).advance
+                    if continuous
+                    else self.translate_here
+                ),
+            )
+        wait = self.settings.max_wait_ms / 1000
+        if continuous:
+            self.batcher = ContinuousBatcher(
+                run,
+                self.count_tokens,
+                wait,
+                self.settings.max_queued_lines,
+                on_batch=self.metrics.batch,
+                new_worker=new_worker,
+            )
+        else:
+            self.batcher = Batcher(
+                run,
+                self.count_tokens,
+                self.settings.batch_tokens,
+                wait,
+                self.settings.max_queued_lines,
+                on_batch=self.metrics.batch,
+                new_worker=new_worker,
+            )
+        self.batcher.start()
+        self.metrics.queue_depth.set_function(lambda: self.batcher.queued_lines)
+        first_target = self.targets[0] if self.multilingual else None
+        await self.batcher.submit(
+            [WARM_UP_LINE],
+            self.search_settings(TranslateRequest(text=[], target_lang=first_target)),
+        )
+        self.ready = True
+
+    async def stop(self) -> None:
+        self.ready = False
+        if self.batcher is not None:
+            await self.batcher.stop()
+
+    def begin_drain(self) -> None:
+        """On SIGTERM: no new translations, and those in flight get `drain_seconds`; whatever is
+        still unanswered then gets 503 with Retry-After (uvicorn would cancel it: a 500)."""
+        if self.draining or self.batcher is None:
+            return
+        self.draining, self.ready = True, False
+        message = (
+            f"the server is shutting down and did not finish this request within its drain time of "
+            f"{self.settings.drain_seconds:g} s (--drain-seconds); retry"
+        )
+        asyncio.get_running_loop().call_later(
+            self.settings.drain_seconds, self.batcher.fail_all, ShuttingDown(message)
+        )
+
+    def translate_here(self, lines: list[str], key: SearchSettings) -> tuple[list[str], float]:
+        return translate_with(self.translator, lines, key, self.settings.batch_tokens)
+
+    def count_tokens(self, line: str) -> int:
+        return len(self.translator.vocab.source.processor.encode(line)) + 1
+
+    def key_accepted(self, headers: Headers) -> bool:
+        if self.settings.api_key is None:
+            return True
+        given = headers.get("x-api-key") or headers.get("authorization", "").removeprefix("Bearer ")
+        # compare_digest: the time taken does not reveal how much of the key was right
+        return hmac.compare_digest(given.encode(), self.settings.api_key.encode())
+
+    def search_settings(self, body: TranslateRequest) -> SearchSettings:
+        """The request's search settings, its languages checked against the model's; HTTPException
+        (422) naming the field at fault."""
+        if body.beam is not None and body.beam > self.settings.max_beam:
+            raise HTTPException(
+                422,
+                f"beam {body.beam} is over this server's limit of {self.settings.max_beam} "
+                "(--max-beam)",
+            )
+        targets, sources = self.targets, self.sources
+        if body.target_lang is not None and targets and body.target_lang not in targets:
+            raise HTTPException(
+                422,
+                f"target_lang {body.target_lang!r}: this model translates into "
+                f"{', '.join(targets)}",
+            )
+        if body.source_lang is not None and sources and body.source_lang not in sources:
+            raise HTTPException(
+                422,
+                f"source_lang {body.source_lang!r}: this model translates from "
+                f"{', '.join(sources)}",
+            )
+        if body.target_lang is None and self.multilingual and len(targets) > 1:
+            raise HTTPException(
+                422,
+                f"target_lang is required: this many-to-many model translates into "
+                f"{', '.join(targets)}",
+            )
+        try:
+            direction = pipeline.direction_for(self.translator, body.target_lang, body.source_lang)
+        except (
+            UsageError
+        ) as fault:  # the checks above should leave none; never the checkpoint's path
+            raise HTTPException(
+                422, str(fault).replace(str(self.translator.path), "this model")
+            ) from None
+        return SearchSettings(
+            beam=body.beam or self.defaults["beam"],
+            length_penalty=(
+                self.defaults["length_penalty"]
+                if body.length_penalty is None
+                else body.length_penalty
+            ),
+            target_lang=direction.target_lang,
+            source_lang=body.source_lang,
+        )
+
+    def check_lines(self, text: list[str]) -> None:
+        limits = self.settings
+        if len(text) > limits.max_lines:
+            raise HTTPException(
+                413,
+                f"text has {len(text)} lines; at most {limits.max_lines} a request (--max-lines)",
+            )
+        for index, line in enumerate(text):
+            if len(line) > limits.max_line_chars:
+                raise HTTPException(
+                    413,
+                    f"text[{index}] has {len(line)} characters; at most "
+                    f"{limits.max_line_chars} a line (--max-line-chars)",
+                )
+            position = invalid_unicode(line)
+            if position is not None:
+                raise HTTPException(
+                    422,
+                    f"text[{index}] holds a lone surrogate at character {position}, "
+                    "which is not Unicode text",
+                )
+
+    async def translate(self, body: TranslateRequest) -> TranslateResponse:
+        started = time.perf_counter()
+        self.check_lines(body.text)
+        key = self.search_settings(body)
+        try:
+            translations = await self.batcher.submit(body.text, key)
+        except QueueFull as fault:
+            raise HTTPException(
+                503, f"the server is busy: {fault}; retry shortly", headers={"Retry-After": "1"}
+            ) from None
+        except ShuttingDown as fault:
+            raise HTTPException(503, str(fault), headers={"Retry-After": "5"}) from None
+        except BrokenExecutor:
+            raise HTTPException(
+                503,
+                "the model process stopped while translating this request (killed or out of "
+                "memory); a new one is starting, retry shortly",
+                headers={"Retry-After": "5"},
+            ) from None
+        return TranslateResponse(
+            translations=translations,
+            beam=key.beam,
+            length_penalty=key.length_penalty,
+            target_lang=key.target_lang,
+            seconds=time.perf_counter() - started,
+        )
+
+    def info(self) -> dict:
+        translator, settings = self.translator, self.settings
+        cfg = translator.model.cfg
+        return {
+            "checkpoint": (translator.path or "")
+            .replace("\\", "/")
+            .rsplit("/", 1)[-1],  # its name, not where it is
+            "checkpoint_sha256": settings.checkpoint_digest,
+            "directions": [list(d) for d in translator.directions()],
+            "target_languages": self.targets
+            if self.multilingual
+            else ([translator.languages()[1]] if translator.languages() else []),
+            "multilingual": self.multilingual,
+            "tie_embeddings": cfg.tie_embeddings,
+            "d_model": cfg.d_model,
+            "source_vocab_size": len(translator.vocab.source),
+            "target_vocab_size": len(translator.vocab.target),
+            "joint_vocab": translator.vocab.joint,
+            "search_defaults": self.defaults,
+            "batching": settings.batching,
+            "limits": {
+                "max_lines": settings.max_lines,
+                "max_line_chars": settings.max_line_chars,
+                "max_body_bytes": settings.max_body_bytes,
+                "max_beam": settings.max_beam,
+                "length_penalty": list(LENGTH_PENALTY_RANGE),
+                "drain_seconds": settings.drain_seconds,
+            },
+        }
