@@ -15,7 +15,8 @@ from search_oracle import greedy_search, strip_special  # noqa: E402
 from test_translate_cli import write_checkpoint  # noqa: E402
 from tolerances import assert_within_rounding, transformer_terms  # noqa: E402
 
-from translate.export.convert import ExportError, export_huggingface  # noqa: E402
+from translate.export.huggingface import export_huggingface  # noqa: E402
+from translate.export.output import ExportError  # noqa: E402
 from translate.model.transformer import ModelConfig, Transformer  # noqa: E402
 from translate.text.vocab import BOS_ID, EOS_ID, PAD_ID, Vocabularies, train_sentencepiece  # noqa: E402
 
@@ -208,11 +209,11 @@ def test_pre_norm_without_shared_embeddings_is_refused(tie, vocabularies, tmp_pa
 
 def test_a_wrong_mapping_is_caught_before_anything_is_written(vocabularies, tmp_path, monkeypatch):
     """Without the sin/cos permutation the logits differ: the export stops and leaves nothing."""
-    import translate.export.convert
+    import translate.export.huggingface
 
     save_checkpoint(tmp_path / "model.ckpt", small_config(False, "all"), vocabularies["joint"])
     monkeypatch.setattr(
-        translate.export.convert, "residual_permutation", lambda d_model: torch.arange(d_model)
+        translate.export.huggingface, "residual_permutation", lambda d_model: torch.arange(d_model)
     )
     with pytest.raises(ExportError, match="logits differ from ours"):
         export_huggingface(tmp_path / "model.ckpt", tmp_path / "hf")
@@ -319,7 +320,7 @@ def test_ctranslate2_export_gives_our_scores_and_greedy_output(
     norm, tie, vocab_kind, vocabularies, tmp_path
 ):
     ctranslate2 = pytest.importorskip("ctranslate2")
-    from translate.export.convert import export_ctranslate2
+    from translate.export.ctranslate2 import export_ctranslate2
 
     vocab = vocabularies[vocab_kind]
     model = save_checkpoint(
@@ -367,7 +368,7 @@ def test_ctranslate2_export_gives_our_scores_and_greedy_output(
 
 
 def test_ctranslate2_missing_is_a_clear_error(monkeypatch, tmp_path):
-    from translate.export.convert import export_ctranslate2
+    from translate.export.ctranslate2 import export_ctranslate2
 
     monkeypatch.setitem(__import__("sys").modules, "ctranslate2", None)
     with pytest.raises(ExportError, match="pip install ctranslate2"):

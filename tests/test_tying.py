@@ -17,7 +17,9 @@ from tolerances import assert_within_rounding, tolerance, transformer_terms, wit
 
 from translate.cli import inspect as inspect_cli
 from translate.decode.cache import SearchCache
-from translate.export.convert import ExportError, ctranslate2_spec, huggingface_architecture
+from translate.export.ctranslate2 import ctranslate2_spec
+from translate.export.huggingface import huggingface_architecture
+from translate.export.output import ExportError
 from translate.model.analysis import (
     asymmetry,
     bigram_mrr,

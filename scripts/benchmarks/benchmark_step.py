@@ -249,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     compute = "int8" if args.quantize == "int8" else "float32"
 
-    from translate.export.convert import export_ctranslate2
+    from translate.export.ctranslate2 import export_ctranslate2
 
     with tempfile.TemporaryDirectory(prefix="benchmark_step.") as tmp:
         ct2_dir = export_ctranslate2(Path(args.checkpoint), Path(tmp) / "ct2")

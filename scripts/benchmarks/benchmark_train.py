@@ -7,7 +7,7 @@
 Three models, all built from the config's `model.model` section and the data module's
 vocabulary: ours as configured; ours post-norm (`norm_first: false`); and `MarianMTModel` with
 identical dimensions, ties, ReLU, sinusoidal positions and embedding scaling, made from the
-post-norm model by `translate.export.convert.to_huggingface` (so it starts from the same weights: its
+post-norm model by `translate.export.huggingface.to_huggingface` (so it starts from the same weights: its
 first loss equals our post-norm model's, which the script checks). Marian is post-norm, so the
 post-norm row is the like-for-like comparison; the configured row is what `make train` runs.
 
@@ -219,7 +219,7 @@ class Trainee:
     def __init__(
         self, name: str, config: dict, vocab, device: torch.device, loss_chunk: int | None = None
     ) -> None:
-        from translate.export.convert import to_huggingface
+        from translate.export.huggingface import to_huggingface
         from translate.model.transformer import ModelConfig, Transformer
         from translate.train.lightning_module import use_fused_optimizer
 

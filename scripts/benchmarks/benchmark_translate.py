@@ -5,7 +5,7 @@
     python scripts/benchmarks/benchmark_translate.py --device cuda --precision bf16-mixed --skip ctranslate2,ctranslate2-int8
 
 The checkpoint is exported to a temporary Hugging Face directory and a CTranslate2 directory
-(`translate.export.convert`), then the bundled test split is translated by
+(`translate.export`), then the bundled test split is translated by
   - ours: `translate_nbest`, what translate-cli runs (tokenize, search, detokenize), in a process
     set up as translate-cli's (`translate.decode.allocator`);
   - ours-unpacked: the same with plain `nn.Linear` layers (`load_translator(pack=False)`),
@@ -194,7 +194,8 @@ def export_both(
     `in_process`."""
     import transformers
 
-    from translate.export.convert import export_ctranslate2, export_huggingface
+    from translate.export.ctranslate2 import export_ctranslate2
+    from translate.export.huggingface import export_huggingface
 
     hf_model, ct2 = None, {}
     if "transformers" not in skip:

@@ -412,7 +412,7 @@ def probe_ctranslate2(checkpoint: str, device: str) -> dict:
     try:
         import ctranslate2
 
-        from translate.export.convert import export_ctranslate2
+        from translate.export.ctranslate2 import export_ctranslate2
 
         with tempfile.TemporaryDirectory() as tmp:
             directory = export_ctranslate2(Path(checkpoint), Path(tmp) / "ct2")

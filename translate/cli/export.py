@@ -47,7 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
 def export(args: argparse.Namespace) -> int:
     if args.quantization and args.format != "ctranslate2":
         raise UsageError("--quantization applies to --format ctranslate2 only")
-    from translate.export.convert import export_ctranslate2, export_huggingface
+    from translate.export.ctranslate2 import export_ctranslate2
+    from translate.export.huggingface import export_huggingface
 
     if args.format == "huggingface":
         out = export_huggingface(args.checkpoint, args.output, overwrite=args.overwrite)

@@ -1,0 +1,60 @@
+"""What both exports share: their one error, the refusal of sharing variants neither format has,
+and output written to a temporary directory beside the target, then moved into place."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from translate.errors import UsageError
+from translate.model.transformer import Transformer
+
+
+class ExportError(UsageError):
+    """A checkpoint that cannot be exported exactly; the message says why."""
+
+
+SHARING_VARIANTS = ("share_layer_attention", "share_encoder_decoder_layers", "embedding_adapter")
+
+
+def refuse_sharing_variants(model: Transformer, target: str) -> None:
+    """ExportError for the sharing options `target` cannot express (copies would lose the tie)."""
+    used = [name for name in SHARING_VARIANTS if getattr(model.cfg, name, False)]
+    if used:
+        raise ExportError(
+            f"this model uses {', '.join(f'{name}: true' for name in used)}, which {target} cannot "
+            "express (it has no weights shared between layers and no map between the decoder's "
+            "embedding and its layers); such models are used with translate-cli only"
+        )
+
+
+def prepare_output(out_dir: Path, overwrite: bool) -> None:
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ExportError(f"{out_dir} exists and is not a directory")
+    if out_dir.is_dir() and any(out_dir.iterdir()) and not overwrite:
+        raise ExportError(
+            f"{out_dir} exists and is not empty; pass overwrite=True (--overwrite) to replace it"
+        )
+
+
+def publish(tmp: Path, out_dir: Path) -> None:
+    """Rename the finished directory into place; an old one is moved aside, then deleted.
+
+    The temporary directory (and some files in it) were created private; the published one
+    gets the permissions of an ordinary directory under the current umask.
+    """
+    umask = os.umask(0)
+    os.umask(umask)
+    tmp.chmod(0o777 & ~umask)
+    for path in tmp.iterdir():
+        if path.is_file():
+            path.chmod(0o666 & ~umask)
+    old = None
+    if out_dir.exists():
+        old = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.old."))
+        os.replace(out_dir, old / out_dir.name)
+    os.replace(tmp, out_dir)
+    if old is not None:
+        shutil.rmtree(old)
