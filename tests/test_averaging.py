@@ -10,12 +10,12 @@ import pytest
 import torch
 
 from translate.cli.translate import main as translate_main
+from translate.decode.translator import load_translator
 from translate.model.checkpoint import (
     AVERAGED_KEY,
     CheckpointError,
     average_checkpoints,
     last_checkpoints,
-    load_translator,
 )
 from translate.model.transformer import ModelConfig
 from translate.train.data_module import TranslationDataModule

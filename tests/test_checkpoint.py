@@ -5,8 +5,9 @@ import pickle
 import pytest
 import torch
 
+from translate.decode.translator import Translator, load_translator
 from translate.model import checkpoint as checkpoint_module
-from translate.model.checkpoint import CheckpointError, Translator, load_translator
+from translate.model.checkpoint import CheckpointError
 from translate.model.transformer import ModelConfig
 from translate.train.data_module import TranslationDataModule
 from translate.train.lightning_module import TranslationModule

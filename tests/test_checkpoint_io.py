@@ -11,7 +11,8 @@ import pytest
 import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 
-from translate.model.checkpoint import load_translator, read_checkpoint
+from translate.decode.translator import load_translator
+from translate.model.checkpoint import read_checkpoint
 from translate.model.transformer import ModelConfig
 from translate.train.checkpoint_io import AtomicCheckpointIO
 from translate.train.data_module import TranslationDataModule

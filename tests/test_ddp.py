@@ -18,7 +18,7 @@ from search_oracle import greedy_search
 from test_resume import FIXTURE, logged, overlay, read_records, train
 from tolerances import transformer_terms, within_rounding
 
-from translate.model.checkpoint import load_translator
+from translate.decode.translator import load_translator
 from translate.model.transformer import ModelConfig
 from translate.text.metrics import corpus_scores
 from translate.text.vocab import PAD_ID

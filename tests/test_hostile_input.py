@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from test_translate_cli import FIXTURE, save_checkpoint
 
-import translate.model.checkpoint
+import translate.decode.translator
 from translate.cli.evaluate import main as eval_main
 from translate.cli.translate import main
-from translate.model.checkpoint import load_translator
+from translate.decode.translator import load_translator
 from translate.text.vocab import Vocabularies, train_sentencepiece
 
 SENTENCES = ["Click OK.", "Select the cells that you want to copy.", "Last line."]
@@ -142,7 +142,7 @@ def test_an_unwritable_output_is_refused_before_any_work(ckpt, capsys, tmp_path,
     def no_work(*args, **kwargs):
         raise AssertionError("the checkpoint was loaded before the output was checked")
 
-    monkeypatch.setattr(translate.model.checkpoint, "load_translator", no_work)
+    monkeypatch.setattr(translate.decode.translator, "load_translator", no_work)
     (tmp_path / "dir.de").mkdir()
     code, _, err = cli(ckpt, capsys, "--source", str(source), "--output", str(tmp_path / "dir.de"))
     assert code == 2

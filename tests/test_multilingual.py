@@ -18,7 +18,7 @@ from translate.cli.train import main as train_main
 from translate.cli.translate import main as translate_main
 from translate.decode.pipeline import translate_lines
 from translate.decode.settings import SearchSettings
-from translate.model.checkpoint import load_translator
+from translate.decode.translator import load_translator
 from translate.serve.continuous import ContinuousTranslator
 from translate.text.corpus import CorpusError
 from translate.text.language_id import off_target_rate

@@ -8,7 +8,7 @@ from test_translate_cli import random_tied_checkpoint
 from torch import nn
 
 from translate.cli.translate import main
-from translate.model.checkpoint import load_translator
+from translate.decode.translator import load_translator
 from translate.model.quantize import linear_bytes, quantization_available
 from translate.model.transformer import FeedForward
 

@@ -412,7 +412,7 @@ def test_pad_and_bos_are_never_produced():
     """A model that prefers PAD and BOS to every other token: no search produces them, and
     each gives what it gives when they are explicitly disallowed; a checkpoint's target-token
     mask leaves them out too."""
-    from translate.model.checkpoint import Translator
+    from translate.decode.translator import Translator
 
     model = tiny_model(9)
     with torch.no_grad():

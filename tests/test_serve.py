@@ -26,8 +26,8 @@ from test_translate_cli import random_tied_checkpoint  # noqa: E402
 
 from translate.decode.pipeline import translate_lines  # noqa: E402
 from translate.decode.settings import SearchSettings  # noqa: E402
+from translate.decode.translator import load_translator  # noqa: E402
 from translate.files import file_digest  # noqa: E402
-from translate.model.checkpoint import load_translator  # noqa: E402
 from translate.serve.app import ServeSettings, create_app  # noqa: E402
 from translate.serve.batching import Batcher, ContinuousBatcher, QueueFull  # noqa: E402
 from translate.serve.continuous import ContinuousTranslator, Progress  # noqa: E402

@@ -11,11 +11,12 @@ from search_oracle import beam_search
 from tolerances import score_terms, tolerance, within_rounding
 
 import translate.decode.pipeline
-import translate.model.checkpoint
+import translate.decode.translator
 from translate.cli.translate import main
 from translate.decode.pipeline import split_long, translate_lines, translate_nbest
 from translate.decode.settings import SearchSettings
-from translate.model.checkpoint import CheckpointError, load_translator
+from translate.decode.translator import load_translator
+from translate.model.checkpoint import CheckpointError
 from translate.model.transformer import ModelConfig, Transformer
 from translate.text.metrics import corpus_scores
 from translate.text.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocabularies, train_sentencepiece
@@ -372,7 +373,7 @@ def test_reference_with_another_line_count_is_refused_before_translating(
     def no_work(*args, **kwargs):
         raise AssertionError("work was done before the reference was checked")
 
-    monkeypatch.setattr(translate.model.checkpoint, "load_translator", no_work)
+    monkeypatch.setattr(translate.decode.translator, "load_translator", no_work)
     monkeypatch.setattr(translate.decode.pipeline, "translate_nbest", no_work)
     reference = tmp_path / "short.de"
     reference.write_text("eins\nzwei\n", encoding="utf-8")

@@ -12,7 +12,7 @@ from translate.cli.train import main as train_main
 from translate.cli.translate import main as translate_main
 from translate.cli.tune import main as tune_main
 from translate.decode import tuning
-from translate.model.checkpoint import load_translator
+from translate.decode.translator import load_translator
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURE = Path(__file__).parent / "fixtures" / "libreoffice_small"

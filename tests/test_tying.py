@@ -17,6 +17,7 @@ from tolerances import assert_within_rounding, tolerance, transformer_terms, wit
 
 from translate.cli import inspect as inspect_cli
 from translate.decode.cache import SearchCache
+from translate.decode.translator import load_translator
 from translate.export.ctranslate2 import ctranslate2_spec
 from translate.export.huggingface import huggingface_architecture
 from translate.export.output import ExportError
@@ -30,7 +31,6 @@ from translate.model.analysis import (
     target_bigrams,
     unigram_scores,
 )
-from translate.model.checkpoint import load_translator
 from translate.model.transformer import ModelConfig, Transformer
 from translate.text.vocab import BOS_ID, EOS_ID, PAD_ID
 from translate.train.data_module import TranslationDataModule

@@ -31,7 +31,7 @@ def measure(checkpoint: str, limit: int, repeats: int, keep: bool) -> dict:
 
     from translate.decode.allocator import keep_freed_memory
     from translate.decode.pipeline import translate_nbest
-    from translate.model.checkpoint import load_translator
+    from translate.decode.translator import load_translator
     from translate.text.corpus import BUNDLED_CORPUS, read_lines, split_paths
 
     kept = keep_freed_memory() if keep else False

@@ -26,7 +26,7 @@ import torch  # noqa: E402
 from translate.decode import continuous  # noqa: E402
 from translate.decode.pipeline import translate_lines  # noqa: E402
 from translate.decode.settings import SearchSettings  # noqa: E402
-from translate.model.checkpoint import load_translator  # noqa: E402
+from translate.decode.translator import load_translator  # noqa: E402
 from translate.serve import continuous as serve_continuous  # noqa: E402
 from translate.text.corpus import BUNDLED_CORPUS, read_lines, split_paths  # noqa: E402
 

@@ -272,8 +272,8 @@ def random_batches(
     import torch
 
     from translate.decode.pipeline import translate_lines
+    from translate.decode.translator import load_translator
     from translate.defaults import BATCH_TOKENS
-    from translate.model.checkpoint import load_translator
 
     torch.set_num_threads(threads)
     translator = load_translator(checkpoint)

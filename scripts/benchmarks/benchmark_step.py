@@ -34,7 +34,7 @@ import torch  # noqa: E402
 
 from translate.decode.continuous import ContinuousGreedySearch, search_batch  # noqa: E402
 from translate.decode.device import prepare_decoding  # noqa: E402
-from translate.model.checkpoint import load_translator  # noqa: E402
+from translate.decode.translator import load_translator  # noqa: E402
 from translate.text.corpus import BUNDLED_CORPUS, read_lines, split_paths  # noqa: E402
 from translate.text.vocab import EOS_ID  # noqa: E402
 

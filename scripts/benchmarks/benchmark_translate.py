@@ -57,7 +57,7 @@ import torch  # noqa: E402
 from translate.decode.device import autocast, prepare_decoding  # noqa: E402
 from translate.decode.pipeline import BATCH_TOKENS, length_batches, translate_nbest  # noqa: E402
 from translate.decode.settings import SearchSettings  # noqa: E402
-from translate.model.checkpoint import Translator, load_translator  # noqa: E402
+from translate.decode.translator import Translator, load_translator  # noqa: E402
 from translate.model.padding import pad  # noqa: E402
 from translate.model.quantize import linear_bytes  # noqa: E402
 from translate.text.corpus import BUNDLED_CORPUS, read_lines, split_paths  # noqa: E402

@@ -17,7 +17,7 @@ class TranslateAPI(ls.LitAPI):
     def setup(self, device) -> None:
         import torch
 
-        from translate.model.checkpoint import load_translator
+        from translate.decode.translator import load_translator
 
         torch.set_num_threads(self.threads)
         # Packed, with oneDNN's caches bounded as translate-serve's model process (the same model path).

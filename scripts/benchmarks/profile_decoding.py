@@ -27,7 +27,7 @@ from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
 from translate.decode.pipeline import translate_lines  # noqa: E402
 from translate.decode.settings import SearchSettings  # noqa: E402
-from translate.model.checkpoint import load_translator  # noqa: E402
+from translate.decode.translator import load_translator  # noqa: E402
 from translate.model.transformer import MultiHeadAttention  # noqa: E402
 from translate.text.corpus import BUNDLED_CORPUS, read_lines, split_paths  # noqa: E402
 

@@ -215,8 +215,9 @@ def evaluate(
 ) -> list[dict]:
     """One row per target language the run's model translates into."""
     from translate.decode.pipeline import translate_lines
+    from translate.decode.translator import load_translator
     from translate.model.analysis import asymmetry, direct_path, parameter_counts
-    from translate.model.checkpoint import load_translator, read_checkpoint
+    from translate.model.checkpoint import read_checkpoint
     from translate.text.language_id import off_target_rate
     from translate.text.metrics import corpus_scores
 

@@ -196,8 +196,9 @@ def evaluate_run(
 ) -> dict:
     """Test-split scores (decoded on `device`) and direct-path measures of the run's last checkpoint."""
     from translate.decode.pipeline import translate_lines
+    from translate.decode.translator import load_translator
     from translate.files import write_lines_atomic
-    from translate.model.checkpoint import load_translator, read_checkpoint
+    from translate.model.checkpoint import read_checkpoint
     from translate.text.metrics import corpus_scores
 
     checkpoint = run_dir / "checkpoints" / "last.ckpt"

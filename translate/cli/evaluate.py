@@ -204,8 +204,8 @@ def evaluate(args: argparse.Namespace, argv: list[str] | None) -> int:
     if error:
         raise UsageError(error)
     from translate.decode import pipeline
+    from translate.decode.translator import load_translator
     from translate.files import check_writable, write_lines_atomic
-    from translate.model import checkpoint
     from translate.text.corpus import read_lines
     from translate.text.metrics import corpus_scores
 
@@ -224,7 +224,7 @@ def evaluate(args: argparse.Namespace, argv: list[str] | None) -> int:
         check_writable(args.output)  # before translating, not after
     device = resolve_device(args)
     prepare_decoding(device)
-    translator = checkpoint.load_translator(args.checkpoint, device, quantize=args.quantize)
+    translator = load_translator(args.checkpoint, device, quantize=args.quantize)
     apply_search_defaults(args, translator)
     if args.source:
         direction = pipeline.direction_for(

@@ -131,7 +131,7 @@ def format_report(info: dict) -> str:
 
 
 def inspect(args: argparse.Namespace) -> int:
-    from translate.model.checkpoint import load_translator
+    from translate.decode.translator import load_translator
 
     info = report(load_translator(args.checkpoint), args.source, args.reference)
     print(json.dumps(info, indent=2) if args.json else format_report(info))

@@ -154,8 +154,8 @@ def serve(args: argparse.Namespace) -> int:
     import torch
     import uvicorn
 
+    from translate.decode.translator import load_translator
     from translate.files import file_digest
-    from translate.model import checkpoint
     from translate.model.quantize import quantization_available
     from translate.serve import worker as serve_worker
     from translate.serve.app import DrainingServer, ServeSettings, create_app
@@ -168,7 +168,7 @@ def serve(args: argparse.Namespace) -> int:
         raise UsageError("--quantize int8: this PyTorch build has no quantized CPU engine")
     # Only for the vocabulary (token counts), the languages and /info: the model process
     # translates, so this copy stays on the CPU as it is, neither packed nor quantized.
-    translator = checkpoint.load_translator(args.checkpoint, "cpu", pack=False)
+    translator = load_translator(args.checkpoint, "cpu", pack=False)
     settings = ServeSettings(
         batch_tokens=args.batch_tokens,
         max_wait_ms=args.max_wait_ms,

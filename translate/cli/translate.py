@@ -199,8 +199,8 @@ def translate_command(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from translate.decode import pipeline
+    from translate.decode.translator import load_translator
     from translate.files import check_writable, file_digest
-    from translate.model import checkpoint
     from translate.partial_output import PartialOutput
     from translate.text.corpus import read_lines
     from translate.text.line_feed import chunks
@@ -219,7 +219,7 @@ def translate_command(args: argparse.Namespace) -> int:
     target = check_writable(args.output) if to_file else None
     device = resolve_device(args)
     prepare_decoding(device)
-    translator = checkpoint.load_translator(args.checkpoint, device, quantize=args.quantize)
+    translator = load_translator(args.checkpoint, device, quantize=args.quantize)
     apply_search_defaults(args, translator)
     direction = pipeline.direction_for(
         translator, args.target_lang, args.source_lang

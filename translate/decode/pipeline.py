@@ -10,9 +10,9 @@ from dataclasses import dataclass
 
 from translate.decode.continuous import ContinuousBeamSearch, ContinuousGreedySearch, search_joined
 from translate.decode.settings import SearchSettings
+from translate.decode.translator import Translator
 from translate.defaults import BATCH_TOKENS
 from translate.errors import UsageError
-from translate.model.checkpoint import Translator
 from translate.text.vocab import EOS_ID, language_tag
 
 

@@ -14,9 +14,10 @@ import statistics
 from collections.abc import Callable, Sequence
 
 from translate.decode.settings import SearchSettings
+from translate.decode.translator import Translator
 from translate.defaults import LENGTH_PENALTY_CANDIDATES as CANDIDATES
 from translate.defaults import MIN_BREVITY_PENALTY
-from translate.model.checkpoint import ARTIFACT_KEY, SEARCH_KEY, Translator
+from translate.model.checkpoint import ARTIFACT_KEY, SEARCH_KEY
 
 
 def score(translator: Translator, jobs: list, beam: int, alpha: float, batch_tokens: int) -> dict:
@@ -103,7 +104,7 @@ def tune_checkpoint(
 ) -> dict:
     """Load the checkpoint at `path`, tune its length penalty on `split` and (with `write`) store
     the result in it: what translate-tune and the end of translate-train fit do."""
-    from translate.model.checkpoint import load_translator
+    from translate.decode.translator import load_translator
 
     translator = load_translator(path, device)
     settings = tune_length_penalty(

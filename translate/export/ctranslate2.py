@@ -12,8 +12,8 @@ from pathlib import Path
 
 from torch import Tensor, nn
 
+from translate.decode.translator import load_translator
 from translate.export.output import ExportError, prepare_output, publish, refuse_sharing_variants
-from translate.model.checkpoint import load_translator
 from translate.model.transformer import MultiHeadAttention, Transformer
 from translate.text.vocab import BOS_ID, EOS_ID, SentencePieceVocab, Vocabularies
 

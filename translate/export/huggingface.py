@@ -44,8 +44,8 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
+from translate.decode.translator import load_translator
 from translate.export.output import ExportError, prepare_output, publish, refuse_sharing_variants
-from translate.model.checkpoint import load_translator
 from translate.model.transformer import TIE_MODES, MultiHeadAttention, Transformer
 from translate.text.vocab import BOS_ID, EOS_ID, PAD_ID, SentencePieceVocab, Vocabularies
 

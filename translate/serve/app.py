@@ -23,7 +23,7 @@ from prometheus_client import (
 )
 from starlette.exceptions import HTTPException as AnyHTTPException
 
-from translate.model.checkpoint import Translator
+from translate.decode.translator import Translator
 from translate.serve.guard import RequestGuard
 from translate.serve.schema import (
     ErrorResponse,

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from translate.decode import pipeline
 from translate.decode.continuous import ContinuousBeamSearch
 from translate.decode.settings import SearchSettings
-from translate.model.checkpoint import Translator
+from translate.decode.translator import Translator
 from translate.text.vocab import EOS_ID
 
 # Waiting lines join a running search once they are an eighth of it, or have waited this many

@@ -16,9 +16,9 @@ from starlette.datastructures import Headers
 
 from translate.decode import pipeline
 from translate.decode.settings import SearchSettings
+from translate.decode.translator import Translator
 from translate.defaults import LENGTH_PENALTY_RANGE
 from translate.errors import UsageError
-from translate.model.checkpoint import Translator
 from translate.serve.batching import Batcher, ContinuousBatcher, QueueFull, ShuttingDown
 from translate.serve.continuous import ContinuousTranslator
 from translate.serve.metrics import Metrics

@@ -30,7 +30,7 @@ def _load(
     exit_with_parent()  # a server killed outright (SIGKILL, out of memory) cannot stop it: it goes too
     import torch
 
-    from translate.model.checkpoint import load_translator
+    from translate.decode.translator import load_translator
     from translate.serve.continuous import ContinuousTranslator
 
     global _translator, _batch_tokens, _continuous

@@ -60,13 +60,11 @@ class BatchTranslation(L.LightningModule):
         (resumed where asked), and the chunks still to translate."""
         from translate.decode import pipeline
         from translate.decode.settings import apply_search_defaults
-        from translate.model import checkpoint
+        from translate.decode.translator import load_translator
         from translate.partial_output import PartialOutput
 
         args, rank, world = self.args, self.global_rank, self.trainer.world_size
-        self.translator = checkpoint.load_translator(
-            args.checkpoint, self.device, quantize=args.quantize
-        )
+        self.translator = load_translator(args.checkpoint, self.device, quantize=args.quantize)
         apply_search_defaults(args, self.translator)
         pipeline.direction_for(
             self.translator, args.target_lang, args.source_lang

@@ -1,0 +1,219 @@
+"""A loaded model ready to translate: the model, its vocabularies, and what the run it came from
+says (languages, directions, tags, length limits, tuned search settings), read from the checkpoint
+once when it loads, so that a request flows one way: checkpoint -> translator -> pipeline ->
+search -> text."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from translate.errors import UsageError
+from translate.model.checkpoint import (
+    ARTIFACT_KEY,
+    DEFAULT_BEAM,
+    DEFAULT_LENGTH_PENALTY,
+    SEARCH_KEY,
+    CheckpointError,
+    data_settings,
+    read_checkpoint,
+)
+from translate.model.packing import pack_linear_layers
+from translate.model.quantize import quantize_int8
+from translate.model.transformer import ModelConfig, Transformer
+from translate.text.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocabularies
+
+
+@dataclass
+class Translator:
+    """A loaded model with its vocabularies and the settings it was trained with."""
+
+    model: Transformer
+    vocab: Vocabularies
+    training_config: dict
+    run_config: str | None
+    target_tokens: list[int] | None = None  # ids seen on the target side of the training data
+    path: str | None = None
+    target_tokens_by_language: dict[str, list[int]] | None = None  # the same, per target language
+    search: dict | None = None  # the search settings tuned for this model (translate-tune)
+    _data: tuple[str | None, dict] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
+
+    def search_defaults(self) -> dict:
+        """Beam size and length penalty to translate with where no flag says otherwise: those
+        tuned on the dev set and stored in the checkpoint, else beam 5 and GNMT alpha 1.0."""
+        tuned = self.search or {}
+        return {
+            "beam": int(tuned.get("beam", DEFAULT_BEAM)),
+            "length_penalty": float(tuned.get("length_penalty", DEFAULT_LENGTH_PENALTY)),
+        }
+
+    def corpus_split(
+        self, split: str | None, direction: tuple[str, str]
+    ) -> tuple[list[str], list[str], str]:
+        """Source and reference lines of one direction of a split of the corpus the model was
+        trained on, and their description; an error naming the checkpoint where that corpus is
+        not at hand."""
+        from translate.text.corpus import BUNDLED_CORPUS, read_split
+
+        data = self.data_settings()
+        name = data.get(f"{split or 'test'}_split") or split or "test"
+        own = {
+            tuple(d[:2]): d[2] for d in data.get("directions") or [] if len(d) > 2
+        }  # a direction's own corpus
+        corpus = own.get(tuple(direction)) or data.get("corpus_dir") or BUNDLED_CORPUS
+        try:
+            pairs = read_split(
+                corpus, name, *direction, data.get("corpus_format") or "text", data.get("hf_config")
+            )
+        except UsageError as error:
+            raise UsageError(
+                f"{error} ({self.path} was trained on this corpus; give --source and "
+                "--reference to score other text)"
+            ) from None
+        if not pairs:
+            raise UsageError(
+                f"split '{name}' of {corpus} has no {direction[0]}→{direction[1]} pairs"
+            )
+        description = f"{direction[0]}→{direction[1]}, split '{name}' of {corpus}"
+        return [src for src, _ in pairs], [tgt for _, tgt in pairs], description
+
+    def data_settings(self) -> dict:
+        """The `data` section of the run's saved config (corpus, languages, splits, lengths),
+        or {} where the checkpoint does not hold one; parsed once and shared, so only read it."""
+        # A server asks on every request: parsing the YAML each time was most of its own CPU time.
+        if self._data is None or self._data[0] is not self.run_config:
+            self._data = (self.run_config, data_settings(self.run_config))
+        return self._data[1]
+
+    def trained_max_length(self) -> int | None:
+        """The longest sentence, in tokens, the run trained on (`data.max_length` of its saved
+        config), or None where the checkpoint does not say."""
+        length = self.data_settings().get("max_length")
+        return length if type(length) is int and length > 0 else None
+
+    def languages(self) -> tuple[str, str] | None:
+        """(source, target) language codes the run trained on, or None where not recorded."""
+        data = self.data_settings()
+        src, tgt = data.get("src_lang"), data.get("tgt_lang")
+        return (src, tgt) if isinstance(src, str) and isinstance(tgt, str) else None
+
+    def directions(self) -> list[tuple[str, str]]:
+        """The (source, target) directions the model was trained on: one for a bilingual model,
+        several for a many-to-many one (which chooses its output language by a tag)."""
+        from translate.text.languages import english_centric
+
+        data = self.data_settings()
+        if data.get("directions"):
+            return [tuple(direction) for direction in data["directions"]]
+        if data.get("languages"):
+            return english_centric(data.get("src_lang") or "en", data["languages"])
+        return [self.languages()] if self.languages() else []
+
+    def multilingual(self) -> bool:
+        return bool(self.vocab.target.tag_ids()) and bool(
+            self.data_settings().get("directions") or self.data_settings().get("languages")
+        )
+
+    def tag_position(self) -> str:
+        """Where a many-to-many model reads its target-language tag: "source" or "decoder"."""
+        return self.data_settings().get("lang_tag") or "decoder"
+
+    def target_languages(self) -> list[str]:
+        return list(dict.fromkeys(tgt for _, tgt in self.directions()))
+
+    def target_token_mask(self, lang: str | None = None) -> torch.Tensor:
+        """Bool over the target vocabulary: the training targets' ids (of `lang`'s targets, for a
+        many-to-many model) plus UNK and EOS (never PAD, BOS or a language tag, which the decoder
+        does not produce), for `allowed_tokens` in search."""
+        name = self.path or "the checkpoint"
+        tokens = self.target_tokens
+        if lang is not None and self.target_tokens_by_language is not None:
+            tokens = self.target_tokens_by_language.get(lang)
+        if tokens is None:
+            raise CheckpointError(
+                f"{name}: the checkpoint does not record its target-side tokens (the ids seen on "
+                f"the target side of its training data{f' in {lang}' if lang else ''}), so the output "
+                "cannot be restricted to them; translate without restricting, or use a checkpoint saved with them"
+            )
+        size = self.model.tgt_vocab_size
+        outside = [i for i in tokens if not 0 <= i < size]
+        if outside:
+            raise CheckpointError(
+                f"{name}: its recorded target-side tokens include ids outside the target "
+                f"vocabulary of {size} tokens (e.g. {outside[0]})"
+            )
+        mask = torch.zeros(size, dtype=torch.bool)
+        mask[torch.tensor(tokens, dtype=torch.long)] = True
+        mask[[UNK_ID, EOS_ID]] = True
+        tags = self.vocab.target.tag_ids().values() if self.vocab is not None else ()
+        mask[[PAD_ID, BOS_ID, *tags]] = False
+        return mask
+
+
+def load_translator(
+    path: str | Path, device: str | torch.device = "cpu", pack: bool = True, quantize: str = "none"
+) -> Translator:
+    """A checkpoint ready to decode on `device`: weights checked against the vocabulary, the
+    model in eval mode and, on the CPU with `pack`, its linear layers packed for speed
+    (`translate.model.packing`; the same results, 1e-5), or with `quantize="int8"` made int8
+    (`translate.model.quantize`)."""
+    checkpoint = read_checkpoint(path)
+    artifact = checkpoint[ARTIFACT_KEY]
+    vocab = Vocabularies.from_state(artifact["vocab"])
+    if (len(vocab.source), len(vocab.target)) != (
+        artifact["src_vocab_size"],
+        artifact["tgt_vocab_size"],
+    ):
+        raise CheckpointError(
+            f"{path}: its SentencePiece model has {len(vocab.source)}/{len(vocab.target)} tokens "
+            f"but its embeddings were built for {artifact['src_vocab_size']}/"
+            f"{artifact['tgt_vocab_size']}: the vocabulary does not belong to these weights"
+        )
+    model = Transformer(
+        ModelConfig(**artifact["model_config"]),
+        artifact["src_vocab_size"],
+        artifact["tgt_vocab_size"],
+        shared_vocab=vocab.joint,
+    )
+    weights = {
+        name.removeprefix("model."): value
+        for name, value in checkpoint["state_dict"].items()
+        if name.startswith("model.")
+    }
+    try:
+        model.load_state_dict(weights, strict=True)
+    except RuntimeError as error:
+        raise CheckpointError(
+            f"{path}: weights do not match the saved architecture: {error}"
+        ) from None
+    model.to(device).eval()
+    if quantize == "int8":
+        model = quantize_int8(model)
+    elif pack:
+        pack_linear_layers(model)  # a no-op off the CPU or without oneDNN
+    target_tokens = artifact.get("target_tokens")
+    if isinstance(target_tokens, torch.Tensor):
+        target_tokens = target_tokens.tolist()
+    target_tokens = (
+        [int(i) for i in target_tokens] if isinstance(target_tokens, (list, tuple)) else None
+    )
+    by_language = artifact.get("target_tokens_by_language")
+    by_language = (
+        {str(lang): [int(i) for i in ids] for lang, ids in by_language.items()}
+        if isinstance(by_language, dict)
+        else None
+    )
+    return Translator(
+        model,
+        vocab,
+        artifact.get("training_config", {}),
+        artifact.get("run_config"),
+        target_tokens=target_tokens,
+        path=str(path),
+        target_tokens_by_language=by_language,
+        search=artifact.get(SEARCH_KEY) if isinstance(artifact.get(SEARCH_KEY), dict) else None,
+    )
