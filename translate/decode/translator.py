@@ -41,6 +41,9 @@ class Translator:
     _data: tuple[str | None, dict] | None = field(
         default=None, init=False, repr=False, compare=False
     )
+    _masks: dict[str | None, torch.Tensor] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def search_defaults(self) -> dict:
         """Beam size and length penalty to translate with where no flag says otherwise: those
@@ -128,7 +131,13 @@ class Translator:
     def target_token_mask(self, lang: str | None = None) -> torch.Tensor:
         """Bool over the target vocabulary: the training targets' ids (of `lang`'s targets, for a
         many-to-many model) plus UNK and EOS (never PAD, BOS or a language tag, which the decoder
-        does not produce), for `allowed_tokens` in search."""
+        does not produce), for `allowed_tokens` in search; made once a language and kept (treat
+        it as read-only)."""
+        if lang not in self._masks:
+            self._masks[lang] = self._target_token_mask(lang)
+        return self._masks[lang]
+
+    def _target_token_mask(self, lang: str | None) -> torch.Tensor:
         name = self.path or "the checkpoint"
         tokens = self.target_tokens
         if lang is not None and self.target_tokens_by_language is not None:
