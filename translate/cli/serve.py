@@ -190,7 +190,8 @@ def serve(args: argparse.Namespace) -> int:
         args.threads,
         args.batch_tokens,
     )
-    run = serve_worker.advance if args.batching == "continuous" else serve_worker.translate
+    state = serve_worker.ModelState
+    run = state.advance if args.batching == "continuous" else state.translate
     app = create_app(translator, settings, worker=(start_worker, run))
     print(
         f"translate-serve: {args.checkpoint} on {device}; http://{args.host}:{args.port}/ "

@@ -104,8 +104,8 @@ def create_app(
     worker: tuple[Callable[[], Executor], Callable] | None = None,
 ) -> FastAPI:
     """The application: the routes above over one `Service` (`app.state.service`); `worker` (a
-    function starting an executor, and the function it runs: `worker.advance`, or
-    `worker.translate` with `settings.batching` "batch") moves the model out of this process,
+    function starting an executor, and the method it runs: `ModelState.advance`, or
+    `ModelState.translate` with `settings.batching` "batch") moves the model out of this process,
     else a thread translates with `translator`."""
     app = FastAPIOffline(
         title="translate-serve",

@@ -10,35 +10,40 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import BrokenExecutor, Executor, Future
 from multiprocessing import get_context
 
 from translate.decode.settings import SearchSettings
 from translate.parent_watch import exit_with_parent
 
-_translator = None
-_batch_tokens = 0
-_continuous = None
 
+class ModelState:
+    """What the model process holds, created in that process: the translator and, for
+    continuous batching, its running searches."""
 
-def _load(
-    checkpoint: str, device: str, quantize: str, threads: int | None, batch_tokens: int
-) -> None:
-    # Ctrl-C reaches the whole process group: the server drains its requests, then stops this one.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    exit_with_parent()  # a server killed outright (SIGKILL, out of memory) cannot stop it: it goes too
-    import torch
+    def __init__(
+        self, checkpoint: str, device: str, quantize: str, threads: int | None, batch_tokens: int
+    ) -> None:
+        import torch
 
-    from translate.decode.translator import load_translator
-    from translate.serve.continuous import ContinuousTranslator
+        from translate.decode.translator import load_translator
+        from translate.serve.continuous import ContinuousTranslator
 
-    global _translator, _batch_tokens, _continuous
-    if threads:
-        torch.set_num_threads(threads)
-    _translator = load_translator(checkpoint, torch.device(device), quantize=quantize)
-    _batch_tokens = batch_tokens
-    _continuous = ContinuousTranslator(_translator, batch_tokens)
+        if threads:
+            torch.set_num_threads(threads)
+        self.translator = load_translator(checkpoint, torch.device(device), quantize=quantize)
+        self.batch_tokens = batch_tokens
+        self.continuous = ContinuousTranslator(self.translator, batch_tokens)
+
+    def translate(self, lines: list[str], key: SearchSettings) -> tuple[list[str], float]:
+        """A batch, translated to its end (`--batching batch`)."""
+        return translate_with(self.translator, lines, key, self.batch_tokens)
+
+    def advance(self, new: list[tuple[int, list[str], SearchSettings]], max_seconds: float):
+        """Continuous batching's next steps (`ContinuousTranslator.advance`)."""
+        return self.continuous.advance(new, max_seconds)
 
 
 def translate_with(
@@ -49,23 +54,84 @@ def translate_with(
     from translate.decode import pipeline
 
     started = time.perf_counter()
-    outputs = pipeline.translate_lines(
-        translator,
-        lines,
-        key,
-        batch_tokens=batch_tokens,
-    )
+    outputs = pipeline.translate_lines(translator, lines, key, batch_tokens=batch_tokens)
     return outputs, time.perf_counter() - started
 
 
-def translate(lines: list[str], key: SearchSettings) -> tuple[list[str], float]:
-    """In the model process: a batch with the model `_load` loaded."""
-    return translate_with(_translator, lines, key, _batch_tokens)
+def _serve(connection, settings: tuple) -> None:
+    """The model process: one `ModelState`, then each call the server sends, answered in order."""
+    # Ctrl-C reaches the whole process group: the server drains its requests, then stops this one.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    exit_with_parent()  # a server killed outright (SIGKILL, out of memory) cannot stop it: it goes too
+    state = ModelState(*settings)
+    while (call := connection.recv()) is not None:
+        number, name, args = call
+        try:
+            connection.send((number, True, getattr(state, name)(*args)))
+        except Exception as fault:  # noqa: BLE001 - the server's future gets it, as a pool's would
+            connection.send((number, False, fault))
 
 
-def advance(new: list[tuple[int, list[str], SearchSettings]], max_seconds: float):
-    """In the model process: continuous batching's next steps (`ContinuousTranslator.advance`)."""
-    return _continuous.advance(new, max_seconds)
+class ModelProcess(Executor):
+    """The model in a process of its own (spawned: no copy of the server's threads or sockets).
+    `submit(ModelState.advance, ...)` runs that method of the process's `ModelState`; if the
+    process dies, its pending and later calls fail with `BrokenExecutor`, as a process pool's."""
+
+    def __init__(self, *settings) -> None:
+        context = get_context("spawn")
+        self._connection, child = context.Pipe()
+        self._process = context.Process(target=_serve, args=(child, settings), daemon=True)
+        self._process.start()
+        child.close()  # held here too, it would keep the reader waiting after the process died
+        self._lock = threading.Lock()
+        self._pending: dict[int, Future] = {}
+        self._count, self._broken, self._closed = 0, "", False
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def submit(self, fn, /, *args, **kwargs) -> Future:
+        future: Future = Future()
+        with self._lock:
+            if self._broken:
+                raise BrokenExecutor(self._broken)
+            if self._closed:
+                raise RuntimeError("cannot schedule new calls after shutdown")
+            number, self._count = self._count, self._count + 1
+            self._pending[number] = future
+            self._connection.send((number, fn.__name__, args))
+        return future
+
+    def _read(self) -> None:
+        while True:
+            try:
+                number, ok, value = self._connection.recv()
+            except (EOFError, OSError):
+                break
+            with self._lock:
+                future = self._pending.pop(number, None)
+            if future is not None and future.set_running_or_notify_cancel():
+                (future.set_result if ok else future.set_exception)(value)
+        with self._lock:
+            self._broken = "the model process ended"
+            pending, self._pending = self._pending, {}
+        for future in pending.values():
+            if future.set_running_or_notify_cancel():
+                future.set_exception(BrokenExecutor(self._broken))
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        with self._lock:
+            self._closed = True
+            if cancel_futures:
+                for future in self._pending.values():
+                    future.cancel()
+            if not self._broken:
+                try:
+                    self._connection.send(None)  # ends the process once its current call is done
+                except OSError:
+                    pass
+        if wait:
+            self._process.join()
+            self._reader.join()
 
 
 # oneDNN keeps a compiled product for every shape it meets, in two caches of 1,024 each, and a
@@ -81,12 +147,7 @@ def bound_onednn_caches() -> None:
 
 def start(
     checkpoint: str, device: str, quantize: str, threads: int | None, batch_tokens: int
-) -> ProcessPoolExecutor:
-    """One model process (spawned: no copy of the server's threads or sockets)."""
+) -> ModelProcess:
+    """The model process, with oneDNN's caches bounded."""
     bound_onednn_caches()
-    return ProcessPoolExecutor(
-        1,
-        mp_context=get_context("spawn"),
-        initializer=_load,
-        initargs=(checkpoint, device, quantize, threads, batch_tokens),
-    )
+    return ModelProcess(checkpoint, device, quantize, threads, batch_tokens)
