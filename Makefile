@@ -56,8 +56,8 @@ test-fast: install
 # ruff (lint and format, as configured in pyproject.toml), and the floors of translate/ as import
 # contracts (inference never imports the training stack, no package imports one above it, no cycles).
 lint: install
-	$(BIN)/ruff check translate tests scripts
-	$(BIN)/ruff format --check translate tests scripts
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 
 # The numerical tests once more with the CPU's kernels held to AVX2, as on a CPU without AVX-512:
