@@ -367,6 +367,7 @@ def time_models(args, config, vocab, batches, precision: str, device: torch.devi
     tokens_total = sum(b["tokens"] for b in batches)
     return {
         name: {
+            "label": LABELS[name],
             "tokens_per_s": statistics.median(rates[name]),
             "rounds": rates[name],
             "tflops": statistics.median(flop_rates[name]) / 1e12,

@@ -58,6 +58,7 @@ from translate.decode.device import autocast, prepare_decoding  # noqa: E402
 from translate.decode.pipeline import BATCH_TOKENS, length_batches, translate_nbest  # noqa: E402
 from translate.decode.settings import SearchSettings  # noqa: E402
 from translate.decode.translator import Translator, load_translator  # noqa: E402
+from translate.export.ctranslate2 import COMPUTE_TYPES  # noqa: E402
 from translate.model.padding import pad  # noqa: E402
 from translate.model.quantize import linear_bytes  # noqa: E402
 from translate.text.corpus import BUNDLED_CORPUS, read_lines, split_paths  # noqa: E402
@@ -170,7 +171,6 @@ def ctranslate2_runner(ct2_translator, translator: Translator, encoded, batches)
     return run
 
 
-CT2_COMPUTE = {"32-true": "float32", "bf16-mixed": "bfloat16", "16-mixed": "float16"}
 AUTOCAST_SYSTEMS = (
     "ours",
     "ours-unpacked",
@@ -203,7 +203,10 @@ def export_both(
         hf_model = transformers.AutoModelForSeq2SeqLM.from_pretrained(str(hf_dir)).eval().to(device)
     computes = {
         name: compute
-        for name, compute in (("ctranslate2", CT2_COMPUTE[precision]), ("ctranslate2-int8", "int8"))
+        for name, compute in (
+            ("ctranslate2", COMPUTE_TYPES[precision]),
+            ("ctranslate2-int8", "int8"),
+        )
         if name not in skip
     }
     if computes:
@@ -367,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument(
         "--precision",
-        choices=list(CT2_COMPUTE),
+        choices=list(COMPUTE_TYPES),
         default="32-true",
         help="as translate-cli's --precision: autocast for ours and transformers, CTranslate2's "
         "compute type to match (default 32-true)",

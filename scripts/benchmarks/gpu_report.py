@@ -20,7 +20,6 @@ import json
 import os
 import shlex
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -32,7 +31,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from gpu_report_render import render_markdown, render_plots, size_label  # noqa: E402
+
 from translate.files import write_atomic  # noqa: E402
+from translate.serve.launch import free_loopback_port  # noqa: E402
 
 PYTHON = sys.executable
 SCRIPTS = Path(__file__).resolve().parent  # the other benchmarks
@@ -56,7 +58,7 @@ class Scale:
     ddp: tuple[str, ...]  # translate-train settings of the DDP runs
     step_cap_s: float
     total_cap_s: float
-    config_data: tuple[str, ...] = ()  # data settings every training command gets
+    decode_skip: tuple[str, ...] = ()  # benchmark_translate.py's systems left out
 
 
 GPU = Scale(
@@ -89,14 +91,8 @@ DRY = Scale(
     train_timing=("--rounds", "1", "--steps", "2", "--warmup", "1", "--batches", "2"),
     loss_chunk=128,
     precisions=("bf16-mixed", "32-true", "16-mixed"),
-    decode_limit=(
-        "--limit",
-        "24",
-        "--repeats",
-        "1",
-        "--skip",
-        "ours-unpacked,ours-int8,ours-int8-unfused,ctranslate2-int8",
-    ),
+    decode_limit=("--limit", "24", "--repeats", "1"),
+    decode_skip=("ours-unpacked", "ours-int8", "ours-int8-unfused", "ctranslate2-int8"),
     converge=(
         "--config",
         "configs/tiny.yaml",
@@ -169,7 +165,7 @@ class Context:
         return self.directory("converge") / "run" / "checkpoints" / self.scale.checkpoint
 
     def data(self) -> tuple[str, ...]:
-        return ("--data.cache_dir", str(self.cache), *self.scale.config_data)
+        return ("--data.cache_dir", str(self.cache))
 
 
 @dataclass(frozen=True)
@@ -247,7 +243,7 @@ def needs_device(context: Context) -> str:
 
 
 def training_step_name(config: str, tokens: int) -> str:
-    return f"train-{config}-{tokens // 1024}k" if tokens % 1024 == 0 else f"train-{config}-{tokens}"
+    return f"train-{config}-{size_label(tokens)}"
 
 
 def training_step(config: str, tokens: int) -> Step:
@@ -304,6 +300,11 @@ def metric_rows(run_dir: Path) -> list[dict]:
         return list(csv.DictReader(handle))
 
 
+def updates(rows: list[dict]) -> int:
+    """Updates the run made (the logger's steps count from 0)."""
+    return max(int(row["step"]) for row in rows) + 1
+
+
 def series(rows: list[dict], name: str) -> list[tuple[int, float]]:
     """(updates, value) of a logged metric: the logger's step counts the updates before this one."""
     return [
@@ -316,47 +317,19 @@ def converge_step() -> Step:
 
     def plan(context: Context) -> list[Command]:
         run_dir = context.directory("converge") / "run"
-        checkpoint = run_dir / "checkpoints" / context.scale.checkpoint
-        device = ("--device", context.scale.device)
+        train = (PYTHON, "-m", "translate.cli.train", "fit", *context.scale.converge)
+        evaluate = (
+            PYTHON,
+            "-m",
+            "translate.cli.evaluate",
+            "--checkpoint",
+            str(context.checkpoint()),
+        )
+        evaluate += ("--json", "--device", context.scale.device)
         return [
-            Command(
-                (
-                    PYTHON,
-                    "-m",
-                    "translate.cli.train",
-                    "fit",
-                    *context.scale.converge,
-                    "--run_dir",
-                    str(run_dir),
-                    *context.data(),
-                )
-            ),
-            Command(
-                (
-                    PYTHON,
-                    "-m",
-                    "translate.cli.evaluate",
-                    "--checkpoint",
-                    str(checkpoint),
-                    "--json",
-                    *device,
-                ),
-                "test.json",
-            ),
-            Command(
-                (
-                    PYTHON,
-                    "-m",
-                    "translate.cli.evaluate",
-                    "--checkpoint",
-                    str(checkpoint),
-                    "--json",
-                    "--beam",
-                    "1",
-                    *device,
-                ),
-                "test-greedy.json",
-            ),
+            Command((*train, "--run_dir", str(run_dir), *context.data())),
+            Command(evaluate, "test.json"),
+            Command((*evaluate, "--beam", "1"), "test-greedy.json"),
         ]
 
     def read(context: Context, directory: Path) -> dict:
@@ -366,7 +339,7 @@ def converge_step() -> Step:
             "command": " ".join(context.scale.converge),
             "dev_bleu": series(rows, "val_bleu"),
             "dev_ppl": series(rows, "val_ppl"),
-            "updates": max(int(row["step"]) for row in rows) + 1,
+            "updates": updates(rows),
             "tokens_per_s": statistics.median(rates) if rates else None,
             "test": json.loads((directory / "test.json").read_text()),
             "test_greedy": json.loads((directory / "test-greedy.json").read_text()),
@@ -412,7 +385,7 @@ def probe_ctranslate2(checkpoint: str, device: str) -> dict:
     try:
         import ctranslate2
 
-        from translate.export.ctranslate2 import export_ctranslate2
+        from translate.export.ctranslate2 import COMPUTE_TYPES, export_ctranslate2
 
         with tempfile.TemporaryDirectory() as tmp:
             directory = export_ctranslate2(Path(checkpoint), Path(tmp) / "ct2")
@@ -422,18 +395,14 @@ def probe_ctranslate2(checkpoint: str, device: str) -> dict:
             "usable": True,
             "version": ctranslate2.__version__,
             "reason": "",
-            "compute_types": sorted(ctranslate2.get_supported_compute_types(device)),
+            "compute_types": sorted(offered := ctranslate2.get_supported_compute_types(device)),
+            "precisions": [p for p, compute in COMPUTE_TYPES.items() if compute in offered],
         }
     except Exception as error:  # whatever stops it is the finding: an import, a library, a driver
         return {"usable": False, "reason": f"{type(error).__name__}: {error}".splitlines()[0][:300]}
 
 
 PRECISION_NAMES = {"32-true": "fp32", "bf16-mixed": "bf16", "16-mixed": "fp16"}
-CT2_COMPUTE = {
-    "32-true": "float32",
-    "bf16-mixed": "bfloat16",
-    "16-mixed": "float16",
-}  # as benchmark_translate.py
 
 
 def decoding_step(precision: str) -> Step:
@@ -442,16 +411,13 @@ def decoding_step(precision: str) -> Step:
     name = "decode-" + PRECISION_NAMES[precision]
 
     def plan(context: Context) -> list[Command]:
-        usable = ctranslate2_computes(context)
-        skip = [
-            system
-            for system, compute in (
-                ("ctranslate2", CT2_COMPUTE[precision]),
-                ("ctranslate2-int8", "int8"),
-            )
-            if compute not in usable
-        ]
-        argv = [
+        probe = ctranslate2_probe(context)
+        skip = list(context.scale.decode_skip)
+        if precision not in probe.get("precisions", []):
+            skip.append("ctranslate2")
+        if "int8" not in probe.get("compute_types", []):
+            skip.append("ctranslate2-int8")
+        argv = (
             PYTHON,
             str(SCRIPTS / "benchmark_translate.py"),
             "--checkpoint",
@@ -463,19 +429,13 @@ def decoding_step(precision: str) -> Step:
             *context.scale.decode_limit,
             "--json",
             str(context.directory(name) / "decode.json"),
-        ]
-        if skip:
-            position = argv.index("--skip") + 1 if "--skip" in argv else None
-            if position:
-                argv[position] = ",".join([argv[position], *skip])
-            else:
-                argv += ["--skip", ",".join(skip)]
-        return [Command(tuple(argv))]
+        )
+        return [Command(argv + (("--skip", ",".join(dict.fromkeys(skip))) if skip else ()))]
 
     def read(context: Context, directory: Path) -> dict:
         return {
             "precision": precision,
-            "ctranslate2": CT2_COMPUTE[precision] in ctranslate2_computes(context),
+            "ctranslate2": precision in ctranslate2_probe(context).get("precisions", []),
             "rows": json.loads((directory / "decode.json").read_text()),
         }
 
@@ -487,11 +447,12 @@ def decoding_step(precision: str) -> Step:
     return Step(name, "decoding", plan, read, needs)
 
 
-def ctranslate2_computes(context: Context) -> set[str]:
-    """The compute types CTranslate2 offers on this device (none where it did not translate)."""
+def ctranslate2_probe(context: Context) -> dict:
+    """What the ctranslate2 step found: the compute types CTranslate2 offers on this device and
+    the precisions they serve; {} where it did not translate."""
     outcome = context.outcomes.get("ctranslate2")
     usable = outcome and outcome.status == DONE and outcome.result.get("usable")
-    return set(outcome.result.get("compute_types", [])) if usable else set()
+    return outcome.result if usable else {}
 
 
 def serving_step() -> Step:
@@ -586,7 +547,7 @@ def ddp_step() -> Step:
             rates = [rate for _, rate in series(rows, "train_tgt_tokens_per_sec")]
             result[name] = {
                 "tokens_per_s": statistics.median(rates[1:] or rates),
-                "updates": max(int(row["step"]) for row in rows) + 1,
+                "updates": updates(rows),
                 "last_loss": series(rows, "train_loss")[-1][1],
             }
         processes = max(result["gpus"], 2)
@@ -618,12 +579,6 @@ def steps(scale: Scale) -> list[Step]:
 # Running
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def run_command(command: Command, directory: Path, deadline: float) -> tuple[str, str]:
     """(status, message) of one command run to `deadline`; its whole process group is ended
     when the time is up."""
@@ -631,7 +586,7 @@ def run_command(command: Command, directory: Path, deadline: float) -> tuple[str
         **os.environ,
         "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
     }
-    port = free_port()
+    port = free_loopback_port() if command.ranks > 1 else None
     processes = []
     log = directory / "stderr.log"
     stdout_path = directory / command.stdout if command.stdout else directory / "stdout.log"
@@ -741,7 +696,6 @@ def save(report: dict, out: Path) -> None:
     """report.json, then report.md and the plots from it; a fault in the latter costs no figures and
     stops no step (scripts/benchmarks/gpu_report_render.py makes them again from report.json)."""
     write_atomic(out / "report.json", (json.dumps(report, indent=2) + "\n").encode("utf-8"))
-    from gpu_report_render import render_markdown, render_plots
 
     try:
         plots = render_plots(report, out)

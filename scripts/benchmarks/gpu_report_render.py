@@ -14,15 +14,11 @@ TITLES = {
     "serving": "translate-serve",
     "ddp": "DDP",
 }
-TRAIN_ROWS = {
-    "ours": "ours (as configured)",
-    "ours-postnorm": "ours, post-norm",
-    "marian": "transformers Marian",
-    "ours-compiled": "ours + torch.compile",
-    "ours-projected": "ours + chunked loss",
-    "ours-math": "ours + math attention",
-    "ours-unfused-adam": "ours, plain Adam (fused off)",
-}
+
+
+def size_label(tokens: int) -> str:
+    """A batch size as the report names it: 32k, or 512."""
+    return f"{tokens // 1024}k" if tokens % 1024 == 0 else str(tokens)
 
 
 def done(report: dict, section: str) -> list[dict]:
@@ -85,12 +81,12 @@ def training(report: dict) -> str:
     for result in results:
         for rows in result["results"].values():
             marian = rows.get("marian", {}).get("tokens_per_s")
-            for name, row in rows.items():
+            for row in rows.values():
                 mfu = f"{row['tflops'] / row['peak_tflops']:.1%}" if row.get("peak_tflops") else ""
                 versus = f"{row['tokens_per_s'] / marian:.2f}x" if marian else ""
                 lines.append(
                     f"| {result['config']} | {result['max_tokens']:,} | "
-                    f"{result.get('target_tokens_per_batch', 0):,.0f} | {TRAIN_ROWS.get(name, name)} | "
+                    f"{result.get('target_tokens_per_batch', 0):,.0f} | {row['label']} | "
                     f"{row['tokens_per_s']:,.0f} | {versus} | {row['tflops']:.1f} | {mfu} |"
                 )
     peaks = {
@@ -111,7 +107,7 @@ def training(report: dict) -> str:
                     if mfu > best.get(result["config"], (0, ""))[0]:
                         best[result["config"]] = (
                             mfu,
-                            f"{TRAIN_ROWS.get(name, name)} at {result['max_tokens']:,}",
+                            f"{row['label']} at {result['max_tokens']:,}",
                         )
     if best:
         lines += [
@@ -299,10 +295,13 @@ def render_plots(report: dict, out: Path) -> dict[str, Path]:
             mine = sorted(
                 (r for r in results if r["config"] == config), key=lambda r: r["max_tokens"]
             )
-            names = list(
-                dict.fromkeys(name for r in mine for rows in r["results"].values() for name in rows)
-            )
-            for name in names:
+            labels = {
+                name: row["label"]
+                for r in mine
+                for rows in r["results"].values()
+                for name, row in rows.items()
+            }
+            for name, label in labels.items():
                 points = []
                 for result in mine:
                     for rows in result["results"].values():
@@ -312,12 +311,10 @@ def render_plots(report: dict, out: Path) -> dict[str, Path]:
                                 (result["max_tokens"], 100 * row["tflops"] / row["peak_tflops"])
                             )
                 if points:
-                    axis.plot(*zip(*points), marker="o", label=TRAIN_ROWS.get(name, name))
+                    axis.plot(*zip(*points), marker="o", label=label)
             axis.set_xscale("log", base=2)
             sizes = [result["max_tokens"] for result in mine]
-            axis.set_xticks(
-                sizes, [f"{size // 1024}k" if size % 1024 == 0 else str(size) for size in sizes]
-            )
+            axis.set_xticks(sizes, [size_label(size) for size in sizes])
             axis.minorticks_off()
             axis.set_xlabel("padded tokens a batch")
             axis.set_ylabel("MFU (%)")

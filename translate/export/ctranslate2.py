@@ -17,6 +17,9 @@ from translate.export.output import ExportError, prepare_output, publish, refuse
 from translate.model.transformer import MultiHeadAttention, Transformer
 from translate.text.vocab import BOS_ID, EOS_ID, SentencePieceVocab, Vocabularies
 
+# CTranslate2's compute type for each precision, spelled as training spells it (trainer.precision).
+COMPUTE_TYPES = {"32-true": "float32", "bf16-mixed": "bfloat16", "16-mixed": "float16"}
+
 
 def _require_ctranslate2():
     try:
