@@ -83,7 +83,9 @@ class ModelProcess(Executor):
         self._process = context.Process(target=_serve, args=(child, settings), daemon=True)
         self._process.start()
         child.close()  # held here too, it would keep the reader waiting after the process died
-        self._lock = threading.Lock()
+        # `_lock` guards the futures; `_sending` keeps one send at a time. Apart, so that a large
+        # call being sent never holds up the reader, and with it the process sending a result.
+        self._lock, self._sending = threading.Lock(), threading.Lock()
         self._pending: dict[int, Future] = {}
         self._count, self._broken, self._closed = 0, "", False
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -98,8 +100,16 @@ class ModelProcess(Executor):
                 raise RuntimeError("cannot schedule new calls after shutdown")
             number, self._count = self._count, self._count + 1
             self._pending[number] = future
-            self._connection.send((number, fn.__name__, args))
+        self._send((number, fn.__name__, args))
         return future
+
+    def _send(self, message) -> None:
+        """A failed send means the process is gone: the reader fails what is pending then."""
+        with self._sending:
+            try:
+                self._connection.send(message)
+            except OSError:
+                pass
 
     def _read(self) -> None:
         while True:
@@ -121,14 +131,12 @@ class ModelProcess(Executor):
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         with self._lock:
             self._closed = True
-            if cancel_futures:
-                for future in self._pending.values():
-                    future.cancel()
-            if not self._broken:
-                try:
-                    self._connection.send(None)  # ends the process once its current call is done
-                except OSError:
-                    pass
+            if cancel_futures:  # all but the call the process is on (it answers them in order)
+                for number in sorted(self._pending)[1:]:
+                    self._pending[number].cancel()
+            broken = self._broken
+        if not broken:
+            self._send(None)  # ends the process once its current call is done
         if wait:
             self._process.join()
             self._reader.join()
