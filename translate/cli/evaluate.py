@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 
 from translate.cli.common import (
     SEARCH_FLAGS,
@@ -143,13 +144,8 @@ def translate(
             return pipeline.translate_lines(
                 translator,
                 sources,
-                SearchSettings(
-                    max_input_tokens=args.max_input_tokens,
-                    beam=args.beam,
-                    length_penalty=args.length_penalty,
-                    restrict_to_target=args.restrict_target,
-                    target_lang=target_lang,
-                    source_lang=source_lang,
+                replace(
+                    SearchSettings.from_args(args), target_lang=target_lang, source_lang=source_lang
                 ),
                 batch_tokens=args.batch_tokens,
                 progress=bar.update,

@@ -57,10 +57,11 @@ class Segment:
 
     def reorder(self, rows: Tensor) -> None:
         """Keep rows `rows` (indexes into the current rows, in their new order) from the next
-        step on; applied with that step's append."""
-        self.pending_rows = (
-            rows if self.pending_rows is None else self.pending_rows.index_select(0, rows)
-        )
+        step on; applied with that step's append (before the first, there is nothing to move)."""
+        if self.k is not None:
+            self.pending_rows = (
+                rows if self.pending_rows is None else self.pending_rows.index_select(0, rows)
+            )
         self.size = rows.numel()
 
     def select(self, index: Tensor, size: int) -> None:
@@ -82,11 +83,11 @@ class Segment:
             return self.k, self.v
         return self.k.index_select(0, self.pending_rows), self.v.index_select(0, self.pending_rows)
 
-    def absorb_steps(self, younger: Segment, heads: int, dim: int) -> None:
-        """`younger`'s rows after these in one self-attention segment, its cached steps aligned at
-        the end (the positions before its own are masked by the search)."""
+    def absorb_steps(self, younger: Segment) -> None:
+        """`younger`'s rows after these (which have cached steps) in one self-attention segment,
+        its cached steps aligned at the end (the positions before its own are masked by the search)."""
         if younger.k is None:  # joined at this step: no cached steps yet
-            empty = self.k.new_zeros(younger.size, heads, 0, dim)
+            empty = self.k.new_zeros(younger.size, self.k.shape[1], 0, self.k.shape[3])
             theirs = (empty, empty)
         else:
             theirs = younger.resolved()
@@ -149,19 +150,31 @@ class SearchCache:
             layer.steps.append(Segment(rows))
             layer.encoder.append(Segment(rows, k, v, src_mask))
 
-    def cohort(self, index: int, kind: str = "steps") -> list[Segment]:
-        """Cohort `index`'s segment of `kind` ("steps" or "encoder") in every layer."""
-        return [getattr(layer, kind)[index] for layer in self.layers]
+    def join_last_cohort(
+        self, encoder: list[tuple[Tensor, Tensor]], src_mask: Tensor, rows: int
+    ) -> None:
+        """`rows` more decoder rows in the newest cohort, which has no cached steps yet."""
+        for layer, (k, v) in zip(self.layers, encoder):
+            layer.steps[-1].size += rows
+            layer.encoder[-1].absorb_encoder(Segment(rows, k, v, src_mask))
+
+    def cohort_steps(self, index: int) -> list[Segment]:
+        """Cohort `index`'s self-attention segment in every layer."""
+        return [layer.steps[index] for layer in self.layers]
+
+    def cohort_encoder(self, index: int) -> list[Segment]:
+        """Cohort `index`'s cross-attention segment in every layer."""
+        return [layer.encoder[index] for layer in self.layers]
 
     def keep_cohorts(self, kept: list[int]) -> None:
         for layer in self.layers:
             layer.steps = [layer.steps[c] for c in kept]
             layer.encoder = [layer.encoder[c] for c in kept]
 
-    def merge(self, index: int, heads: int, dim: int) -> None:
+    def merge(self, index: int) -> None:
         """Cohorts `index` and `index + 1` as one."""
         for layer in self.layers:
-            layer.steps[index].absorb_steps(layer.steps.pop(index + 1), heads, dim)
+            layer.steps[index].absorb_steps(layer.steps.pop(index + 1))
             layer.encoder[index].absorb_encoder(layer.encoder.pop(index + 1))
 
     def reorder(self, rows: Tensor, sentences: Tensor | None) -> None:
@@ -169,9 +182,8 @@ class SearchCache:
         where `sentences` is given, the encoder's rows of those sentences."""
         for layer in self.layers:
             (steps,), (encoder,) = layer.steps, layer.encoder
-            if steps.k is not None:
-                steps.reorder(rows)
-            steps.size = rows.numel()
+            steps.reorder(rows)
             if sentences is not None:
                 encoder.select(sentences, rows.numel())
-            encoder.size = rows.numel()
+            else:
+                encoder.size = rows.numel()

@@ -28,7 +28,7 @@ from collections.abc import Hashable, Iterable, Iterator, Sequence
 import torch
 from torch import Tensor
 
-from translate.decode.cache import SearchCache, Segment
+from translate.decode.cache import SearchCache
 from translate.decode.search import (
     NEVER_GENERATED,
     Hypothesis,
@@ -95,9 +95,7 @@ class _CohortSearch:
             self.cohorts and self.cache.layers[0].steps[-1].k is None
         ):  # joined since the last step too
             self.cohorts[-1] += count
-            for layer, (k, v) in zip(self.cache.layers, cross):
-                layer.steps[-1].size += count * beam
-                layer.encoder[-1].absorb_encoder(Segment(count * beam, k, v, src_mask))
+            self.cache.join_last_cohort(cross, src_mask, count * beam)
         else:
             self.cohorts.append(count)
             self.cache.add_cohort(cross, src_mask, count * beam)
@@ -127,8 +125,7 @@ class _CohortSearch:
             self.cohorts[i + 1] * (widths[i] - widths[i + 1]) for i in range(len(self.cohorts) - 1)
         ]
         i = added.index(min(added))
-        heads = self.model.decoder_layers[0].self_attn.heads
-        self.cache.merge(i, heads, self.model.cfg.d_model // heads)
+        self.cache.merge(i)
         self.cohorts[i] += self.cohorts.pop(i + 1)
 
     def _decode(self) -> tuple[Tensor, Tensor]:
@@ -147,7 +144,7 @@ class _CohortSearch:
         row may see at this step: its own, the last (steps) of them, and the new one."""
         start = 0
         for cohort, count in enumerate(self.cohorts):
-            segments = self.cache.cohort(cohort)
+            segments = self.cache.cohort_steps(cohort)
             own = self.steps[start : start + count]
             start += count
             if min(own) == max(own):
@@ -176,7 +173,7 @@ class _CohortSearch:
                 sentences = torch.tensor(
                     [s - first for s in members], dtype=torch.long, device=self.device
                 )
-                for joined in self.cache.cohort(cohort, "encoder"):
+                for joined in self.cache.cohort_encoder(cohort):
                     joined.select(sentences, len(members) * beam)
             if members:
                 start = (
@@ -184,7 +181,7 @@ class _CohortSearch:
                 )  # the going rows of the cohorts before this one come first
                 local = rows[start : start + len(members) * beam] - first * beam
                 longest = max(self.steps[s] for s in members) + 1
-                for segment in self.cache.cohort(cohort):
+                for segment in self.cache.cohort_steps(cohort):
                     segment.reorder(local)
                     segment.keep_last(longest)
                 cohorts.append(len(members))
