@@ -22,12 +22,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from gpu_report_render import RENDERERS, TITLES, provenance  # noqa: E402
+from gpu_report_render import PLOTS, RENDERERS, TITLES, provenance  # noqa: E402
 
 from translate.files import write_atomic  # noqa: E402
 
 MARKER = re.compile(r"<!-- (/?)gpu-report:([a-z]+) -->")
-PLOTS = {"training": "training-mfu.png", "converge": "converge-dev-bleu.png"}
 IMAGES = "images/gpu-report"
 
 

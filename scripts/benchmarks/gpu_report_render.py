@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+PLOTS = {"training": "training-mfu.png", "converge": "converge-dev-bleu.png"}  # file by section
 SECTIONS = ("environment", "training", "converge", "decoding", "serving", "ddp")
 TITLES = {
     "environment": "Machine",
@@ -323,7 +324,7 @@ def render_plots(report: dict, out: Path) -> dict[str, Path]:
         axes[0][-1].legend(fontsize=7)
         figure.suptitle(f"Training MFU, bf16\n{provenance(report).replace('`', '')}", fontsize=8)
         figure.tight_layout()
-        plots["training"] = out / "training-mfu.png"
+        plots["training"] = out / PLOTS["training"]
         figure.savefig(plots["training"], dpi=110)
         plt.close(figure)
     runs = done(report, "converge")
@@ -335,7 +336,7 @@ def render_plots(report: dict, out: Path) -> dict[str, Path]:
         axis.set_title(f"configs/converge.yaml\n{provenance(report).replace('`', '')}", fontsize=8)
         axis.grid(alpha=0.3)
         figure.tight_layout()
-        plots["converge"] = out / "converge-dev-bleu.png"
+        plots["converge"] = out / PLOTS["converge"]
         figure.savefig(plots["converge"], dpi=110)
         plt.close(figure)
     return plots
