@@ -80,7 +80,8 @@ class Batcher:
         self._worker.shutdown(wait=True, cancel_futures=True)
 
     async def submit(self, lines: list[str], key: SearchSettings) -> list[str]:
-        """The translations of `lines`, in order; QueueFull when the queue is at its bound."""
+        """The translations of `lines`, in order (`key.n_best` a line, as `translate_lines` gives
+        them); QueueFull when the queue is at its bound."""
         if not lines:
             return []
         if self.queued_lines + len(lines) > self.max_queued_lines:
@@ -163,11 +164,11 @@ class Batcher:
                     continue
                 if self.on_batch is not None:
                     self.on_batch(len(lines), sum(job.tokens for job in group), seconds)
-                start = 0
+                start, each = 0, key.n_best
                 for job in group:
                     if not job.future.done():
-                        job.future.set_result(outputs[start : start + len(job.lines)])
-                    start += len(job.lines)
+                        job.future.set_result(outputs[start : start + each * len(job.lines)])
+                    start += each * len(job.lines)
 
 
 # Turns of the continuous search asked for ahead: the next waits in the worker's queue while one runs.

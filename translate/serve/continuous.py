@@ -75,7 +75,7 @@ class ContinuousTranslator:
                 self.translator.model,
                 key.beam,
                 key.length_penalty,
-                1,
+                key.n_best,
                 max_len_a,
                 max_len_b,
                 never=direction.never,
@@ -104,7 +104,7 @@ class ContinuousTranslator:
                     lane.waiting.append(((ticket, index), lane.direction.prefix + ids + [EOS_ID]))
                     request.left += 1
             if not request.left:
-                done.append((ticket, self._texts(ticket)))
+                done.append((ticket, self._texts(ticket, key.n_best)))
         searching = 0
         while not done and any(len(lane.search) or lane.waiting for lane in self.lanes.values()):
             for key, lane in list(self.lanes.items()):
@@ -126,7 +126,7 @@ class ContinuousTranslator:
                     request.found[index] = [(h.tokens, h.score, h.log_prob) for h in hypotheses]
                     request.left -= 1
                     if not request.left:
-                        done.append((ticket, self._texts(ticket)))
+                        done.append((ticket, self._texts(ticket, key.n_best)))
             if time.perf_counter() - started >= max_seconds:
                 break
         for key in [
@@ -162,10 +162,13 @@ class ContinuousTranslator:
             lane.search.add(units, sources, starts)
             lane.waited = 0
 
-    def _texts(self, ticket: int) -> list[str]:
+    def _texts(self, ticket: int, n_best: int) -> list[str]:
+        """A request's translations as `translate_lines` gives them: each line's n-best list."""
         request = self.requests.pop(ticket)
-        nbest = pipeline.join_units(self.translator, request.lines, request.owners, request.found)
-        return [entries[0].text for entries in nbest]
+        nbest = pipeline.join_units(
+            self.translator, request.lines, request.owners, request.found, n_best
+        )
+        return [entry.text for entries in nbest for entry in entries]
 
     def _fail_lane(self, key: SearchSettings, why: str) -> list[tuple[int, str]]:
         """Every request with a line in lane `key` fails with `why`; the lane starts afresh."""
