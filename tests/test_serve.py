@@ -697,19 +697,24 @@ def stream_chunked(
 @pytest.mark.skipif(
     not Path("/proc/self/status").exists(), reason="reads the server's peak memory in /proc"
 )
-def test_an_over_limit_chunked_body_is_refused_as_it_arrives_and_the_key_before_any_of_it(
+def test_an_over_limit_chunked_body_is_refused_as_it_arrives_and_a_wrong_key_before_any_of_it(
     checkpoint_path,
 ):
     """A chunked body declares no length: the limit counts its bytes as they arrive, and the
-    server stops reading there. Without the API key, not a byte of it is read."""
+    server stops reading there. With a wrong key header, not a byte of it is read; without one,
+    the body may hold the key (LibreTranslate's clients send it there), so it is read up to the
+    limit."""
     server, base = start_server(
         checkpoint_path, "--api-key-env", "SERVE_TEST_KEY", env={"SERVE_TEST_KEY": "k"}
     )
     try:
         before = peak_memory_kib(server.pid)
         total = 64 << 20  # 64 MiB against the 1 MiB limit (--max-body-bytes)
-        sent, answer = stream_chunked(base, {}, total)
+        sent, answer = stream_chunked(base, {"X-API-Key": "wrong"}, total)
         assert answer.startswith(b"HTTP/1.1 401") and b'"error"' in answer, answer[:300]
+        assert sent < total // 4
+        sent, answer = stream_chunked(base, {}, total)
+        assert answer.startswith(b"HTTP/1.1 413") and b"--max-body-bytes" in answer, answer[:300]
         assert sent < total // 4
         sent, answer = stream_chunked(base, {"X-API-Key": "k"}, total)
         assert answer.startswith(b"HTTP/1.1 413") and b"--max-body-bytes" in answer, answer[:300]

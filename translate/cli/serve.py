@@ -1,6 +1,8 @@
 """`translate-serve --checkpoint CKPT`: an HTTP translation service.
 
     POST /translate   {"text": ["...", ...], "beam": 5, "target_lang": "de"} -> {"translations": [...]}
+                      or LibreTranslate's {"q": ..., "source": "auto", "target": "de", "format": "html"}
+    LibreTranslate's  GET /languages, POST /detect, GET /frontend/settings (its clients work as is)
     GET  /            a page to type text into and translate
     GET  /health      alive;  GET /ready: ready once the model has translated a warm-up line
     GET  /info        languages, tie mode, vocabulary, checkpoint digest, limits
@@ -52,6 +54,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="NAME",
         help="require the API key held by environment variable NAME (header X-API-Key)",
+    )
+    parser.add_argument(
+        "--req-limit",
+        type=int,
+        default=None,
+        metavar="N",
+        help="texts a minute per API key or client address (a request costs one a line or "
+        "LibreTranslate text); beyond, 429 (default: no limit)",
     )
     parser.add_argument(
         "--batching",
@@ -121,6 +131,8 @@ def settings_error(args: argparse.Namespace) -> str | None:
     ):
         if getattr(args, flag) < 1:
             return f"--{flag.replace('_', '-')} must be at least 1, got {getattr(args, flag)}"
+    if args.req_limit is not None and args.req_limit < 1:
+        return f"--req-limit must be at least 1, got {args.req_limit}"
     if args.max_lines > args.max_queued_lines:
         return (
             f"--max-lines {args.max_lines} is over --max-queued-lines {args.max_queued_lines}: such a request "
@@ -179,6 +191,7 @@ def serve(args: argparse.Namespace) -> int:
         max_beam=args.max_beam,
         batching=args.batching,
         api_key=key,
+        req_limit=args.req_limit,
         checkpoint_digest=file_digest(args.checkpoint),
         drain_seconds=args.drain_seconds,
     )

@@ -9,6 +9,7 @@ independent clients' sentences is `translate.serve.batching` with `translate.ser
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Callable
 from concurrent.futures import Executor
 
@@ -21,9 +22,11 @@ from prometheus_client import (
     CONTENT_TYPE_LATEST,
     generate_latest,
 )
+from pydantic import ValidationError
 from starlette.exceptions import HTTPException as AnyHTTPException
 
 from translate.decode.translator import Translator
+from translate.serve import libretranslate
 from translate.serve.guard import RequestGuard
 from translate.serve.schema import (
     ErrorResponse,
@@ -33,7 +36,7 @@ from translate.serve.schema import (
     error,
     validation_message,
 )
-from translate.serve.service import Service
+from translate.serve.service import Service, header_key
 
 router = APIRouter()
 
@@ -46,14 +49,58 @@ def service_of(request: Request) -> Service:
     return request.app.state.service
 
 
-@router.post("/translate", response_model=TranslateResponse, responses=ERRORS)
-async def translate(body: TranslateRequest, request: Request) -> TranslateResponse:
-    return await service_of(request).translate(body)
+@router.post(
+    "/translate",
+    response_model=TranslateResponse,
+    responses=ERRORS,
+    openapi_extra={
+        "requestBody": {
+            "description": "the native API's JSON {\"text\": [...]}, or LibreTranslate's fields "
+            "(q, source, target, format, alternatives, api_key) as JSON, a form or a query",
+            "content": {"application/json": {"schema": TranslateRequest.model_json_schema()}},
+        }
+    },
+)
+async def translate(request: Request) -> Response:
+    """Both APIs share the path: a JSON body with LibreTranslate's fields (q), or any form or
+    query, is LibreTranslate's; any other body is the native API's."""
+    service = service_of(request)
+    if not libretranslate.is_json(request):
+        call = await libretranslate.LibreRequest.from_form(request)
+        return await libretranslate.translate(service, request, call)
+    try:
+        parsed = json.loads(await request.body())
+    except (ValueError, RecursionError) as fault:  # the native API's error: it is JSON's API
+        where = (
+            f"at character {fault.pos}: {fault.msg}"
+            if isinstance(fault, json.JSONDecodeError)
+            else str(fault)
+        )
+        return error(422, f"the body is not valid JSON ({where})")
+    if not libretranslate.is_libretranslate(parsed):
+        return await native_translate(service, request, parsed)
+    call = libretranslate.LibreRequest.from_json(parsed)
+    return await libretranslate.translate(service, request, call)
+
+
+async def native_translate(service: Service, request: Request, parsed: object) -> Response:
+    if not service.key_accepted(request.headers):
+        return error(401, "a valid API key is required (header X-API-Key or Authorization: Bearer)")
+    try:
+        body = TranslateRequest.model_validate(parsed)
+    except ValidationError as fault:
+        return error(422, validation_message(fault))
+    key = header_key(request.headers)
+    client = key if key and service.key_matches(key) else libretranslate.client_address(request)
+    service.check_rate(client, max(len(body.text), 1))
+    answer = await service.translate(body)
+    return JSONResponse(answer.model_dump())
 
 
 @router.get("/health")
 async def health() -> dict:
-    return {"status": "alive"}
+    """Alive (the model may still be loading: see /ready); LibreTranslate's answer."""
+    return {"status": "ok"}
 
 
 @router.get("/ready")
@@ -119,6 +166,7 @@ def create_app(
     app.add_exception_handler(AnyHTTPException, http_error)
     app.add_exception_handler(RequestValidationError, invalid_request)
     app.include_router(router)
+    app.include_router(libretranslate.router)
     return app
 
 

@@ -7,12 +7,14 @@ import logging
 import time
 
 from fastapi import HTTPException
-from fastapi.responses import JSONResponse
+from fastapi.responses import Response
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from translate.serve.schema import PROTECTED, error
-from translate.serve.service import Service
+from translate.serve.schema import CORS_HEADERS, KEY_IN_BODY, PROTECTED, error
+from translate.serve.service import Service, header_key
+
+CORS = [(name.lower().encode(), value.encode()) for name, value in CORS_HEADERS.items()]
 
 log = logging.getLogger("translate.serve")
 
@@ -49,12 +51,14 @@ class GuardedExchange:
     async def send(self, message: Message) -> None:
         if message["type"] == "http.response.start":
             self.status = message["status"]
+            message = {**message, "headers": [*message.get("headers", []), *CORS]}
         await self._send(message)
 
 
 class RequestGuard:
-    """ASGI middleware in front of every route, before any body is read: the API key on the
-    protected routes, the body limit (by Content-Length, else counted as a chunked body
+    """ASGI middleware in front of every route, before any body is read: LibreTranslate's CORS
+    headers on every answer (and a preflight answered), the API key of a header on the protected
+    routes, the body limit (by Content-Length, else counted as a chunked body
     arrives), new translations refused while draining, a JSON 500 for an unexpected fault
     (its traceback in the log, not to the client), and every status counted in the metrics."""
 
@@ -85,10 +89,13 @@ class RequestGuard:
                 )
         self.service.metrics.request(path, exchange.status or 500, time.perf_counter() - started)
 
-    def refusal(self, scope: Scope) -> JSONResponse | None:
+    def refusal(self, scope: Scope) -> Response | None:
         """The answer a request gets before anything of its body is read, or None to go on."""
-        headers, service = Headers(scope=scope), self.service
-        if scope["path"] in PROTECTED and not service.key_accepted(headers):
+        headers, service, path = Headers(scope=scope), self.service, scope["path"]
+        if scope["method"] == "OPTIONS":  # a browser's preflight: the CORS headers say it all
+            return Response(status_code=200)
+        body_key = path in KEY_IN_BODY and not header_key(headers)
+        if path in PROTECTED and not body_key and not service.key_accepted(headers):
             return error(
                 401,
                 "a valid API key is required (header X-API-Key or Authorization: Bearer)",

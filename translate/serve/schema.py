@@ -7,13 +7,48 @@ from dataclasses import dataclass
 
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+)
 
 from translate.defaults import LENGTH_PENALTY_RANGE
 
-PROTECTED = ("/translate", "/info", "/metrics")  # need the API key where one is set
+PROTECTED = ("/translate", "/detect", "/info", "/metrics")  # need the API key where one is set
+# LibreTranslate's clients send the key in the body: without a key header, these routes read the
+# body (up to --max-body-bytes) before they check it.
+KEY_IN_BODY = ("/translate", "/detect")
 
-ROUTES = ("/", "/translate", "/health", "/ready", "/info", "/metrics", "/docs", "/openapi.json")
+ROUTES = (
+    "/",
+    "/translate",
+    "/health",
+    "/ready",
+    "/info",
+    "/metrics",
+    "/docs",
+    "/openapi.json",
+    "/languages",
+    "/detect",
+    "/frontend/settings",
+    "/translate_file",
+    "/suggest",
+)
+
+# What LibreTranslate adds to every answer, so that pages on other sites may call the API.
+CORS_HEADERS = {
+    "Access-Control-Allow-Origin": "*",
+    "Access-Control-Allow-Headers": "Authorization, Content-Type",
+    "Access-Control-Expose-Headers": "Authorization",
+    "Access-Control-Allow-Methods": "GET, POST",
+    "Access-Control-Allow-Credentials": "true",
+    "Access-Control-Max-Age": "1728000",
+}
 
 
 MAX_ERRORS_LISTED = 5  # of a request's validation errors, in its one-line message
@@ -30,6 +65,7 @@ class ServeSettings:
     max_beam: int = 16
     batching: str = "continuous"  # or "batch": each batch translated to its end before the next
     api_key: str | None = None
+    req_limit: int | None = None  # texts a minute per API key or client address (--req-limit)
     checkpoint_digest: str = ""
     drain_seconds: float = 30.0  # after SIGTERM, for the requests in flight; then 503
 
@@ -70,8 +106,9 @@ def error(status: int, message: str, **headers: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status, headers=headers or None)
 
 
-def validation_message(exc: RequestValidationError) -> str:
-    """FastAPI's list of faults as one line: `beam: Input should be a valid integer; ...`."""
+def validation_message(exc: RequestValidationError | ValidationError) -> str:
+    """FastAPI's or pydantic's list of faults as one line: `beam: Input should be a valid
+    integer; ...`."""
     faults = []
     for fault in exc.errors():
         place = [part for part in fault["loc"] if part != "body"]

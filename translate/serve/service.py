@@ -21,7 +21,9 @@ from translate.defaults import LENGTH_PENALTY_RANGE
 from translate.errors import UsageError
 from translate.serve.batching import Batcher, ContinuousBatcher, QueueFull, ShuttingDown
 from translate.serve.continuous import ContinuousTranslator
+from translate.serve.detection import Detector
 from translate.serve.metrics import Metrics
+from translate.serve.rate_limit import RateLimiter
 from translate.serve.schema import (
     ServeSettings,
     TranslateRequest,
@@ -29,11 +31,16 @@ from translate.serve.schema import (
     invalid_unicode,
 )
 from translate.serve.worker import translate_with
+from translate.text.language_codes import LanguageCodes, language_name
 
 WARM_UP_LINE = "Hello."
 
 
 log = logging.getLogger("translate.serve")
+
+
+def header_key(headers: Headers) -> str:
+    return headers.get("x-api-key") or headers.get("authorization", "").removeprefix("Bearer ")
 
 
 class Service:
@@ -55,6 +62,12 @@ class Service:
         self.multilingual = translator.multilingual()
         self.targets = translator.target_languages()
         self.sources = sorted({source for source, _ in translator.directions()})
+        # LibreTranslate's API: the languages under its codes, detection among them, the rate.
+        self.directions = set(translator.directions())
+        languages = list(dict.fromkeys(code for pair in self.directions for code in pair))
+        self.codes = LanguageCodes.of(languages)
+        self.detector = Detector(languages)
+        self.limiter = RateLimiter(settings.req_limit) if settings.req_limit else None
         self.batcher: Batcher | None = None
         self.ready = False
         self.draining = False
@@ -128,11 +141,16 @@ class Service:
         return len(self.translator.vocab.source.processor.encode(line)) + 1
 
     def key_accepted(self, headers: Headers) -> bool:
+        """Whether the headers (X-API-Key or Authorization: Bearer) hold the key, or none is set."""
         if self.settings.api_key is None:
             return True
-        given = headers.get("x-api-key") or headers.get("authorization", "").removeprefix("Bearer ")
+        return self.key_matches(header_key(headers))
+
+    def key_matches(self, given: str) -> bool:
         # compare_digest: the time taken does not reveal how much of the key was right
-        return hmac.compare_digest(given.encode(), self.settings.api_key.encode())
+        return self.settings.api_key is not None and hmac.compare_digest(
+            given.encode(), self.settings.api_key.encode()
+        )
 
     def search_settings(self, body: TranslateRequest) -> SearchSettings:
         """The request's search settings, its languages checked against the model's; HTTPException
@@ -203,12 +221,41 @@ class Service:
                     "which is not Unicode text",
                 )
 
+    def check_rate(self, client: str, cost: int) -> None:
+        """429 where `client` (an API key or an address) has spent its rate (--req-limit)."""
+        if self.limiter is not None and not self.limiter.allow(client, cost):
+            raise HTTPException(429, self.limiter.message())
+
+    def libre_settings(self, source: str, target: str, n_best: int = 1) -> SearchSettings:
+        """The server's search settings for a LibreTranslate call (clients never choose the beam
+        or the length penalty; alternatives widen the beam to hold them). A bilingual model's
+        settings are the native API's, so both APIs' lines share one running search."""
+        languages = {"target_lang": target, "source_lang": source} if self.multilingual else {}
+        return SearchSettings(
+            beam=max(self.defaults["beam"], n_best),
+            length_penalty=self.defaults["length_penalty"],
+            n_best=n_best,
+            **languages,
+        )
+
     async def translate(self, body: TranslateRequest) -> TranslateResponse:
         started = time.perf_counter()
         self.check_lines(body.text)
         key = self.search_settings(body)
+        translations = await self.submit(body.text, key)
+        return TranslateResponse(
+            translations=translations,
+            beam=key.beam,
+            length_penalty=key.length_penalty,
+            target_lang=key.target_lang,
+            seconds=time.perf_counter() - started,
+        )
+
+    async def submit(self, lines: list[str], key: SearchSettings) -> list[str]:
+        """`lines` translated in the cross-client batches (`key.n_best` texts a line), the
+        batcher's refusals as HTTP errors (503 with Retry-After)."""
         try:
-            translations = await self.batcher.submit(body.text, key)
+            return await self.batcher.submit(lines, key)
         except QueueFull as fault:
             raise HTTPException(
                 503, f"the server is busy: {fault}; retry shortly", headers={"Retry-After": "1"}
@@ -222,13 +269,44 @@ class Service:
                 "memory); a new one is starting, retry shortly",
                 headers={"Retry-After": "5"},
             ) from None
-        return TranslateResponse(
-            translations=translations,
-            beam=key.beam,
-            length_penalty=key.length_penalty,
-            target_lang=key.target_lang,
-            seconds=time.perf_counter() - started,
-        )
+
+    def libre_languages(self) -> list[dict]:
+        """LibreTranslate's /languages: each language with the targets it translates into (its
+        own code among them: a text already in the target comes back as it is), English first,
+        then by name."""
+        codes = self.codes.libre
+        order = sorted(codes, key=lambda code: (codes[code] != "en", language_name(code)))
+        return [
+            {
+                "code": codes[code],
+                "name": language_name(code),
+                "targets": sorted(
+                    {codes[code]} | {codes[tgt] for src, tgt in self.directions if src == code}
+                ),
+            }
+            for code in order
+        ]
+
+    def frontend_settings(self) -> dict:
+        """LibreTranslate's /frontend/settings, for its web page and the clients that read it."""
+        target = self.targets[0] if self.targets else None
+        keyed = self.settings.api_key is not None
+        return {
+            "charLimit": self.settings.max_line_chars,
+            "frontendTimeout": 500,
+            "apiKeys": keyed,
+            "keyRequired": keyed,
+            "suggestions": False,
+            "filesTranslation": False,
+            "supportedFilesFormat": [],
+            "language": {
+                "source": {"code": "auto", "name": "Auto Detect"},
+                "target": {
+                    "code": self.codes.libre.get(target, ""),
+                    "name": language_name(target) if target else "",
+                },
+            },
+        }
 
     def info(self) -> dict:
         translator, settings = self.translator, self.settings

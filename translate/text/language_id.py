@@ -1,4 +1,5 @@
-"""Which language a translation is in, for the off-target rate of many-to-many models.
+"""Which language a text is in: the off-target rate of many-to-many models, and translate-serve's
+source "auto" and /detect.
 
 lingua (`lingua-language-detector`, which ships its models in the package: nothing is
 downloaded) chooses among the languages the model knows, which is where an off-target output
@@ -26,7 +27,7 @@ def _detector(codes: tuple[str, ...]):
         from lingua import IsoCode639_1, Language, LanguageDetectorBuilder
     except ImportError:
         raise UsageError(
-            f"the off-target rate needs the lingua language identifier: {INSTALL_HINT}"
+            f"identifying languages needs the lingua language identifier: {INSTALL_HINT}"
         ) from None
     languages = []
     for code in codes:
@@ -37,7 +38,7 @@ def _detector(codes: tuple[str, ...]):
                 f"language {code!r} is not one the language identifier knows"
             ) from None
     if len(languages) < 2:
-        raise UsageError("the off-target rate needs at least two candidate languages")
+        raise UsageError("identifying a language needs at least two candidate languages")
     return LanguageDetectorBuilder.from_languages(*languages).build()
 
 
@@ -51,6 +52,14 @@ def detect(texts: Sequence[str], candidates: Iterable[str]) -> list[str | None]:
         language = detector.detect_language_of(text) if text.strip() else None
         found.append(None if language is None else language.iso_code_639_1.name.lower())
     return found
+
+
+def confidences(text: str, candidates: Iterable[str]) -> list[tuple[str, float]]:
+    """Each candidate (ISO codes, regions ignored) with lingua's confidence (0 to 1) that `text`
+    is in it, most likely first; all 0 where it cannot tell (empty text, emoji)."""
+    codes = tuple(sorted({base_language(code) for code in candidates}))
+    values = _detector(codes).compute_language_confidence_values(text)
+    return [(value.language.iso_code_639_1.name.lower(), value.value) for value in values]
 
 
 def off_target_rate(texts: Sequence[str], target: str, candidates: Iterable[str]) -> float:

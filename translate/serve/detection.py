@@ -1,0 +1,60 @@
+"""Which of a model's languages a text is in, for LibreTranslate's source "auto" and /detect:
+lingua, restricted to the model's languages, with confidences from 0 to 100 as LibreTranslate
+writes them (whole numbers)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from fastapi import HTTPException
+
+from translate.errors import UsageError
+from translate.text import language_id
+
+MOST_CANDIDATES = 3  # /detect lists at most this many languages, as LibreTranslate does
+
+
+@dataclass(frozen=True)
+class Detected:
+    language: str  # the model's code
+    confidence: float  # 0 to 100
+
+
+class Detector:
+    """Detection among `languages` (the model's codes; regions told apart by nothing but the
+    code, so the first of a base language stands for it)."""
+
+    def __init__(self, languages: Sequence[str]) -> None:
+        self.languages = list(languages)
+        self.by_base: dict[str, str] = {}
+        for code in self.languages:
+            self.by_base.setdefault(language_id.base_language(code), code)
+
+    def ranked(self, text: str) -> list[Detected]:
+        """The languages, most likely first; the first with confidence 0 where lingua cannot tell
+        (no letters, emoji)."""
+        try:
+            values = language_id.confidences(text, self.by_base)
+        except UsageError as fault:
+            raise HTTPException(400, f"cannot detect the language: {fault}") from None
+        return [
+            Detected(self.by_base[base], float(round(value * 100)))
+            for base, value in values
+            if base in self.by_base
+        ] or [Detected(self.languages[0], 0.0)]
+
+    def detect_all(self, texts: Sequence[str]) -> list[Detected]:
+        """Over several texts, each language's confidence averaged, as LibreTranslate's /detect
+        answers a list: the likely ones, most likely first (one with confidence 0 if none is)."""
+        totals: dict[str, float] = {}
+        for text in texts:
+            for found in self.ranked(text):
+                totals[found.language] = totals.get(found.language, 0.0) + found.confidence
+        ranked = sorted(totals.items(), key=lambda item: -item[1])
+        likely = [
+            Detected(language, float(round(total / len(texts))))
+            for language, total in ranked
+            if total > 0
+        ]
+        return likely[:MOST_CANDIDATES] or [Detected(self.languages[0], 0.0)]
