@@ -8,6 +8,10 @@ and gives the same greedy translations: post-norm models as `MarianMTModel`, pre
 --format ctranslate2 writes a CTranslate2 model directory (any norm placement, any tie mode),
 with the SentencePiece models as source.spm and target.spm.
 
+--format argos writes into DIR one Argos Translate package (.argosmodel) a trained direction,
+for argostranslate, argos-translate-lt and LibreTranslate (joint vocabulary; needs spacy).
+Translate with ARGOS_CHUNK_TYPE=SPACY set: the package's sentence splitter works offline.
+
 Set TRANSLATE_DEBUG=1 for a traceback instead of a one-line error.
 """
 
@@ -34,7 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="directory to write (must be absent or empty)",
     )
-    parser.add_argument("--format", choices=["huggingface", "ctranslate2"], default="huggingface")
+    parser.add_argument(
+        "--format", choices=["huggingface", "ctranslate2", "argos"], default="huggingface"
+    )
     parser.add_argument(
         "--quantization",
         default=None,
@@ -47,9 +53,14 @@ def build_parser() -> argparse.ArgumentParser:
 def export(args: argparse.Namespace) -> int:
     if args.quantization and args.format != "ctranslate2":
         raise UsageError("--quantization applies to --format ctranslate2 only")
+    from translate.export.argos import export_argos
     from translate.export.ctranslate2 import export_ctranslate2
     from translate.export.huggingface import export_huggingface
 
+    if args.format == "argos":
+        for package in export_argos(args.checkpoint, args.output, overwrite=args.overwrite):
+            print(f"wrote {package.source}→{package.target} Argos package {package.path}")
+        return 0
     if args.format == "huggingface":
         out = export_huggingface(args.checkpoint, args.output, overwrite=args.overwrite)
         kind = json.loads((out / "config.json").read_text())["architectures"][0]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from torch import Tensor, nn
 
-from translate.decode.translator import load_translator
+from translate.decode.translator import Translator, load_translator
 from translate.export.output import ExportError, prepare_output, publish, refuse_sharing_variants
 from translate.model.transformer import MultiHeadAttention, Transformer
 from translate.text.vocab import BOS_ID, EOS_ID, SentencePieceVocab, Vocabularies
@@ -134,21 +134,13 @@ def export_ctranslate2(
     Written into a temporary directory beside `out_dir`, then renamed into place.
     """
     ctranslate2 = _require_ctranslate2()
-    from ctranslate2.converters.converter import Converter
-
     out_dir = Path(out_dir)
     prepare_output(out_dir, overwrite)
     translator = load_translator(checkpoint_path)
-    spec = ctranslate2_spec(translator.model, translator.vocab)
-
-    class _SpecConverter(Converter):
-        def _load(self):
-            return spec
-
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.tmp."))
     try:
-        _SpecConverter().convert(str(tmp), quantization=quantization, force=True)
+        write_ctranslate2(translator, tmp, quantization)
         (tmp / "source.spm").write_bytes(translator.vocab.source.model_bytes)
         (tmp / "target.spm").write_bytes(translator.vocab.target.model_bytes)
         ctranslate2.Translator(str(tmp), device="cpu")  # loads, or fails here and not for the user
@@ -158,3 +150,20 @@ def export_ctranslate2(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return out_dir
+
+
+def write_ctranslate2(
+    translator: Translator, directory: Path, quantization: str | None = None
+) -> None:
+    """CTranslate2's files for `translator`'s model (model.bin, config.json, vocabularies)
+    written into `directory`, which may exist."""
+    _require_ctranslate2()
+    from ctranslate2.converters.converter import Converter
+
+    spec = ctranslate2_spec(translator.model, translator.vocab)
+
+    class _SpecConverter(Converter):
+        def _load(self):
+            return spec
+
+    _SpecConverter().convert(str(directory), quantization=quantization, force=True)
