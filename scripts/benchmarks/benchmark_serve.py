@@ -18,6 +18,15 @@ one request at a time, as a server without batching).
 `litserve` (`--modes litserve`, after `pip install 'tiedmt[bench]'`) is the same model behind
 Lightning's LitServe instead: its own request batching (up to 64 requests, waiting at most 10
 ms, as batched) in one worker process, each batch translated by the same `translate_lines`.
+`libretranslate` is LibreTranslate itself (PyPI, in a virtual environment of its own, created at
+first use under --libretranslate-venv) serving the checkpoint exported as an Argos package
+(`translate-export --format argos`), offline: its package index points at a closed local port,
+sentences are split by the package's spaCy pipeline (ARGOS_CHUNK_TYPE=SPACY), and its beam is
+the checkpoint's. With `--api libretranslate` every client speaks LibreTranslate's API
+({"q", "source", "target"}) to whichever server, and each server's BLEU on the test split is
+measured through its own API:
+
+    .venv/bin/python scripts/benchmarks/benchmark_serve.py --modes continuous,libretranslate --api libretranslate --batch-ceiling ''
 Servers run with --threads; translate-cli translates the same sentences as one file with the
 same threads (its start-up, timed on one line, left out), before every mode and after the last,
 and each mode's "of translate-cli" is to the mean of the runs before and after it.  Figures:
@@ -61,8 +70,119 @@ MODES = {
     "batched": ["--batching", "batch"],
     "unbatched": ["--batching", "batch", "--max-wait-ms", "0", "--batch-tokens", "1"],
     "litserve": None,
+    "libretranslate": None,
 }
 LITSERVE_BATCH, LITSERVE_WAIT_S = 64, 0.010
+# LibreTranslate 1.9.6 pins numpy<2 and Flask 2.2; spaCy splits sentences offline, and needs
+# these typer and rich to leave Flask-Limiter's working.
+LIBRETRANSLATE = ["libretranslate==1.9.6", "spacy>=3.7", "typer<0.13", "rich>=12,<13"]
+LIBRETRANSLATE_START_S = 300  # with one package installed it first fails to fetch its index
+
+
+def libretranslate_venv(path: Path) -> Path:
+    """LibreTranslate from PyPI in a virtual environment of its own, installed at first use."""
+    if not (path / ".installed").exists():
+        print(f"installing LibreTranslate into {path} (once)", flush=True)
+        subprocess.run([sys.executable, "-m", "venv", str(path)], check=True)
+        pip = [str(path / "bin" / "python"), "-m", "pip", "install", "--quiet"]
+        subprocess.run([*pip, *LIBRETRANSLATE], check=True)
+        (path / ".installed").touch()
+    return path
+
+
+def libretranslate_server(
+    checkpoint: str, threads: int, venv: Path, workdir: Path
+) -> tuple[subprocess.Popen, str]:
+    """LibreTranslate serving the checkpoint's Argos packages on 127.0.0.1, with nothing to reach
+    but this machine; it prints how long it took to start."""
+    packages = workdir / "packages"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "translate.cli.export",
+            "--checkpoint",
+            checkpoint,
+            "--format",
+            "argos",
+            "--output",
+            str(packages),
+        ],
+        check=True,
+    )
+    home = workdir / "home"
+    (home / "cache" / "argos-translate" / "spacy" / "senter" / "model").mkdir(parents=True)
+    from translate.decode.translator import load_translator
+
+    beam = load_translator(checkpoint, pack=False).search_defaults()["beam"]
+    env = {
+        **os.environ,
+        "HOME": str(home),
+        "XDG_DATA_HOME": str(home / "data"),
+        "XDG_CACHE_HOME": str(home / "cache"),
+        "XDG_CONFIG_HOME": str(home / "config"),
+        "ARGOS_PACKAGES_DIR": str(home / "argos-packages"),
+        "ARGOS_PACKAGE_INDEX": f"http://127.0.0.1:{free_loopback_port()}/",  # nothing listens
+        "ARGOS_CHUNK_TYPE": "SPACY",
+        "ARGOS_BEAM_SIZE": str(beam),
+        "ARGOS_DEVICE_TYPE": "cpu",
+        "ARGOS_INTER_THREADS": "1",
+        "ARGOS_INTRA_THREADS": str(threads),
+    }
+    python = str(venv / "bin" / "python")
+    install = "import sys; from argostranslate import package; [package.install_from_path(p) for p in sys.argv[1:]]"
+    subprocess.run(
+        [python, "-c", install, *map(str, sorted(packages.iterdir()))], check=True, env=env
+    )
+    port = free_loopback_port()
+    started = time.perf_counter()
+    server = subprocess.Popen(
+        [
+            str(venv / "bin" / "libretranslate"),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--disable-web-ui",
+        ],
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=open(workdir / "libretranslate.log", "w"),  # it logs every request's text
+    )
+    base = f"http://127.0.0.1:{port}"
+    failure = wait_until_ready(server, f"{base}/health", LIBRETRANSLATE_START_S)
+    if failure:
+        stop(server)
+        raise SystemExit(f"LibreTranslate {failure}; its log: {workdir / 'libretranslate.log'}")
+    print(f"LibreTranslate ready after {time.perf_counter() - started:.0f} s", flush=True)
+    return server, base
+
+
+def request_for(api: str, sentences: list[str]) -> dict:
+    if api == "libretranslate":
+        return {"q": sentences, "source": "en", "target": "de"}
+    return {"text": sentences}
+
+
+def translations_of(api: str, answer: dict) -> list[str]:
+    return answer["translatedText"] if api == "libretranslate" else answer["translations"]
+
+
+def bleu_through_api(
+    base: str, api: str, sources: list[str], references: list[str]
+) -> tuple[float, float]:
+    """BLEU and chrF of the server's translations of the test split, asked for 16 at a time."""
+    from translate.text.metrics import corpus_scores
+
+    hypotheses = []
+    with httpx.Client(base_url=base, timeout=600) as http:
+        for start in range(0, len(sources), 16):
+            response = http.post("/translate", json=request_for(api, sources[start : start + 16]))
+            response.raise_for_status()
+            hypotheses += translations_of(api, response.json())
+    scores = corpus_scores(hypotheses, references)
+    return scores.bleu, scores.chrf
 
 
 def litserve_server(checkpoint: str, port: int, threads: int) -> None:
@@ -118,8 +238,15 @@ def rss_mib(pid: int) -> float:
 
 
 def start_server(
-    checkpoint: str, threads: int, mode: str, max_wait_ms: float = 10, device: str = "cpu"
+    checkpoint: str,
+    threads: int,
+    mode: str,
+    max_wait_ms: float = 10,
+    device: str = "cpu",
+    libretranslate: tuple[Path, Path] | None = None,
 ) -> tuple[subprocess.Popen, str]:
+    if mode == "libretranslate":
+        return libretranslate_server(checkpoint, threads, *libretranslate)
     port = free_loopback_port()
     if MODES[mode] is None:
         command = [
@@ -161,7 +288,9 @@ def start_server(
     return server, base
 
 
-async def load(base: str, sentences: list[str], clients: int, seconds: float) -> dict:
+async def load(
+    base: str, sentences: list[str], clients: int, seconds: float, api: str = "native"
+) -> dict:
     latencies: list[float] = []
     errors = 0
     deadline = time.perf_counter() + seconds
@@ -178,8 +307,13 @@ async def load(base: str, sentences: list[str], clients: int, seconds: float) ->
             while time.perf_counter() < deadline:
                 started = time.perf_counter()
                 try:
-                    response = await http.post("/translate", json={"text": [next_sentence()]})
-                    ok = response.status_code == 200
+                    response = await http.post(
+                        "/translate", json=request_for(api, [next_sentence()])
+                    )
+                    ok = (
+                        response.status_code == 200
+                        and len(translations_of(api, response.json())) == 1
+                    )
                 except httpx.HTTPError:
                     ok = False
                 if ok:
@@ -207,7 +341,7 @@ async def load(base: str, sentences: list[str], clients: int, seconds: float) ->
 def batches_so_far(base: str, mode: str) -> tuple[float, float, float, float]:
     """(sentences in batches, batches, seconds in the model, lines translated) translate-serve's
     metrics have counted (with continuous batching, a batch is a turn of the running search and
-    its size the most lines it held); LitServe has no such metrics."""
+    its size the most lines it held); LitServe and LibreTranslate have no such metrics."""
     if MODES[mode] is None:
         return float("nan"), float("nan"), float("nan"), float("nan")
     from prometheus_client.parser import text_string_to_metric_families
@@ -379,6 +513,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--litserve-server", nargs=3, metavar=("CKPT", "PORT", "THREADS"), help=argparse.SUPPRESS
     )
+    parser.add_argument(
+        "--api",
+        choices=["native", "libretranslate"],
+        default="native",
+        help="what the clients speak: translate-serve's JSON, or LibreTranslate's (default: native)",
+    )
+    parser.add_argument(
+        "--libretranslate-venv",
+        type=Path,
+        default=REPO / ".cache" / "libretranslate-venv",
+        help="--modes libretranslate: its virtual environment, created here at first use",
+    )
     parser.add_argument("--random-batches", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.litserve_server:
@@ -388,6 +534,10 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [mode for mode in args.modes.split(",") if mode not in MODES]
     if unknown:
         parser.error(f"--modes: unknown {', '.join(unknown)} (choose from {', '.join(MODES)})")
+    if "libretranslate" in args.modes.split(",") and args.api != "libretranslate":
+        parser.error(
+            "--modes libretranslate speaks LibreTranslate's API only: add --api libretranslate"
+        )
 
     sources = read_lines(split_paths(BUNDLED_CORPUS, "test", "en", "de")[0])[: args.sentences]
     if args.random_batches:
@@ -403,17 +553,26 @@ def main(argv: list[str] | None = None) -> int:
     # runs around it, minutes apart, since this machine's speed drifts by 10-20% within an hour.
     ceilings = [cli_throughput(args.checkpoint, sources, args.threads, args.device)]
     print(f"translate-cli, one file: {ceilings[-1]:.1f} sentences/s", flush=True)
-    rows = []
+    rows, scores = [], {}
+    references = read_lines(split_paths(BUNDLED_CORPUS, "test", "en", "de")[1])[: args.sentences]
+    workdir = Path(tempfile.mkdtemp(prefix="benchmark-serve-"))
+    if "libretranslate" in args.modes.split(","):
+        libretranslate_venv(args.libretranslate_venv)
     for mode in args.modes.split(","):
         server, base = start_server(
-            args.checkpoint, args.threads, mode, args.max_wait_ms, args.device
+            args.checkpoint,
+            args.threads,
+            mode,
+            args.max_wait_ms,
+            args.device,
+            (args.libretranslate_venv, workdir / mode),
         )
         first = len(rows)
         try:
             for clients in map(int, args.clients.split(",")):
                 rss_start, before = rss_mib(server.pid), batches_so_far(base, mode)
                 with rss_samples(server.pid, args.rss_every):
-                    result = asyncio.run(load(base, sources, clients, args.seconds))
+                    result = asyncio.run(load(base, sources, clients, args.seconds, args.api))
                 held, batches, model_seconds, translated = (
                     after - start for after, start in zip(batches_so_far(base, mode), before)
                 )
@@ -430,6 +589,12 @@ def main(argv: list[str] | None = None) -> int:
                     }
                 )
                 print(rows[-1], flush=True)
+            if args.api == "libretranslate":
+                scores[mode] = bleu_through_api(base, args.api, sources, references)
+                print(
+                    f"{mode}: BLEU {scores[mode][0]:.2f}, chrF {scores[mode][1]:.2f} through its API",
+                    flush=True,
+                )
         finally:
             stop(server)
         ceilings.append(cli_throughput(args.checkpoint, sources, args.threads, args.device))
@@ -455,9 +620,11 @@ def main(argv: list[str] | None = None) -> int:
             f"{1000 * row['p95']:.0f} | {1000 * row['p99']:.0f} | {row['errors']} | "
             f"{row['rss_start']:.0f} → {row['rss_end']:.0f} |"
         )
+    for mode, (bleu, chrf) in scores.items():
+        print(f"{mode}: test BLEU {bleu:.2f}, chrF {chrf:.2f}, through its own API")
     for mine in ("continuous", "batched"):
         ours = {r["clients"]: r for r in rows if r["mode"] == mine}
-        for name in ("batched", "unbatched", "litserve"):
+        for name in ("batched", "unbatched", "litserve", "libretranslate"):
             other = {r["clients"]: r for r in rows if r["mode"] == name}
             for clients in sorted(set(ours) & set(other)) if name != mine else []:
                 ratio = ours[clients]["sentences_per_s"] / other[clients]["sentences_per_s"]
@@ -488,6 +655,8 @@ def main(argv: list[str] | None = None) -> int:
             "rows": rows,
             "cli_sentences_per_s": ceilings,
             "model_alone_sentences_per_s": alone,
+            "api": args.api,
+            "test_scores": {mode: {"bleu": b, "chrf": c} for mode, (b, c) in scores.items()},
         }
         write_atomic(args.json, (json.dumps(summary, indent=2) + "\n").encode("utf-8"))
     return 0
