@@ -4,8 +4,6 @@ what translate-cli translates."""
 
 import dataclasses
 import json
-import os
-import subprocess
 import sys
 import zipfile
 from pathlib import Path
@@ -15,6 +13,9 @@ import pytest
 pytest.importorskip("ctranslate2")
 pytest.importorskip("spacy")
 from test_export import FIXTURE, save_checkpoint, small_config  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts" / "benchmarks"))
+from argos_check import argos_translate, compare_greedy  # noqa: E402
 from test_translate_cli import write_checkpoint  # noqa: E402
 
 from translate.cli.export import main as export_main  # noqa: E402
@@ -28,55 +29,6 @@ from translate.text.metrics import corpus_scores  # noqa: E402
 from translate.text.vocab import Vocabularies, train_sentencepiece  # noqa: E402
 
 RUN_CONFIG = "data:\n  src_lang: en\n  tgt_lang: de\n"
-
-# Argos in a process of its own: its settings are read at import, from this environment. Any
-# connection but to this machine fails, so the translation is shown to need no network.
-ARGOS = r"""
-import json, socket, sys
-connect = socket.socket.connect
-def offline(self, address):
-    if isinstance(address, tuple) and address[0] not in ("127.0.0.1", "::1", "localhost"):
-        raise OSError(f"offline: a connection to {address} was attempted")
-    return connect(self, address)
-socket.socket.connect = offline
-from argostranslate import package, translate
-package.install_from_path(sys.argv[1])
-translation = translate.get_translation_from_codes("en", "de")
-lines = json.load(open(sys.argv[2], encoding="utf-8"))
-splitter = translation.underlying.sentencizer
-print(json.dumps({
-    "translations": [translation.translate(line) for line in lines],
-    "sentences": [len(splitter.split_sentences(line)) for line in lines],
-}))
-"""
-
-
-def argos_translate(package: Path, lines: list[str], home: Path, beam: int) -> dict:
-    home.mkdir(parents=True, exist_ok=True)
-    (home / "lines.json").write_text(json.dumps(lines), encoding="utf-8")
-    cache = home / "cache"
-    (cache / "argos-translate" / "spacy" / "senter" / "model").mkdir(parents=True, exist_ok=True)
-    env = {
-        **os.environ,
-        "HOME": str(home),
-        "XDG_DATA_HOME": str(home / "data"),
-        "XDG_CACHE_HOME": str(cache),
-        "XDG_CONFIG_HOME": str(home / "config"),
-        "ARGOS_PACKAGES_DIR": str(home / "packages"),
-        "ARGOS_CHUNK_TYPE": "SPACY",
-        "ARGOS_BEAM_SIZE": str(beam),
-        "ARGOS_DEVICE_TYPE": "cpu",
-        "ARGOS_INTRA_THREADS": "1",
-    }
-    result = subprocess.run(
-        [sys.executable, "-c", ARGOS, str(package), str(home / "lines.json")],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads(result.stdout.splitlines()[-1])
 
 
 @pytest.fixture(scope="module")
@@ -155,14 +107,12 @@ def test_the_installed_package_translates_offline_as_translate_cli_does(exported
     # Argos leaves CTranslate2's output limit at 256 tokens: ours at the same (EOS counted).
     limit = SearchSettings(beam=1, length_penalty=0.0, max_len_a=0.0, max_len_b=257)
     ours = translate_lines(translator, sources, limit)
-    split = [i for i, count in enumerate(greedy["sentences"]) if count > 1]
-    underscores = [i for i, text in enumerate(ours) if "_" in text]
-    compared = [i for i in range(len(sources)) if i not in split and i not in underscores]
-    # Argos's decoding may leave a space at either end (a lone word-start piece).
-    different = [i for i in compared if greedy["translations"][i].strip() != ours[i]]
+    found = compare_greedy(sources, ours, greedy)
     print(
-        f"greedy: {len(compared)} lines compared, {len(split)} split into sentences by Argos, {len(underscores)} with _"
+        f"greedy: {len(found['compared'])} lines compared, {len(found['split'])} split into "
+        f"sentences by Argos, {len(found['underscores'])} with _"
     )
+    compared, different = found["compared"], found["different"]
     assert len(compared) >= len(sources) // 2 and len({ours[i] for i in compared}) > 5
     assert not different, [(sources[i], ours[i], greedy["translations"][i]) for i in different[:3]]
 
