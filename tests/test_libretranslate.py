@@ -13,8 +13,7 @@ hypothesis = pytest.importorskip("hypothesis")
 pytest.importorskip("lingua")
 from fastapi.testclient import TestClient  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
-from test_serve import ANY_TEXT, JSON_VALUES, start_server, stop  # noqa: E402
-from test_translate_cli import random_tied_checkpoint  # noqa: E402
+from test_serve import ANY_TEXT, JSON_VALUES, en_de_checkpoint, start_server, stop  # noqa: E402
 
 from translate.decode.pipeline import translate_lines  # noqa: E402
 from translate.decode.settings import SearchSettings  # noqa: E402
@@ -31,12 +30,7 @@ GERMAN = "Klicken Sie auf die Schaltfläche, um den Dialog zu schließen."
 
 @pytest.fixture(scope="module")
 def checkpoint_path(tmp_path_factory):
-    return random_tied_checkpoint(
-        tmp_path_factory.mktemp("libretranslate") / "model.ckpt",
-        d_model=32,
-        layers=1,
-        run_config="data:\n  src_lang: en\n  tgt_lang: de\n",
-    )
+    return en_de_checkpoint(tmp_path_factory.mktemp("libretranslate"))
 
 
 @pytest.fixture(scope="module")
@@ -405,7 +399,8 @@ def test_a_mastodon_style_batch_of_html_posts_with_source_auto(server, translato
     """Mastodon's LibreTranslate client: JSON, q a list of HTML posts, source auto, format html,
     the key in the body; it reads translatedText[i] and detectedLanguage[i].language."""
     posts = [
-        '<p>Select the cells that you want to copy. <a href="https://example.org/@a" class="u-url mention">@<span>a</span></a></p>',
+        "<p>Select the cells that you want to copy. "
+        '<a href="https://example.org/@a" class="u-url mention">@<span>a</span></a></p>',
         "<p>Click the OK button.</p><p>This function is not available in Basic.</p>",
     ]
     languages = httpx.get(f"{server}/languages", headers={"Content-Type": "application/json"})
@@ -429,6 +424,7 @@ def test_a_mastodon_style_batch_of_html_posts_with_source_auto(server, translato
     )
     escaped = [t.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;") for t in texts]
     assert answer["translatedText"] == [
-        f'<p>{escaped[0]} <a href="https://example.org/@a" class="u-url mention">{escaped[1]}<span>{escaped[2]}</span></a></p>',
+        f'<p>{escaped[0]} <a href="https://example.org/@a" class="u-url mention">'
+        f"{escaped[1]}<span>{escaped[2]}</span></a></p>",
         f"<p>{escaped[3]}</p><p>{escaped[4]}</p>",
     ]

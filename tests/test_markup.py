@@ -51,13 +51,17 @@ def upper(markup: str) -> tuple[list[str], str]:
         ("", [], ""),
         ("<p> </p>", [], "<p> </p>"),
         (
-            '<p>Hi <span class="h-card"><a href="https://m.example/@ann" class="u-url mention">@<span>ann</span></a></span> '
-            'look: <a href="https://example.org" rel="nofollow noopener" target="_blank"><span class="invisible">https://</span>'
-            '<span class="">example.org</span></a> <a href="/tags/mt" class="mention hashtag" rel="tag">#<span>mt</span></a></p>',
+            '<p>Hi <span class="h-card"><a href="https://m.example/@ann" class="u-url mention">'
+            "@<span>ann</span></a></span> look: "
+            '<a href="https://example.org" rel="nofollow noopener" target="_blank">'
+            '<span class="invisible">https://</span><span class="">example.org</span></a> '
+            '<a href="/tags/mt" class="mention hashtag" rel="tag">#<span>mt</span></a></p>',
             ["Hi", "@", "ann", "look:", "https://", "example.org", "#", "mt"],
-            '<p>HI <span class="h-card"><a href="https://m.example/@ann" class="u-url mention">@<span>ANN</span></a></span> '
-            'LOOK: <a href="https://example.org" rel="nofollow noopener" target="_blank"><span class="invisible">HTTPS://</span>'
-            '<span class="">EXAMPLE.ORG</span></a> <a href="/tags/mt" class="mention hashtag" rel="tag">#<span>MT</span></a></p>',
+            '<p>HI <span class="h-card"><a href="https://m.example/@ann" class="u-url mention">'
+            "@<span>ANN</span></a></span> LOOK: "
+            '<a href="https://example.org" rel="nofollow noopener" target="_blank">'
+            '<span class="invisible">HTTPS://</span><span class="">EXAMPLE.ORG</span></a> '
+            '<a href="/tags/mt" class="mention hashtag" rel="tag">#<span>MT</span></a></p>',
         ),
     ],
     ids=[

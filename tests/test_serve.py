@@ -37,14 +37,19 @@ from translate.serve.worker import ONEDNN_CACHES  # noqa: E402
 LINES = ["Click OK.", "", "Choose Tools - Options.", "\t", "Last line of the test."]
 
 
-@pytest.fixture(scope="module")
-def checkpoint_path(tmp_path_factory) -> Path:
+def en_de_checkpoint(directory: Path) -> Path:
+    """A small random English-German model, its languages recorded as a training run does."""
     return random_tied_checkpoint(
-        tmp_path_factory.mktemp("serve") / "model.ckpt",
+        directory / "model.ckpt",
         d_model=32,
         layers=1,
         run_config="data:\n  src_lang: en\n  tgt_lang: de\n",
     )
+
+
+@pytest.fixture(scope="module")
+def checkpoint_path(tmp_path_factory) -> Path:
+    return en_de_checkpoint(tmp_path_factory.mktemp("serve"))
 
 
 @pytest.fixture(scope="module")

@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import json
 import shutil
-import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from translate.decode.translator import Translator, load_translator
 from translate.export.ctranslate2 import write_ctranslate2
-from translate.export.output import ExportError, prepare_output, publish
+from translate.export.output import ExportError, prepare_output, staged
 from translate.text.language_codes import argos_code, language_name
 from translate.text.vocab import language_tag
 
@@ -165,13 +164,11 @@ def export_argos(
     prepare_output(out_dir, overwrite)
     translator = load_translator(checkpoint_path, pack=False)
     directions = check_packable(translator)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.tmp."))
-    try:
+    packages = []
+    with staged(out_dir, overwrite) as tmp:
         build = tmp / "build"
         write_ctranslate2(translator, build / "model")
         spacy_pipeline(build / "spacy")
-        packages = []
         for source, target in directions:
             root = build / package_name(source, target)
             shutil.copytree(build / "model", root / "model")
@@ -189,9 +186,4 @@ def export_argos(
                     archive.write(file, file.relative_to(build))
             packages.append(ArgosPackage(source, target, out_dir / path.name))
         shutil.rmtree(build)
-        prepare_output(out_dir, overwrite)
-        publish(tmp, out_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return packages

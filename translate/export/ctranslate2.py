@@ -6,14 +6,12 @@ Neither it nor transformers has weights shared between layers (see `output.SHARI
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from pathlib import Path
 
 from torch import Tensor, nn
 
 from translate.decode.translator import Translator, load_translator
-from translate.export.output import ExportError, prepare_output, publish, refuse_sharing_variants
+from translate.export.output import ExportError, prepare_output, refuse_sharing_variants, staged
 from translate.model.transformer import MultiHeadAttention, Transformer
 from translate.text.vocab import BOS_ID, EOS_ID, SentencePieceVocab, Vocabularies
 
@@ -137,18 +135,11 @@ def export_ctranslate2(
     out_dir = Path(out_dir)
     prepare_output(out_dir, overwrite)
     translator = load_translator(checkpoint_path)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.tmp."))
-    try:
+    with staged(out_dir, overwrite) as tmp:
         write_ctranslate2(translator, tmp, quantization)
         (tmp / "source.spm").write_bytes(translator.vocab.source.model_bytes)
         (tmp / "target.spm").write_bytes(translator.vocab.target.model_bytes)
         ctranslate2.Translator(str(tmp), device="cpu")  # loads, or fails here and not for the user
-        prepare_output(out_dir, overwrite)
-        publish(tmp, out_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return out_dir
 
 

@@ -36,8 +36,6 @@ residual stream, so models with `share_layer_attention`, `share_encoder_decoder_
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 import warnings
 from pathlib import Path
 
@@ -45,7 +43,7 @@ import torch
 from torch import Tensor, nn
 
 from translate.decode.translator import load_translator
-from translate.export.output import ExportError, prepare_output, publish, refuse_sharing_variants
+from translate.export.output import ExportError, prepare_output, refuse_sharing_variants, staged
 from translate.model.transformer import TIE_MODES, MultiHeadAttention, Transformer
 from translate.text.vocab import BOS_ID, EOS_ID, PAD_ID, SentencePieceVocab, Vocabularies
 
@@ -325,19 +323,11 @@ def export_huggingface(
     translator = load_translator(checkpoint_path)
     model = translator.model
     hf_model = to_huggingface(model)
-
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.tmp."))
-    try:
+    with staged(out_dir, overwrite) as tmp:
         save_huggingface(hf_model, tmp)
         _write_tokenizer(translator.vocab, tmp, model.cfg.max_positions)
         # What users will load, checked against ours before it is published.
         check_same_logits(
             model, transformers.AutoModelForSeq2SeqLM.from_pretrained(str(tmp)).eval()
         )
-        prepare_output(out_dir, overwrite)  # nobody filled it meanwhile
-        publish(tmp, out_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return out_dir

@@ -1,11 +1,13 @@
-"""What both exports share: their one error, the refusal of sharing variants neither format has,
-and output written to a temporary directory beside the target, then moved into place."""
+"""What the exports share: their one error, the refusal of sharing variants no format has, and
+output written to a temporary directory beside the target, then moved into place."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from translate.errors import UsageError
@@ -58,3 +60,20 @@ def publish(tmp: Path, out_dir: Path) -> None:
     os.replace(tmp, out_dir)
     if old is not None:
         shutil.rmtree(old)
+
+
+@contextlib.contextmanager
+def staged(out_dir: Path, overwrite: bool) -> Iterator[Path]:
+    """A temporary directory beside `out_dir` to write the export into: published in its place
+    when the block ends (`out_dir` checked again: nobody filled it meanwhile), deleted if the
+    block fails, so a failed export leaves nothing behind."""
+    prepare_output(out_dir, overwrite)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.tmp."))
+    try:
+        yield tmp
+        prepare_output(out_dir, overwrite)
+        publish(tmp, out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise

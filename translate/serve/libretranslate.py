@@ -18,7 +18,7 @@ from fastapi.responses import JSONResponse
 from starlette.datastructures import UploadFile
 
 from translate.serve.detection import Detected
-from translate.serve.schema import invalid_unicode
+from translate.serve.schema import text_fault
 from translate.serve.service import Service
 from translate.text.language_codes import language_name
 from translate.text.markup import HtmlFragment
@@ -189,22 +189,18 @@ async def translate(service: Service, request: Request, call: LibreRequest) -> J
 def check_texts(service: Service, texts: list[str]) -> None:
     """LibreTranslate's limits (--max-lines texts, --max-line-chars a text), and Unicode text."""
     limits = service.settings
-    if len(texts) > limits.max_lines:
+    fault = text_fault(texts, limits.max_lines, limits.max_line_chars)
+    if fault is None:
+        return
+    if fault.kind == "surrogate":
         raise HTTPException(
-            400, f"Invalid request: request ({len(texts)}) exceeds text limit ({limits.max_lines})"
+            400,
+            f"Invalid request: q[{fault.index}] holds a lone surrogate at character {fault.value}",
         )
-    for index, text in enumerate(texts):
-        if len(text) > limits.max_line_chars:
-            raise HTTPException(
-                400,
-                f"Invalid request: request ({len(text)}) exceeds text limit "
-                f"({limits.max_line_chars})",
-            )
-        position = invalid_unicode(text)
-        if position is not None:
-            raise HTTPException(
-                400, f"Invalid request: q[{index}] holds a lone surrogate at character {position}"
-            )
+    limit = limits.max_lines if fault.kind == "count" else limits.max_line_chars
+    raise HTTPException(
+        400, f"Invalid request: request ({fault.value}) exceeds text limit ({limit})"
+    )
 
 
 def check_direction(service: Service, source: str, target: str) -> None:

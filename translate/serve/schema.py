@@ -4,6 +4,7 @@ response models, and errors in one shape `{"error": message}` with a one-line me
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -124,6 +125,29 @@ def validation_message(exc: RequestValidationError | ValidationError) -> str:
         faults.append(f"{where or 'the body'}: {fault['msg']}")
     more = len(faults) - MAX_ERRORS_LISTED
     return "; ".join(faults[:MAX_ERRORS_LISTED]) + (f" (and {more} more)" if more > 0 else "")
+
+
+@dataclass(frozen=True)
+class TextFault:
+    """What is wrong with a request's texts, for each API to say in its own words: too many
+    texts ("count": `value` of them), one too long ("length": `value` characters) or holding a
+    lone surrogate ("surrogate": at character `value`)."""
+
+    kind: Literal["count", "length", "surrogate"]
+    index: int  # the text at fault (0 for "count")
+    value: int
+
+
+def text_fault(texts: list[str], max_texts: int, max_chars: int) -> TextFault | None:
+    if len(texts) > max_texts:
+        return TextFault("count", 0, len(texts))
+    for index, text in enumerate(texts):
+        if len(text) > max_chars:
+            return TextFault("length", index, len(text))
+        position = invalid_unicode(text)
+        if position is not None:
+            return TextFault("surrogate", index, position)
+    return None
 
 
 def invalid_unicode(line: str) -> int | None:

@@ -28,7 +28,7 @@ from translate.serve.schema import (
     ServeSettings,
     TranslateRequest,
     TranslateResponse,
-    invalid_unicode,
+    text_fault,
 )
 from translate.serve.worker import translate_with
 from translate.text.language_codes import LanguageCodes, language_name
@@ -201,25 +201,25 @@ class Service:
 
     def check_lines(self, text: list[str]) -> None:
         limits = self.settings
-        if len(text) > limits.max_lines:
+        fault = text_fault(text, limits.max_lines, limits.max_line_chars)
+        if fault is None:
+            return
+        if fault.kind == "count":
             raise HTTPException(
                 413,
-                f"text has {len(text)} lines; at most {limits.max_lines} a request (--max-lines)",
+                f"text has {fault.value} lines; at most {limits.max_lines} a request (--max-lines)",
             )
-        for index, line in enumerate(text):
-            if len(line) > limits.max_line_chars:
-                raise HTTPException(
-                    413,
-                    f"text[{index}] has {len(line)} characters; at most "
-                    f"{limits.max_line_chars} a line (--max-line-chars)",
-                )
-            position = invalid_unicode(line)
-            if position is not None:
-                raise HTTPException(
-                    422,
-                    f"text[{index}] holds a lone surrogate at character {position}, "
-                    "which is not Unicode text",
-                )
+        if fault.kind == "length":
+            raise HTTPException(
+                413,
+                f"text[{fault.index}] has {fault.value} characters; at most "
+                f"{limits.max_line_chars} a line (--max-line-chars)",
+            )
+        raise HTTPException(
+            422,
+            f"text[{fault.index}] holds a lone surrogate at character {fault.value}, "
+            "which is not Unicode text",
+        )
 
     def check_rate(self, client: str, cost: int) -> None:
         """429 where `client` (an API key or an address) has spent its rate (--req-limit)."""
