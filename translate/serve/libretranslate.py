@@ -299,8 +299,23 @@ def client_address(request: Request) -> str:
 @router.get("/languages")
 @router.post("/languages")
 async def languages(request: Request) -> JSONResponse:
+    """Each of the model's languages with the targets it translates into (its own code among
+    them: a text already in the target comes back as it is), English first, then by name."""
     service: Service = request.app.state.service
-    return JSONResponse(service.libre_languages())
+    codes = service.codes.libre
+    order = sorted(codes, key=lambda code: (codes[code] != "en", language_name(code)))
+    return JSONResponse(
+        [
+            {
+                "code": codes[code],
+                "name": language_name(code),
+                "targets": sorted(
+                    {codes[code]} | {codes[tgt] for src, tgt in service.directions if src == code}
+                ),
+            }
+            for code in order
+        ]
+    )
 
 
 @router.post("/detect")
@@ -330,8 +345,28 @@ async def detect(request: Request) -> JSONResponse:
 
 @router.get("/frontend/settings")
 async def frontend_settings(request: Request) -> JSONResponse:
+    """What LibreTranslate's web page and the clients that read it need to know."""
     service: Service = request.app.state.service
-    return JSONResponse(service.frontend_settings())
+    target = service.targets[0] if service.targets else None
+    keyed = service.settings.api_key is not None
+    return JSONResponse(
+        {
+            "charLimit": service.settings.max_line_chars,
+            "frontendTimeout": 500,
+            "apiKeys": keyed,
+            "keyRequired": keyed,
+            "suggestions": False,
+            "filesTranslation": False,
+            "supportedFilesFormat": [],
+            "language": {
+                "source": {"code": "auto", "name": "Auto Detect"},
+                "target": {
+                    "code": service.codes.libre.get(target, ""),
+                    "name": language_name(target) if target else "",
+                },
+            },
+        }
+    )
 
 
 @router.post("/translate_file")

@@ -31,7 +31,7 @@ from translate.serve.schema import (
     text_fault,
 )
 from translate.serve.worker import translate_with
-from translate.text.language_codes import LanguageCodes, language_name
+from translate.text.language_codes import LanguageCodes
 
 WARM_UP_LINE = "Hello."
 
@@ -269,44 +269,6 @@ class Service:
                 "memory); a new one is starting, retry shortly",
                 headers={"Retry-After": "5"},
             ) from None
-
-    def libre_languages(self) -> list[dict]:
-        """LibreTranslate's /languages: each language with the targets it translates into (its
-        own code among them: a text already in the target comes back as it is), English first,
-        then by name."""
-        codes = self.codes.libre
-        order = sorted(codes, key=lambda code: (codes[code] != "en", language_name(code)))
-        return [
-            {
-                "code": codes[code],
-                "name": language_name(code),
-                "targets": sorted(
-                    {codes[code]} | {codes[tgt] for src, tgt in self.directions if src == code}
-                ),
-            }
-            for code in order
-        ]
-
-    def frontend_settings(self) -> dict:
-        """LibreTranslate's /frontend/settings, for its web page and the clients that read it."""
-        target = self.targets[0] if self.targets else None
-        keyed = self.settings.api_key is not None
-        return {
-            "charLimit": self.settings.max_line_chars,
-            "frontendTimeout": 500,
-            "apiKeys": keyed,
-            "keyRequired": keyed,
-            "suggestions": False,
-            "filesTranslation": False,
-            "supportedFilesFormat": [],
-            "language": {
-                "source": {"code": "auto", "name": "Auto Detect"},
-                "target": {
-                    "code": self.codes.libre.get(target, ""),
-                    "name": language_name(target) if target else "",
-                },
-            },
-        }
 
     def info(self) -> dict:
         translator, settings = self.translator, self.settings
