@@ -29,6 +29,7 @@ from translate.decode.translator import Translator
 from translate.serve import libretranslate
 from translate.serve.guard import RequestGuard
 from translate.serve.schema import (
+    KEY_REQUIRED,
     ErrorResponse,
     ServeSettings,
     TranslateRequest,
@@ -85,14 +86,13 @@ async def translate(request: Request) -> Response:
 
 async def native_translate(service: Service, request: Request, parsed: object) -> Response:
     if not service.key_accepted(request.headers):
-        return error(401, "a valid API key is required (header X-API-Key or Authorization: Bearer)")
+        return error(401, KEY_REQUIRED)
     try:
         body = TranslateRequest.model_validate(parsed)
     except ValidationError as fault:
         return error(422, validation_message(fault))
-    key = header_key(request.headers)
-    client = key if key and service.key_matches(key) else libretranslate.client_address(request)
-    service.check_rate(client, max(len(body.text), 1))
+    address = libretranslate.client_address(request)
+    service.check_rate(header_key(request.headers), address, max(len(body.text), 1))
     answer = await service.translate(body)
     return JSONResponse(answer.model_dump())
 

@@ -11,7 +11,7 @@ from fastapi.responses import Response
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from translate.serve.schema import CORS_HEADERS, KEY_IN_BODY, PROTECTED, error
+from translate.serve.schema import CORS_HEADERS, KEY_IN_BODY, KEY_REQUIRED, PROTECTED, error
 from translate.serve.service import Service, header_key
 
 CORS = [(name.lower().encode(), value.encode()) for name, value in CORS_HEADERS.items()]
@@ -98,7 +98,7 @@ class RequestGuard:
         if path in PROTECTED and not body_key and not service.key_accepted(headers):
             return error(
                 401,
-                "a valid API key is required (header X-API-Key or Authorization: Bearer)",
+                KEY_REQUIRED,
                 Connection="close",
             )
         length = headers.get("content-length")

@@ -140,7 +140,7 @@ async def translate(service: Service, request: Request, call: LibreRequest) -> J
     """POST /translate with LibreTranslate's fields, checked in LibreTranslate's order."""
     check_key(service, request, call.api_key)
     texts = [call.q] if isinstance(call.q, str) else call.q
-    check_rate(service, request, call.api_key, len(texts or ()) or 1)
+    service.check_rate(call.api_key, client_address(request), len(texts or ()) or 1)
     if not call.q:
         raise HTTPException(400, "Invalid request: missing q parameter")
     for name in ("source", "target"):
@@ -287,11 +287,6 @@ def check_key(service: Service, request: Request, given: str | None) -> None:
         raise HTTPException(403, "Invalid API key")
 
 
-def check_rate(service: Service, request: Request, key: str | None, cost: int) -> None:
-    """The rate of the call's API key, where it is the server's, else of its address."""
-    service.check_rate(key if key and service.key_matches(key) else client_address(request), cost)
-
-
 def client_address(request: Request) -> str:
     return request.client.host if request.client else "unknown"
 
@@ -324,7 +319,7 @@ async def detect(request: Request) -> JSONResponse:
     call = await read_request(request)
     check_key(service, request, call.api_key)
     texts = [call.q] if isinstance(call.q, str) else call.q
-    check_rate(service, request, call.api_key, len(texts or ()) or 1)
+    service.check_rate(call.api_key, client_address(request), len(texts or ()) or 1)
     if not call.q:
         raise HTTPException(400, "Invalid request: missing q parameter")
     if any(len(text) > service.settings.max_line_chars for text in texts):

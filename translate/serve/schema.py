@@ -21,6 +21,7 @@ from pydantic import (
 from translate.defaults import LENGTH_PENALTY_RANGE
 
 PROTECTED = ("/translate", "/detect", "/info", "/metrics")  # need the API key where one is set
+KEY_REQUIRED = "a valid API key is required (header X-API-Key or Authorization: Bearer)"
 # LibreTranslate's clients send the key in the body: without a key header, these routes read the
 # body (up to --max-body-bytes) before they check it.
 KEY_IN_BODY = ("/translate", "/detect")

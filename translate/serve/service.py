@@ -61,10 +61,13 @@ class Service:
         # The checkpoint's languages, read once: requests are checked against them.
         self.multilingual = translator.multilingual()
         self.targets = translator.target_languages()
-        self.sources = sorted({source for source, _ in translator.directions()})
+        directions = translator.directions()
+        self.sources = sorted({source for source, _ in directions})
         # LibreTranslate's API: the languages under its codes, detection among them, the rate.
-        self.directions = set(translator.directions())
-        languages = list(dict.fromkeys(code for pair in self.directions for code in pair))
+        self.directions = set(directions)
+        # In the checkpoint's order (not the set's, which varies between runs): the first language
+        # is detection's answer where none can be told, and the first of two keeps a shared code.
+        languages = list(dict.fromkeys(code for pair in directions for code in pair))
         self.codes = LanguageCodes.of(languages)
         self.detector = Detector(languages)
         self.limiter = RateLimiter(settings.req_limit) if settings.req_limit else None
@@ -221,8 +224,10 @@ class Service:
             "which is not Unicode text",
         )
 
-    def check_rate(self, client: str, cost: int) -> None:
-        """429 where `client` (an API key or an address) has spent its rate (--req-limit)."""
+    def check_rate(self, key: str | None, address: str, cost: int) -> None:
+        """429 where the client has spent its rate (--req-limit): counted by its API key where
+        that is the server's, else by its address."""
+        client = key if key and self.key_matches(key) else address
         if self.limiter is not None and not self.limiter.allow(client, cost):
             raise HTTPException(429, self.limiter.message())
 
