@@ -25,7 +25,7 @@ from translate.decode.translator import load_translator  # noqa: E402
 from translate.export.argos import export_argos  # noqa: E402
 from translate.export.output import ExportError  # noqa: E402
 from translate.model.transformer import Transformer  # noqa: E402
-from translate.text.metrics import corpus_scores  # noqa: E402
+from translate.score.metrics import corpus_scores  # noqa: E402
 from translate.text.vocab import Vocabularies, train_sentencepiece  # noqa: E402
 
 RUN_CONFIG = "data:\n  src_lang: en\n  tgt_lang: de\n"

@@ -20,7 +20,7 @@ from tolerances import transformer_terms, within_rounding
 
 from translate.decode.translator import load_translator
 from translate.model.transformer import ModelConfig
-from translate.text.metrics import corpus_scores
+from translate.score.metrics import corpus_scores
 from translate.text.vocab import PAD_ID
 from translate.train.data_module import TokenBatchSampler, TranslationDataModule
 from translate.train.loss import label_smoothed_nll

@@ -226,8 +226,8 @@ def test_translate_eval_refuses_half_given_and_ignored_flags(ckpt, capsys, tmp_p
             "--beam apply only with --checkpoint",
         ),
         (
-            ["--hypotheses", str(text), "--reference", str(text), "--source", str(text)],
-            "--source apply only",
+            ["--hypotheses", str(text), "--reference", str(text), "--output", str(text)],
+            "--output apply only",
         ),
         (
             [

@@ -8,8 +8,8 @@ import torch
 from tolerances import within_rounding
 
 from translate.cli.evaluate import main as eval_main
+from translate.score.metrics import corpus_scores
 from translate.text.corpus import read_lines
-from translate.text.metrics import corpus_scores
 from translate.train.lightning_module import CorpusBLEU
 
 

@@ -19,11 +19,11 @@ from translate.cli.translate import main as translate_main
 from translate.decode.pipeline import translate_lines
 from translate.decode.settings import SearchSettings
 from translate.decode.translator import load_translator
+from translate.score.metrics import bleu_tokenizer, corpus_scores
 from translate.serve.continuous import ContinuousTranslator
 from translate.text.corpus import CorpusError
 from translate.text.language_id import off_target_rate
 from translate.text.languages import english_centric, parse_direction
-from translate.text.metrics import bleu_tokenizer, corpus_scores
 from translate.text.vocab import BOS_ID, EOS_ID
 from translate.train.data_module import TranslationDataModule, collate
 from translate.train.directions import TemperatureBatchSampler, sampling_probabilities

@@ -18,7 +18,7 @@ from translate.decode.settings import SearchSettings
 from translate.decode.translator import load_translator
 from translate.model.checkpoint import CheckpointError
 from translate.model.transformer import ModelConfig, Transformer
-from translate.text.metrics import corpus_scores
+from translate.score.metrics import corpus_scores
 from translate.text.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocabularies, train_sentencepiece
 
 FIXTURE = Path(__file__).parent / "fixtures" / "libreoffice_small"

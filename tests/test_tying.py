@@ -507,6 +507,9 @@ def test_tying_study_smoke_writes_the_table_and_plot(tmp_path, bundled_corpus_ca
         "all+adapter",
     ]
     assert [row.split(" | ")[0].removeprefix("| ") for row in rows] == names
+    cells = [row.split(" | ") for row in rows]
+    assert cells[0][6] == cells[0][8] == "–"  # no test of the baseline against itself
+    assert all("(p " in row[6] and "(p " in row[8] for row in cells[1:])  # the others against it
     assert "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp" in table
     assert (out / "results.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     summary = json.loads((out / "results.json").read_text())
@@ -548,6 +551,7 @@ def test_distant_pair_study_smoke_writes_the_table_and_plot(tmp_path):
             "de",
             "ja",
             "--cells",
+            "none",
             "all",
             "separate-decoder",
             "multilingual",
@@ -564,9 +568,9 @@ def test_distant_pair_study_smoke_writes_the_table_and_plot(tmp_path):
     assert sorted({(r["lang"], r["cell"]) for r in rows}) == [
         (lang, cell)
         for lang in ("de", "ja")
-        for cell in ("all", "multilingual", "separate-decoder")
+        for cell in ("all", "multilingual", "none", "separate-decoder")
     ]
-    assert len(rows) == 12, "two seeds of every cell"
+    assert len(rows) == 16, "two seeds of every cell"
     by = {(r["lang"], r["cell"], r["seed"]): r for r in rows}
     assert (
         by[("ja", "all", 1)]["foreign_share"] > by[("ja", "separate-decoder", 1)]["foreign_share"]
@@ -575,4 +579,18 @@ def test_distant_pair_study_smoke_writes_the_table_and_plot(tmp_path):
     assert by[("de", "multilingual", 1)]["updates"] == 2 * by[("de", "all", 1)]["updates"]
     table = (out / "results.md").read_text()
     assert "| ja | separate-decoder | 2 |" in table and " ± " in table
+    # the pooled interval and test: both seeds' outputs scored as one corpus
+    from sacrebleu.metrics import BLEU
+
+    references = (out / "data" / "test.ja").read_text(encoding="utf-8").splitlines()[:40] * 2
+    pooled = [
+        line
+        for seed in (1, 2)
+        for line in (out / f"all-ja-seed{seed}" / "test.ja.hyp").read_text("utf-8").splitlines()
+    ]
+    expected = BLEU(tokenize="ja-mecab").corpus_score(pooled, [references]).score
+    row = next(line for line in table.splitlines() if line.startswith("| ja | all |")).split(" | ")
+    assert row[5].startswith(f"{expected:.2f} [") and "(p " in row[6]
+    none = next(line for line in table.splitlines() if line.startswith("| ja | none |"))
+    assert none.split(" | ")[6] == "–"
     assert (out / "results.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

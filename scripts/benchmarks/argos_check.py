@@ -107,8 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     from translate.decode.settings import SearchSettings
     from translate.decode.translator import load_translator
     from translate.export.argos import export_argos
+    from translate.score.metrics import corpus_scores
     from translate.text.language_codes import argos_code
-    from translate.text.metrics import corpus_scores
 
     torch.set_num_threads(1)
     translator = load_translator(args.checkpoint)

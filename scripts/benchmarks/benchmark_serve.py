@@ -173,7 +173,7 @@ def bleu_through_api(
     base: str, api: str, sources: list[str], references: list[str]
 ) -> tuple[float, float]:
     """BLEU and chrF of the server's translations of the test split, asked for 16 at a time."""
-    from translate.text.metrics import corpus_scores
+    from translate.score.metrics import corpus_scores
 
     hypotheses = []
     with httpx.Client(base_url=base, timeout=600) as http:

@@ -61,8 +61,8 @@ from translate.decode.translator import Translator, load_translator  # noqa: E40
 from translate.export.ctranslate2 import COMPUTE_TYPES  # noqa: E402
 from translate.model.padding import pad  # noqa: E402
 from translate.model.quantize import linear_bytes  # noqa: E402
+from translate.score.metrics import corpus_scores  # noqa: E402
 from translate.text.corpus import BUNDLED_CORPUS, read_lines, split_paths  # noqa: E402
-from translate.text.metrics import corpus_scores  # noqa: E402
 from translate.text.vocab import EOS_ID, PAD_ID  # noqa: E402
 
 

@@ -41,7 +41,14 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "scripts"))
 
-from tying_study import logged_metrics, merge, train  # noqa: E402
+from tying_study import (  # noqa: E402
+    interval,
+    logged_metrics,
+    merge,
+    p_values,
+    paired_tests,
+    train,
+)
 
 from translate.decode.settings import SearchSettings  # noqa: E402
 from translate.files import write_atomic  # noqa: E402
@@ -218,8 +225,8 @@ def evaluate(
     from translate.decode.translator import load_translator
     from translate.model.analysis import asymmetry, direct_path, parameter_counts
     from translate.model.checkpoint import read_checkpoint
+    from translate.score.metrics import corpus_scores
     from translate.text.language_id import off_target_rate
-    from translate.text.metrics import corpus_scores
 
     checkpoint = run_dir / "checkpoints" / "last.ckpt"
     translator = load_translator(checkpoint)
@@ -232,6 +239,7 @@ def evaluate(
         hypotheses = translate_lines(
             translator, sources, SearchSettings(beam=1, target_lang=target, source_lang="en")
         )
+        write_atomic(run_dir / f"test.{lang}.hyp", "".join(h + "\n" for h in hypotheses).encode())
         scores = corpus_scores(hypotheses, references[lang], target_lang=lang)
         foreign = foreign_pieces(translator, train_text[lang])
         rows.append(
@@ -259,6 +267,26 @@ def evaluate(
     return rows
 
 
+def train_hours(results: list[dict]) -> str:
+    seconds = sum({r["run"]: r["train_seconds"] for r in results}.values())
+    return f"{int(seconds // 3600)} h {round(seconds % 3600 / 60):02d} min"
+
+
+def planned_runs(
+    langs: list[str], cells: list[str], seeds: list[int]
+) -> list[tuple[int, str, str | None]]:
+    """(seed, cell, language) in the order that completes one language's contrast, on every
+    seed, before the next language starts; the many-to-many model (language None) last."""
+    bilingual = [
+        (seed, cell, lang)
+        for lang in langs
+        for seed in seeds
+        for cell in cells
+        if cell != "multilingual"
+    ]
+    return bilingual + [(seed, "multilingual", None) for seed in seeds if "multilingual" in cells]
+
+
 # --- the report --------------------------------------------------------------------------------
 def spread(values: list[float], spec: str = ".2f") -> str:
     values = [v for v in values if v is not None]
@@ -271,23 +299,63 @@ def spread(values: list[float], spec: str = ".2f") -> str:
     )
 
 
-def markdown(results: list[dict], langs: list[str], cells: list[str], description: str) -> str:
-    """A table per measure would be long; one row per (language, cell), mean ± half-range over seeds."""
+def pooled_tests(
+    results: list[dict], out: Path, lang: str, cells: list[str], references: list[str]
+):
+    """Each cell against `none` on one language, its seeds' test outputs pooled (seed s's line i
+    paired with `none`'s seed s line i), so an interval and a p-value cover seeds and sentences
+    alike; only the seeds every cell has, and None without `none` or its outputs."""
+    from translate.text.corpus import read_lines
+
+    def outputs(cell: str) -> dict[int, Path]:
+        paths = {
+            r["seed"]: out / r["run"] / f"test.{lang}.hyp"
+            for r in results
+            if r["lang"] == lang and r["cell"] == cell
+        }
+        return {seed: path for seed, path in paths.items() if path.is_file()}
+
+    runs = {cell: outputs(cell) for cell in cells}
+    present = [set(seeds) for seeds in runs.values() if seeds]
+    seeds = sorted(set.intersection(*present)) if present else []
+    if "none" not in cells or not runs["none"] or not seeds:
+        return None
+    systems = [
+        (cell, [line for seed in seeds for line in read_lines(runs[cell][seed])])
+        for cell in ["none", *(c for c in cells if c != "none" and runs[c])]
+    ]
+    return paired_tests(systems, references * len(seeds), lang)
+
+
+def markdown(
+    results: list[dict],
+    langs: list[str],
+    cells: list[str],
+    description: str,
+    comparisons: dict | None = None,
+) -> str:
+    """A table per measure would be long; one row per (language, cell), mean ± half-range over
+    seeds, and the seeds pooled for the 95% interval and the paired tests against `none`."""
+    comparisons = comparisons or {}
     lines = [
         description,
         "",
-        "| language | cell | seeds | val ppl | BLEU | chrF | off-target | softmax on foreign pieces "
+        "| language | cell | seeds | val ppl | BLEU | BLEU pooled [95% CI] | vs none | chrF | "
+        "chrF pooled [95% CI] | vs none | off-target | softmax on foreign pieces "
         "| foreign share of the target vocabulary | asymmetry |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for lang in langs:
+        comparison = comparisons.get(lang)
         for cell in cells:
             rows = [r for r in results if r["lang"] == lang and r["cell"] == cell]
             if not rows:
                 continue
             lines.append(
                 f"| {lang} | {cell} | {len(rows)} | {spread([r['val_ppl'] for r in rows])} | "
-                f"{spread([r['bleu'] for r in rows])} | {spread([r['chrf'] for r in rows])} | "
+                f"{spread([r['bleu'] for r in rows])} | {interval(comparison, cell, 'bleu')} | "
+                f"{p_values(comparison, cell, 'bleu')} | {spread([r['chrf'] for r in rows])} | "
+                f"{interval(comparison, cell, 'chrf')} | {p_values(comparison, cell, 'chrf')} | "
                 f"{spread([100 * r['off_target'] for r in rows], '.1f')}% | "
                 f"{spread([100 * r['foreign_mass'] for r in rows], '.2f')}% | "
                 f"{spread([100 * r['foreign_share'] for r in rows], '.1f')}% | {spread([r['asymmetry'] for r in rows], '.3f')} |"
@@ -295,7 +363,15 @@ def markdown(results: list[dict], langs: list[str], cells: list[str], descriptio
     signatures = sorted(
         {r["bleu_signature"] for r in results} | {r["chrf_signature"] for r in results}
     )
-    lines += ["", "Signatures: " + ", ".join(f"`{s}`" for s in signatures)]
+    lines += [
+        "",
+        "BLEU, chrF: mean ± half the range over seeds. Pooled: the seeds' outputs scored as one "
+        "corpus, with the 95% interval of sacrebleu's paired bootstrap (1,000 resamples); vs none: "
+        "the pooled difference from the untied cell and its p-values, paired bootstrap / "
+        "approximate randomization (10,000 trials), in bold where both are below 0.05.",
+        "",
+        "Signatures: " + ", ".join(f"`{s}`" for s in signatures),
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -375,6 +451,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--resume", action="store_true", help="keep finished runs with the same config"
     )
+    parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="with --resume: the table of the runs finished so far, training none",
+    )
     args = parser.parse_args(argv)
 
     from translate.text.corpus import plain_or_gzipped, read_lines
@@ -425,50 +506,54 @@ def main(argv: list[str] | None = None) -> int:
     train_text = {lang: read_lines(data_dir / f"train.{lang}") for lang in ["en", *args.langs]}
 
     results = []
-    for seed in args.seeds:
-        for cell in args.cells:
-            for lang in [None] if cell == "multilingual" else args.langs:
-                name = f"{cell}-{lang or 'all'}-seed{seed}"
-                run_dir = args.out / name
-                config = run_config(base, cell, lang, args.langs, seed, run_dir, args.lang_tag)
-                result_path = run_dir / "result.json"
-                if (
-                    args.resume
-                    and result_path.is_file()
-                    and json.loads(result_path.read_text()).get("config") == config
-                ):
-                    results += json.loads(result_path.read_text())["rows"]
-                    continue
-                shutil.rmtree(run_dir, ignore_errors=True)
-                run_dir.mkdir(parents=True)
-                write_atomic(
-                    run_dir / "config.yaml", yaml.safe_dump(config, sort_keys=False).encode()
-                )
-                print(f"distant study: training {name}", file=sys.stderr)
-                seconds = train(run_dir / "config.yaml")
-                logged = logged_metrics(run_dir / "logs" / "run" / "metrics.csv")
-                rows = [
-                    {
-                        "cell": cell,
-                        "seed": seed,
-                        "run": name,
-                        "train_seconds": seconds,
-                        **logged,
-                        **row,
-                    }
-                    for row in evaluate(run_dir, sources, references, args.langs, train_text)
-                ]
-                write_atomic(
-                    result_path, json.dumps({"config": config, "rows": rows}, indent=2).encode()
-                )
-                results += rows
+    for seed, cell, lang in planned_runs(args.langs, args.cells, args.seeds):
+        name = f"{cell}-{lang or 'all'}-seed{seed}"
+        run_dir = args.out / name
+        config = run_config(base, cell, lang, args.langs, seed, run_dir, args.lang_tag)
+        result_path = run_dir / "result.json"
+        if (
+            args.resume
+            and result_path.is_file()
+            and json.loads(result_path.read_text()).get("config") == config
+        ):
+            results += json.loads(result_path.read_text())["rows"]
+            continue
+        if args.report_only:
+            continue
+        shutil.rmtree(run_dir, ignore_errors=True)
+        run_dir.mkdir(parents=True)
+        write_atomic(run_dir / "config.yaml", yaml.safe_dump(config, sort_keys=False).encode())
+        print(f"distant study: training {name}", file=sys.stderr)
+        seconds = train(run_dir / "config.yaml")
+        logged = logged_metrics(run_dir / "logs" / "run" / "metrics.csv")
+        rows = [
+            {
+                "cell": cell,
+                "seed": seed,
+                "run": name,
+                "train_seconds": seconds,
+                **logged,
+                **row,
+            }
+            for row in evaluate(run_dir, sources, references, args.langs, train_text)
+        ]
+        write_atomic(result_path, json.dumps({"config": config, "rows": rows}, indent=2).encode())
+        results += rows
+    if not results:
+        print("distant study: no run has finished yet", file=sys.stderr)
+        return 0
     description = (
         f"Distant-pair study: en→{', '.join(args.langs)}, the same {sizes['train']:,} training "
         f"sentences for each, {base['trainer']['max_steps']} updates a bilingual run "
         f"(the multilingual model {len(args.langs)}x), seeds {', '.join(map(str, args.seeds))}; "
-        f"test: {len(sources):,} rows, greedy. Mean ± half the range over seeds."
+        f"test: {len(sources):,} rows, greedy. Mean ± half the range over seeds. "
+        f"{len({r['run'] for r in results})} runs, {train_hours(results)} of training."
     )
-    table = markdown(results, args.langs, args.cells, description)
+    comparisons = {
+        lang: pooled_tests(results, args.out, lang, args.cells, references[lang])
+        for lang in args.langs
+    }
+    table = markdown(results, args.langs, args.cells, description, comparisons)
     write_atomic(args.out / "results.md", table.encode())
     write_atomic(args.out / "results.json", json.dumps(results, indent=2).encode())
     plot(results, args.langs, args.cells, args.out / "results.png")

@@ -199,7 +199,7 @@ def evaluate_run(
     from translate.decode.translator import load_translator
     from translate.files import write_lines_atomic
     from translate.model.checkpoint import read_checkpoint
-    from translate.text.metrics import corpus_scores
+    from translate.score.metrics import corpus_scores
 
     checkpoint = run_dir / "checkpoints" / "last.ckpt"
     updates = read_checkpoint(checkpoint).get("global_step")  # fewer than max_steps if max_time hit
@@ -231,18 +231,54 @@ def _number(value, spec: str) -> str:
     return "–" if value is None else format(value, spec)
 
 
-def markdown_table(results: list[dict], baseline_mrr: float, description: str) -> str:
+# --- significance (shared with the distant-pair study) ------------------------------------------
+def paired_tests(
+    systems: list[tuple[str, list[str]]], references: list[str], target_lang: str | None = None
+):
+    """sacrebleu's paired bootstrap and approximate randomization of every system against the
+    first, on BLEU and chrF (translate.score.significance, as translate-eval --compare)."""
+    from translate.score.significance import compare
+
+    return compare(systems, [references], ("bleu", "chrf"), target_lang)
+
+
+def interval(comparison, system: str, metric: str) -> str:
+    """The bootstrap's 95% interval: score [low, high]."""
+    if comparison is None or system not in comparison.systems:
+        return "–"
+    r = comparison.result(system, metric)
+    return f"{r.score:.2f} [{r.mean - r.ci:.2f}, {r.mean + r.ci:.2f}]"
+
+
+def p_values(comparison, system: str, metric: str) -> str:
+    """Both tests' p against the baseline, `bold` where both are below 0.05."""
+    if comparison is None or system not in comparison.systems[1:]:
+        return "–"
+    r = comparison.result(system, metric)
+    delta = r.score - comparison.result(comparison.systems[0], metric).score
+    text = f"{delta:+.2f} (p {r.p_bootstrap:.3f} / {r.p_randomization:.3f})"
+    return f"**{text}**" if comparison.significant(system, metric) else text
+
+
+def markdown_table(
+    results: list[dict], baseline_mrr: float, description: str, comparison=None
+) -> str:
     header = (
-        "| run | parameters | in embeddings | updates | val ppl | BLEU | chrF | tgt tokens/s "
-        "| wall time | asymmetry | bigram MRR |"
+        "| run | parameters | in embeddings | updates | val ppl | BLEU [95% CI] | vs none | "
+        "chrF [95% CI] | vs none | tgt tokens/s | wall time | asymmetry | bigram MRR |"
     )
-    lines = [description, "", header, "|" + "---|" * 11]
+    lines = [description, "", header, "|" + "---|" * 13]
     for r in results:
         minutes, seconds = divmod(round(r["train_seconds"]), 60)
+        name = r["name"]
         lines.append(
-            f"| {r['name']} | {r['parameters']:,} | {r['embedding_parameters']:,} | "
-            f"{_number(r['updates'], ',')} | {_number(r['val_ppl'], '.2f')} | {r['bleu']:.2f} | "
-            f"{r['chrf']:.2f} | {_number(r['tokens_per_sec'], ',.0f')} | {minutes} min {seconds:02d} s | "
+            f"| {name} | {r['parameters']:,} | {r['embedding_parameters']:,} | "
+            f"{_number(r['updates'], ',')} | {_number(r['val_ppl'], '.2f')} | "
+            f"{interval(comparison, name, 'bleu') if comparison else format(r['bleu'], '.2f')} | "
+            f"{p_values(comparison, name, 'bleu')} | "
+            f"{interval(comparison, name, 'chrf') if comparison else format(r['chrf'], '.2f')} | "
+            f"{p_values(comparison, name, 'chrf')} | "
+            f"{_number(r['tokens_per_sec'], ',.0f')} | {minutes} min {seconds:02d} s | "
             f"{r['asymmetry']:.3f} | {r['bigram_mrr']:.3f} |"
         )
     signatures = sorted({(r["bleu_signature"], r["chrf_signature"]) for r in results})
@@ -250,7 +286,10 @@ def markdown_table(results: list[dict], baseline_mrr: float, description: str) -
         "",
         "parameters: each stored tensor counted once; in embeddings: the distinct embedding and "
         "pre-softmax matrices. val ppl: dev perplexity at the last validation. BLEU/chrF: test "
-        f"split ({results[0]['test_sentences']:,} sentences, greedy). tgt tokens/s: mean of the "
+        f"split ({results[0]['test_sentences']:,} sentences, greedy), with the 95% interval of "
+        "sacrebleu's paired bootstrap (1,000 resamples); vs none: the difference from the untied "
+        "run and its p-values, paired bootstrap / approximate randomization (10,000 trials), in "
+        "bold where both are below 0.05. tgt tokens/s: mean of the "
         "logged training windows; wall time: the whole fit, validation included. asymmetry: "
         "||M - M^T||_F / ||M||_F of the direct path M = W_E A^T W_U^T; bigram MRR: mean "
         "reciprocal rank under M of each token's most frequent successor in the training "
@@ -412,7 +451,18 @@ def main(argv: list[str] | None = None) -> int:
         f"{base['trainer'].get('max_steps')} updates per run, seed {base.get('seed_everything')}, "
         f"vocabulary {len(vocab.target):,}; host: {os.cpu_count()} CPU cores)."
     )
-    table = markdown_table(results, baseline_mrr, description)
+    from translate.text.corpus import read_lines
+
+    hypotheses = {
+        r["name"]: read_lines(out / r["name"] / "test.hyp")
+        for r in results
+        if (out / r["name"] / "test.hyp").is_file()
+    }
+    comparison = None
+    if "none" in hypotheses and len(hypotheses) > 1:
+        systems = [("none", hypotheses.pop("none")), *hypotheses.items()]
+        comparison = paired_tests(systems, references)
+    table = markdown_table(results, baseline_mrr, description, comparison)
     write_atomic(out / "results.md", table.encode())
     summary = {
         "scale": scale,

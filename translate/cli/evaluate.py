@@ -1,19 +1,28 @@
-"""`translate-eval`: corpus BLEU and chrF (sacrebleu, with signatures) of a checkpoint or of a hypothesis file.
+"""`translate-eval`: sacrebleu scores (with signatures) of a checkpoint or a hypothesis file, and
+paired significance tests between systems.
 
     translate-eval --checkpoint CKPT                      # the test split the checkpoint was trained with
     translate-eval --checkpoint CKPT --split dev          # its dev split
-    translate-eval --checkpoint CKPT --source test.en --reference test.de --output hyp.de
+    translate-eval --checkpoint CKPT --test-set wmt14 [--language-pair en-de]   # a public test set
+    translate-eval --checkpoint CKPT --source test.en --reference test.de [--reference test2.de]
     translate-eval --hypotheses hyp.de --reference test.de [--target-lang de]
     translate-eval --checkpoint MANY --directions en-de de-fr ja-zh-CN   # a many-to-many model
+    translate-eval --compare BASE.ckpt NEW.ckpt hyp.de --test-set wmt14   # the first is the baseline
+    ... --metrics bleu,chrf,chrf++,ter --sentence-scores scores.jsonl --plot by-length.png
 
-Without --source and --reference, the text comes from the corpus and languages recorded in the
-checkpoint (its training run's data settings), so a Spanish-English model is scored on its own
-test set, never on another pair's. A many-to-many model is scored on every direction it was
-trained on (or those --directions names, zero-shot ones too), one row each, with the
-off-target rate: the share of outputs a language identifier finds in another of its languages.
-BLEU tokenizes as the target language needs (zh for Chinese, ja-mecab, ko-mecab, else 13a).
-A checkpoint is translated with translate-cli's search options (--beam, --length-penalty,
---restrict-target, ...) and their defaults.
+Without --source, --reference or --test-set, the text comes from the corpus and languages
+recorded in the checkpoint (its training run's data settings), so a Spanish-English model is
+scored on its own test set, never on another pair's. A many-to-many model is scored on every
+direction it was trained on (or those --directions names, zero-shot ones too), one row each,
+with the off-target rate: the share of outputs a language identifier finds in another of its
+languages. BLEU tokenizes as the target language needs (zh for Chinese, ja-mecab, ko-mecab,
+else 13a). A checkpoint is translated with translate-cli's search options (--beam,
+--length-penalty, --restrict-target, ...) and, where not given, each checkpoint's own defaults.
+
+--test-set names any test set sacrebleu knows (`sacrebleu --list`); sacrebleu downloads it once
+into its cache ($SACREBLEU, else ~/.sacrebleu). --compare takes checkpoints (translated first)
+and hypothesis files alike, and tests each against the first with sacrebleu's paired bootstrap
+resampling (1,000 resamples) and approximate randomization (10,000 trials), seed 12345.
 
 Set TRANSLATE_DEBUG=1 for a traceback instead of a one-line error.
 """
@@ -21,9 +30,10 @@ Set TRANSLATE_DEBUG=1 for a traceback instead of a one-line error.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import sys
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from translate.cli.common import (
     SEARCH_FLAGS,
@@ -51,10 +61,30 @@ def build_parser() -> argparse.ArgumentParser:
         "--hypotheses", metavar="FILE", help="score this detokenized output instead"
     )
     parser.add_argument(
+        "--compare",
+        nargs="+",
+        metavar="SYSTEM",
+        help="two or more checkpoints or hypothesis files, scored on the same references and "
+        "tested against the first (the baseline)",
+    )
+    parser.add_argument(
         "--source", metavar="FILE", help="text the checkpoint translates (with --reference)"
     )
     parser.add_argument(
-        "--reference", metavar="FILE", help="reference translations, one line per source line"
+        "--reference",
+        action="append",
+        metavar="FILE",
+        help="reference translations, one line per source line; repeat for several references",
+    )
+    parser.add_argument(
+        "--test-set",
+        metavar="NAME",
+        help="a test set sacrebleu knows (wmt14, flores200, ...), instead of --source/--reference",
+    )
+    parser.add_argument(
+        "--language-pair",
+        metavar="SRC-TGT",
+        help="with --test-set: its pair as sacrebleu writes it (default: the checkpoint's languages)",
     )
     parser.add_argument(
         "--split",
@@ -71,6 +101,19 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--output", metavar="FILE", help="write the checkpoint's translations here (atomically)"
     )
+    parser.add_argument(
+        "--metrics",
+        default="bleu,chrf",
+        help="comma-separated, of bleu, chrf, chrf++, ter (default: bleu,chrf)",
+    )
+    parser.add_argument(
+        "--sentence-scores",
+        metavar="FILE",
+        help="write each line's source, hypothesis, reference and sentence BLEU and chrF as JSONL",
+    )
+    parser.add_argument(
+        "--plot", metavar="FILE.png", help="draw BLEU by source length for each system"
+    )
     add_search_arguments(parser)
     add_language_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print the scores as JSON")
@@ -79,19 +122,40 @@ def build_parser() -> argparse.ArgumentParser:
 
 def arguments_error(args: argparse.Namespace, argv: list[str] | None) -> str | None:
     """What the combination of flags leaves undefined or silently ignored, or None."""
-    if bool(args.hypotheses) == bool(args.checkpoint):
-        return "give exactly one of --checkpoint (translate, then score) or --hypotheses (score a file)"
+    if sum(bool(x) for x in (args.checkpoint, args.hypotheses, args.compare)) != 1:
+        return (
+            "give exactly one of --checkpoint (translate, then score), --hypotheses (score a "
+            "file) or --compare (test systems against the first)"
+        )
+    if args.compare and len(args.compare) < 2:
+        return (
+            "--compare needs two or more systems: the baseline first, then those tested against it"
+        )
+    if args.compare and len(set(args.compare)) != len(args.compare):
+        return "--compare names a system twice: give each checkpoint or file once"
+    if args.compare and (args.output or args.sentence_scores):
+        flag = "--output" if args.output else "--sentence-scores"
+        return f"{flag} writes one system's lines: give it with --checkpoint or --hypotheses"
+    if args.plot and args.reference and not args.source:
+        return "--plot groups lines by source length: give --source (or --test-set)"
+    if args.language_pair and not args.test_set:
+        return "--language-pair chooses the pair of a --test-set; with files give --target-lang"
+    if args.test_set:
+        clashing = given_flags(argv, ("--source", "--reference", "--split", "--directions"))
+        if clashing:
+            return (
+                f"--test-set brings its own source and references; leave out {', '.join(clashing)}"
+            )
     if args.hypotheses:
         ignored = given_flags(
-            argv,
-            SEARCH_FLAGS + ("--source", "--split", "--output", "--directions", "--source-lang"),
+            argv, SEARCH_FLAGS + ("--split", "--output", "--directions", "--source-lang")
         )
         if ignored:
             return f"{', '.join(ignored)} apply only with --checkpoint; --hypotheses is scored as it is"
-        if not args.reference:
-            return "--hypotheses needs --reference, the reference translations to score it against"
+        if not (args.reference or args.test_set):
+            return "--hypotheses needs --reference (or --test-set), the translations to score it against"
         return None
-    if bool(args.source) != bool(args.reference):
+    if args.checkpoint and bool(args.source) != bool(args.reference):
         given, missing = ("--source", "--reference") if args.source else ("--reference", "--source")
         return (
             f"{given} without {missing}: give both, or neither to use the test split the checkpoint "
@@ -103,42 +167,138 @@ def arguments_error(args: argparse.Namespace, argv: list[str] | None) -> str | N
         return "--directions chooses directions of the checkpoint's own corpus; with --source give --target-lang"
     if args.directions and (args.target_lang or args.source_lang):
         return "--directions names the languages; --target-lang and --source-lang go with --source"
-    if args.output and args.directions and len(args.directions) > 1:
-        return "--output writes one direction's translations: give one of --directions, or --source"
+    one_direction = [
+        f
+        for f in ("--output", "--sentence-scores", "--plot")
+        if getattr(args, f[2:].replace("-", "_"))
+    ]
+    if one_direction and args.directions and len(args.directions) > 1:
+        return f"{one_direction[0]} is for one direction: give one of --directions, or --source"
     return search_settings_error(args)
 
 
-def scored_directions(translator, args: argparse.Namespace) -> list[tuple[str, str]]:
-    """The directions `--checkpoint` alone scores: the trained ones, or those --directions names."""
+@dataclass
+class EvalText:
+    """What systems are scored on: sources (None where only hypotheses are scored), one list of
+    lines per reference, the direction, and how an error or a report names them."""
+
+    sources: list[str] | None
+    references: list[list[str]]
+    reference_names: list[str]
+    direction: tuple[str, str | None]  # ("?", None): languages not known
+    description: str
+
+    @property
+    def target_lang(self) -> str | None:
+        return self.direction[1]
+
+
+def named_test_set(args: argparse.Namespace, languages: tuple[str, str] | None) -> EvalText:
+    from translate.score.test_sets import load_test_set, sacrebleu_pair
+
+    if args.language_pair:
+        pair = args.language_pair
+    elif languages:
+        pair = sacrebleu_pair(*languages)
+    else:
+        raise UsageError(
+            f"--test-set {args.test_set}: give --language-pair; the checkpoint does not say its "
+            "one pair of languages"
+        )
+    test_set = load_test_set(args.test_set, pair)
+    names = [f"{test_set.name} {pair} reference"] * len(test_set.references)
+    return EvalText(
+        test_set.sources,
+        test_set.references,
+        names,
+        tuple(pair.split("-", 1)),
+        test_set.description(),
+    )
+
+
+def given_files(args: argparse.Namespace, target_lang: str | None) -> EvalText:
+    from translate.text.corpus import read_lines
+
+    sources = read_lines(args.source) if args.source else None
+    references = [read_lines(path) for path in args.reference]
+    if sources is not None:
+        for path, reference in zip(args.reference, references, strict=True):
+            if len(sources) != len(reference):
+                raise UsageError(
+                    f"--source {args.source} has {len(sources)} lines but --reference {path} has "
+                    f"{len(reference)}: every line needs one reference"
+                )
+    against = " and ".join(args.reference)
+    description = f"{args.source} against {against}" if args.source else f"against {against}"
+    return EvalText(
+        sources,
+        references,
+        list(args.reference),
+        (args.source_lang or "?", target_lang),
+        description,
+    )
+
+
+def own_splits(translator, args: argparse.Namespace) -> list[EvalText]:
+    """The directions `--checkpoint` alone scores: the trained ones, or those --directions names,
+    each on the checkpoint's own split."""
     from translate.text.languages import parse_direction
 
     trained = translator.directions()
     if not trained:
         raise UsageError(
             f"{translator.path} does not record the corpus and languages it was trained on: "
-            "give --source and --reference"
+            "give --source and --reference (or --test-set)"
         )
-    if not args.directions:
-        return trained
-    known = sorted({lang for direction in trained for lang in direction})
-    try:
-        return [parse_direction(text, known) for text in args.directions]
-    except ValueError as error:
-        raise UsageError(f"--directions: {error}") from None
+    directions = trained
+    if args.directions:
+        known = sorted({lang for direction in trained for lang in direction})
+        try:
+            directions = [parse_direction(text, known) for text in args.directions]
+        except ValueError as error:
+            raise UsageError(f"--directions: {error}") from None
+    texts = []
+    for direction in directions:
+        sources, references, description = translator.corpus_split(args.split, direction)
+        texts.append(EvalText(sources, [references], [description], tuple(direction), description))
+    return texts
 
 
-def translate(
-    translator,
-    sources: list[str],
-    args,
-    device: str,
-    target_lang: str | None,
-    source_lang: str | None,
-) -> list[str]:
+def checkpoint_texts(translator, args: argparse.Namespace) -> list[EvalText]:
+    """What a checkpoint is scored on: a test set, given files, or its own split(s)."""
+    from translate.decode import pipeline
+
+    if args.test_set:
+        text = named_test_set(args, translator.languages())
+        if translator.multilingual():  # sacrebleu's zh is the model's zh-CN
+            known = sorted({lang for direction in translator.directions() for lang in direction})
+            text.direction = tuple(
+                next((lang for lang in known if lang.split("-")[0].lower() == code), code)
+                for code in text.direction
+            )
+    elif args.source:
+        target = pipeline.direction_for(translator, args.target_lang, args.source_lang).target_lang
+        text = given_files(args, target or (translator.languages() or (None, None))[1])
+        if not translator.multilingual() and translator.languages():
+            text.direction = tuple(translator.languages())
+    else:
+        return own_splits(translator, args)
+    if translator.multilingual() and not args.target_lang:
+        args.target_lang = text.target_lang
+    return [text]
+
+
+def translate(translator, sources: list[str], args, device: str, direction) -> list[str]:
+    """The checkpoint's translations of `sources` under the search flags and its own defaults."""
     from tqdm import tqdm
 
     from translate.decode import pipeline
 
+    multilingual = translator.multilingual()
+    target_lang = direction[1] if multilingual else None
+    source_lang = direction[0] if multilingual and direction[0] != "?" else None
+    if args.restrict_target:
+        translator.target_token_mask(target_lang)
     with tqdm(total=len(sources), unit=" lines", file=sys.stderr, mininterval=1.0) as bar:
         with autocast(device, args.precision):
             return pipeline.translate_lines(
@@ -152,121 +312,224 @@ def translate(
             )
 
 
-def score_row(translator, direction, hypotheses, references, description) -> dict:
-    """One direction's scores, with the off-target rate for a many-to-many model."""
-    from translate.text.metrics import corpus_scores
+def score_row(
+    translator, text: EvalText, hypotheses: list[str], metrics: tuple[str, ...], name: str
+) -> dict:
+    """One direction's scores (as --json prints them), with the off-target rate of a
+    many-to-many model."""
+    from translate.score.metrics import score_corpus
 
-    scores = corpus_scores(
-        hypotheses, references, ("the translations", description), target_lang=direction[1]
+    scores = score_corpus(
+        hypotheses, text.references, metrics, text.target_lang, (name, text.reference_names)
     )
-    trained = (
-        direction[0] == "?" or tuple(direction) in translator.directions()
-    )  # "?": the source language not given
     row = {
-        "direction": f"{direction[0]}-{direction[1]}",
-        "trained": trained,
-        "lines": len(references),
-        **scores.__dict__,
+        "direction": f"{text.direction[0]}-{text.direction[1] or '?'}",
+        "lines": len(hypotheses),
+        "references": len(text.references),
     }
-    if translator.multilingual():
+    if translator is not None:  # "?": the source language not given
+        row["trained"] = (
+            text.direction[0] == "?" or tuple(text.direction) in translator.directions()
+        )
+    for score in scores:
+        row[score.metric] = score.score
+        row[f"{score.metric}_signature"] = score.signature
+        if score.metric == "bleu":
+            row["bleu_detail"], row["brevity_penalty"] = score.detail, score.brevity_penalty
+    if translator is not None and translator.multilingual():
         from translate.text.language_id import off_target_rate
 
-        row["off_target"] = off_target_rate(hypotheses, direction[1], translator.target_languages())
+        row["off_target"] = off_target_rate(
+            hypotheses, text.target_lang, translator.target_languages()
+        )
     return row
 
 
-def report(rows: list[dict]) -> str:
+def report(rows: list[dict], metrics: tuple[str, ...]) -> str:
+    from translate.score.metrics import DISPLAY_NAMES
+
     if len(rows) == 1 and "off_target" not in rows[0]:
         row = rows[0]
-        return (
-            f"BLEU {row['bleu']:.2f}  ({row['bleu_detail']})\n  signature: {row['bleu_signature']}\n"
-            f"chrF2 {row['chrf']:.2f}\n  signature: {row['chrf_signature']}"
-        )
-    lines = ["| direction | lines | BLEU | chrF2 | off-target |", "|---|---:|---:|---:|---:|"]
+        lines = []
+        for metric in metrics:
+            detail = f"  ({row['bleu_detail']})" if metric == "bleu" else ""
+            lines += [
+                f"{DISPLAY_NAMES[metric]} {row[metric]:.2f}{detail}",
+                f"  signature: {row[metric + '_signature']}",
+            ]
+        return "\n".join(lines)
+    names = " | ".join(DISPLAY_NAMES[metric] for metric in metrics)
+    lines = [
+        f"| direction | lines | {names} | off-target |",
+        "|---|---:|" + "---:|" * len(metrics) + "---:|",
+    ]
     for row in rows:
-        note = "" if row["trained"] else " (zero-shot)"
+        note = "" if row.get("trained", True) else " (zero-shot)"
         off = f"{100 * row['off_target']:.1f}%" if "off_target" in row else ""
-        lines.append(
-            f"| {row['direction']}{note} | {row['lines']:,} | {row['bleu']:.2f} | {row['chrf']:.2f} | {off} |"
-        )
-    signatures = dict.fromkeys(
-        s for row in rows for s in (row["bleu_signature"], row["chrf_signature"])
-    )
+        scores = " | ".join(f"{row[metric]:.2f}" for metric in metrics)
+        lines.append(f"| {row['direction']}{note} | {row['lines']:,} | {scores} | {off} |")
+    signatures = dict.fromkeys(row[f"{metric}_signature"] for row in rows for metric in metrics)
     return "\n".join(lines + ["", "Signatures: " + ", ".join(f"`{s}`" for s in signatures)])
 
 
-def evaluate(args: argparse.Namespace, argv: list[str] | None) -> int:
-    error = arguments_error(args, argv)
-    if error:
-        raise UsageError(error)
-    from translate.decode import pipeline
-    from translate.decode.translator import load_translator
-    from translate.files import check_writable, write_lines_atomic
-    from translate.text.corpus import read_lines
-    from translate.text.metrics import corpus_scores
+def write_extras(
+    args: argparse.Namespace, text: EvalText, systems: list[tuple[str, list[str]]], metrics
+) -> None:
+    """--sentence-scores (one system) and --plot (every system), atomically."""
+    from translate.files import write_atomic, write_lines_atomic
 
-    if args.hypotheses:
-        names = (args.hypotheses, args.reference)
-        scores = corpus_scores(
-            read_lines(args.hypotheses),
-            read_lines(args.reference),
-            names,
-            target_lang=args.target_lang,
+    if args.sentence_scores:
+        from translate.score.sentences import sentence_records
+
+        records = sentence_records(
+            text.sources,
+            systems[0][1],
+            text.references,
+            tuple(dict.fromkeys(("bleu", "chrf", *metrics))),
+            text.target_lang,
         )
-        print(json.dumps(scores.__dict__, indent=2) if args.json else scores.report())
-        return 0
+        write_lines_atomic(args.sentence_scores, records)
+        print(f"translate-eval: sentence scores in {args.sentence_scores}", file=sys.stderr)
+    if args.plot:
+        from translate.score.plot import length_plot
 
-    if args.output:
-        check_writable(args.output)  # before translating, not after
+        if text.sources is None:
+            raise UsageError("--plot groups lines by source length: give --source (or --test-set)")
+        write_atomic(
+            args.plot, length_plot(text.sources, systems, text.references, text.target_lang)
+        )
+        print(f"translate-eval: BLEU by source length in {args.plot}", file=sys.stderr)
+
+
+def check_outputs(args: argparse.Namespace) -> None:
+    """Every file asked for can be written, before any translating."""
+    from translate.files import check_writable
+
+    for path in (args.output, args.sentence_scores, args.plot):
+        if path:
+            check_writable(path)
+
+
+def score_hypotheses(args: argparse.Namespace, metrics: tuple[str, ...]) -> int:
+    from translate.text.corpus import read_lines
+
+    check_outputs(args)
+    text = named_test_set(args, None) if args.test_set else given_files(args, args.target_lang)
+    hypotheses = read_lines(args.hypotheses)
+    row = score_row(None, text, hypotheses, metrics, args.hypotheses)
+    write_extras(args, text, [(args.hypotheses, hypotheses)], metrics)
+    print(json.dumps(row, indent=2) if args.json else report([row], metrics))
+    return 0
+
+
+def score_checkpoint(args: argparse.Namespace, metrics: tuple[str, ...]) -> int:
+    from translate.decode.translator import load_translator
+    from translate.files import write_lines_atomic
+
+    check_outputs(args)
     device = resolve_device(args)
     prepare_decoding(device)
     translator = load_translator(args.checkpoint, device, quantize=args.quantize)
     apply_search_defaults(args, translator)
-    if args.source:
-        direction = pipeline.direction_for(
-            translator, args.target_lang, args.source_lang
-        )  # refuse before any work
-        if args.restrict_target:
-            translator.target_token_mask(direction.target_lang)
-        sources, references = read_lines(args.source), read_lines(args.reference)
-        if len(sources) != len(references):
-            raise UsageError(
-                f"--source {args.source} has {len(sources)} lines but --reference "
-                f"{args.reference} has {len(references)}: every line needs one reference"
-            )
-        pair = (
-            (args.source_lang or "?", direction.target_lang)
-            if direction.target_lang
-            else translator.languages()
-        )
-        jobs = [
-            (pair or ("?", None), sources, references, f"{args.source} against {args.reference}")
-        ]
-    else:
-        jobs = [
-            (direction, *translator.corpus_split(args.split, direction))
-            for direction in scored_directions(translator, args)
-        ]
-    if args.restrict_target:
-        for direction, *_ in jobs:
-            translator.target_token_mask(direction[1] if translator.multilingual() else None)
+    texts = checkpoint_texts(translator, args)
     rows = []
-    for direction, sources, references, description in jobs:
-        print(f"translate-eval: {description} ({len(sources):,} lines)", file=sys.stderr)
-        multilingual = translator.multilingual()
-        hypotheses = translate(
-            translator,
-            sources,
-            args,
-            device,
-            direction[1] if multilingual else None,
-            direction[0] if multilingual and direction[0] != "?" else None,
-        )
+    for text in texts:
+        print(f"translate-eval: {text.description} ({len(text.sources):,} lines)", file=sys.stderr)
+        hypotheses = translate(translator, text.sources, args, device, text.direction)
         if args.output:
             write_lines_atomic(args.output, hypotheses)
-        rows.append(score_row(translator, direction, hypotheses, references, description))
-    print(json.dumps(rows if len(rows) > 1 else rows[0], indent=2) if args.json else report(rows))
+        rows.append(score_row(translator, text, hypotheses, metrics, "the translations"))
+        write_extras(args, text, [(args.checkpoint, hypotheses)], metrics)
+    print(
+        json.dumps(rows if len(rows) > 1 else rows[0], indent=2)
+        if args.json
+        else report(rows, metrics)
+    )
     return 0
+
+
+def is_checkpoint(path: str) -> bool:
+    """translate-train's checkpoints are zip archives (torch.save); hypotheses are text."""
+    import zipfile
+    from pathlib import Path
+
+    if not Path(path).is_file():
+        raise UsageError(f"--compare {path}: no such file")
+    return zipfile.is_zipfile(path)
+
+
+def compare_systems(args: argparse.Namespace, metrics: tuple[str, ...]) -> int:
+    """Each system's hypotheses (checkpoints translated in turn, each with its own search
+    defaults), then sacrebleu's paired tests against the first."""
+    from translate.score.metrics import check_references
+    from translate.score.significance import compare
+    from translate.text.corpus import read_lines
+
+    check_outputs(args)
+    kinds = {path: is_checkpoint(path) for path in args.compare}
+    checkpoints = [path for path in args.compare if kinds[path]]
+    text = None
+    if args.test_set and not checkpoints:
+        text = named_test_set(args, None)
+    elif args.reference and not checkpoints:
+        text = given_files(args, args.target_lang)
+    elif checkpoints and args.reference and not args.source:
+        raise UsageError(
+            f"--compare translates {checkpoints[0]}: give --source with --reference (or --test-set)"
+        )
+    if not checkpoints and text is None:
+        raise UsageError("--compare of hypothesis files needs --reference (or --test-set)")
+    device = resolve_device(args) if checkpoints else "cpu"
+    if checkpoints:
+        prepare_decoding(device)
+    systems = []
+    for path in args.compare:
+        if not kinds[path]:
+            systems.append((path, read_lines(path)))
+            continue
+        from translate.decode.translator import load_translator
+
+        translator = load_translator(path, device, quantize=args.quantize)
+        system_args = copy.copy(args)  # each checkpoint's own tuned beam and length penalty
+        apply_search_defaults(system_args, translator)
+        if text is None:
+            texts = checkpoint_texts(translator, system_args)
+            if len(texts) > 1:
+                raise UsageError(
+                    f"--compare scores one direction; {path} has {len(texts)}: give one of --directions"
+                )
+            text = texts[0]
+        print(
+            f"translate-eval: {path} on {text.description} ({len(text.sources):,} lines)",
+            file=sys.stderr,
+        )
+        systems.append(
+            (path, translate(translator, text.sources, system_args, device, text.direction))
+        )
+    for name, hypotheses in systems:
+        check_references(hypotheses, text.references, (name, text.reference_names))
+    print(
+        f"translate-eval: paired tests of {len(systems) - 1} system(s) against {systems[0][0]}",
+        file=sys.stderr,
+    )
+    comparison = compare(systems, text.references, metrics, text.target_lang, text.reference_names)
+    write_extras(args, text, systems, metrics)
+    print(comparison.to_json() if args.json else comparison.table())
+    return 0
+
+
+def evaluate(args: argparse.Namespace, argv: list[str] | None) -> int:
+    from translate.score.metrics import parse_metrics
+
+    error = arguments_error(args, argv)
+    if error:
+        raise UsageError(error)
+    metrics = parse_metrics(args.metrics)
+    if args.compare:
+        return compare_systems(args, metrics)
+    if args.hypotheses:
+        return score_hypotheses(args, metrics)
+    return score_checkpoint(args, metrics)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -301,7 +301,7 @@ def translate_command(args: argparse.Namespace) -> int:
                 f"{source_name} had {output.lines_done}: the translations are complete, "
                 "but they are not scored"
             )
-        from translate.text.metrics import (
+        from translate.score.metrics import (
             corpus_scores,  # sacrebleu: only when there is something to score
         )
 

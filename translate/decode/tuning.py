@@ -23,7 +23,7 @@ from translate.model.checkpoint import ARTIFACT_KEY, SEARCH_KEY
 def score(translator: Translator, jobs: list, beam: int, alpha: float, batch_tokens: int) -> dict:
     """BLEU, chrF and brevity penalty of one search setting, averaged over the directions."""
     from translate.decode.pipeline import translate_lines
-    from translate.text.metrics import corpus_scores
+    from translate.score.metrics import corpus_scores
 
     rows = []
     for (source_lang, target_lang), sources, references in jobs:

@@ -1,0 +1,168 @@
+"""Corpus and sentence scores with sacrebleu, on detokenized text, with the signatures that make
+them comparable: BLEU, chrF2, chrF2++ and TER, against one reference or several."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from translate.errors import UsageError
+
+METRICS = ("bleu", "chrf", "chrf++", "ter")  # as --metrics spells them
+DEFAULT_METRICS = ("bleu", "chrf")
+LOWER_IS_BETTER = frozenset({"ter"})
+DISPLAY_NAMES = {"bleu": "BLEU", "chrf": "chrF2", "chrf++": "chrF2++", "ter": "TER"}  # sacrebleu's
+
+# sacrebleu's tokenizers for languages written without spaces; 13a for every other language.
+BLEU_TOKENIZERS = {"zh": "zh", "ja": "ja-mecab", "ko": "ko-mecab"}
+
+
+def bleu_tokenizer(target_lang: str | None) -> str:
+    """The BLEU tokenizer for references in `target_lang` (`zh-CN` → zh, ja → ja-mecab, ...)."""
+    return BLEU_TOKENIZERS.get(_base(target_lang), "13a")
+
+
+def _base(lang: str | None) -> str:
+    return (lang or "").split("-")[0].lower()
+
+
+def parse_metrics(text: str) -> tuple[str, ...]:
+    """`--metrics bleu,chrf++` → ("bleu", "chrf++"); a UsageError names an unknown one."""
+    names = tuple(dict.fromkeys(name.strip().lower() for name in text.split(",") if name.strip()))
+    unknown = [name for name in names if name not in METRICS]
+    if unknown or not names:
+        raise UsageError(
+            f"--metrics {text!r}: {'unknown ' + ', '.join(unknown) if unknown else 'no metric'}; "
+            f"choose from {','.join(METRICS)}"
+        )
+    return names
+
+
+def make_metric(name: str, target_lang: str | None, sentence: bool = False):
+    """sacrebleu's metric object for `name`, tokenizing as `target_lang` needs; `sentence`:
+    BLEU with effective order, as sacrebleu scores a single sentence."""
+    from sacrebleu.metrics import BLEU, CHRF, TER
+
+    tokenizer = bleu_tokenizer(target_lang)
+    try:
+        if name == "bleu":
+            return BLEU(tokenize=tokenizer, effective_order=sentence)
+    except (ImportError, RuntimeError) as error:
+        raise UsageError(
+            f"BLEU for {target_lang} uses sacrebleu's {tokenizer} tokenizer, which needs its "
+            f"package ({error}): pip install -e '.[multilingual]'"
+        ) from None
+    if name in ("chrf", "chrf++"):
+        return CHRF(word_order=2 if name == "chrf++" else 0)
+    if name == "ter":
+        return TER(asian_support=_base(target_lang) in BLEU_TOKENIZERS)
+    raise UsageError(f"unknown metric {name!r}; choose from {','.join(METRICS)}")
+
+
+@dataclass(frozen=True)
+class MetricScore:
+    metric: str  # as --metrics spells it
+    score: float
+    signature: str
+    detail: str  # sacrebleu's line: BLEU's n-gram precisions and brevity penalty, ...
+    brevity_penalty: float | None = None  # BLEU only
+
+
+def check_references(
+    hypotheses: list[str], references: list[list[str]], names: tuple[str, list[str]]
+) -> None:
+    """Every hypothesis needs a line in every reference, and something must be scored."""
+    hypotheses_name, references_names = names
+    for reference, name in zip(references, references_names, strict=True):
+        if len(hypotheses) != len(reference):
+            raise UsageError(
+                f"{hypotheses_name} has {len(hypotheses)} lines but {name} has "
+                f"{len(reference)}: every line needs one reference"
+            )
+    if not any(line.strip() for reference in references for line in reference):
+        first = references[0] if references else []
+        what = "no lines" if not first else f"{len(first)} lines, all of them empty"
+        raise UsageError(f"nothing to score: {', '.join(references_names)} has {what}")
+
+
+def score_corpus(
+    hypotheses: list[str],
+    references: list[list[str]],
+    metrics: tuple[str, ...] = DEFAULT_METRICS,
+    target_lang: str | None = None,
+    names: tuple[str, list[str]] = ("the hypotheses", ["the references"]),
+) -> list[MetricScore]:
+    """Each metric's corpus score against every reference (one list of lines per reference)."""
+    check_references(hypotheses, references, names)
+    scores = []
+    for name in metrics:
+        metric = make_metric(name, target_lang)
+        score = metric.corpus_score(hypotheses, references)
+        scores.append(
+            MetricScore(
+                metric=name,
+                score=score.score,
+                signature=str(metric.get_signature()),
+                detail=str(score),
+                brevity_penalty=getattr(score, "bp", None),
+            )
+        )
+    return scores
+
+
+def sentence_scores(
+    hypotheses: list[str],
+    references: list[list[str]],
+    metrics: tuple[str, ...] = DEFAULT_METRICS,
+    target_lang: str | None = None,
+) -> dict[str, list[float]]:
+    """Each metric's score of every sentence alone (sacrebleu's sentence_score)."""
+    scores = {}
+    for name in metrics:
+        metric = make_metric(name, target_lang, sentence=True)
+        scores[name] = [
+            metric.sentence_score(hypothesis, [reference[i] for reference in references]).score
+            for i, hypothesis in enumerate(hypotheses)
+        ]
+    return scores
+
+
+@dataclass
+class Scores:
+    """Corpus BLEU and chrF2, what training, tuning and the benchmarks report."""
+
+    bleu: float
+    chrf: float
+    bleu_signature: str
+    chrf_signature: str
+    bleu_detail: str
+    brevity_penalty: float = 1.0
+
+    def report(self) -> str:
+        return (
+            f"BLEU {self.bleu:.2f}  ({self.bleu_detail})\n"
+            f"  signature: {self.bleu_signature}\n"
+            f"chrF2 {self.chrf:.2f}\n"
+            f"  signature: {self.chrf_signature}"
+        )
+
+
+def corpus_scores(
+    hypotheses: list[str],
+    references: list[str],
+    names: tuple[str, str] = ("the hypotheses", "the references"),
+    target_lang: str | None = None,
+) -> Scores:
+    """sacrebleu's corpus BLEU and chrF2 against one reference; `names` (of the hypotheses and
+    the references, e.g. their files) are what an error about them says. ja-mecab and
+    ko-mecab need their PyPI packages (the multilingual extra)."""
+    bleu, chrf = score_corpus(
+        hypotheses, [references], ("bleu", "chrf"), target_lang, (names[0], [names[1]])
+    )
+    return Scores(
+        bleu=bleu.score,
+        chrf=chrf.score,
+        bleu_signature=bleu.signature,
+        chrf_signature=chrf.signature,
+        bleu_detail=bleu.detail,
+        brevity_penalty=bleu.brevity_penalty,
+    )

@@ -1,0 +1,31 @@
+"""Sentence-level scores for error analysis: one JSON object per line, the worst easy to sort out."""
+
+from __future__ import annotations
+
+import json
+
+from translate.score.metrics import sentence_scores
+
+
+def sentence_records(
+    sources: list[str] | None,
+    hypotheses: list[str],
+    references: list[list[str]],
+    metrics: tuple[str, ...],
+    target_lang: str | None = None,
+) -> list[str]:
+    """JSONL lines: line (1-based), source, hypothesis, reference (a list with several), and
+    each metric's sentence score (sentence BLEU with effective order, as sacrebleu's -sl)."""
+    scores = sentence_scores(hypotheses, references, metrics, target_lang)
+    records = []
+    for i, hypothesis in enumerate(hypotheses):
+        refs = [reference[i] for reference in references]
+        record = {
+            "line": i + 1,
+            "source": sources[i] if sources is not None else None,
+            "hypothesis": hypothesis,
+            "reference": refs[0] if len(refs) == 1 else refs,
+        }
+        record.update({name: round(values[i], 4) for name, values in scores.items()})
+        records.append(json.dumps(record, ensure_ascii=False))
+    return records

@@ -1,0 +1,141 @@
+"""Systems compared against a baseline on the same references with sacrebleu's paired tests:
+bootstrap resampling (each score's 95% interval and a p-value) and approximate randomization
+(a second p-value), with sacrebleu's fixed seed ($SACREBLEU_SEED, 12345 unless set)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+
+from translate.score.metrics import DISPLAY_NAMES, LOWER_IS_BETTER, check_references, make_metric
+
+BOOTSTRAP_RESAMPLES = 1000  # sacrebleu's --paired-bs-n default
+RANDOMIZATION_TRIALS = 10000  # sacrebleu's --paired-ar-n default
+
+
+@dataclass(frozen=True)
+class Compared:
+    """One system's score on one metric; the p-values are against the baseline (None for it)."""
+
+    system: str
+    metric: str  # as --metrics spells it
+    score: float
+    mean: float  # the bootstrap's estimate of the true score
+    ci: float  # half the width of the bootstrap's 95% interval: mean ± ci
+    p_bootstrap: float | None
+    p_randomization: float | None
+
+
+@dataclass(frozen=True)
+class Comparison:
+    systems: list[str]  # the first is the baseline
+    metrics: tuple[str, ...]
+    results: list[Compared]  # system-major
+    signatures: list[str]  # one per metric, with the test's seed and sample counts
+    bootstrap_resamples: int
+    randomization_trials: int
+
+    def result(self, system: str, metric: str) -> Compared:
+        return next(r for r in self.results if r.system == system and r.metric == metric)
+
+    def significant(self, system: str, metric: str, level: float = 0.05) -> bool:
+        """Both tests reject, at `level`, that the system and the baseline score alike."""
+        result = self.result(system, metric)
+        return max(result.p_bootstrap or 1.0, result.p_randomization or 1.0) < level
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "baseline": self.systems[0],
+                "bootstrap_resamples": self.bootstrap_resamples,
+                "randomization_trials": self.randomization_trials,
+                "signatures": dict(zip(self.metrics, self.signatures, strict=True)),
+                "results": [asdict(result) for result in self.results],
+            },
+            indent=2,
+        )
+
+    def table(self) -> str:
+        """Markdown: each metric's score, mean ± 95% interval, and both p-values."""
+        head = "| system | " + " | ".join(
+            f"{DISPLAY_NAMES[name]}{' (lower is better)' if name in LOWER_IS_BETTER else ''} | p (bs) | p (ar)"
+            for name in self.metrics
+        )
+        rule = "|---|" + "---:|---:|---:|" * len(self.metrics)
+        rows = [head + " |", rule]
+        for index, system in enumerate(self.systems):
+            cells = [("baseline: " if index == 0 else "") + system]
+            for metric in self.metrics:
+                r = self.result(system, metric)
+                cells.append(f"{r.score:.2f} ({r.mean:.2f} ± {r.ci:.2f})")
+                cells.extend(
+                    "" if p is None else f"{p:.4f}{' *' if p < 0.05 else ''}"
+                    for p in (r.p_bootstrap, r.p_randomization)
+                )
+            rows.append("| " + " | ".join(cells) + " |")
+        notes = [
+            "",
+            f"score (bootstrap mean ± 95% interval, {self.bootstrap_resamples:,} resamples); "
+            f"p against the baseline: paired bootstrap (bs) and approximate randomization (ar, "
+            f"{self.randomization_trials:,} trials); * p < 0.05.",
+            "Signatures: " + ", ".join(f"`{s}`" for s in self.signatures),
+        ]
+        return "\n".join(rows + notes)
+
+
+def compare(
+    systems: list[tuple[str, list[str]]],
+    references: list[list[str]],
+    metrics: tuple[str, ...],
+    target_lang: str | None = None,
+    reference_names: list[str] | None = None,
+) -> Comparison:
+    """sacrebleu's PairedTest, once with bootstrap resampling and once with approximate
+    randomization, over the same systems (named hypotheses, the baseline first)."""
+    import logging
+
+    from sacrebleu.significance import PairedTest
+
+    names = reference_names or [f"reference {i + 1}" for i in range(len(references))]
+    for name, hypotheses in systems:
+        check_references(hypotheses, references, (name, names))
+    logging.getLogger("sacrebleu").setLevel(logging.WARNING)
+    runs = {}
+    signatures = []
+    for test, samples in (("bs", BOOTSTRAP_RESAMPLES), ("ar", RANDOMIZATION_TRIALS)):
+        metric_objects = {name: make_metric(name, target_lang) for name in metrics}
+        test_signatures, scores = PairedTest(
+            systems,
+            metric_objects,
+            references,
+            test_type=test,
+            n_samples=samples,
+            n_ar_confidence=-1,
+        )()
+        runs[test] = [results for key, results in scores.items() if key != "System"]
+        if test == "bs":
+            signatures = [str(signature.format()) for signature in test_signatures.values()]
+    results = [
+        Compared(
+            system=name,
+            metric=metric,
+            score=bootstrap.score,
+            mean=float(bootstrap.mean),
+            ci=float(bootstrap.ci),
+            p_bootstrap=bootstrap.p_value,
+            p_randomization=randomization.p_value,
+        )
+        for index, (name, _) in enumerate(systems)
+        for metric, bootstrap_results, randomization_results in zip(
+            metrics, runs["bs"], runs["ar"], strict=True
+        )
+        for bootstrap, randomization in [(bootstrap_results[index], randomization_results[index])]
+    ]
+    return Comparison(
+        systems=[name for name, _ in systems],
+        metrics=metrics,
+        results=results,
+        signatures=signatures,
+        bootstrap_resamples=BOOTSTRAP_RESAMPLES,
+        randomization_trials=RANDOMIZATION_TRIALS,
+    )

@@ -1,0 +1,88 @@
+"""Public test sets by name (sacrebleu's `-t wmt14 -l en-de`): sacrebleu downloads them once into
+its cache (`$SACREBLEU`, else ~/.sacrebleu) and reads them from there after."""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+
+from translate.errors import UsageError
+
+
+@dataclass(frozen=True)
+class TestSet:
+    name: str
+    pair: str  # as sacrebleu writes it: en-de
+    sources: list[str]
+    references: list[list[str]]  # one list of lines per reference
+    reference_files: list[str]
+
+    __test__ = False  # not a pytest class
+
+    @property
+    def target_lang(self) -> str:
+        return self.pair.split("-", 1)[1]
+
+    def description(self) -> str:
+        refs = f", {len(self.references)} references" if len(self.references) > 1 else ""
+        return f"sacrebleu's {self.name} {self.pair}{refs}"
+
+
+def sacrebleu_pair(source_lang: str, target_lang: str) -> str:
+    """A checkpoint's languages as sacrebleu names pairs: zh-CN → zh, pt-BR → pt."""
+    return f"{source_lang.split('-')[0].lower()}-{target_lang.split('-')[0].lower()}"
+
+
+def fetch_hint(name: str, pair: str) -> str:
+    from sacrebleu.utils import SACREBLEU_DIR
+
+    return (
+        f"on a connected machine run `sacrebleu -t {name} -l {pair} --echo src > /dev/null` "
+        f"and copy its ~/.sacrebleu/{name} to {SACREBLEU_DIR}/ (or point SACREBLEU at a copy)"
+    )
+
+
+def load_test_set(name: str, pair: str) -> TestSet:
+    """The set's source and reference lines, downloaded into sacrebleu's cache when missing."""
+    import logging
+
+    from sacrebleu.dataset import DATASETS
+    from sacrebleu.utils import SACREBLEU_DIR, smart_open
+
+    if name not in DATASETS:
+        close = difflib.get_close_matches(name, list(DATASETS), n=3)
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        raise UsageError(
+            f"--test-set {name}: sacrebleu knows no test set of that name{hint}; "
+            "`sacrebleu --list` lists them"
+        )
+    dataset = DATASETS[name]
+    if pair not in dataset.langpairs:
+        raise UsageError(
+            f"--language-pair {pair}: {name} has {', '.join(sorted(dataset.langpairs))}"
+        )
+    logging.getLogger("sacrebleu").setLevel(logging.ERROR)  # one line of ours, not its log
+    try:
+        source_file = dataset.get_source_file(pair)
+        reference_files = dataset.get_reference_files(pair)
+    except (OSError, SystemExit) as error:  # URLError is an OSError; sacrebleu exits on SSL errors
+        reason = getattr(error, "reason", None) or error
+        raise UsageError(
+            f"--test-set {name} {pair} is not in sacrebleu's cache {SACREBLEU_DIR} and could not "
+            f"be downloaded ({reason}): {fetch_hint(name, pair)}"
+        ) from None
+
+    def lines(path: str) -> list[str]:
+        with smart_open(path) as handle:
+            return [line.rstrip() for line in handle]  # as sacrebleu's command line reads them
+
+    sources = lines(source_file)
+    references = [lines(path) for path in reference_files]
+    for path, reference in zip(reference_files, references, strict=True):
+        if len(reference) != len(sources):
+            raise UsageError(
+                f"{path} has {len(reference)} lines but {source_file} has {len(sources)}: "
+                f"the cached {name} is incomplete; delete {dataset._outdir} and fetch it again "
+                f"({fetch_hint(name, pair)})"
+            )
+    return TestSet(name, pair, sources, references, reference_files)
