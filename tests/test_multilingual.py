@@ -333,6 +333,39 @@ def test_every_direction_is_scored_with_its_tokenizer_and_off_target_rate(traine
 
 
 @pytest.mark.slow  # the two models of `trained`: some 20 s each
+def test_a_named_test_set_is_scored_in_the_model_s_direction(trained, capsys, tmp_path):
+    from test_scoring import eval_process, sacrebleu_cache
+
+    root = sacrebleu_cache(tmp_path / "sacrebleu", "wmt20", "en-ja", MULTIWAY)
+    named = eval_process(
+        root,
+        "--checkpoint",
+        str(trained),
+        "--beam",
+        "1",
+        "--test-set",
+        "wmt20",
+        "--language-pair",
+        "en-ja",
+        "--json",
+    )
+    assert named.returncode == 0, named.stderr
+    assert (
+        eval_main(["--checkpoint", str(trained), "--beam", "1", "--directions", "en-ja", "--json"])
+        == 0
+    )
+    own = json.loads(capsys.readouterr().out)
+    row = json.loads(named.stdout)
+    assert row["direction"] == own["direction"] == "en-ja" and row["trained"]
+    assert (row["bleu"], row["chrf"], row["off_target"]) == (
+        own["bleu"],
+        own["chrf"],
+        own["off_target"],
+    )
+    assert row["bleu_signature"].split("|tok:")[1].startswith("ja-mecab")
+
+
+@pytest.mark.slow  # the two models of `trained`: some 20 s each
 def test_a_direction_not_trained_on_is_translated_zero_shot_and_said(trained, capsys):
     assert (
         eval_main(["--checkpoint", str(trained), "--beam", "1", "--directions", "de-ja", "--json"])

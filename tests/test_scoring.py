@@ -195,20 +195,23 @@ def test_plot_and_its_refusals(systems, capsys, tmp_path):
 
 
 # --- named test sets ---------------------------------------------------------------------------
-def sacrebleu_cache(root: Path) -> Path:
-    """wmt14 en-de as sacrebleu lays out a processed test set: $SACREBLEU/wmt14/wmt14.en-de.FIELD."""
-    directory = root / "wmt14"
-    directory.mkdir(parents=True)
-    sources, references = read_lines(FIXTURE / "test.en"), read_lines(FIXTURE / "test.de")
+def sacrebleu_cache(
+    root: Path, name: str = "wmt14", pair: str = "en-de", corpus: Path = FIXTURE
+) -> Path:
+    """A test set as sacrebleu lays out a processed one, $SACREBLEU/NAME/NAME.PAIR.FIELD, here
+    with the lines of `corpus`'s test split."""
+    source_lang, target_lang = pair.split("-")
+    sources = read_lines(corpus / f"test.{source_lang}")
     fields = {
         "src": sources,
-        "ref": references,
-        "docid": ["doc1"] * 40,
-        "genre": ["news"] * 40,
-        "origlang": ["en"] * 40,
+        "ref": read_lines(corpus / f"test.{target_lang}"),
+        "docid": ["doc1"] * len(sources),
+        "genre": ["news"] * len(sources),
+        "origlang": [source_lang] * len(sources),
     }
+    (root / name).mkdir(parents=True)
     for field, lines in fields.items():
-        write(directory / f"wmt14.en-de.{field}", lines)
+        write(root / name / f"{name}.{pair}.{field}", lines)
     return root
 
 
