@@ -363,6 +363,9 @@ def test_a_named_test_set_is_scored_in_the_model_s_direction(trained, capsys, tm
         own["off_target"],
     )
     assert row["bleu_signature"].split("|tok:")[1].startswith("ja-mecab")
+    out = tmp_path / "out.txt"
+    assert eval_main(["--checkpoint", str(trained), "--output", str(out)]) == 2
+    assert "--output is for one direction" in capsys.readouterr().err and not out.exists()
 
 
 @pytest.mark.slow  # the two models of `trained`: some 20 s each

@@ -167,14 +167,19 @@ def arguments_error(args: argparse.Namespace, argv: list[str] | None) -> str | N
         return "--directions chooses directions of the checkpoint's own corpus; with --source give --target-lang"
     if args.directions and (args.target_lang or args.source_lang):
         return "--directions names the languages; --target-lang and --source-lang go with --source"
-    one_direction = [
-        f
-        for f in ("--output", "--sentence-scores", "--plot")
-        if getattr(args, f[2:].replace("-", "_"))
-    ]
-    if one_direction and args.directions and len(args.directions) > 1:
-        return f"{one_direction[0]} is for one direction: give one of --directions, or --source"
+    if one_direction_flag(args) and args.directions and len(args.directions) > 1:
+        return f"{one_direction_flag(args)} is for one direction: give one of --directions, or --source"
     return search_settings_error(args)
+
+
+def one_direction_flag(args: argparse.Namespace) -> str | None:
+    """The first given flag that writes one direction's lines."""
+    given = {
+        "--output": args.output,
+        "--sentence-scores": args.sentence_scores,
+        "--plot": args.plot,
+    }
+    return next((flag for flag, value in given.items() if value), None)
 
 
 @dataclass
@@ -432,6 +437,11 @@ def score_checkpoint(args: argparse.Namespace, metrics: tuple[str, ...]) -> int:
     translator = load_translator(args.checkpoint, device, quantize=args.quantize)
     apply_search_defaults(args, translator)
     texts = checkpoint_texts(translator, args)
+    if len(texts) > 1 and one_direction_flag(args):
+        raise UsageError(
+            f"{one_direction_flag(args)} is for one direction and {args.checkpoint} was trained on "
+            f"{len(texts)}: give one of --directions"
+        )
     rows = []
     for text in texts:
         print(f"translate-eval: {text.description} ({len(text.sources):,} lines)", file=sys.stderr)
