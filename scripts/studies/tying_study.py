@@ -250,13 +250,17 @@ def interval(comparison, system: str, metric: str) -> str:
     return f"{r.score:.2f} [{r.mean - r.ci:.2f}, {r.mean + r.ci:.2f}]"
 
 
+def p_text(p: float) -> str:
+    return "<0.001" if p < 0.001 else f"{p:.3f}"  # 1/10,001 is the least 10,000 trials can give
+
+
 def p_values(comparison, system: str, metric: str) -> str:
     """Both tests' p against the baseline, `bold` where both are below 0.05."""
     if comparison is None or system not in comparison.systems[1:]:
         return "–"
     r = comparison.result(system, metric)
     delta = r.score - comparison.result(comparison.systems[0], metric).score
-    text = f"{delta:+.2f} (p {r.p_bootstrap:.3f} / {r.p_randomization:.3f})"
+    text = f"{delta:+.2f} (p {p_text(r.p_bootstrap)} / {p_text(r.p_randomization)})"
     return f"**{text}**" if comparison.significant(system, metric) else text
 
 

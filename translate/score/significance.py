@@ -115,22 +115,23 @@ def compare(
         runs[test] = [results for key, results in scores.items() if key != "System"]
         if test == "bs":
             signatures = [str(signature.format()) for signature in test_signatures.values()]
-    results = [
-        Compared(
-            system=name,
-            metric=metric,
-            score=bootstrap.score,
-            mean=float(bootstrap.mean),
-            ci=float(bootstrap.ci),
-            p_bootstrap=bootstrap.p_value,
-            p_randomization=randomization.p_value,
-        )
-        for index, (name, _) in enumerate(systems)
-        for metric, bootstrap_results, randomization_results in zip(
+    results = []
+    for index, (name, _) in enumerate(systems):
+        for metric, bootstrap_run, randomization_run in zip(
             metrics, runs["bs"], runs["ar"], strict=True
-        )
-        for bootstrap, randomization in [(bootstrap_results[index], randomization_results[index])]
-    ]
+        ):
+            bootstrap, randomization = bootstrap_run[index], randomization_run[index]
+            results.append(
+                Compared(
+                    system=name,
+                    metric=metric,
+                    score=bootstrap.score,
+                    mean=float(bootstrap.mean),
+                    ci=float(bootstrap.ci),
+                    p_bootstrap=bootstrap.p_value,
+                    p_randomization=randomization.p_value,
+                )
+            )
     return Comparison(
         systems=[name for name, _ in systems],
         metrics=metrics,
