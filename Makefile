@@ -86,7 +86,7 @@ translate: install
 eval: install
 	$(BIN)/translate-eval --checkpoint $(CHECKPOINT)
 
-# Every tie mode and sharing variant trained alike, scored and compared (about an hour on 2
+# Every tie mode and sharing variant trained alike, scored and compared (1 to 1.5 hours on 2
 # CPU cores); results under runs/tying-study/.  On a GPU: make tying-study STUDY_ARGS="--scale gpu"
 tying-study: corpus
 	$(BIN)/python scripts/studies/tying_study.py $(STUDY_ARGS)

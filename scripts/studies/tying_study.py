@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The tying study: what each kind of weight sharing costs or buys, measured on real data.
 
-    python scripts/studies/tying_study.py                # 7 runs on 2 CPU cores, about an hour
+    python scripts/studies/tying_study.py                # 7 runs on 2 CPU cores, 1 to 1.5 hours
     python scripts/studies/tying_study.py --updates 1250 # make train's budget: ~85 min
     python scripts/studies/tying_study.py --scale gpu    # a bigger model and budget on one GPU
     python scripts/studies/tying_study.py --smoke        # two tiny updates per run: checks the path
