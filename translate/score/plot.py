@@ -31,10 +31,8 @@ def length_buckets(sources: list[str], edges: tuple[int, ...] = BUCKET_EDGES) ->
     return buckets
 
 
-def bucket_bleu(
-    hypotheses: list[str], references: list[list[str]], bucket: Bucket, target_lang: str | None
-) -> float:
-    bleu = make_metric("bleu", target_lang)
+def bucket_bleu(hypotheses: list[str], references: list[list[str]], bucket: Bucket, bleu) -> float:
+    """Corpus BLEU (`bleu`: sacrebleu's metric) of the bucket's lines alone."""
     return bleu.corpus_score(
         [hypotheses[i] for i in bucket.lines],
         [[reference[i] for i in bucket.lines] for reference in references],
@@ -56,10 +54,11 @@ def length_plot(
     import matplotlib.pyplot as plt
 
     buckets = length_buckets(sources)
+    bleu = make_metric("bleu", target_lang)  # one tokenizer for every bucket and system
     width = 0.8 / len(systems)
     figure, axis = plt.subplots(figsize=(max(6, 1.2 * len(buckets) * len(systems) ** 0.5), 4))
     for k, (name, hypotheses) in enumerate(systems):
-        scores = [bucket_bleu(hypotheses, references, b, target_lang) for b in buckets]
+        scores = [bucket_bleu(hypotheses, references, b, bleu) for b in buckets]
         positions = [i + k * width for i in range(len(buckets))]
         axis.bar(positions, scores, width, label=name)
     axis.set_xticks(
