@@ -460,21 +460,31 @@ def main(argv: list[str] | None = None) -> int:
 
     from translate.text.corpus import plain_or_gzipped, read_lines
 
-    missing = [
-        lang
-        for lang in ["en", *args.langs]
-        if not plain_or_gzipped(args.corpus / f"train.{lang}").is_file()
-    ]
-    if missing:  # each language's pairs do not depend on the others built, so building just these is the same
-        import build_corpus
+    def lacking(corpus: Path, splits: tuple[str, ...] = ("train",)) -> list[str]:
+        return [
+            lang
+            for lang in ["en", *args.langs]
+            if not all(plain_or_gzipped(corpus / f"{split}.{lang}").is_file() for split in splits)
+        ]
 
-        print(
-            f"distant study: {args.corpus} lacks {', '.join(missing)}; building the study's languages "
-            f"into {args.out / 'corpus'} from Debian's packages",
-            file=sys.stderr,
-        )
-        args.corpus = args.out / "corpus"
-        build_corpus.build_multiway(None, args.langs, args.corpus)
+    missing = lacking(args.corpus)
+    if missing:  # each language's pairs do not depend on the others built, so building just these is the same
+        built = args.out / "corpus"
+        if lacking(built, ("train", "dev", "test")):
+            import build_corpus
+
+            print(
+                f"distant study: {args.corpus} lacks {', '.join(missing)}; building the study's "
+                f"languages into {built} from Debian's packages",
+                file=sys.stderr,
+            )
+            build_corpus.build_multiway(None, args.langs, built)
+        else:  # a resumed study or its report: the corpus an earlier run built
+            print(
+                f"distant study: {args.corpus} lacks {', '.join(missing)}; reading {built}",
+                file=sys.stderr,
+            )
+        args.corpus = built
     data_dir = args.out / "data"
     sizes = aligned_subset(args.corpus, args.langs, data_dir, limit=400 if args.smoke else None)
     print(
