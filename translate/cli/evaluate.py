@@ -276,9 +276,11 @@ def checkpoint_texts(translator, args: argparse.Namespace) -> list[EvalText]:
     if args.test_set:
         text = named_test_set(args, translator.languages())
         if translator.multilingual():  # sacrebleu's zh is the model's zh-CN
+            from translate.text.language_id import base_language
+
             known = sorted({lang for direction in translator.directions() for lang in direction})
             text.direction = tuple(
-                next((lang for lang in known if lang.split("-")[0].lower() == code), code)
+                next((lang for lang in known if base_language(lang) == code), code)
                 for code in text.direction
             )
     elif args.source:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from translate.errors import UsageError
+from translate.text.language_id import base_language
 
 METRICS = ("bleu", "chrf", "chrf++", "ter")  # as --metrics spells them
 DEFAULT_METRICS = ("bleu", "chrf")
@@ -18,11 +19,7 @@ BLEU_TOKENIZERS = {"zh": "zh", "ja": "ja-mecab", "ko": "ko-mecab"}
 
 def bleu_tokenizer(target_lang: str | None) -> str:
     """The BLEU tokenizer for references in `target_lang` (`zh-CN` → zh, ja → ja-mecab, ...)."""
-    return BLEU_TOKENIZERS.get(_base(target_lang), "13a")
-
-
-def _base(lang: str | None) -> str:
-    return (lang or "").split("-")[0].lower()
+    return BLEU_TOKENIZERS.get(base_language(target_lang or ""), "13a")
 
 
 def parse_metrics(text: str) -> tuple[str, ...]:
@@ -54,7 +51,7 @@ def make_metric(name: str, target_lang: str | None, sentence: bool = False):
     if name in ("chrf", "chrf++"):
         return CHRF(word_order=2 if name == "chrf++" else 0)
     if name == "ter":
-        return TER(asian_support=_base(target_lang) in BLEU_TOKENIZERS)
+        return TER(asian_support=base_language(target_lang or "") in BLEU_TOKENIZERS)
     raise UsageError(f"unknown metric {name!r}; choose from {','.join(METRICS)}")
 
 

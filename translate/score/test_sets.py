@@ -7,6 +7,7 @@ import difflib
 from dataclasses import dataclass
 
 from translate.errors import UsageError
+from translate.text.language_id import base_language
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,7 @@ class TestSet:
 
 def sacrebleu_pair(source_lang: str, target_lang: str) -> str:
     """A checkpoint's languages as sacrebleu names pairs: zh-CN → zh, pt-BR → pt."""
-    return f"{source_lang.split('-')[0].lower()}-{target_lang.split('-')[0].lower()}"
+    return f"{base_language(source_lang)}-{base_language(target_lang)}"
 
 
 def fetch_hint(name: str, pair: str) -> str:
