@@ -48,7 +48,9 @@ def dry_run(tmp_path_factory, bundled_corpus_cache) -> Path:
 def test_the_dry_run_records_every_step_with_its_figures(dry_run):
     report = json.loads((dry_run / "report.json").read_text())
     steps = report["steps"]
-    assert report["dry_run"] and report["command"] == "make gpu-report DRY_RUN=1"
+    assert report["dry_run"] and report["command"].startswith(
+        "scripts/benchmarks/gpu_report.py --dry-run"
+    )
     assert list(steps) == [step.name for step in gpu_report.steps(gpu_report.DRY)]
     failed = {name: step["message"] for name, step in steps.items() if step["status"] != "ok"}
     assert failed == {"decode-fp16": "16-mixed (float16 autocast) needs a CUDA device"}
@@ -106,7 +108,8 @@ def test_the_dry_run_records_every_step_with_its_figures(dry_run):
 def test_the_dry_run_writes_its_markdown_and_plots(dry_run):
     text = (dry_run / "report.md").read_text()
     report = json.loads((dry_run / "report.json").read_text())
-    assert text.startswith("# GPU report (`make gpu-report DRY_RUN=1`")
+    assert text.startswith(f"# GPU report ({report['date']}, the CPU, torch 2.")
+    assert "\nMade by `scripts/benchmarks/gpu_report.py --dry-run " in text
     for title in (
         "## Machine",
         "## Training throughput and MFU",
@@ -156,7 +159,8 @@ def test_the_docs_fill_from_the_report_between_their_markers_only(dry_run, tmp_p
         )
     ours = report["steps"]["train-tiny-1k"]["result"]["results"]["bf16"]["ours"]
     assert f"| {ours['tokens_per_s']:,.0f} |" in benchmarks
-    assert "_From `make gpu-report DRY_RUN=1`, 2026-" in training and "![" in training
+    assert "_From `scripts/benchmarks/gpu_report.py --dry-run " in training and "![" in training
+    assert json.loads((docs / "gpu-report" / "report.json").read_text()) == report
     converge = report["steps"]["converge"]["result"]["test"]
     assert f"**{converge['bleu']:.2f} BLEU / {converge['chrf']:.2f} chrF2**" in training
     assert (docs / "images" / "gpu-report" / "converge-dev-bleu.png").read_bytes().startswith(PNG)
@@ -277,6 +281,23 @@ def test_a_ddp_group_s_ranks_get_a_launcher_s_environment_and_a_failed_rank_ends
     )
     assert status == "failed" and "3]" in message
     assert time.monotonic() - started < 30  # not left waiting for its peer
+
+
+def test_the_report_names_each_command_line_that_filled_it_once():
+    first = gpu_report.invocations(None, ["--steps", "environment,converge", "--minutes", "9"])
+    assert first == "scripts/benchmarks/gpu_report.py --steps environment,converge --minutes 9"
+    second = gpu_report.invocations(first, ["--steps", "decode-bf16"])
+    assert second == first + "; scripts/benchmarks/gpu_report.py --steps decode-bf16"
+    assert gpu_report.invocations(second, ["--steps", "decode-bf16"]) == second
+
+
+def test_converge_minutes_replaces_the_converge_run_s_time_cap():
+    settings = gpu_report.with_converge_minutes(gpu_report.GPU, 2.5).converge
+    assert settings.count("--trainer.max_time") == 1
+    assert settings[settings.index("--trainer.max_time") + 1] == "00:00:02:30"
+    assert settings[: settings.index("--trainer.max_time")] == gpu_report.GPU.converge[:2]
+    dry = gpu_report.with_converge_minutes(gpu_report.DRY, 90).converge
+    assert dry[-2:] == ("--trainer.max_time", "00:01:30:00") and dry[:-2] == gpu_report.DRY.converge
 
 
 def test_a_report_of_the_other_kind_is_never_mixed_in(tmp_path):

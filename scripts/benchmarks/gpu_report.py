@@ -25,7 +25,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -707,6 +707,27 @@ def save(report: dict, out: Path) -> None:
         )
 
 
+def with_converge_minutes(scale: Scale, minutes: float) -> Scale:
+    """The scale with the converge run capped at `minutes` of training instead of its own cap."""
+    seconds = round(60 * minutes)
+    cap = f"00:{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+    settings = list(scale.converge)
+    if "--trainer.max_time" in settings:
+        settings[settings.index("--trainer.max_time") + 1] = cap
+    else:
+        settings += ["--trainer.max_time", cap]
+    return replace(scale, converge=tuple(settings))
+
+
+def invocations(earlier: str | None, argv: list[str] | None) -> str:
+    """How the report was made: this run's command line after those of the earlier runs that
+    filled the same report (joined by "; "), each named once."""
+    args = sys.argv[1:] if argv is None else argv
+    command = shlex.join(["scripts/benchmarks/gpu_report.py", *args])
+    commands = earlier.split("; ") if earlier else []
+    return "; ".join(commands if command in commands else [*commands, command])
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dry-run", action="store_true", help="every step at toy size on the CPU")
@@ -737,13 +758,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--step-minutes", type=float, default=None, help="each step's cap (default 9; dry run 3)"
     )
+    parser.add_argument(
+        "--converge-minutes",
+        type=float,
+        default=None,
+        help="the converge run's training time (default 6; for a short lease)",
+    )
     parser.add_argument("--list", action="store_true", help="print the steps and exit")
     parser.add_argument("--probe-environment", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument(
         "--probe-ctranslate2", nargs=2, metavar=("CKPT", "DEVICE"), help=argparse.SUPPRESS
     )
     args = parser.parse_args(argv)
-    for name in ("minutes", "step_minutes"):
+    for name in ("minutes", "step_minutes", "converge_minutes"):
         if getattr(args, name) is not None and getattr(args, name) <= 0:
             parser.error(f"--{name.replace('_', '-')} must be more than 0")
     return args
@@ -802,6 +829,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(probe_ctranslate2(*args.probe_ctranslate2)))
         return 0
     scale = DRY if args.dry_run else GPU
+    if args.converge_minutes is not None:
+        scale = with_converge_minutes(scale, args.converge_minutes)
     plan = steps(scale)
     names = [step.name for step in plan]
     if args.list:
@@ -827,7 +856,7 @@ def main(argv: list[str] | None = None) -> int:
             "dry_run": args.dry_run,
             "scale": asdict(scale),
             "date": datetime.date.today().isoformat(),
-            "command": "make gpu-report" + (" DRY_RUN=1" if args.dry_run else ""),
+            "command": invocations(report.get("command"), argv),
         }
     )
     context = Context(out, (args.cache_dir or out / "cache").resolve(), scale, outcomes)

@@ -6,8 +6,9 @@ in one step:
 
 Each section lies between `<!-- gpu-report:NAME -->` and `<!-- /gpu-report:NAME -->` in a file
 under docs/ (NAME: environment, training, converge, decoding, serving, ddp); everything between
-is replaced by the report's section, headed by the date, device and command, and the plots are
-copied to docs/images/gpu-report/. Text outside the markers is never touched.
+is replaced by the report's section, headed by the date, device and command; the plots are
+copied to docs/images/gpu-report/ and report.json itself to docs/gpu-report/, so that the
+committed docs keep their source. Text outside the markers is never touched.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from translate.files import write_atomic  # noqa: E402
 
 MARKER = re.compile(r"<!-- (/?)gpu-report:([a-z]+) -->")
 IMAGES = "images/gpu-report"
+KEPT_REPORT = "gpu-report/report.json"
 
 
 def block(report: dict, name: str, images: dict[str, str]) -> str:
@@ -110,6 +112,9 @@ def main(argv: list[str] | None = None) -> int:
             (args.docs / IMAGES).mkdir(parents=True, exist_ok=True)
             shutil.copyfile(source, args.docs / IMAGES / plot)
             images[name] = f"{IMAGES}/{plot}"
+    kept = args.docs / KEPT_REPORT
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(kept, args.report.read_bytes())
     every = []
     for path in sorted(args.docs.glob("*.md")):
         text = path.read_text(encoding="utf-8")

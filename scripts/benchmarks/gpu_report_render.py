@@ -272,11 +272,15 @@ RENDERERS = {
 }
 
 
-def provenance(report: dict) -> str:
+def when_and_where(report: dict) -> str:
     env = done(report, "environment")
     device = ", ".join(env[0]["gpus"]) if env and env[0]["gpus"] else "the CPU"
     torch = f", torch {env[0]['torch']}" if env else ""
-    return f"`{report['command']}`, {report['date']}, {device}{torch}"
+    return f"{report['date']}, {device}{torch}"
+
+
+def provenance(report: dict) -> str:
+    return f"`{report['command']}`, {when_and_where(report)}"
 
 
 def render_plots(report: dict, out: Path) -> dict[str, Path]:
@@ -343,7 +347,7 @@ def render_plots(report: dict, out: Path) -> dict[str, Path]:
 
 
 def render_markdown(report: dict, plots: dict[str, Path], image_prefix: str = "") -> str:
-    lines = [f"# GPU report ({provenance(report)})", ""]
+    lines = [f"# GPU report ({when_and_where(report)})", "", f"Made by `{report['command']}`.", ""]
     if report.get("dry_run"):
         lines += [
             "**Dry run**: every step at toy size on the CPU, to prove the path; its figures say nothing "
