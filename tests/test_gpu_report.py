@@ -264,10 +264,10 @@ def test_a_ddp_group_s_ranks_get_a_launcher_s_environment_and_a_failed_rank_ends
         "import os\n"
         "print(' '.join(os.environ[k] for k in ('WORLD_SIZE', 'NODE_RANK', 'LOCAL_RANK', 'MASTER_ADDR')))"
     )
-    status, _ = gpu_report.run_command(
+    status, message = gpu_report.run_command(
         gpu_report.Command(show, "ranks.txt", ranks=2), tmp_path, time.monotonic() + 60
     )
-    assert status == "ok"
+    assert status == "ok", message
     assert sorted((tmp_path / "ranks.txt").read_text().splitlines()) == [
         "2 0 0 127.0.0.1",
         "2 1 0 127.0.0.1",
@@ -279,8 +279,8 @@ def test_a_ddp_group_s_ranks_get_a_launcher_s_environment_and_a_failed_rank_ends
     status, message = gpu_report.run_command(
         gpu_report.Command(waits, ranks=2), tmp_path, time.monotonic() + 120
     )
-    assert status == "failed" and "3]" in message
-    assert time.monotonic() - started < 30  # not left waiting for its peer
+    assert status == "failed" and "3]" in message, (status, message)
+    assert time.monotonic() - started < 30, message  # not left waiting for its peer
 
 
 def test_the_report_names_each_command_line_that_filled_it_once():
