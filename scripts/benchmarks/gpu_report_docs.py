@@ -95,8 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not args.report.is_file():
         raise SystemExit(f"error: {args.report}: no report here (make one with: make gpu-report)")
+    raw = args.report.read_bytes()  # parsed here, and kept as it is beside the docs
     try:
-        report = json.loads(args.report.read_text(encoding="utf-8"))
+        report = json.loads(raw)
         report["command"], report["steps"]
     except (ValueError, KeyError) as error:
         raise SystemExit(f"error: {args.report}: not a gpu-report report.json ({error})") from None
@@ -114,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
             images[name] = f"{IMAGES}/{plot}"
     kept = args.docs / KEPT_REPORT
     kept.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(kept, args.report.read_bytes())
+    write_atomic(kept, raw)
     every = []
     for path in sorted(args.docs.glob("*.md")):
         text = path.read_text(encoding="utf-8")

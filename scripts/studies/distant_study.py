@@ -98,6 +98,17 @@ SMOKE = {
 
 
 # --- data ------------------------------------------------------------------------------------------
+def lacking(corpus: Path, langs: list[str], splits: tuple[str, ...] = ("train",)) -> list[str]:
+    """The languages (English and `langs`) that `corpus` lacks one of `splits` of."""
+    from translate.text.corpus import plain_or_gzipped
+
+    return [
+        lang
+        for lang in ["en", *langs]
+        if not all(plain_or_gzipped(corpus / f"{split}.{lang}").is_file() for split in splits)
+    ]
+
+
 def aligned_subset(
     corpus: Path, langs: list[str], out: Path, limit: int | None = None
 ) -> dict[str, int]:
@@ -458,19 +469,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
 
-    from translate.text.corpus import plain_or_gzipped, read_lines
+    from translate.text.corpus import read_lines
 
-    def lacking(corpus: Path, splits: tuple[str, ...] = ("train",)) -> list[str]:
-        return [
-            lang
-            for lang in ["en", *args.langs]
-            if not all(plain_or_gzipped(corpus / f"{split}.{lang}").is_file() for split in splits)
-        ]
-
-    missing = lacking(args.corpus)
+    missing = lacking(args.corpus, args.langs)
     if missing:  # each language's pairs do not depend on the others built, so building just these is the same
         built = args.out / "corpus"
-        if lacking(built, ("train", "dev", "test")):
+        if lacking(built, args.langs, ("train", "dev", "test")):
             import build_corpus
 
             print(
