@@ -103,6 +103,25 @@ def test_the_dry_run_records_every_step_with_its_figures(dry_run):
     ddp = steps["ddp"]["result"]
     assert ddp["processes"] == 2 and ddp["one"]["updates"] == ddp["all"]["updates"] == 4
 
+    run = {"updates": converge["updates"], "finished": converge["finished"]}
+    for name in ("ctranslate2", "decode-bf16", "decode-fp32", "serve"):
+        assert steps[name]["result"]["checkpoint"] == run, name
+
+
+@pytest.mark.slow
+def test_figures_of_a_replaced_checkpoint_are_named_as_such(dry_run):
+    report = json.loads((dry_run / "report.json").read_text())
+    assert "another checkpoint" not in RENDERERS["decoding"](report)
+    assert "another checkpoint" not in RENDERERS["serving"](report)
+
+    decoded = report["steps"]["decode-bf16"]["result"]
+    decoded["checkpoint"] = {"updates": 922, "finished": "2026-01-01T00:00:00+00:00"}
+    report["steps"]["serve"]["result"].pop("checkpoint")
+    decoding, serving = RENDERERS["decoding"](report), RENDERERS["serving"](report)
+    assert "bf16-mixed: an earlier converge run's checkpoint (922 updates)" in decoding
+    assert "32-true:" not in decoding
+    assert "translate-serve: a checkpoint of an unrecorded converge run" in serving
+
 
 @pytest.mark.slow
 def test_the_dry_run_writes_its_markdown_and_plots(dry_run):

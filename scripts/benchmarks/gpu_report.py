@@ -167,6 +167,16 @@ class Context:
     def data(self) -> tuple[str, ...]:
         return ("--data.cache_dir", str(self.cache))
 
+    def converge_run(self) -> dict:
+        """Which converge run made the checkpoint: a rerun of that step replaces it, and the steps
+        measured before keep their figures, so each names its run (see gpu_report_render)."""
+        outcome = self.outcomes.get("converge")
+        if not outcome or outcome.status != DONE:
+            return {}
+        return {
+            key: outcome.result[key] for key in ("updates", "finished") if key in outcome.result
+        }
+
 
 @dataclass(frozen=True)
 class Step:
@@ -175,6 +185,7 @@ class Step:
     plan: Callable[[Context], list[Command]]
     read: Callable[[Context, Path], dict]
     needs: Callable[[Context], str] = lambda context: ""  # why it cannot run now; "" when it can
+    uses_checkpoint: bool = False  # measures the converge run's checkpoint (its result names which)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -340,6 +351,7 @@ def converge_step() -> Step:
             "dev_bleu": series(rows, "val_bleu"),
             "dev_ppl": series(rows, "val_ppl"),
             "updates": updates(rows),
+            "finished": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "tokens_per_s": statistics.median(rates) if rates else None,
             "test": json.loads((directory / "test.json").read_text()),
             "test_greedy": json.loads((directory / "test-greedy.json").read_text()),
@@ -376,7 +388,7 @@ def ctranslate2_step() -> Step:
     def read(context: Context, directory: Path) -> dict:
         return json.loads((directory / "probe.json").read_text())
 
-    return Step("ctranslate2", "ctranslate2", plan, read, needs_checkpoint)
+    return Step("ctranslate2", "ctranslate2", plan, read, needs_checkpoint, uses_checkpoint=True)
 
 
 def probe_ctranslate2(checkpoint: str, device: str) -> dict:
@@ -444,7 +456,7 @@ def decoding_step(precision: str) -> Step:
             return "16-mixed (float16 autocast) needs a CUDA device"
         return needs_checkpoint(context)
 
-    return Step(name, "decoding", plan, read, needs)
+    return Step(name, "decoding", plan, read, needs, uses_checkpoint=True)
 
 
 def ctranslate2_probe(context: Context) -> dict:
@@ -480,7 +492,7 @@ def serving_step() -> Step:
     def read(context: Context, directory: Path) -> dict:
         return json.loads((directory / "serve.json").read_text())
 
-    return Step("serve", "serving", plan, read, needs_checkpoint)
+    return Step("serve", "serving", plan, read, needs_checkpoint, uses_checkpoint=True)
 
 
 DDP_OVERLAY = {
@@ -675,6 +687,8 @@ def run_step(step: Step, context: Context, deadline: float) -> Outcome:
     if outcome.status == DONE:
         try:
             outcome.result = step.read(context, directory)
+            if step.uses_checkpoint:
+                outcome.result["checkpoint"] = context.converge_run()
         except (OSError, ValueError, KeyError, IndexError) as error:
             outcome.status, outcome.message = "failed", f"its figures could not be read: {error}"
     outcome.seconds = time.monotonic() - started

@@ -47,6 +47,38 @@ def with_gaps(lines: list[str], report: dict, prefix: str) -> str:
     return "\n".join(lines)
 
 
+def earlier_checkpoint(report: dict, result: dict) -> str:
+    """'' when `result` measured the converge section's checkpoint; else which run's it measured
+    (a rerun converge step replaces the checkpoint, the steps measured before keep their figures)."""
+    converge = done(report, "converge")
+    current = (
+        {key: converge[0][key] for key in ("updates", "finished") if key in converge[0]}
+        if converge
+        else {}
+    )
+    theirs = result.get("checkpoint")
+    if theirs == current:
+        return ""
+    if not theirs:
+        return "a checkpoint of an unrecorded converge run"
+    return f"an earlier converge run's checkpoint ({theirs['updates']:,} updates)"
+
+
+def mixed_checkpoints(report: dict, named: list[tuple[str, dict]]) -> list[str]:
+    """A note naming the (name, result)s measured on another checkpoint than the converge section's."""
+    others = [(name, earlier_checkpoint(report, result)) for name, result in named]
+    others = [(name, which) for name, which in others if which]
+    if not others:
+        return []
+    return [
+        "",
+        "Measured on another checkpoint than the converge section's, so compare the systems "
+        "within their own rows, not their BLEU with the other rows: "
+        + "; ".join(f"{name}: {which}" for name, which in others)
+        + ".",
+    ]
+
+
 def environment(report: dict) -> str:
     env = done(report, "environment")
     if not env:
@@ -188,6 +220,7 @@ def decoding(report: dict) -> str:
                 f"{row['sentences_per_s']:,.1f} | {row['tokens_per_s']:,.0f} | {row['bleu']:.2f} | "
                 f"{row['chrf']:.2f} | {same} | {ratio} |"
             )
+    lines += mixed_checkpoints(report, [(result["precision"], result) for result in results])
     probe = done(report, "ctranslate2")
     without = [result["precision"] for result in results if not result["ctranslate2"]]
     if probe and not probe[0]["usable"]:
@@ -226,6 +259,7 @@ def serving(report: dict) -> str:
             f"| {row['batch']:.1f} | {row['model_busy']:.0%} | {1000 * row['p50']:.0f} | "
             f"{1000 * row['p95']:.0f} | {1000 * row['p99']:.0f} | {row['errors']} |"
         )
+    lines += mixed_checkpoints(report, [("translate-serve", result)])
     return with_gaps(lines, report, "serve")
 
 
