@@ -593,4 +593,13 @@ def test_distant_pair_study_smoke_writes_the_table_and_plot(tmp_path):
     assert row[5].startswith(f"{expected:.2f} [") and "(p " in row[6]
     none = next(line for line in table.splitlines() if line.startswith("| ja | none |"))
     assert none.split(" | ")[6] == "–"
+    # the tie's gain into ja against its gain into de, on both seeds pooled
+    untied = [
+        line
+        for seed in (1, 2)
+        for line in (out / f"none-ja-seed{seed}" / "test.ja.hyp").read_text("utf-8").splitlines()
+    ]
+    gain = expected - BLEU(tokenize="ja-mecab").corpus_score(untied, [references]).score
+    row = next(line for line in table.splitlines() if line.startswith("| ja | 1, 2 | BLEU |"))
+    assert row.split(" | ")[3] == f"{gain:+.2f}" and ", p " in row
     assert (out / "results.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -33,6 +33,7 @@ import shutil
 import statistics
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -45,6 +46,7 @@ from tying_study import (  # noqa: E402
     interval,
     logged_metrics,
     merge,
+    p_text,
     p_values,
     paired_tests,
     train,
@@ -52,6 +54,8 @@ from tying_study import (  # noqa: E402
 
 from translate.decode.settings import SearchSettings  # noqa: E402
 from translate.files import write_atomic  # noqa: E402
+from translate.score.metrics import DISPLAY_NAMES  # noqa: E402
+from translate.score.significance import GainDifference  # noqa: E402
 
 CELLS = {
     "none": {"model": {"model": {"tie_embeddings": "none"}}},
@@ -310,32 +314,113 @@ def spread(values: list[float], spec: str = ".2f") -> str:
     )
 
 
-def pooled_tests(
-    results: list[dict], out: Path, lang: str, cells: list[str], references: list[str]
-):
-    """Each cell against `none` on one language, its seeds' test outputs pooled (seed s's line i
-    paired with `none`'s seed s line i), so an interval and a p-value cover seeds and sentences
-    alike; only the seeds every cell has, and None without `none` or its outputs."""
+def pooled_outputs(
+    results: list[dict], out: Path, lang: str, cells: list[str], seeds: list[int] | None = None
+) -> tuple[list[int], dict[str, list[str]]]:
+    """The seeds every given cell has finished on (of `seeds`, or all), and each cell's test
+    outputs on them, seed after seed: line i of seed s is the same sentence in every cell."""
     from translate.text.corpus import read_lines
 
     def outputs(cell: str) -> dict[int, Path]:
         paths = {
             r["seed"]: out / r["run"] / f"test.{lang}.hyp"
             for r in results
-            if r["lang"] == lang and r["cell"] == cell
+            if r["lang"] == lang and r["cell"] == cell and (seeds is None or r["seed"] in seeds)
         }
         return {seed: path for seed, path in paths.items() if path.is_file()}
 
     runs = {cell: outputs(cell) for cell in cells}
-    present = [set(seeds) for seeds in runs.values() if seeds]
-    seeds = sorted(set.intersection(*present)) if present else []
-    if "none" not in cells or not runs["none"] or not seeds:
+    present = [set(found) for found in runs.values() if found]
+    common = sorted(set.intersection(*present)) if present else []
+    return common, {
+        cell: [line for seed in common for line in read_lines(runs[cell][seed])]
+        for cell in cells
+        if runs[cell]
+    }
+
+
+def pooled_tests(
+    results: list[dict], out: Path, lang: str, cells: list[str], references: list[str]
+):
+    """Each cell against `none` on one language, its seeds' test outputs pooled (seed s's line i
+    paired with `none`'s seed s line i), so an interval and a p-value cover seeds and sentences
+    alike; only the seeds every cell has, and None without `none` or its outputs."""
+    seeds, outputs = pooled_outputs(results, out, lang, cells)
+    if "none" not in outputs or not seeds:
         return None
-    systems = [
-        (cell, [line for seed in seeds for line in read_lines(runs[cell][seed])])
-        for cell in ["none", *(c for c in cells if c != "none" and runs[c])]
+    systems = [("none", outputs["none"])] + [
+        (cell, outputs[cell]) for cell in cells if cell != "none" and cell in outputs
     ]
     return paired_tests(systems, references * len(seeds), lang)
+
+
+@dataclass(frozen=True)
+class PooledGain:
+    """A language's gain difference from the first language's, on these seeds pooled."""
+
+    seeds: list[int]
+    difference: GainDifference
+
+
+def gain_differences(
+    results: list[dict], out: Path, langs: list[str], references: dict[str, list[str]]
+) -> list[PooledGain]:
+    """Whether the three-way tie gains less over no tie into each language than into the first
+    (the closest): a paired bootstrap over the shared English test lines, on the seeds both
+    languages have finished in both cells."""
+    from translate.score.significance import Contrast, gain_difference
+
+    def finished(lang: str) -> set[int]:
+        seeds, outputs = pooled_outputs(results, out, lang, ["none", "all"])
+        return set(seeds) if len(outputs) == 2 else set()
+
+    def contrast(lang: str, seeds: list[int]) -> Contrast:
+        _, outputs = pooled_outputs(results, out, lang, ["none", "all"], seeds)
+        return Contrast(
+            lang, outputs["none"], outputs["all"], references[lang] * len(seeds), target_lang=lang
+        )
+
+    first, *others = langs
+    differences = []
+    for lang in others:
+        seeds = sorted(finished(lang) & finished(first))
+        if seeds:
+            pair = (contrast(lang, seeds), contrast(first, seeds))
+            differences += [
+                PooledGain(seeds, gain_difference(*pair, metric)) for metric in ("bleu", "chrf")
+            ]
+    return differences
+
+
+def gain_markdown(differences: list[PooledGain]) -> str:
+    """The gain differences as a table, in the study's p notation (the shift test's p)."""
+    if not differences:
+        return ""
+    base = differences[0].difference.names[1]
+
+    def estimate(e, scale: float, unit: str) -> str:
+        text = f"{scale * e.observed:+.2f}{unit} [{scale * e.low:+.2f}, {scale * e.high:+.2f}], p {p_text(e.p)}"
+        return f"**{text}**" if e.p < 0.05 else text
+
+    lines = [
+        f"Does the three-way tie gain less into a language than into {base}? Its gain over no tie "
+        f"into each, minus its gain into {base}, in points and relative to the untied score "
+        "(paired bootstrap over the shared English test lines, seeds pooled, 1,000 resamples; "
+        "the 95% interval and the two-sided p of the shift test; bold where p < 0.05).",
+        "",
+        f"| language | seeds | metric | gain | {base}'s gain | difference [95% CI] | "
+        f"relative gain | {base}'s | difference [95% CI] |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for pooled in differences:
+        d = pooled.difference
+        lines.append(
+            f"| {d.names[0]} | {', '.join(map(str, pooled.seeds))} | {DISPLAY_NAMES[d.metric]} | "
+            f"{d.gains[0]:+.2f} | {d.gains[1]:+.2f} | "
+            f"{estimate(d.absolute, 1, '')} | {100 * d.relative_gains[0]:+.1f}% | "
+            f"{100 * d.relative_gains[1]:+.1f}% | {estimate(d.relative, 100, ' pt')} |"
+        )
+    return "\n".join(lines) + "\n"
 
 
 def markdown(
@@ -568,6 +653,9 @@ def main(argv: list[str] | None = None) -> int:
         for lang in args.langs
     }
     table = markdown(results, args.langs, args.cells, description, comparisons)
+    if {"none", "all"} <= set(args.cells):
+        gains = gain_markdown(gain_differences(results, args.out, args.langs, references))
+        table += "\n" + gains if gains else ""
     write_atomic(args.out / "results.md", table.encode())
     write_atomic(args.out / "results.json", json.dumps(results, indent=2).encode())
     plot(results, args.langs, args.cells, args.out / "results.png")

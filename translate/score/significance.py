@@ -140,3 +140,101 @@ def compare(
         bootstrap_resamples=BOOTSTRAP_RESAMPLES,
         randomization_trials=RANDOMIZATION_TRIALS,
     )
+
+
+# --- whether a system's gain over its baseline differs between two test sets ----------------------
+@dataclass(frozen=True)
+class Contrast:
+    """A system and its baseline on one test set (one language), line for line."""
+
+    name: str  # the test set's, e.g. its target language
+    baseline: list[str]
+    system: list[str]
+    references: list[str]
+    target_lang: str | None = None
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """`observed` with its bootstrap 95% interval [low, high] and the two-sided p of zero."""
+
+    observed: float
+    low: float
+    high: float
+    p: float
+
+
+@dataclass(frozen=True)
+class GainDifference:
+    """The first contrast's gain (system minus baseline) minus the second's, in points of the
+    metric and relative to each baseline's score."""
+
+    metric: str
+    names: tuple[str, str]
+    gains: tuple[float, float]
+    relative_gains: tuple[float, float]  # each gain over its baseline's score
+    absolute: Estimate
+    relative: Estimate
+    resamples: int
+
+
+def _resampled_scores(metric, hypotheses: list[str], references: list[str], indices) -> list:
+    """The corpus score of each resample (a row of `indices`), from sacrebleu's sufficient
+    statistics, as its own paired bootstrap computes them; the full corpus's score first."""
+    import numpy as np
+
+    stats = np.array(metric._extract_corpus_statistics(hypotheses, [references]), dtype="float64")
+    full = metric._compute_score_from_stats(stats.sum(0)).score
+    return [full, *(metric._compute_score_from_stats(stats[row].sum(0)).score for row in indices)]
+
+
+def _estimate(samples, observed: float) -> Estimate:
+    """The percentile interval, and the two-sided p of the resampled statistics shifted to mean
+    zero (the null) reaching |observed|: the shift test, stricter than sacrebleu's, which centres
+    the resampled |statistic| instead and so gives a smaller p away from zero."""
+    import numpy as np
+
+    samples = np.asarray(samples)
+    shifted = np.abs(samples - samples.mean())
+    p = (int(np.sum(shifted >= abs(observed))) + 1) / (len(samples) + 1)
+    low, high = np.percentile(samples, [2.5, 97.5])
+    return Estimate(float(observed), float(low), float(high), p)
+
+
+def gain_difference(
+    first: Contrast, second: Contrast, metric: str, resamples: int = BOOTSTRAP_RESAMPLES
+) -> GainDifference:
+    """Paired bootstrap over lines shared by both test sets (line i of one is line i of the other,
+    as in a multi-way corpus): each resample draws the same lines from both, so what the two
+    share (a hard source sentence) cancels. Seeded as sacrebleu's tests are."""
+    import os
+
+    import numpy as np
+
+    lines = {len(part) for c in (first, second) for part in (c.baseline, c.system, c.references)}
+    if len(lines) != 1:
+        raise ValueError(
+            f"{first.name} and {second.name}: baselines, systems and references must have one "
+            f"line count to be paired line by line (got {sorted(lines)})"
+        )
+    seed = os.environ.get("SACREBLEU_SEED", "12345")
+    rng = np.random.default_rng(None if seed.lower() == "none" else int(seed))
+    count = lines.pop()
+    indices = rng.choice(count, size=(resamples, count), replace=True)
+    gains, relative = [], []
+    for contrast in (first, second):
+        scorer = make_metric(metric, contrast.target_lang)
+        base = np.array(_resampled_scores(scorer, contrast.baseline, contrast.references, indices))
+        system = np.array(_resampled_scores(scorer, contrast.system, contrast.references, indices))
+        gains.append(system - base)
+        relative.append((system - base) / base)
+    absolute, ratio = gains[0] - gains[1], relative[0] - relative[1]
+    return GainDifference(
+        metric=metric,
+        names=(first.name, second.name),
+        gains=(float(gains[0][0]), float(gains[1][0])),
+        relative_gains=(float(relative[0][0]), float(relative[1][0])),
+        absolute=_estimate(absolute[1:], absolute[0]),
+        relative=_estimate(ratio[1:], ratio[0]),
+        resamples=resamples,
+    )
