@@ -31,7 +31,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from gpu_report_render import render_markdown, render_plots, size_label  # noqa: E402
+from gpu_report_render import converge_run, render_markdown, render_plots, size_label  # noqa: E402
 
 from translate.files import write_atomic  # noqa: E402
 from translate.serve.launch import free_loopback_port  # noqa: E402
@@ -168,14 +168,9 @@ class Context:
         return ("--data.cache_dir", str(self.cache))
 
     def converge_run(self) -> dict:
-        """Which converge run made the checkpoint: a rerun of that step replaces it, and the steps
-        measured before keep their figures, so each names its run (see gpu_report_render)."""
+        """Which converge run made the checkpoint (gpu_report_render.converge_run); {} before one."""
         outcome = self.outcomes.get("converge")
-        if not outcome or outcome.status != DONE:
-            return {}
-        return {
-            key: outcome.result[key] for key in ("updates", "finished") if key in outcome.result
-        }
+        return converge_run(outcome.result) if outcome and outcome.status == DONE else {}
 
 
 @dataclass(frozen=True)

@@ -47,15 +47,17 @@ def with_gaps(lines: list[str], report: dict, prefix: str) -> str:
     return "\n".join(lines)
 
 
+def converge_run(converge: dict) -> dict:
+    """What names a converge run, from its result: the checkpoint of each step that measured it
+    records this, so a rerun of converge (a new checkpoint) shows which figures are older."""
+    return {key: converge[key] for key in ("updates", "finished") if key in converge}
+
+
 def earlier_checkpoint(report: dict, result: dict) -> str:
     """'' when `result` measured the converge section's checkpoint; else which run's it measured
     (a rerun converge step replaces the checkpoint, the steps measured before keep their figures)."""
     converge = done(report, "converge")
-    current = (
-        {key: converge[0][key] for key in ("updates", "finished") if key in converge[0]}
-        if converge
-        else {}
-    )
+    current = converge_run(converge[0]) if converge else {}
     theirs = result.get("checkpoint")
     if theirs == current:
         return ""

@@ -381,9 +381,10 @@ def gain_differences(
         )
 
     first, *others = langs
+    ready = {lang: finished(lang) for lang in langs}
     differences = []
     for lang in others:
-        seeds = sorted(finished(lang) & finished(first))
+        seeds = sorted(ready[lang] & ready[first])
         if seeds:
             pair = (contrast(lang, seeds), contrast(first, seeds))
             differences += [
