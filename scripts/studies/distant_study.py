@@ -55,7 +55,11 @@ from tying_study import (  # noqa: E402
 from translate.decode.settings import SearchSettings  # noqa: E402
 from translate.files import write_atomic  # noqa: E402
 from translate.score.metrics import DISPLAY_NAMES  # noqa: E402
-from translate.score.significance import GainDifference  # noqa: E402
+from translate.score.significance import (  # noqa: E402
+    Contrast,
+    GainDifference,
+    gain_difference,
+)
 
 CELLS = {
     "none": {"model": {"model": {"tie_embeddings": "none"}}},
@@ -368,7 +372,6 @@ def gain_differences(
     """Whether the three-way tie gains less over no tie into each language than into the first
     (the closest): a paired bootstrap over the shared English test lines, on the seeds both
     languages have finished in both cells."""
-    from translate.score.significance import Contrast, gain_difference
 
     def finished(lang: str) -> set[int]:
         seeds, outputs = pooled_outputs(results, out, lang, ["none", "all"])
