@@ -1,10 +1,15 @@
 """translate-export --format argos: the package's layout, and the package installed with the Argos
 engine LibreTranslate uses (argos-translate-lt) in a temporary directory, translating offline
-what translate-cli translates."""
+what translate-cli translates; and (slow) LibreTranslate itself serving it over its HTTP API."""
 
 import dataclasses
+import html
 import json
+import shlex
+import shutil
+import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 
@@ -15,7 +20,23 @@ pytest.importorskip("spacy")
 from test_export import FIXTURE, save_checkpoint, small_config  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts" / "benchmarks"))
-from argos_check import argos_translate, compare_greedy  # noqa: E402
+from argos_check import (  # noqa: E402
+    argos_translate,
+    compare_greedy,
+    compare_libretranslate,
+    left_out,
+    libretranslate_formatting,
+)
+from libretranslate_env import (  # noqa: E402
+    DEFAULT_VENV,
+    LIBRETRANSLATE,
+    LibreTranslateUnavailable,
+    call,
+    install_packages,
+    installed,
+    libretranslate_venv,
+    start_libretranslate,
+)
 from test_translate_cli import write_checkpoint  # noqa: E402
 
 from translate.cli.export import main as export_main  # noqa: E402
@@ -26,9 +47,12 @@ from translate.export.argos import export_argos  # noqa: E402
 from translate.export.output import ExportError  # noqa: E402
 from translate.model.transformer import Transformer  # noqa: E402
 from translate.score.metrics import corpus_scores  # noqa: E402
+from translate.serve.launch import stop_group  # noqa: E402
 from translate.text.vocab import Vocabularies, train_sentencepiece  # noqa: E402
 
 RUN_CONFIG = "data:\n  src_lang: en\n  tgt_lang: de\n"
+LIBRETRANSLATE_VENV = DEFAULT_VENV
+LIBRETRANSLATE_INSTALL_S = 900
 
 
 @pytest.fixture(scope="module")
@@ -141,3 +165,124 @@ def test_what_argos_cannot_run_as_trained_is_refused(tmp_path):
     with pytest.raises(ExportError, match="up to 256 tokens.*positions for 128"):
         export_argos(tmp_path / "short.ckpt", tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def test_libretranslate_formatting_restates_its_rule():
+    """LibreTranslate's own code, libretranslate/language.py improve_translation_formatting:
+    the slow test below checks the restatement against the server."""
+    assert libretranslate_formatting("Click OK.", "Klicken Sie auf OK") == "Klicken Sie auf OK."
+    assert libretranslate_formatting("Save?", "Speichern.") == "Speichern?"
+    assert libretranslate_formatting("Open the file", "Öffnen Sie die Datei.") == (
+        "Öffnen Sie die Datei"
+    )
+    assert libretranslate_formatting("Open the file", "Öffnen Sie die Datei:") == (
+        "Öffnen Sie die Datei:"
+    )
+    assert libretranslate_formatting("click here", "Klicken Sie hier") == "klicken sie hier"
+    assert libretranslate_formatting("CANCEL", "Abbrechen") == "ABBRECHEN"
+    assert libretranslate_formatting("File", "datei") == "Datei"
+    assert libretranslate_formatting("Hello", "hallo hallo hallo") == "Hallo"
+    assert libretranslate_formatting("Tom & Jerry", "Tom &amp; Jerry") == "Tom & Jerry"
+    assert libretranslate_formatting(" Done. ", "") == "Done."
+    assert libretranslate_formatting("Done", ".") == "Done"
+
+
+def test_the_docs_install_libretranslate_as_the_tests_do():
+    docs = Path(__file__).resolve().parent.parent.joinpath("docs", "export.md").read_text()
+    assert f"lt/bin/pip install {shlex.join(LIBRETRANSLATE)}\n" in docs
+    block = docs[docs.index(f"lt/bin/pip install {shlex.join(LIBRETRANSLATE)}\n") :]
+    block = block[: block.index("```")]
+    for line in (
+        'mkdir -p "${XDG_CACHE_HOME:-$HOME/.local/cache}/argos-translate/spacy/senter/model"',
+        "export ARGOS_CHUNK_TYPE=SPACY ARGOS_PACKAGE_INDEX=http://127.0.0.1:9/",
+        'lt/bin/python -c "import argostranslate.package as p; p.install_from_path(',
+        "lt/bin/libretranslate --host 127.0.0.1 --port 5000 --disable-web-ui\n",
+    ):
+        assert line in block, line
+
+
+@pytest.fixture(scope="module")
+def libretranslate(tmp_path_factory):
+    """LibreTranslate's virtual environment: .cache/libretranslate-venv if installed
+    (`.venv/bin/python scripts/benchmarks/libretranslate_env.py`; tests write nothing into
+    .cache/), else installed from PyPI into a temporary directory, removed afterwards."""
+    if installed(LIBRETRANSLATE_VENV):
+        yield LIBRETRANSLATE_VENV
+        return
+    path = tmp_path_factory.mktemp("libretranslate") / "venv"
+    try:
+        yield libretranslate_venv(path, LIBRETRANSLATE_INSTALL_S)
+    except LibreTranslateUnavailable as error:
+        pytest.skip(f"LibreTranslate could not be installed: {error}")
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.mark.slow
+def test_libretranslate_serves_the_package_offline_as_translate_cli_translates(
+    libretranslate, exported, tmp_path
+):
+    """LibreTranslate's own `libretranslate` on the package, greedy, offline, through its HTTP
+    API on 127.0.0.1: each answer is its re-punctuation and re-capitalisation
+    (libretranslate_formatting) of Argos's translation, and so of translate-cli's, but where
+    Argos's sentence splitting cut the line or an output holds an underscore; format=html answers
+    keep Argos's translation of each text node as it is."""
+    venv = libretranslate
+    translator = load_translator(exported / "model.ckpt")
+    sources = FIXTURE.joinpath("test.en").read_text(encoding="utf-8").splitlines()[:60]
+    package = exported / "out" / "translate-en_de-1_0.argosmodel"
+    greedy = argos_translate(package, sources, tmp_path / "argos", beam=1)
+    limit = SearchSettings(beam=1, length_penalty=0.0, max_len_a=0.0, max_len_b=257)
+    ours = translate_lines(translator, sources, limit)
+
+    env = install_packages(venv, [package], tmp_path / "libretranslate", beam=1)
+    probe = subprocess.run(
+        [
+            venv / "bin" / "python",
+            "-c",
+            "import socket; socket.create_connection(('192.0.2.1', 80), timeout=5)",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert "offline: a connection to ('192.0.2.1', 80) was attempted" in probe.stderr, probe.stderr
+    compared = left_out(ours, greedy["sentences"])[0]
+    first, second = [i for i in compared if greedy["translations"][i] == ours[i]][:2]
+    page = f"<p>{html.escape(sources[first])}</p><p><b>{html.escape(sources[second])}</b></p>"
+    started = time.monotonic()
+    server, base = start_libretranslate(venv, env, tmp_path / "libretranslate")
+    ready_s = time.monotonic() - started
+    try:
+        languages = call(base, "/languages")
+        answers = call(base, "/translate", {"q": sources, "source": "en", "target": "de"})
+        html_answer = call(
+            base, "/translate", {"q": page, "source": "en", "target": "de", "format": "html"}
+        )
+    finally:
+        stop_group(server)
+
+    # Argos gives every installed language an identity translation: a target of its own.
+    assert languages == [
+        {"code": "en", "name": "English", "targets": ["de", "en"]},
+        {"code": "de", "name": "German", "targets": ["de"]},
+    ]
+    answers = answers["translatedText"]
+    assert len(answers) == len(sources)
+    argos = [libretranslate_formatting(s, t) for s, t in zip(sources, greedy["translations"])]
+    wrong = [i for i in range(len(sources)) if answers[i] != argos[i]]
+    assert not wrong, [(sources[i], greedy["translations"][i], answers[i]) for i in wrong[:3]]
+    found = compare_libretranslate(sources, ours, answers, greedy)
+    compared, different = found["compared"], found["different"]
+    changed = [i for i in compared if answers[i] != ours[i]]
+    spaced = [i for i in compared if greedy["translations"][i] != ours[i]]
+    print(
+        f"LibreTranslate, ready after {ready_s:.1f} s: {len(compared)} lines compared, "
+        f"{len(changed)} of them re-punctuated or re-capitalised, {len(spaced)} with a space "
+        f"Argos left at an end; "
+        f"{len(found['split'])} split by Argos, {len(found['underscores'])} with _"
+    )
+    assert len(compared) >= len(sources) // 2 and changed
+    assert not different, [(sources[i], ours[i], answers[i]) for i in different[:3]]
+    assert html_answer["translatedText"] == f"<p>{ours[first]}</p><p><b>{ours[second]}</b></p>"

@@ -3,7 +3,12 @@ LibreTranslate sends them, HTML, detection, the rate limit, CORS, and real clien
 libretranslate-aio, a Mastodon-style batch) against a real server on loopback."""
 
 import asyncio
+import html
 import json
+import socket
+import threading
+import time
+from html.parser import HTMLParser
 
 import pytest
 
@@ -18,10 +23,13 @@ from test_serve import ANY_TEXT, JSON_VALUES, en_de_checkpoint, start_server, st
 from translate.decode.pipeline import translate_lines  # noqa: E402
 from translate.decode.settings import SearchSettings  # noqa: E402
 from translate.decode.translator import load_translator  # noqa: E402
+from translate.serve import libretranslate  # noqa: E402
 from translate.serve.app import ServeSettings, create_app  # noqa: E402
+from translate.serve.libretranslate import FORMATS  # noqa: E402
 from translate.serve.rate_limit import RateLimiter  # noqa: E402
 from translate.serve.schema import CORS_HEADERS, TranslateRequest  # noqa: E402
 from translate.text.language_codes import LanguageCodes, argos_code, libretranslate_code  # noqa: E402
+from translate.text.markup import MAX_DEPTH, MAX_NODES  # noqa: E402
 
 SERVER = SearchSettings(beam=5, length_penalty=1.0)  # the checkpoint's defaults: the server's
 ENGLISH = ["Click the OK button to close the dialog.", "Select the cells that you want to copy."]
@@ -40,7 +48,7 @@ def translator(checkpoint_path):
 
 @pytest.fixture(scope="module")
 def client(translator):
-    with TestClient(create_app(translator, ServeSettings(max_lines=4, max_line_chars=200))) as c:
+    with TestClient(create_app(translator, ServeSettings(max_lines=4, char_limit=200))) as c:
         yield c
 
 
@@ -138,6 +146,8 @@ def test_detect_and_the_other_routes_answer_as_libretranslate_does(client):
     assert client.get("/languages").json() == expected == client.post("/languages").json()
     settings = client.get("/frontend/settings").json()
     assert settings["charLimit"] == 200 and settings["keyRequired"] is False
+    with TestClient(create_app(client.app.state.service.translator, ServeSettings())) as open_:
+        assert open_.get("/frontend/settings").json()["charLimit"] == -1  # LibreTranslate's none
     assert settings["filesTranslation"] is False and settings["suggestions"] is False
     assert settings["language"] == {
         "source": {"code": "auto", "name": "Auto Detect"},
@@ -153,57 +163,122 @@ def test_detect_and_the_other_routes_answer_as_libretranslate_does(client):
 
 
 @pytest.mark.parametrize(
-    "fields, message",
+    "fields, status, message",
     [
-        ({"source": "en", "target": "de"}, "Invalid request: missing q parameter"),
-        ({"q": "", "source": "en", "target": "de"}, "Invalid request: missing q parameter"),
-        ({"q": [], "source": "en", "target": "de"}, "Invalid request: missing q parameter"),
-        ({"q": "a", "target": "de"}, "Invalid request: missing source parameter"),
-        ({"q": "a", "source": "en"}, "Invalid request: missing target parameter"),
-        ({"q": "a", "source": "fr", "target": "de"}, "fr is not supported"),
-        ({"q": "a", "source": "en", "target": "ZZ"}, "zz is not supported"),
+        ({"source": "en", "target": "de"}, 400, "Invalid request: missing q parameter"),
+        ({"q": "", "source": "en", "target": "de"}, 400, "Invalid request: missing q parameter"),
+        ({"q": [], "source": "en", "target": "de"}, 400, "Invalid request: missing q parameter"),
+        ({"q": "a", "target": "de"}, 400, "Invalid request: missing source parameter"),
+        ({"q": "a", "source": "en"}, 400, "Invalid request: missing target parameter"),
+        ({"q": "a", "source": "fr", "target": "de"}, 400, "fr is not supported"),
+        ({"q": "a", "source": "en", "target": "ZZ"}, 400, "zz is not supported"),
+        ({"q": "a", "source": "zh-Hans", "target": "de"}, 400, "zh is not supported"),
+        ({"q": "a", "source": "en", "target": "pt-BR"}, 400, "pb is not supported"),
         (
             {"q": "a", "source": "de", "target": "en"},
+            400,
             "English (en) is not available as a target language from German (de)",
         ),
         (
             {"q": "a", "source": "en", "target": "de", "format": "pdf"},
+            400,
             "pdf format is not supported",
         ),
         (
             {"q": "a", "source": "en", "target": "de", "alternatives": "x"},
+            400,
             "Invalid request: alternatives parameter is not a number",
         ),
         (
-            {"q": "a", "source": "en", "target": "de", "alternatives": 16},
-            "Invalid request: alternatives parameter must be <= 15",
-        ),
-        (
-            {"q": ["a"] * 5, "source": "en", "target": "de"},
-            "Invalid request: request (5) exceeds text limit (4)",
-        ),
-        (
             {"q": "a" * 201, "source": "en", "target": "de"},
+            400,
             "Invalid request: request (201) exceeds text limit (200)",
         ),
         (
+            {"q": ["a", "b" * 201], "source": "en", "target": "de"},
+            400,
+            "Invalid request: request (201) exceeds text limit (200)",
+        ),
+        (
+            {"q": ["a", "b\nc", "d\n\ne"], "source": "en", "target": "de"},
+            413,
+            "Invalid request: the texts hold 5 lines, over this server's limit of 4 a request "
+            "(--max-lines)",
+        ),
+        (
+            {
+                "q": "<p>a</p><p>b</p><p>c</p><p>d\ne</p>",
+                "source": "en",
+                "target": "de",
+                "format": "html",
+            },
+            413,
+            "Invalid request: the texts hold 5 lines, over this server's limit of 4 a request "
+            "(--max-lines)",
+        ),
+        (
             {"q": ["a", 3], "source": "en", "target": "de"},
+            400,
             "Invalid request: q must be a string or a list of strings",
         ),
-        ({"q": "a", "source": ["en"], "target": "de"}, "Invalid request: source must be a string"),
+        (
+            {"q": "a", "source": ["en"], "target": "de"},
+            400,
+            "Invalid request: source must be a string",
+        ),
         (
             {"q": "a\ud800", "source": "en", "target": "de"},
-            "Invalid request: q[0] holds a lone surrogate at character 1",
+            400,
+            "Invalid request: q holds a lone surrogate at character 1",
+        ),
+        (
+            {"q": ["a", "\udfffb"], "source": "en", "target": "de"},
+            400,
+            "Invalid request: q[1] holds a lone surrogate at character 0",
+        ),
+        (
+            {"q": "a", "source": "e\ud800", "target": "de"},
+            400,
+            "Invalid request: source holds a lone surrogate at character 1",
+        ),
+        (
+            {"q": "a", "source": "en", "target": "\ud800"},
+            400,
+            "Invalid request: target holds a lone surrogate at character 0",
+        ),
+        (
+            {"q": "a", "source": "en", "target": "de", "format": "\ud800"},
+            400,
+            "Invalid request: format holds a lone surrogate at character 0",
+        ),
+        (
+            {"q": "a", "source": "en", "target": "de", "alternatives": "1\ud800"},
+            400,
+            "Invalid request: alternatives holds a lone surrogate at character 1",
+        ),
+        (
+            {"q": "a", "source": "en", "target": "de", "api_key": "\ud800"},
+            400,
+            "Invalid request: api_key holds a lone surrogate at character 0",
         ),
     ],
 )
-def test_bad_calls_get_libretranslates_400_and_message(client, fields, message):
+def test_bad_calls_get_libretranslates_400_and_message(client, fields, status, message):
     response = client.post(
         "/translate",
         content=json.dumps(fields).encode(),  # escaped: a lone surrogate too
         headers={"content-type": "application/json"},
     )
-    assert (response.status_code, response.json()) == (400, {"error": message})
+    assert (response.status_code, response.json()) == (status, {"error": message})
+
+
+def test_invalid_json_is_a_400_saying_where(client):
+    for path in ("/translate", "/detect"):
+        response = client.post(
+            path, content=b'{"q": "a",', headers={"content-type": "application/json"}
+        )
+        assert response.status_code == 400
+        assert response.json()["error"].startswith("the body is not valid JSON (at character 10")
 
 
 def test_the_key_comes_from_the_field_missing_is_400_and_wrong_is_403(translator):
@@ -289,54 +364,314 @@ def test_html_keeps_the_markup_and_translates_every_text_node(client, translator
     )
 
 
+def escaped(texts: list[str]) -> list[str]:
+    return [html.escape(text, quote=False) for text in texts]
+
+
+def test_each_line_and_sentence_is_translated_apart_and_the_whitespace_between_is_kept(
+    client, translator
+):
+    """format text and html alike: a text's lines and each sentence of a line are translated
+    each; line breaks, blank lines, indentation and the spaces between sentences come back as
+    written (a text of only whitespace comes back as it is)."""
+    sentences = ["Click OK.", "Save the file.", "Select the cells that you want to copy.", "Done!"]
+    t = cli(translator, sentences)
+    text = f"  {sentences[0]}  {sentences[1]}\n\n\t{sentences[2]}  \r\n{sentences[3]}\n"
+    call = {"source": "en", "target": "de"}
+    answer = client.post("/translate", json={"q": text, **call}).json()
+    assert answer == {"translatedText": f"  {t[0]}  {t[1]}\n\n\t{t[2]}  \r\n{t[3]}\n"}
+    markup = f"<p>{sentences[0]}\n  {sentences[1]}</p>\n<p>\n{sentences[3]}</p>"
+    e = escaped(t)
+    answer = client.post("/translate", json={"q": markup, "format": "html", **call}).json()
+    assert answer == {"translatedText": f"<p>{e[0]}\n  {e[1]}</p>\n<p>\n{e[3]}</p>"}
+    for blank in ("   ", "\n\t\n", " \u3000 "):
+        for text_format in FORMATS:
+            answer = client.post(
+                "/translate", json={"q": [blank, "Click OK."], "format": text_format, **call}
+            ).json()
+            assert answer["translatedText"][0] == blank
+
+
+def test_a_long_text_is_translated_sentence_by_sentence_in_chunks_never_refused_for_length(
+    translator,
+):
+    """No text limit by default (as LibreTranslate's): a one-line text of many sentences goes to
+    the batches a request's --max-lines at a time, within a queue that could not hold it whole; a
+    sentence over --max-line-chars is cut at a space."""
+    sentences = [f"Select cell {n}." for n in range(40)]
+    long_sentence = "Click " + " ".join(["the button"] * 6) + " now."
+    with TestClient(
+        create_app(translator, ServeSettings(max_lines=4, max_queued_lines=8, max_line_chars=40))
+    ) as small:
+        answer = small.post(
+            "/translate", json={"q": " ".join(sentences), "source": "en", "target": "de"}
+        )
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["translatedText"] == " ".join(cli(translator, sentences))
+        cut = small.post("/translate", json={"q": long_sentence, "source": "en", "target": "de"})
+        pieces = ["Click the button the button the button", "the button the button the button now."]
+        assert all(len(piece) <= 40 for piece in pieces)
+        assert cut.json()["translatedText"] == " ".join(cli(translator, pieces))
+    post = "<p>" + " ".join(["Click the OK button to close the dialog."] * 110) + "</p>"
+    assert len(post) > 4500
+    with TestClient(create_app(translator, ServeSettings())) as defaults:
+        answer = defaults.post(
+            "/translate", data={"q": post, "source": "en", "target": "de", "format": "html"}
+        )
+        assert answer.status_code == 200, answer.text
+
+
+def test_alternatives_over_the_beam_are_fewer_not_refused(client, translator):
+    answer = client.post(
+        "/translate", json={"q": ENGLISH[0], "source": "en", "target": "de", "alternatives": 20}
+    )
+    assert answer.status_code == 200, answer.text
+    widest = SearchSettings(beam=16, length_penalty=1.0, n_best=16)  # --max-beam's
+    assert answer.json()["translatedText"] == cli(translator, ENGLISH[:1], widest)[0]
+    assert len(answer.json()["alternatives"]) <= 15
+
+
+def test_a_text_without_letters_is_in_the_source_language_and_comes_back_as_it_is(client):
+    """lingua gives every language 0 for emoji and numbers: such a text is said to be in the
+    model's source language with confidence 0, as /detect says, never in the target."""
+    for text in ("123", "😀 🎉", "3.14 + 2 = 5.14"):
+        answer = client.post("/translate", json={"q": text, "source": "auto", "target": "de"})
+        assert answer.json() == {
+            "translatedText": text,
+            "detectedLanguage": {"confidence": 0.0, "language": "en"},
+        }
+        assert client.post("/detect", json={"q": text}).json() == [
+            {"confidence": 0.0, "language": "en"}
+        ]
+
+
+class Attributes(HTMLParser):
+    """Each start tag's attributes as the standard library's parser lists them: in order,
+    duplicates included (a browser keeps the first of a name)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: list[list[tuple[str, str | None]]] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.found.append(attrs)
+
+
+def first(markup: str, name: str) -> str | None:
+    reader = Attributes()
+    reader.feed(markup)
+    return next(value for key, value in reader.found[0] if key == name)
+
+
+def test_duplicate_attributes_and_comments_are_read_as_browsers_read_them(client, translator):
+    """Markup comes back as it was written, only its text translated: of duplicate attributes a
+    browser still reads the first (the last would make inert markup active), and a comment
+    still ends where a browser ends it (at --!>; <!--> is an empty one)."""
+    call = {"source": "en", "target": "de", "format": "html"}
+    for markup, name, inert in (
+        ('<img src="ok.png" onerror="" onerror="alert(1)">', "onerror", ""),
+        (
+            '<a href="https://example.com/ok" href="javascript:alert(1)">x</a>',
+            "href",
+            "https://example.com/ok",
+        ),
+    ):
+        answer = client.post("/translate", json={"q": markup, **call}).json()["translatedText"]
+        assert first(answer, name) == inert, answer
+    word = escaped(cli(translator, ["Click OK."]))[0]
+    answer = client.post("/translate", json={"q": "<!-- a --!>Click OK.", **call}).json()
+    assert answer["translatedText"] == f"<!-- a --!>{word}"
+    shown = escaped(cli(translator, ["Click OK.-->"]))[0]
+    answer = client.post("/translate", json={"q": "<!-->Click OK.-->", **call}).json()
+    assert answer["translatedText"] == f"<!-->{shown}"
+
+
+def test_html_is_parsed_off_the_event_loop_within_stated_caps(translator, monkeypatch):
+    """Markup is read in a worker thread (the event loop keeps answering meanwhile), and markup
+    past a cap is a 413 naming it: 1 MB of nested elements stops at the depth cap."""
+    seen = []
+    read_items = libretranslate.read_items
+
+    def recording(*args):
+        seen.append(threading.current_thread() is threading.main_thread())
+        return read_items(*args)
+
+    monkeypatch.setattr(libretranslate, "read_items", recording)
+    call = {"source": "en", "target": "de", "format": "html"}
+    with TestClient(create_app(translator, ServeSettings())) as client:
+        assert client.post("/translate", json={"q": "<p>a</p>", **call}).status_code == 200
+        assert seen == [False]
+        deep = client.post("/translate", json={"q": "<b> " * 250_000, **call})
+        wide = client.post("/translate", json={"q": "<br>" * (MAX_NODES + 1), **call})
+    assert deep.status_code == 413
+    assert deep.json() == {
+        "error": f"Invalid request: the HTML is over this server's limit of {MAX_DEPTH} "
+        "nesting depth"
+    }
+    assert wide.status_code == 413 and str(MAX_NODES) in wide.json()["error"]
+
+
+def test_a_request_that_can_never_fit_is_a_413_naming_the_limit_never_503(translator):
+    """Lines of a text and HTML text nodes count against --max-lines: 3 texts of 2,000 lines, or
+    4,800 text nodes, are refused for what they are, not told to retry."""
+    with TestClient(create_app(translator, ServeSettings())) as defaults:
+        call = {"source": "en", "target": "de"}
+        lines = defaults.post("/translate", json={"q": ["Click OK.\n" * 2000] * 3, **call})
+        nodes = defaults.post("/translate", json={"q": "<p>a</p>" * 4800, "format": "html", **call})
+    for response, count in ((lines, 6000), (nodes, 4800)):
+        assert response.status_code == 413 and "retry-after" not in response.headers
+        assert response.json() == {
+            "error": f"Invalid request: the texts hold {count} lines, over this server's limit "
+            "of 1024 a request (--max-lines)"
+        }
+
+
+def test_lines_and_text_nodes_are_charged_against_the_rate(translator):
+    with TestClient(create_app(translator, ServeSettings(req_limit=60))) as limited:
+        call = {"source": "en", "target": "de"}
+        assert limited.post("/translate", json={"q": "a.\n" * 51, **call}).status_code == 200
+        html_call = {"q": "<p>a</p>" * 9, "format": "html", **call}
+        assert limited.post("/translate", json=html_call).status_code == 200  # 60 spent
+        refused = limited.post("/translate", json={"q": "a", **call})
+        assert (refused.status_code, refused.json()) == (
+            429,
+            {"error": "Slowdown: 60 per 1 minute"},
+        )
+    with TestClient(create_app(translator, ServeSettings(req_limit=60))) as native:
+        assert native.post("/translate", json={"text": ["\n".join(["a"] * 60)]}).status_code == 200
+        assert native.post("/translate", json={"text": ["a"]}).status_code == 429
+
+
+@pytest.mark.parametrize("charset", ["punycode", "idna", "unicode_escape", "utf-7", "nonsense"])
+def test_a_forms_charset_never_gives_a_500(client, charset):
+    """Multipart parts are decoded by the form's charset: one that fails on any text is a 400,
+    and one that makes a lone surrogate (unicode_escape) is the 400 of a lone surrogate."""
+    boundary = "b0undary"
+    parts = [("q", "Click OK. \\ud800"), ("source", "en"), ("target", "de")]
+    body = (
+        "".join(
+            f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n{value}\r\n'
+            for name, value in parts
+        )
+        + f"--{boundary}--\r\n"
+    )
+    response = client.post(
+        "/translate",
+        content=body.encode(),
+        headers={"content-type": f"multipart/form-data; boundary={boundary}; charset={charset}"},
+    )
+    assert response.status_code in (200, 400), response.text
+    if charset == "unicode_escape":
+        assert response.json() == {
+            "error": "Invalid request: q holds a lone surrogate at character 10"
+        }
+    elif response.status_code == 400:
+        assert list(response.json()) == ["error"]
+
+
+ODD_TEXT = st.sampled_from(["\ud800", "en\udfff", "zh-Hans", "AUTO", " ", "\x00"])
 LIBRE_BODIES = st.fixed_dictionaries(
-    {"q": JSON_VALUES},
+    {"q": JSON_VALUES | st.lists(ODD_TEXT, max_size=3)},
     optional={
-        "source": st.sampled_from(["en", "auto", "de", "", "xx"]) | JSON_VALUES,
-        "target": st.sampled_from(["de", "en", "zh-Hans"]) | JSON_VALUES,
-        "format": st.sampled_from(["text", "html", "pdf"]) | JSON_VALUES,
-        "alternatives": st.integers(-2, 20) | JSON_VALUES,
-        "api_key": JSON_VALUES,
+        "source": st.sampled_from(["en", "auto", "de", "", "xx"]) | ODD_TEXT | JSON_VALUES,
+        "target": st.sampled_from(["de", "en", "zh-Hans"]) | ODD_TEXT | JSON_VALUES,
+        "format": st.sampled_from(["text", "html", "pdf"]) | ODD_TEXT | JSON_VALUES,
+        "alternatives": st.integers(-2, 20) | ODD_TEXT | JSON_VALUES,
+        "api_key": ODD_TEXT | JSON_VALUES,
     },
 )
 MARKUP = st.lists(
     st.sampled_from(
-        ["<b>", "</b>", "<p", ">", "<br>", "&amp;", "&", "<!--", "-->", "<script>", "x y", "\n"]
+        [
+            "<b>",
+            "</b>",
+            "<p",
+            ">",
+            "<br>",
+            "&amp;",
+            "&",
+            "<!--",
+            "-->",
+            "<!-->",
+            "<!--->",
+            "--!>",
+            "<?",
+            "</ ",
+            "</>",
+            "<!x>",
+            "<script>",
+            "x y",
+            "Click OK. ",
+            "\n",
+            "\r\n",
+            '<a href="a" href="b">',
+            '<img onerror="" ONERROR="x">',
+            '<p translate="no">',
+        ]
     )
     | ANY_TEXT,
     max_size=12,
 ).map("".join)
+CHARSETS = st.sampled_from(
+    [
+        "utf-8",
+        "punycode",
+        "idna",
+        "unicode_escape",
+        "raw_unicode_escape",
+        "utf-7",
+        "utf-16",
+        "rot13",
+        "base64",
+        "nonsense",
+        "",
+    ]
+)
+
+
+def multipart(fields: dict[str, str], charset: str) -> tuple[bytes, str]:
+    parts = "".join(
+        f'--x\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n{value}\r\n'
+        for name, value in fields.items()
+    )
+    body = (parts + "--x--\r\n").encode("utf-8", "surrogatepass")
+    return body, f"multipart/form-data; boundary=x; charset={charset}"
+
+
+REQUESTS = st.one_of(
+    LIBRE_BODIES.map(lambda b: (json.dumps(b).encode(), "application/json")),
+    st.builds(
+        lambda q: (
+            json.dumps({"q": q, "source": "auto", "target": "de", "format": "html"}).encode(),
+            "application/json",
+        ),
+        MARKUP,
+    ),
+    st.binary(max_size=40).map(lambda b: (b"q=" + b, "application/x-www-form-urlencoded")),
+    st.builds(
+        lambda q, source, charset: multipart({"q": q, "source": source, "target": "de"}, charset),
+        MARKUP | ANY_TEXT | st.sampled_from(["\\ud800", "+AGEAYg-", "xn--bcher-kva"]),
+        st.sampled_from(["en", "auto"]) | ODD_TEXT,
+        CHARSETS,
+    ),
+)
 
 
 def test_no_libretranslate_call_gets_a_5xx_but_503(client):
-    """Any fields of any type, HTML of any shape, any bytes: a 2xx or 4xx in one shape."""
+    """Any fields of any type, lone surrogates in any field, HTML of any shape, forms in any
+    charset, any bytes, at /translate and /detect: a 2xx or 4xx in one shape, or 503."""
 
     @hypothesis.settings(
-        max_examples=150,
+        max_examples=200,
         deadline=None,
         database=None,
         derandomize=True,
         suppress_health_check=[hypothesis.HealthCheck.too_slow],
     )
-    @hypothesis.given(
-        LIBRE_BODIES.map(json.dumps)
-        | st.builds(
-            lambda q: json.dumps({"q": q, "source": "auto", "target": "de", "format": "html"}),
-            MARKUP,
-        )
-        | st.binary(max_size=40).map(lambda b: b"q=" + b)
-    )
-    def no_server_error(body):
-        json_body = body.startswith("{") if isinstance(body, str) else False
-        response = client.post(
-            "/translate",
-            content=body.encode() if isinstance(body, str) else body,
-            headers={
-                "content-type": "application/json"
-                if json_body
-                else "application/x-www-form-urlencoded"
-            },
-        )
+    @hypothesis.given(REQUESTS, st.sampled_from(["/translate", "/detect"]))
+    def no_server_error(request, path):
+        body, content_type = request
+        response = client.post(path, content=body, headers={"content-type": content_type})
         assert response.status_code < 500 or response.status_code == 503, (body, response.text)
         if response.status_code != 200:
             assert list(response.json()) == ["error"], response.text
@@ -428,3 +763,79 @@ def test_a_mastodon_style_batch_of_html_posts_with_source_auto(server, translato
         f"{escaped[1]}<span>{escaped[2]}</span></a></p>",
         f"<p>{escaped[3]}</p><p>{escaped[4]}</p>",
     ]
+
+
+def test_the_keyed_servers_fields_with_lone_surrogates_are_400s_naming_them(server):
+    """A key holding a lone surrogate, and /detect's q, on a server with a key."""
+    for path, body, field in (
+        (
+            "/translate",
+            '{"q": "a", "source": "en", "target": "de", "api_key": "k\\ud800"}',
+            "api_key",
+        ),
+        ("/detect", '{"q": "a\\udfff", "api_key": "k3y"}', "q"),
+    ):
+        response = httpx.post(
+            f"{server}{path}", content=body, headers={"Content-Type": "application/json"}
+        )
+        assert response.status_code == 400, response.text
+        assert response.json()["error"].startswith(f"Invalid request: {field} holds a lone")
+
+
+def metric(base: str, status: int) -> float:
+    """translate_requests_total of /translate with `status`, from the server's /metrics."""
+    text = httpx.get(f"{base}/metrics").text
+    line = f'translate_requests_total{{path="/translate",status="{status}"}} '
+    found = [row for row in text.splitlines() if row.startswith(line)]
+    return float(found[0].removeprefix(line)) if found else 0.0
+
+
+def test_hostile_clients_of_a_real_server_a_body_cut_short_and_forged_forwarding(
+    checkpoint_path,
+):
+    """A client that leaves mid-body is counted as 499, in one log line, not a 500 with a
+    traceback; X-Forwarded-For is not trusted unless --forwarded-allow-ips names the proxy."""
+    process, base = start_server(checkpoint_path, "--req-limit", "2")
+    try:
+        starts = {
+            "application/json": b'{"q": "Click OK.',
+            "application/x-www-form-urlencoded": b"q=Click+OK.",
+            "multipart/form-data; boundary=x": b'--x\r\nContent-Disposition: form-data; name="q"'
+            b"\r\n\r\nClick OK.",
+        }
+        for content_type, start in starts.items():
+            with socket.create_connection(("127.0.0.1", int(base.rsplit(":", 1)[1]))) as raw:
+                raw.sendall(
+                    b"POST /translate HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                    + f"Content-Type: {content_type}\r\nContent-Length: 1000\r\n\r\n".encode()
+                    + start
+                )
+        for _ in range(100):  # the server sees the disconnect once it reads the body
+            if metric(base, 499) == len(starts):
+                break
+            time.sleep(0.1)
+        assert metric(base, 499) == len(starts) and metric(base, 500) == 0
+        answers = [
+            httpx.post(
+                f"{base}/translate", json={"text": ["a"]}, headers={"X-Forwarded-For": address}
+            ).status_code
+            for address in ("10.0.0.1", "10.0.0.2", "10.0.0.3")
+        ]
+        assert answers == [200, 200, 429]  # one client, whatever the header says
+    finally:
+        stop(process)
+    log = process.stderr.read()
+    assert "Traceback" not in log and "failed" not in log, log
+    process, base = start_server(
+        checkpoint_path, "--req-limit", "1", "--forwarded-allow-ips", "127.0.0.1"
+    )
+    try:
+        answers = [
+            httpx.post(
+                f"{base}/translate", json={"text": ["a"]}, headers={"X-Forwarded-For": address}
+            ).status_code
+            for address in ("10.0.0.1", "10.0.0.2", "10.0.0.1")
+        ]
+        assert answers == [200, 200, 429]  # the clients the trusted proxy names
+    finally:
+        stop(process)

@@ -31,7 +31,11 @@ from translate.files import file_digest  # noqa: E402
 from translate.serve.app import ServeSettings, create_app  # noqa: E402
 from translate.serve.batching import Batcher, ContinuousBatcher, QueueFull  # noqa: E402
 from translate.serve.continuous import ContinuousTranslator, Progress  # noqa: E402
-from translate.serve.launch import free_loopback_port, wait_until_ready  # noqa: E402
+from translate.serve.launch import (  # noqa: E402
+    free_loopback_port,
+    serve_command,
+    wait_until_ready,
+)
 from translate.serve.worker import ONEDNN_CACHES  # noqa: E402
 
 LINES = ["Click OK.", "", "Choose Tools - Options.", "\t", "Last line of the test."]
@@ -371,7 +375,9 @@ def test_a_dead_worker_fails_its_batch_and_is_replaced():
         ),
         ('{"text": ["a", "\\ud800b"]}', 422, "text[1] holds a lone surrogate at character 0"),
         ('{"text": ["a"], "beam": 1, "beam": 0}', 422, "beam"),
-        ("{not json", 422, "the body is not valid JSON (at character 1"),
+        ("{not json", 400, "the body is not valid JSON (at character 1"),
+        ('{"text": ["a\\nb", "c\\r\\nd"]}', 413, "text has 4 lines (line breaks inside an item"),
+        ('{"text": ["ok\\n' + "x" * 51 + '"]}', 413, "text[0] has 51 characters in one of its"),
     ],
 )
 def test_bad_requests_are_refused_in_one_shape_naming_the_field_or_limit(
@@ -481,10 +487,32 @@ def test_no_request_body_gets_a_5xx_but_503(translator):
 
 
 def test_a_full_queue_answers_503_with_retry_after(translator):
-    with client_for(translator, max_queued_lines=2, max_lines=10) as client:
-        response = client.post("/translate", json={"text": ["a", "b", "c"]})
+    """503 only where the queue holds other requests' lines now: a request that fits an idle
+    server is never told to retry for its size."""
+    with client_for(translator, max_queued_lines=4, max_lines=4) as client:
+        batcher = client.app.state.service.batcher
+        batcher.queued_lines = 3  # other requests' lines, waiting
+        response = client.post("/translate", json={"text": ["a", "b"]})
         assert response.status_code == 503 and response.headers["retry-after"] == "1"
-        assert client.post("/translate", json={"text": ["a", "b"]}).status_code == 200
+        batcher.queued_lines = 0
+        assert client.post("/translate", json={"text": ["a", "b", "c", "d"]}).status_code == 200
+
+
+def test_an_items_lines_are_translated_each_and_its_line_breaks_kept(translator):
+    """An item with line breaks is translated line by line as translate-cli translates lines,
+    its breaks (LF, CRLF, blank lines) back where they were; each line counts against the rate."""
+    lines = ["Click OK.", "Choose Tools - Options.", "", "Last line of the test."]
+    item = f"{lines[0]}\r\n{lines[1]}\n{lines[2]}\n{lines[3]}"
+    expected = translate_lines(translator, lines, SearchSettings(beam=5, length_penalty=1.0))
+    with client_for(translator, req_limit=5) as client:
+        response = client.post("/translate", json={"text": [item, "Click OK."]})
+        assert response.status_code == 200, response.text
+        assert response.json()["translations"] == [
+            f"{expected[0]}\r\n{expected[1]}\n\n{expected[3]}",
+            expected[0],
+        ]
+        assert expected[2] == ""
+        assert client.post("/translate", json={"text": ["a"]}).status_code == 429  # 5 spent
 
 
 def test_the_api_key_is_required_where_set(translator):
@@ -570,18 +598,7 @@ def start_server(
     """translate-serve on a free loopback port, returned once /ready answers (at most 30 s)."""
     port = free_loopback_port()
     server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "translate.cli.serve",
-            "--checkpoint",
-            str(checkpoint_path),
-            "--port",
-            str(port),
-            "--threads",
-            "1",
-            *flags,
-        ],
+        serve_command(checkpoint_path, port, *flags),
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, **(env or {})},

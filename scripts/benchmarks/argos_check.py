@@ -6,14 +6,17 @@ in a temporary directory, translating the test split offline, against translate-
 Greedy (ARGOS_BEAM_SIZE=1, our output limit set to Argos's 256 tokens): lines equal, and those
 that differ because Argos's sentence splitter cut the line or its decoding wrote an underscore as
 a space, counted and shown. Beam (the checkpoint's; Argos's own length penalty): BLEU and chrF of
-both. tests/test_argos.py runs `argos_translate` on a small model.
+both. With --libretranslate, greedy also through LibreTranslate's own server (libretranslate_env.py,
+installed at first use) and HTTP API: its answers against its re-punctuation and re-capitalisation
+(`libretranslate_formatting`) of Argos's translations and of ours. tests/test_argos.py runs these
+on a small model.
 """
 
 from __future__ import annotations
 
 import argparse
+import html
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -22,16 +25,21 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-# Argos in a process of its own: its settings are read at import, from the environment. Any
-# connection but to this machine fails, so the translation is shown to need no network.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from libretranslate_env import (  # noqa: E402
+    DEFAULT_VENV,
+    call,
+    libretranslate,
+    libretranslate_venv,
+    offline_env,
+)
+
+# Argos in a process of its own: its settings are read at import, from the environment
+# (offline_env's: any connection but to this machine fails, so the translation is shown to need
+# no network).
 ARGOS = r"""
 import json, socket, sys
-connect = socket.socket.connect
-def offline(self, address):
-    if isinstance(address, tuple) and address[0] not in ("127.0.0.1", "::1", "localhost"):
-        raise OSError(f"offline: a connection to {address} was attempted")
-    return connect(self, address)
-socket.socket.connect = offline
+assert socket.socket.connect.__name__ == "_offline", "sitecustomize.py was not loaded"
 from argostranslate import package, translate
 package.install_from_path(sys.argv[1])
 source, target = sys.argv[3], sys.argv[4]
@@ -52,25 +60,11 @@ def argos_translate(
     installed under `home` (a fresh directory), offline, with beam `beam`."""
     home.mkdir(parents=True, exist_ok=True)
     (home / "lines.json").write_text(json.dumps(lines), encoding="utf-8")
-    cache = home / "cache"
-    (cache / "argos-translate" / "spacy" / "senter" / "model").mkdir(parents=True, exist_ok=True)
-    env = {
-        **os.environ,
-        "HOME": str(home),
-        "XDG_DATA_HOME": str(home / "data"),
-        "XDG_CACHE_HOME": str(cache),
-        "XDG_CONFIG_HOME": str(home / "config"),
-        "ARGOS_PACKAGES_DIR": str(home / "packages"),
-        "ARGOS_CHUNK_TYPE": "SPACY",
-        "ARGOS_BEAM_SIZE": str(beam),
-        "ARGOS_DEVICE_TYPE": "cpu",
-        "ARGOS_INTRA_THREADS": "1",
-    }
     result = subprocess.run(
         [sys.executable, "-c", ARGOS, str(package), str(home / "lines.json"), *codes],
         capture_output=True,
         text=True,
-        env=env,
+        env=offline_env(home, beam),
         timeout=3600,
     )
     if result.returncode != 0:
@@ -78,13 +72,84 @@ def argos_translate(
     return json.loads(result.stdout.splitlines()[-1])
 
 
+def left_out(ours: list[str], sentences: list[int]) -> tuple[list[int], list[int], list[int]]:
+    """Lines compared; left out: split into sentences by Argos, holding an underscore."""
+    split = [i for i, count in enumerate(sentences) if count > 1]
+    underscores = [i for i, text in enumerate(ours) if "_" in text and i not in split]
+    compared = [i for i in range(len(ours)) if i not in split and i not in underscores]
+    return compared, split, underscores
+
+
 def compare_greedy(sources: list[str], ours: list[str], theirs: dict) -> dict:
     """Lines equal, different, and left out (split by Argos, or holding an underscore)."""
-    split = [i for i, count in enumerate(theirs["sentences"]) if count > 1]
-    underscores = [i for i, text in enumerate(ours) if "_" in text and i not in split]
-    compared = [i for i in range(len(sources)) if i not in split and i not in underscores]
+    compared, split, underscores = left_out(ours, theirs["sentences"])
     # Argos's decoding may leave a space at either end (a lone word-start piece).
     different = [i for i in compared if theirs["translations"][i].strip() != ours[i]]
+    return {
+        "compared": compared,
+        "different": different,
+        "split": split,
+        "underscores": underscores,
+    }
+
+
+PUNCTUATION = "!?.,;。"
+
+
+def libretranslate_formatting(source: str, translation: str) -> str:
+    """LibreTranslate 1.9.6's answer (format "text") to `source` when Argos translated it as
+    `translation`: libretranslate/language.py's improve_translation_formatting, then
+    html.unescape (app.py), restated. The source stripped; its last character, if one of
+    PUNCTUATION, replaces or follows the translation's last (a different PUNCTUATION character
+    is replaced, anything else followed); else a PUNCTUATION character ending the translation
+    is dropped. A source of one word under 20 characters whose translation repeats a word (a
+    word twice as frequent as there are distinct words) keeps the first word only. Then the
+    case: an all-lower-case source gives a lower-cased translation, an all-upper-case one an
+    upper-cased one, else the first character's case is the source's."""
+    source = source.strip()
+    if not source:
+        return ""
+    if not translation:
+        return html.unescape(source)
+    if source[-1] in PUNCTUATION:
+        if translation[-1] != source[-1]:
+            if translation[-1] in PUNCTUATION:
+                translation = translation[:-1]
+            translation += source[-1]
+    elif translation[-1] in PUNCTUATION:
+        translation = translation[:-1]
+    if len(source) < 20 and " " not in source and " " in translation:
+        words = translation.split()
+        counts = {word: words.count(word) for word in words}
+        if any(count / len(counts) >= 2 for count in counts.values()):
+            translation = words[0]
+    if source.islower():
+        translation = translation.lower()
+    elif source.isupper():
+        translation = translation.upper()
+    elif not translation:
+        translation = source
+    elif source[0].islower():
+        translation = translation[0].lower() + translation[1:]
+    elif source[0].isupper():
+        translation = translation[0].upper() + translation[1:]
+    return html.unescape(translation)
+
+
+def compare_libretranslate(
+    sources: list[str], ours: list[str], answers: list[str], theirs: dict
+) -> dict:
+    """As compare_greedy, LibreTranslate's `answers` against libretranslate_formatting of ours,
+    given the spaces Argos's decoding left at either end of its translation (`theirs`,
+    argos_translate's), which LibreTranslate's rule sees: "Symbol " after a source ending in "."
+    becomes "Symbol ."."""
+    compared, split, underscores = left_out(ours, theirs["sentences"])
+    different = []
+    for i in compared:
+        argos = theirs["translations"][i]
+        ends = argos[: len(argos) - len(argos.lstrip())], argos[len(argos.rstrip()) :]
+        if answers[i] != libretranslate_formatting(sources[i], ends[0] + ours[i] + ends[1]):
+            different.append(i)
     return {
         "compared": compared,
         "different": different,
@@ -99,6 +164,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--checkpoint", default="runs/default/checkpoints/last.ckpt")
     parser.add_argument("--limit", type=int, default=None, help="only the first N test lines")
+    parser.add_argument(
+        "--libretranslate",
+        action="store_true",
+        help="also greedy through LibreTranslate's own server and API (libretranslate_env.py)",
+    )
+    parser.add_argument("--libretranslate-venv", type=Path, default=DEFAULT_VENV)
     args = parser.parse_args(argv)
 
     import torch
@@ -134,6 +205,33 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"  line {i + 1}: {sources[i]!r}\n    ours:  {ours[i]!r}\n    Argos: {greedy['translations'][i]!r}"
             )
+        if args.libretranslate:
+            venv = libretranslate_venv(args.libretranslate_venv)
+            answers = []
+            with libretranslate(venv, [package], Path(tmp) / "libretranslate", 1) as base:
+                for start in range(0, len(sources), 64):
+                    body = {
+                        "q": sources[start : start + 64],
+                        "source": codes[0],
+                        "target": codes[1],
+                    }
+                    answers += call(base, "/translate", body)["translatedText"]
+            argos = [
+                libretranslate_formatting(source, text)
+                for source, text in zip(sources, greedy["translations"])
+            ]
+            exact = sum(answer == mine for answer, mine in zip(answers, argos))
+            found = compare_libretranslate(sources, ours, answers, greedy)
+            print(
+                f"LibreTranslate, greedy: {exact} of {len(sources)} answers are its formatting "
+                f"of Argos's translation; {len(found['compared']) - len(found['different'])} of "
+                f"{len(found['compared'])} lines compared are its formatting of translate-cli's",
+                flush=True,
+            )
+            for i in found["different"][:5]:
+                print(
+                    f"  line {i + 1}: {sources[i]!r}\n    ours:  {ours[i]!r}\n    LT: {answers[i]!r}"
+                )
         beam = argos_translate(package, sources, Path(tmp) / "beam", defaults["beam"], codes)
     ours_beam = translate_lines(
         translator,

@@ -47,7 +47,6 @@ import itertools
 import json
 import os
 import random
-import signal
 import statistics
 import subprocess
 import sys
@@ -62,8 +61,21 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from translate.decode.settings import SearchSettings  # noqa: E402
-from translate.serve.launch import free_loopback_port, wait_until_ready  # noqa: E402
+from translate.serve.launch import (  # noqa: E402
+    free_loopback_port,
+    serve_command,
+    stop_group,
+    wait_until_ready,
+)
 from translate.text.corpus import BUNDLED_CORPUS, read_lines, split_paths  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from libretranslate_env import (  # noqa: E402
+    DEFAULT_VENV,
+    install_checkpoint,
+    libretranslate_venv,
+    start_libretranslate,
+)
 
 MODES = {
     "continuous": [],
@@ -73,88 +85,20 @@ MODES = {
     "libretranslate": None,
 }
 LITSERVE_BATCH, LITSERVE_WAIT_S = 64, 0.010
-# LibreTranslate 1.9.6 pins numpy<2 and Flask 2.2; spaCy splits sentences offline, and needs
-# these typer and rich to leave Flask-Limiter's working.
-LIBRETRANSLATE = ["libretranslate==1.9.6", "spacy>=3.7", "typer<0.13", "rich>=12,<13"]
-LIBRETRANSLATE_START_S = 300  # with one package installed it first fails to fetch its index
-
-
-def libretranslate_venv(path: Path) -> Path:
-    """LibreTranslate from PyPI in a virtual environment of its own, installed at first use."""
-    if not (path / ".installed").exists():
-        print(f"installing LibreTranslate into {path} (once)", flush=True)
-        subprocess.run([sys.executable, "-m", "venv", str(path)], check=True)
-        pip = [str(path / "bin" / "python"), "-m", "pip", "install", "--quiet"]
-        subprocess.run([*pip, *LIBRETRANSLATE], check=True)
-        (path / ".installed").touch()
-    return path
 
 
 def libretranslate_server(
     checkpoint: str, threads: int, venv: Path, workdir: Path
 ) -> tuple[subprocess.Popen, str]:
-    """LibreTranslate serving the checkpoint's Argos packages on 127.0.0.1, with nothing to reach
-    but this machine; it prints how long it took to start."""
-    packages = workdir / "packages"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "translate.cli.export",
-            "--checkpoint",
-            checkpoint,
-            "--format",
-            "argos",
-            "--output",
-            str(packages),
-        ],
-        check=True,
-    )
-    home = workdir / "home"
-    (home / "cache" / "argos-translate" / "spacy" / "senter" / "model").mkdir(parents=True)
-    from translate.decode.translator import load_translator
-
-    beam = load_translator(checkpoint, pack=False).search_defaults()["beam"]
-    env = {
-        **os.environ,
-        "HOME": str(home),
-        "XDG_DATA_HOME": str(home / "data"),
-        "XDG_CACHE_HOME": str(home / "cache"),
-        "XDG_CONFIG_HOME": str(home / "config"),
-        "ARGOS_PACKAGES_DIR": str(home / "argos-packages"),
-        "ARGOS_PACKAGE_INDEX": f"http://127.0.0.1:{free_loopback_port()}/",  # nothing listens
-        "ARGOS_CHUNK_TYPE": "SPACY",
-        "ARGOS_BEAM_SIZE": str(beam),
-        "ARGOS_DEVICE_TYPE": "cpu",
-        "ARGOS_INTER_THREADS": "1",
-        "ARGOS_INTRA_THREADS": str(threads),
-    }
-    python = str(venv / "bin" / "python")
-    install = "import sys; from argostranslate import package; [package.install_from_path(p) for p in sys.argv[1:]]"
-    subprocess.run(
-        [python, "-c", install, *map(str, sorted(packages.iterdir()))], check=True, env=env
-    )
-    port = free_loopback_port()
+    """LibreTranslate (libretranslate_env.py) serving the checkpoint's Argos packages on
+    127.0.0.1 with its beam, with nothing to reach but this machine; it prints how long it took
+    to start."""
+    env = install_checkpoint(checkpoint, venv, workdir, threads)
     started = time.perf_counter()
-    server = subprocess.Popen(
-        [
-            str(venv / "bin" / "libretranslate"),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--disable-web-ui",
-        ],
-        env=env,
-        start_new_session=True,
-        stdout=subprocess.DEVNULL,
-        stderr=open(workdir / "libretranslate.log", "w"),  # it logs every request's text
-    )
-    base = f"http://127.0.0.1:{port}"
-    failure = wait_until_ready(server, f"{base}/health", LIBRETRANSLATE_START_S)
-    if failure:
-        stop(server)
-        raise SystemExit(f"LibreTranslate {failure}; its log: {workdir / 'libretranslate.log'}")
+    try:
+        server, base = start_libretranslate(venv, env, workdir)
+    except RuntimeError as error:
+        raise SystemExit(str(error)) from None
     print(f"LibreTranslate ready after {time.perf_counter() - started:.0f} s", flush=True)
     return server, base
 
@@ -258,16 +202,9 @@ def start_server(
             str(threads),
         ]
     else:
-        command = [
-            sys.executable,
-            "-m",
-            "translate.cli.serve",
-            "--checkpoint",
+        command = serve_command(
             checkpoint,
-            "--port",
-            str(port),
-            "--threads",
-            str(threads),
+            port,
             "--device",
             device,
             "--max-queued-lines",
@@ -275,15 +212,16 @@ def start_server(
             "--max-wait-ms",
             str(max_wait_ms),
             *MODES[mode],
-        ]  # unbatched's 0 comes last and wins
+            threads=threads,
+        )  # unbatched's 0 comes last and wins
     server = subprocess.Popen(
         command, start_new_session=True
-    )  # a group of its own: stop() ends its workers too
+    )  # a group of its own: stop_group ends its workers too
     base = f"http://127.0.0.1:{port}"
     ready = "/health" if MODES[mode] is None else "/ready"
     failure = wait_until_ready(server, f"{base}{ready}", 120)
     if failure:
-        stop(server)
+        stop_group(server, wait_s=30)
         raise SystemExit(f"the {mode} server {failure}")
     return server, base
 
@@ -452,20 +390,6 @@ def random_batch_ceiling(
     return {int(size): value for size, value in json.loads(done.stdout.splitlines()[-1]).items()}
 
 
-def stop(server: subprocess.Popen) -> None:
-    """The server and every process it started (LitServe's API and model workers outlive their parent)."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(server.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            server.wait(30)
-        except subprocess.TimeoutExpired:
-            pass
-        time.sleep(1)  # workers that ignore SIGTERM get SIGKILL next
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -522,7 +446,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--libretranslate-venv",
         type=Path,
-        default=REPO / ".cache" / "libretranslate-venv",
+        default=DEFAULT_VENV,
         help="--modes libretranslate: its virtual environment, created here at first use",
     )
     parser.add_argument("--random-batches", help=argparse.SUPPRESS)
@@ -596,7 +520,7 @@ def main(argv: list[str] | None = None) -> int:
                     flush=True,
                 )
         finally:
-            stop(server)
+            stop_group(server, wait_s=30)
         ceilings.append(cli_throughput(args.checkpoint, sources, args.threads, args.device))
         print(f"translate-cli, one file: {ceilings[-1]:.1f} sentences/s", flush=True)
         for row in rows[first:]:

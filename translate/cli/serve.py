@@ -53,15 +53,26 @@ def build_parser() -> argparse.ArgumentParser:
         "--api-key-env",
         default=None,
         metavar="NAME",
-        help="require the API key held by environment variable NAME (header X-API-Key)",
+        help="require the API key held by environment variable NAME: in header X-API-Key or "
+        "Authorization: Bearer (both APIs), or in LibreTranslate's field api_key (JSON body, "
+        "form or query)",
+    )
+    parser.add_argument(
+        "--forwarded-allow-ips",
+        default=None,
+        metavar="IPS",
+        help="trust X-Forwarded-For and X-Forwarded-Proto from these proxy addresses (comma-"
+        "separated, as uvicorn takes them; '*' any), so that --req-limit counts the client the "
+        "proxy names (default: trust none; every client is the address that connected)",
     )
     parser.add_argument(
         "--req-limit",
         type=int,
         default=None,
         metavar="N",
-        help="texts a minute per API key or client address (a request costs one a line or "
-        "LibreTranslate text); beyond, 429 (default: no limit)",
+        help="lines a minute per API key or client address (a request costs one a line: of the "
+        "native API's items, of LibreTranslate's texts and HTML text nodes); beyond, 429 "
+        "(default: no limit)",
     )
     parser.add_argument(
         "--batching",
@@ -85,9 +96,27 @@ def build_parser() -> argparse.ArgumentParser:
         "batch: how long a request waits for others to share its batch, after a batch that had "
         "several (0: never wait; requests that queued meanwhile still share one) (default: 10)",
     )
-    parser.add_argument("--max-lines", type=int, default=256, help="lines a request (default: 256)")
     parser.add_argument(
-        "--max-line-chars", type=int, default=4000, help="characters a line (default: 4000)"
+        "--max-lines",
+        type=int,
+        default=1024,
+        help="lines a request, line breaks inside a text and HTML text nodes counted; beyond, 413 "
+        "(default: 1024)",
+    )
+    parser.add_argument(
+        "--max-line-chars",
+        type=int,
+        default=4000,
+        help="characters a line of the native API (beyond, 413); a longer sentence of the "
+        "LibreTranslate API is cut at a space into pieces of this size (default: 4000)",
+    )
+    parser.add_argument(
+        "--char-limit",
+        type=int,
+        default=None,
+        metavar="N",
+        help="LibreTranslate's --char-limit: characters of each text of a LibreTranslate call "
+        "(markup included); beyond, 400 (default: no limit, as LibreTranslate's)",
     )
     parser.add_argument(
         "--max-body-bytes", type=int, default=1 << 20, help="bytes a request body (default: 1 MiB)"
@@ -131,8 +160,10 @@ def settings_error(args: argparse.Namespace) -> str | None:
     ):
         if getattr(args, flag) < 1:
             return f"--{flag.replace('_', '-')} must be at least 1, got {getattr(args, flag)}"
-    if args.req_limit is not None and args.req_limit < 1:
-        return f"--req-limit must be at least 1, got {args.req_limit}"
+    for flag in ("req_limit", "char_limit"):
+        value = getattr(args, flag)
+        if value is not None and value < 1:
+            return f"--{flag.replace('_', '-')} must be at least 1, got {value}"
     if args.max_lines > args.max_queued_lines:
         return (
             f"--max-lines {args.max_lines} is over --max-queued-lines {args.max_queued_lines}: such a request "
@@ -192,6 +223,7 @@ def serve(args: argparse.Namespace) -> int:
         batching=args.batching,
         api_key=key,
         req_limit=args.req_limit,
+        char_limit=args.char_limit,
         checkpoint_digest=file_digest(args.checkpoint),
         drain_seconds=args.drain_seconds,
     )
@@ -219,6 +251,10 @@ def serve(args: argparse.Namespace) -> int:
         port=args.port,
         log_level="warning",
         timeout_graceful_shutdown=int(args.drain_seconds) + 10,
+        # uvicorn trusts X-Forwarded-For from 127.0.0.1 by default: any local proxy's clients,
+        # or a forged header, would each get a rate bucket of their own.
+        proxy_headers=args.forwarded_allow_ips is not None,
+        forwarded_allow_ips=args.forwarded_allow_ips,
     )
     DrainingServer(config, app.state.service).run()
     return 0

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import sys
-import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -13,14 +12,8 @@ from translate.decode.settings import SearchSettings
 from translate.decode.translator import Translator
 from translate.defaults import BATCH_TOKENS
 from translate.errors import UsageError
+from translate.text.sentences import is_blank
 from translate.text.vocab import EOS_ID, language_tag
-
-
-def is_blank(line: str) -> bool:
-    """Nothing to translate: only whitespace (any Unicode space, tabs), control characters such
-    as NUL, or invisible format characters (a stray byte-order mark, zero-width spaces). Such a
-    line gives an empty translation; decoded, it would give invented words."""
-    return all(char.isspace() or unicodedata.category(char) in ("Cc", "Cf") for char in line)
 
 
 @dataclass

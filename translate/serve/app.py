@@ -9,7 +9,6 @@ independent clients' sentences is `translate.serve.batching` with `translate.ser
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Callable
 from concurrent.futures import Executor
 
@@ -35,6 +34,7 @@ from translate.serve.schema import (
     TranslateRequest,
     TranslateResponse,
     error,
+    parse_json,
     validation_message,
 )
 from translate.serve.service import Service, header_key
@@ -42,7 +42,7 @@ from translate.serve.service import Service, header_key
 router = APIRouter()
 
 
-ERRORS = {status: {"model": ErrorResponse} for status in (401, 413, 422, 503)}
+ERRORS = {status: {"model": ErrorResponse} for status in (400, 401, 413, 422, 503)}
 
 
 def service_of(request: Request) -> Service:
@@ -69,15 +69,7 @@ async def translate(request: Request) -> Response:
     if not libretranslate.is_json(request):
         call = await libretranslate.LibreRequest.from_form(request)
         return await libretranslate.translate(service, request, call)
-    try:
-        parsed = json.loads(await request.body())
-    except (ValueError, RecursionError) as fault:  # the native API's error: it is JSON's API
-        where = (
-            f"at character {fault.pos}: {fault.msg}"
-            if isinstance(fault, json.JSONDecodeError)
-            else str(fault)
-        )
-        return error(422, f"the body is not valid JSON ({where})")
+    parsed = parse_json(await request.body())
     if not libretranslate.is_libretranslate(parsed):
         return await native_translate(service, request, parsed)
     call = libretranslate.LibreRequest.from_json(parsed)
@@ -92,8 +84,7 @@ async def native_translate(service: Service, request: Request, parsed: object) -
     except ValidationError as fault:
         return error(422, validation_message(fault))
     address = libretranslate.client_address(request)
-    service.check_rate(header_key(request.headers), address, max(len(body.text), 1))
-    answer = await service.translate(body)
+    answer = await service.translate(body, header_key(request.headers), address)
     return JSONResponse(answer.model_dump())
 
 

@@ -1,6 +1,7 @@
 """Which of a model's languages a text is in, for LibreTranslate's source "auto" and /detect:
-lingua, restricted to the model's languages, with confidences from 0 to 100 as LibreTranslate
-writes them (whole numbers)."""
+lingua, restricted to the model's languages, with confidences from 0 to 100 (rounded to whole
+numbers, written as JSON numbers such as 64.0). A text lingua cannot tell (no letters: emoji,
+numbers) is said to be in the model's first source language, with confidence 0."""
 
 from __future__ import annotations
 
@@ -22,8 +23,8 @@ class Detected:
 
 
 class Detector:
-    """Detection among `languages` (the model's codes; regions told apart by nothing but the
-    code, so the first of a base language stands for it)."""
+    """Detection among `languages` (the model's codes, its first source first; regions told apart
+    by nothing but the code, so the first of a base language stands for it)."""
 
     def __init__(self, languages: Sequence[str]) -> None:
         self.languages = list(languages)
@@ -32,17 +33,18 @@ class Detector:
             self.by_base.setdefault(language_id.base_language(code), code)
 
     def ranked(self, text: str) -> list[Detected]:
-        """The languages, most likely first; the first with confidence 0 where lingua cannot tell
-        (no letters, emoji)."""
+        """The likely languages, most likely first; the first language alone, with confidence 0,
+        where lingua cannot tell (no letters, emoji: lingua gives every language 0)."""
         try:
             values = language_id.confidences(text, self.by_base)
         except UsageError as fault:
             raise HTTPException(400, f"cannot detect the language: {fault}") from None
-        return [
+        found = [
             Detected(self.by_base[base], float(round(value * 100)))
             for base, value in values
             if base in self.by_base
-        ] or [Detected(self.languages[0], 0.0)]
+        ]
+        return [item for item in found if item.confidence > 0] or [Detected(self.languages[0], 0.0)]
 
     def detect_all(self, texts: Sequence[str]) -> list[Detected]:
         """Over several texts, each language's confidence averaged, as LibreTranslate's /detect

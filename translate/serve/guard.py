@@ -9,6 +9,7 @@ import time
 from fastapi import HTTPException
 from fastapi.responses import Response
 from starlette.datastructures import Headers
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from translate.serve.schema import CORS_HEADERS, KEY_IN_BODY, KEY_REQUIRED, PROTECTED, error
@@ -17,6 +18,10 @@ from translate.serve.service import Service, header_key
 CORS = [(name.lower().encode(), value.encode()) for name, value in CORS_HEADERS.items()]
 
 log = logging.getLogger("translate.serve")
+
+# The status counted for a request whose client left before it could be answered (nginx's
+# "client closed request"); never sent.
+CLIENT_LEFT = 499
 
 
 class BodyTooLarge(HTTPException):
@@ -60,7 +65,8 @@ class RequestGuard:
     headers on every answer (and a preflight answered), the API key of a header on the protected
     routes, the body limit (by Content-Length, else counted as a chunked body
     arrives), new translations refused while draining, a JSON 500 for an unexpected fault
-    (its traceback in the log, not to the client), and every status counted in the metrics."""
+    (its traceback in the log, not to the client), a client that leaves mid-body counted as
+    499 and logged in one line, and every status counted in the metrics."""
 
     def __init__(self, app: ASGIApp, service: Service) -> None:
         self.app, self.service = app, service
@@ -81,6 +87,13 @@ class RequestGuard:
                 await error(fault.status_code, fault.detail, **fault.headers)(
                     scope, receive, exchange.send
                 )
+        except ClientDisconnect:  # gone before its body arrived: nothing to answer, no fault
+            log.info(
+                "translate-serve: %s %s: the client left before sending its body",
+                scope["method"],
+                path,
+            )
+            exchange.status = exchange.status or CLIENT_LEFT
         except Exception:
             log.exception("translate-serve: %s %s failed", scope["method"], path)
             if exchange.status is None:

@@ -3,8 +3,12 @@ and a wait until it answers, for the tests and the load benchmark, which need a 
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -15,6 +19,15 @@ def free_loopback_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def serve_command(checkpoint: str, port: int, *flags: str, threads: int = 1) -> list[str]:
+    """translate-serve's command line: `checkpoint` served on 127.0.0.1:`port` with `threads`
+    torch threads, and `flags`."""
+    return [
+        sys.executable, "-m", "translate.cli.serve", "--checkpoint", str(checkpoint),
+        "--port", str(port), "--threads", str(threads), *flags,
+    ]  # fmt: skip
 
 
 def wait_until_ready(process: subprocess.Popen, url: str, seconds: float) -> str | None:
@@ -31,3 +44,22 @@ def wait_until_ready(process: subprocess.Popen, url: str, seconds: float) -> str
             return "exited before it was ready"
         time.sleep(0.1)
     return f"was not ready after {seconds:g} s"
+
+
+def stop_group(server: subprocess.Popen, wait_s: float = 10) -> None:
+    """A server started with `start_new_session=True`, and every process in its group (model
+    workers, LitServe's and LibreTranslate's processes, which may outlive their parent): SIGTERM,
+    then SIGKILL after `wait_s` (POSIX)."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(server.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            server.wait(wait_s)
+            break
+        except subprocess.TimeoutExpired:
+            pass
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(server.pid, signal.SIGKILL)  # any child left behind its leader
+    server.wait()

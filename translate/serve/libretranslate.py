@@ -3,14 +3,15 @@ Nextcloud, Weblate, browser extensions, libretranslatepy) use this server as the
 
 Fields come as LibreTranslate reads them: a JSON body, or the query string then a urlencoded or
 multipart form; unlike LibreTranslate, a repeated form field `q` is a list (as libretranslate-aio
-sends one). Answers and errors have LibreTranslate's shapes and messages. Texts join the same
-cross-client batches as the native API's lines, searched with the server's settings.
+sends one). Answers and errors have LibreTranslate's shapes and messages. A text is translated a
+sentence at a time, line by line (with format html, in each text node: `translate.text.markup`),
+everything between the sentences given back as written; the sentences join the same cross-client
+batches as the native API's lines, searched with the server's settings.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 from dataclasses import dataclass
 
 from fastapi import APIRouter, HTTPException, Request
@@ -18,10 +19,11 @@ from fastapi.responses import JSONResponse
 from starlette.datastructures import UploadFile
 
 from translate.serve.detection import Detected
-from translate.serve.schema import text_fault
+from translate.serve.schema import invalid_unicode, parse_json
 from translate.serve.service import Service
-from translate.text.language_codes import language_name
-from translate.text.markup import HtmlFragment
+from translate.text.language_codes import as_libretranslate_reads, language_name
+from translate.text.markup import HtmlFragment, MarkupTooLarge
+from translate.text.sentences import SplitText, split_text
 
 router = APIRouter()
 
@@ -66,13 +68,18 @@ class LibreRequest:
             alternatives is None or isinstance(alternatives, (int, str))
         ):
             raise HTTPException(400, "Invalid request: alternatives parameter is not a number")
-        return cls(q=q, alternatives=alternatives, **given)
+        return cls(q=q, alternatives=alternatives, **given).checked()
 
     @classmethod
     async def from_form(cls, request: Request) -> LibreRequest:
         """The query string's fields, then the form's (urlencoded or multipart), as LibreTranslate
         reads them; a form's line breaks as LibreTranslate leaves them (LF, no final one)."""
-        form = await request.form()
+        try:
+            form = await request.form()
+        except (UnicodeError, LookupError):  # a charset such as punycode that fails on any text
+            raise HTTPException(
+                400, "Invalid request: the form's charset cannot be read; send UTF-8"
+            ) from None
         given: dict[str, list[str]] = {}
         for source in (request.query_params, form):
             for name in FIELDS:
@@ -87,7 +94,22 @@ class LibreRequest:
         if q is not None:
             q = ["\n".join(text.splitlines()) for text in q]
             q = q[0] if len(q) == 1 else q
-        return cls(q=q, **{name: values[0] for name, values in given.items()})
+        return cls(q=q, **{name: values[0] for name, values in given.items()}).checked()
+
+    def checked(self) -> LibreRequest:
+        """The call itself, once every text field is Unicode text: a lone surrogate (which JSON
+        can escape and a form's charset can make) is a 400 naming the field."""
+        texts = [("q", self.q)] if isinstance(self.q, str) else list(enumerate(self.q or ()))
+        named = [(name, getattr(self, name)) for name in ("source", "target", "format")]
+        alternatives = [("alternatives", self.alternatives)]
+        for name, value in [*texts, *named, *alternatives, ("api_key", self.api_key)]:
+            if isinstance(value, str) and (position := invalid_unicode(value)) is not None:
+                field = f"q[{name}]" if isinstance(name, int) else name
+                raise HTTPException(
+                    400,
+                    f"Invalid request: {field} holds a lone surrogate at character {position}",
+                )
+        return self
 
 
 def _strings(value: object) -> bool:
@@ -102,60 +124,92 @@ async def read_request(request: Request) -> LibreRequest:
     """The call's fields from its JSON body, else from its query and form."""
     if not is_json(request):
         return await LibreRequest.from_form(request)
-    try:
-        parsed = json.loads(await request.body())
-    except (ValueError, RecursionError):
-        raise HTTPException(400, "Invalid request: the body is not valid JSON") from None
-    return LibreRequest.from_json(parsed)
+    return LibreRequest.from_json(parse_json(await request.body()))
 
 
-class TextItem:
-    """A text of `q` in format text: each line translated."""
+@dataclass(frozen=True)
+class Item:
+    """One text of `q` as it is translated: its pieces (each line's sentences; with format html,
+    those of each text node), and how to put their translations back in their places."""
 
-    def __init__(self, text: str) -> None:
-        self.text, self.pieces = text, text.split("\n")
+    text: str
+    parts: tuple[SplitText, ...]  # the text's, or one a text node
+    fragment: HtmlFragment | None  # format html: the parsed markup
+
+    @classmethod
+    def read(cls, text: str, html: bool, max_chars: int) -> Item:
+        """MarkupTooLarge for markup over the caps of `translate.text.markup`."""
+        if not html:
+            return cls(text, (split_text(text, max_chars=max_chars),), None)
+        fragment = HtmlFragment.parse(text)
+        return cls(
+            text,
+            tuple(split_text(node, max_chars=max_chars) for node in fragment.texts()),
+            fragment,
+        )
+
+    @property
+    def pieces(self) -> list[str]:
+        return [piece for part in self.parts for piece in part.pieces]
+
+    @property
+    def lines(self) -> int:
+        """The lines that hold something to translate (of every text node, for html)."""
+        return sum(part.lines for part in self.parts)
 
     def render(self, translations: list[str]) -> str:
-        return "\n".join(translations)
+        """The text with each piece replaced by its translation (one a piece, in order), every
+        other character as it was."""
+        texts, start = [], 0
+        for part in self.parts:
+            texts.append(part.join(translations[start : start + len(part.pieces)]))
+            start += len(part.pieces)
+        return self.fragment.render(texts) if self.fragment is not None else texts[0]
 
     def words(self) -> str:
-        return self.text
-
-
-class HtmlItem:
-    """A text of `q` in format html: each text node translated, the markup kept."""
-
-    def __init__(self, text: str) -> None:
-        self.text, self.fragment = text, HtmlFragment.parse(text)
-        self.pieces = self.fragment.texts()
-
-    def render(self, translations: list[str]) -> str:
-        return self.fragment.render(translations)
-
-    def words(self) -> str:
+        """What detection reads: the pieces, markup left out."""
         return " ".join(self.pieces)
+
+
+def read_items(texts: list[str], html: bool, max_chars: int) -> list[Item]:
+    """Each text of `q` read (its markup parsed); HTTPException 413 for markup over a cap."""
+    try:
+        return [Item.read(text, html, max_chars) for text in texts]
+    except MarkupTooLarge as fault:
+        what = {"nodes": "HTML nodes", "depth": "nesting depth"}[fault.what]
+        raise HTTPException(
+            413, f"Invalid request: the HTML is over this server's limit of {fault.limit} {what}"
+        ) from None
 
 
 async def translate(service: Service, request: Request, call: LibreRequest) -> JSONResponse:
     """POST /translate with LibreTranslate's fields, checked in LibreTranslate's order."""
     check_key(service, request, call.api_key)
-    texts = [call.q] if isinstance(call.q, str) else call.q
-    service.check_rate(call.api_key, client_address(request), len(texts or ()) or 1)
     if not call.q:
         raise HTTPException(400, "Invalid request: missing q parameter")
+    texts = [call.q] if isinstance(call.q, str) else call.q
     for name in ("source", "target"):
         if not getattr(call, name):
             raise HTTPException(400, f"Invalid request: missing {name} parameter")
+    check_char_limit(service, texts)
     alternatives = _alternatives(service, call.alternatives)
-    check_texts(service, texts)
-    auto = call.source.strip().lower() == "auto"
-    source = None if auto else _language(service, call.source)
-    target = _language(service, call.target)
     text_format = call.format or "text"
     if text_format not in FORMATS:
         raise HTTPException(400, f"{text_format} format is not supported")
     html = text_format == "html"
-    items = [HtmlItem(text) if html else TextItem(text) for text in texts]
+    auto = call.source.strip().lower() == "auto"
+    source = None if auto else _language(service, call.source)
+    target = _language(service, call.target)
+    # Off the event loop: markup is read in time linear in its size, up to its caps.
+    items = await asyncio.to_thread(read_items, texts, html, service.settings.max_line_chars)
+    lines = sum(item.lines for item in items)
+    if lines > service.settings.max_lines:
+        raise HTTPException(
+            413,
+            f"Invalid request: the texts hold {lines} lines, over this server's limit of "
+            f"{service.settings.max_lines} a request (--max-lines)",
+        )
+    service.check_rate(call.api_key, client_address(request), max(lines, 1))
     if auto:
         detected = await asyncio.to_thread(
             lambda: [service.detector.ranked(item.words())[0] for item in items]
@@ -186,21 +240,15 @@ async def translate(service: Service, request: Request, call: LibreRequest) -> J
     return JSONResponse(content)
 
 
-def check_texts(service: Service, texts: list[str]) -> None:
-    """LibreTranslate's limits (--max-lines texts, --max-line-chars a text), and Unicode text."""
-    limits = service.settings
-    fault = text_fault(texts, limits.max_lines, limits.max_line_chars)
-    if fault is None:
-        return
-    if fault.kind == "surrogate":
+def check_char_limit(service: Service, texts: list[str]) -> None:
+    """LibreTranslate's --char-limit: the characters of each text, markup included (none by
+    default, as LibreTranslate's)."""
+    limit = service.settings.char_limit
+    longest = max(map(len, texts), default=0)
+    if limit is not None and longest > limit:
         raise HTTPException(
-            400,
-            f"Invalid request: q[{fault.index}] holds a lone surrogate at character {fault.value}",
+            400, f"Invalid request: request ({longest}) exceeds text limit ({limit})"
         )
-    limit = limits.max_lines if fault.kind == "count" else limits.max_line_chars
-    raise HTTPException(
-        400, f"Invalid request: request ({fault.value}) exceeds text limit ({limit})"
-    )
 
 
 def check_direction(service: Service, source: str, target: str) -> None:
@@ -218,11 +266,12 @@ async def _translate_items(
     service: Service, items: list, detected: list[Detected], target: str, n_best: int
 ) -> list[list[list[str]] | None]:
     """Each item's translations (n_best lists of one text a piece), or None for an item that
-    comes back as it was: in the target language already, or in no language lingua can tell.
-    Items are grouped by source language, each group's pieces one call of the batcher."""
+    comes back as it was: in the target language already, in no language lingua can tell (no
+    letters), or with nothing to translate. Items are grouped by source language, each group's
+    pieces one call of the batcher."""
     groups: dict[str, list[int]] = {}
     for index, found in enumerate(detected):
-        if found.language != target and found.confidence > 0:
+        if found.language != target and found.confidence > 0 and items[index].pieces:
             groups.setdefault(found.language, []).append(index)
     calls = [
         service.submit(
@@ -241,7 +290,7 @@ async def _translate_items(
     return outputs
 
 
-def _unique_alternatives(item: TextItem, outputs: list[list[str]]) -> list[str]:
+def _unique_alternatives(item: Item, outputs: list[list[str]]) -> list[str]:
     """The other hypotheses, as LibreTranslate gives them: none empty, none repeated, none
     equal to the translation (so fewer than asked for may come back)."""
     best = item.render(outputs[0])
@@ -254,6 +303,8 @@ def _unique_alternatives(item: TextItem, outputs: list[list[str]]) -> list[str]:
 
 
 def _alternatives(service: Service, given: str | int | None) -> int:
+    """How many alternatives to search for: as asked, but at most the beam's other hypotheses
+    (`--max-beam` less one); fewer come back, as LibreTranslate's own may."""
     if given is None or given == "":
         return 0
     try:
@@ -262,16 +313,13 @@ def _alternatives(service: Service, given: str | int | None) -> int:
         raise HTTPException(
             400, "Invalid request: alternatives parameter is not a number"
         ) from None
-    most = service.settings.max_beam - 1
-    if count > most:
-        raise HTTPException(400, f"Invalid request: alternatives parameter must be <= {most}")
-    return count
+    return min(count, service.settings.max_beam - 1)
 
 
 def _language(service: Service, code: str) -> str:
     found = service.codes.to_model(code)
     if found is None:
-        raise HTTPException(400, f"{code.strip().lower()} is not supported")
+        raise HTTPException(400, f"{as_libretranslate_reads(code)} is not supported")
     return found
 
 
@@ -322,13 +370,7 @@ async def detect(request: Request) -> JSONResponse:
     service.check_rate(call.api_key, client_address(request), len(texts or ()) or 1)
     if not call.q:
         raise HTTPException(400, "Invalid request: missing q parameter")
-    if any(len(text) > service.settings.max_line_chars for text in texts):
-        longest = max(map(len, texts))
-        raise HTTPException(
-            400,
-            f"Invalid request: request ({longest}) exceeds text limit "
-            f"({service.settings.max_line_chars})",
-        )
+    check_char_limit(service, texts)
     found = await asyncio.to_thread(service.detector.detect_all, texts)
     return JSONResponse(
         [
@@ -346,7 +388,7 @@ async def frontend_settings(request: Request) -> JSONResponse:
     keyed = service.settings.api_key is not None
     return JSONResponse(
         {
-            "charLimit": service.settings.max_line_chars,
+            "charLimit": -1 if service.settings.char_limit is None else service.settings.char_limit,
             "frontendTimeout": 500,
             "apiKeys": keyed,
             "keyRequired": keyed,

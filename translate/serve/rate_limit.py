@@ -1,5 +1,6 @@
 """A request rate per client (its API key, else its address) over a moving window of one minute,
-as LibreTranslate's --req-limit counts it: a batch costs one a text."""
+as LibreTranslate's --req-limit counts it; a request costs what the caller says (translate-serve:
+one a line it holds)."""
 
 from __future__ import annotations
 

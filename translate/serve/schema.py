@@ -3,9 +3,10 @@ response models, and errors in one shape `{"error": message}` with a one-line me
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
-from typing import Literal
 
+from fastapi import HTTPException
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import (
@@ -60,14 +61,15 @@ MAX_ERRORS_LISTED = 5  # of a request's validation errors, in its one-line messa
 class ServeSettings:
     batch_tokens: int = 4096
     max_wait_ms: float = 10.0
-    max_lines: int = 256  # per request
-    max_line_chars: int = 4000
+    max_lines: int = 1024  # a request's lines (each text's, each HTML text node's)
+    max_line_chars: int = 4000  # the native API refuses a longer line; LibreTranslate's cuts it
+    char_limit: int | None = None  # LibreTranslate's --char-limit: characters a text of a call
     max_body_bytes: int = 1 << 20
     max_queued_lines: int = 4096
     max_beam: int = 16
     batching: str = "continuous"  # or "batch": each batch translated to its end before the next
     api_key: str | None = None
-    req_limit: int | None = None  # texts a minute per API key or client address (--req-limit)
+    req_limit: int | None = None  # lines a minute per API key or client address (--req-limit)
     checkpoint_digest: str = ""
     drain_seconds: float = 30.0  # after SIGTERM, for the requests in flight; then 503
 
@@ -104,8 +106,24 @@ class ErrorResponse(BaseModel):
 
 
 def error(status: int, message: str, **headers: str) -> JSONResponse:
-    """Every error the server sends has this one shape: {"error": message}."""
+    """Every error the server sends has this one shape: {"error": message}. A lone surrogate that
+    a message quotes from the request is written escaped (`\\ud800`): JSON's UTF-8 cannot hold it."""
+    message = message.encode("utf-8", "backslashreplace").decode("utf-8")
     return JSONResponse({"error": message}, status_code=status, headers=headers or None)
+
+
+def parse_json(body: bytes) -> object:
+    """The body's JSON, or HTTPException 400 saying where it is not JSON (as LibreTranslate
+    answers it with 400; the native API too, as they share the route)."""
+    try:
+        return json.loads(body)
+    except (ValueError, RecursionError) as fault:
+        where = (
+            f"at character {fault.pos}: {fault.msg}"
+            if isinstance(fault, json.JSONDecodeError)
+            else str(fault)
+        )
+        raise HTTPException(400, f"the body is not valid JSON ({where})") from None
 
 
 def validation_message(exc: RequestValidationError | ValidationError) -> str:
@@ -126,29 +144,6 @@ def validation_message(exc: RequestValidationError | ValidationError) -> str:
         faults.append(f"{where or 'the body'}: {fault['msg']}")
     more = len(faults) - MAX_ERRORS_LISTED
     return "; ".join(faults[:MAX_ERRORS_LISTED]) + (f" (and {more} more)" if more > 0 else "")
-
-
-@dataclass(frozen=True)
-class TextFault:
-    """What is wrong with a request's texts, for each API to say in its own words: too many
-    texts ("count": `value` of them), one too long ("length": `value` characters) or holding a
-    lone surrogate ("surrogate": at character `value`)."""
-
-    kind: Literal["count", "length", "surrogate"]
-    index: int  # the text at fault (0 for "count")
-    value: int
-
-
-def text_fault(texts: list[str], max_texts: int, max_chars: int) -> TextFault | None:
-    if len(texts) > max_texts:
-        return TextFault("count", 0, len(texts))
-    for index, text in enumerate(texts):
-        if len(text) > max_chars:
-            return TextFault("length", index, len(text))
-        position = invalid_unicode(text)
-        if position is not None:
-            return TextFault("surrogate", index, position)
-    return None
 
 
 def invalid_unicode(line: str) -> int | None:

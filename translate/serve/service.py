@@ -28,10 +28,11 @@ from translate.serve.schema import (
     ServeSettings,
     TranslateRequest,
     TranslateResponse,
-    text_fault,
+    invalid_unicode,
 )
 from translate.serve.worker import translate_with
 from translate.text.language_codes import LanguageCodes
+from translate.text.sentences import join_lines, lines_of
 
 WARM_UP_LINE = "Hello."
 
@@ -202,27 +203,36 @@ class Service:
             source_lang=body.source_lang,
         )
 
-    def check_lines(self, text: list[str]) -> None:
+    def check_lines(self, text: list[str]) -> list[tuple[list[str], list[str]]]:
+        """Each item's lines and the line breaks between them (`lines_of`), within the limits:
+        HTTPException 413 naming the limit, or 422 for an item that is not Unicode text."""
         limits = self.settings
-        fault = text_fault(text, limits.max_lines, limits.max_line_chars)
-        if fault is None:
-            return
-        if fault.kind == "count":
+        for index, item in enumerate(text):
+            position = invalid_unicode(item)
+            if position is not None:
+                raise HTTPException(
+                    422,
+                    f"text[{index}] holds a lone surrogate at character {position}, "
+                    "which is not Unicode text",
+                )
+        split = [lines_of(item) for item in text]
+        count = sum(len(lines) for lines, _ in split)
+        if count > limits.max_lines:
             raise HTTPException(
                 413,
-                f"text has {fault.value} lines; at most {limits.max_lines} a request (--max-lines)",
+                f"text has {count} lines (line breaks inside an item counted); at most "
+                f"{limits.max_lines} a request (--max-lines)",
             )
-        if fault.kind == "length":
-            raise HTTPException(
-                413,
-                f"text[{fault.index}] has {fault.value} characters; at most "
-                f"{limits.max_line_chars} a line (--max-line-chars)",
-            )
-        raise HTTPException(
-            422,
-            f"text[{fault.index}] holds a lone surrogate at character {fault.value}, "
-            "which is not Unicode text",
-        )
+        for index, (lines, _) in enumerate(split):
+            longest = max(map(len, lines))
+            if longest > limits.max_line_chars:
+                what = "characters" if len(lines) == 1 else "characters in one of its lines"
+                raise HTTPException(
+                    413,
+                    f"text[{index}] has {longest} {what}; at most {limits.max_line_chars} a line "
+                    "(--max-line-chars)",
+                )
+        return split
 
     def check_rate(self, key: str | None, address: str, cost: int) -> None:
         """429 where the client has spent its rate (--req-limit): counted by its API key where
@@ -243,11 +253,20 @@ class Service:
             **languages,
         )
 
-    async def translate(self, body: TranslateRequest) -> TranslateResponse:
+    async def translate(
+        self, body: TranslateRequest, api_key: str | None, address: str
+    ) -> TranslateResponse:
+        """Each item's lines translated as translate-cli translates lines, joined again by the
+        item's own line breaks; the client (`api_key`, else `address`) charged one a line."""
         started = time.perf_counter()
-        self.check_lines(body.text)
+        split = self.check_lines(body.text)
+        self.check_rate(api_key, address, max(sum(len(lines) for lines, _ in split), 1))
         key = self.search_settings(body)
-        translations = await self.submit(body.text, key)
+        flat = await self.submit([line for lines, _ in split for line in lines], key)
+        translations, start = [], 0
+        for lines, breaks in split:
+            translations.append(join_lines(flat[start : start + len(lines)], breaks))
+            start += len(lines)
         return TranslateResponse(
             translations=translations,
             beam=key.beam,
@@ -257,8 +276,18 @@ class Service:
         )
 
     async def submit(self, lines: list[str], key: SearchSettings) -> list[str]:
-        """`lines` translated in the cross-client batches (`key.n_best` texts a line), the
-        batcher's refusals as HTTP errors (503 with Retry-After)."""
+        """`lines` translated in the cross-client batches (`key.n_best` texts a line), in chunks
+        of at most a request's `--max-lines` (within `--max-queued-lines`), each chunk joining
+        once the one before is answered: the sentences of a long text never hold the whole
+        queue, and no request is too large to ever be queued. The batcher's refusals are HTTP
+        errors (503 with Retry-After: the server is busy now)."""
+        size = min(self.settings.max_lines, self.settings.max_queued_lines)
+        translations: list[str] = []
+        for start in range(0, len(lines), size):
+            translations += await self._submit_chunk(lines[start : start + size], key)
+        return translations
+
+    async def _submit_chunk(self, lines: list[str], key: SearchSettings) -> list[str]:
         try:
             return await self.batcher.submit(lines, key)
         except QueueFull as fault:
@@ -298,6 +327,7 @@ class Service:
             "limits": {
                 "max_lines": settings.max_lines,
                 "max_line_chars": settings.max_line_chars,
+                "char_limit": settings.char_limit,
                 "max_body_bytes": settings.max_body_bytes,
                 "max_beam": settings.max_beam,
                 "length_penalty": list(LENGTH_PENALTY_RANGE),

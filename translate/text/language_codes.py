@@ -40,6 +40,16 @@ def argos_code(code: str) -> str:
     return ARGOS_ALIASES.get(libre, libre)
 
 
+def as_libretranslate_reads(code: str) -> str:
+    """A code a client sent as LibreTranslate reads it, and names it in its errors: lower-cased,
+    zh-Hans, zh-Hant and pt-BR as Argos's zh, zt and pb."""
+    lower = code.strip().lower()
+    return _ALIASES_READ.get(lower, lower)
+
+
+_ALIASES_READ = {libre.lower(): argos for libre, argos in ARGOS_ALIASES.items()}
+
+
 def language_name(code: str) -> str:
     """An English name: lingua's, where it knows the language, else the code itself."""
     libre = libretranslate_code(code)
