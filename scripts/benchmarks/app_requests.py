@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -397,28 +398,30 @@ def cut_short(base: str) -> None:
         )
 
 
+def poll_health(base: str, done: threading.Event, seconds: list[float]) -> None:
+    """GET /health every 0.1 s until `done`, each answer's time appended to `seconds`."""
+    while not done.is_set():
+        started = time.perf_counter()
+        try:
+            httpx.get(f"{base}/health", timeout=60)
+        except httpx.HTTPError:
+            pass
+        seconds.append(time.perf_counter() - started)
+        time.sleep(0.1)
+
+
 def health_during(base: str, work: Callable[[], object]) -> tuple[object, float]:
-    """`work()`'s result, and the longest /health took while it ran (polled every 0.1 s)."""
-    longest, done = 0.0, threading.Event()
-
-    def poll() -> None:
-        nonlocal longest
-        while not done.is_set():
-            started = time.perf_counter()
-            try:
-                httpx.get(f"{base}/health", timeout=60)
-            except httpx.HTTPError:
-                pass
-            longest = max(longest, time.perf_counter() - started)
-            time.sleep(0.1)
-
-    poller = threading.Thread(target=poll, daemon=True)
+    """`work()`'s result, and the longest /health took while it ran (the poll under way when it
+    ended included)."""
+    done, seconds = threading.Event(), []
+    poller = threading.Thread(target=poll_health, args=(base, done, seconds), daemon=True)
     poller.start()
     try:
-        return work(), longest
+        result = work()
     finally:
         done.set()
         poller.join()
+    return result, max(seconds, default=0.0)
 
 
 @dataclass(frozen=True)
@@ -465,12 +468,10 @@ def disconnects_counted(base: str) -> str:
     cut_short(base)
     time.sleep(1)
     metrics = httpx.get(f"{base}/metrics", timeout=30).text
-    counted = [
-        line.split("status=")[1]
-        for line in metrics.splitlines()
-        if line.startswith('translate_requests_total{path="/translate"')
-    ]
-    return ", ".join(counted)
+    counted = re.findall(
+        r'translate_requests_total\{path="/translate",status="(\d+)"\} (\S+)', metrics
+    )
+    return ", ".join(f"{status}: {float(count):g}" for status, count in counted)
 
 
 def table(rows: list[Row], title: str) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
+from itertools import islice
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -52,11 +53,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{len(pieces)} sentences",
         flush=True,
     )
-    translated = translate_lines(translator, pieces, settings)
-    joined, start = [], 0
-    for split in splits:
-        joined.append(split.join(translated[start : start + len(split.pieces)]))
-        start += len(split.pieces)
+    translated = iter(translate_lines(translator, pieces, settings))
+    joined = [split.join(list(islice(translated, len(split.pieces)))) for split in splits]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     whole = translate_lines(translator, sources, settings)

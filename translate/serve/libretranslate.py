@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from functools import cached_property
+from itertools import islice
 
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import JSONResponse
@@ -99,12 +101,14 @@ class LibreRequest:
     def checked(self) -> LibreRequest:
         """The call itself, once every text field is Unicode text: a lone surrogate (which JSON
         can escape and a form's charset can make) is a 400 naming the field."""
-        texts = [("q", self.q)] if isinstance(self.q, str) else list(enumerate(self.q or ()))
-        named = [(name, getattr(self, name)) for name in ("source", "target", "format")]
-        alternatives = [("alternatives", self.alternatives)]
-        for name, value in [*texts, *named, *alternatives, ("api_key", self.api_key)]:
+        if isinstance(self.q, str):
+            fields = [("q", self.q)]
+        else:
+            fields = [(f"q[{index}]", text) for index, text in enumerate(self.q or ())]
+        named = ("source", "target", "format", "alternatives", "api_key")
+        fields += [(name, getattr(self, name)) for name in named]
+        for field, value in fields:
             if isinstance(value, str) and (position := invalid_unicode(value)) is not None:
-                field = f"q[{name}]" if isinstance(name, int) else name
                 raise HTTPException(
                     400,
                     f"Invalid request: {field} holds a lone surrogate at character {position}",
@@ -148,8 +152,9 @@ class Item:
             fragment,
         )
 
-    @property
+    @cached_property
     def pieces(self) -> list[str]:
+        """What to translate, in order: every part's pieces."""
         return [piece for part in self.parts for piece in part.pieces]
 
     @property
@@ -160,10 +165,8 @@ class Item:
     def render(self, translations: list[str]) -> str:
         """The text with each piece replaced by its translation (one a piece, in order), every
         other character as it was."""
-        texts, start = [], 0
-        for part in self.parts:
-            texts.append(part.join(translations[start : start + len(part.pieces)]))
-            start += len(part.pieces)
+        each = iter(translations)
+        texts = [part.join(list(islice(each, len(part.pieces)))) for part in self.parts]
         return self.fragment.render(texts) if self.fragment is not None else texts[0]
 
     def words(self) -> str:

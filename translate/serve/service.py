@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import BrokenExecutor, Executor
 from importlib import resources
+from itertools import islice
 
 from fastapi import HTTPException
 from starlette.datastructures import Headers
@@ -262,11 +263,10 @@ class Service:
         split = self.check_lines(body.text)
         self.check_rate(api_key, address, max(sum(len(lines) for lines, _ in split), 1))
         key = self.search_settings(body)
-        flat = await self.submit([line for lines, _ in split for line in lines], key)
-        translations, start = [], 0
-        for lines, breaks in split:
-            translations.append(join_lines(flat[start : start + len(lines)], breaks))
-            start += len(lines)
+        flat = iter(await self.submit([line for lines, _ in split for line in lines], key))
+        translations = [
+            join_lines(list(islice(flat, len(lines))), breaks) for lines, breaks in split
+        ]
         return TranslateResponse(
             translations=translations,
             beam=key.beam,

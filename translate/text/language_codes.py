@@ -16,6 +16,7 @@ from translate.text.language_id import base_language
 TRADITIONAL = ("tw", "hk", "mo", "hant")  # regions and scripts written in traditional Chinese
 # LibreTranslate's codes that differ from Argos's (LibreTranslate's language.py aliases).
 ARGOS_ALIASES = {"zh-Hans": "zh", "zh-Hant": "zt", "pt-BR": "pb"}
+_ALIASES_READ = {libre.lower(): argos for libre, argos in ARGOS_ALIASES.items()}
 SPECIAL_NAMES = {
     "zh-Hans": "Chinese (Simplified)",
     "zh-Hant": "Chinese (Traditional)",
@@ -45,9 +46,6 @@ def as_libretranslate_reads(code: str) -> str:
     zh-Hans, zh-Hant and pt-BR as Argos's zh, zt and pb."""
     lower = code.strip().lower()
     return _ALIASES_READ.get(lower, lower)
-
-
-_ALIASES_READ = {libre.lower(): argos for libre, argos in ARGOS_ALIASES.items()}
 
 
 def language_name(code: str) -> str:

@@ -26,6 +26,7 @@ _LINE_BREAK_KEPT = re.compile(r"(\r\n|\n|\r)")
 # Where a sentence may end: a final mark, then closing quotes or brackets; a full-width mark
 # needs no space after it.
 _END = re.compile(r"(?:[.!?…]+[\"'»“”’)\]]*(?=\s)|[。！？]+[\"'»“”’)\]」』）]*)")
+_NEXT_CHAR = re.compile(r"\s*(\S)")
 ABBREVIATIONS = frozenset(
     "mr mrs ms dr prof st vs cf approx incl fig figs no nr vol ca bzw usw ggf vgl sog".split()
 )
@@ -100,13 +101,13 @@ def _sentence_spans(line: str) -> list[tuple[int, int]]:
     cuts = []
     for match in _END.finditer(line):
         after = match.end()
-        rest = line[after:].lstrip()
-        if not rest:
+        following = _NEXT_CHAR.match(line, after)  # the next character that is not a space
+        if following is None:
             continue
         full_width = match.group()[0] in "。！？"
         sentence_start = cuts[-1] if cuts else 0
         if not full_width and (
-            rest[0].islower() or _abbreviation(line, match.start(), sentence_start)
+            following[1].islower() or _abbreviation(line, match.start(), sentence_start)
         ):
             continue
         cuts.append(after)
