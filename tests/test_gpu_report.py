@@ -269,6 +269,23 @@ def test_a_failed_or_stuck_step_is_recorded_and_the_next_one_runs(tmp_path):
     ), "the stuck step's child outlived it"
     assert "| stuck | timed out |" in (tmp_path / "report.md").read_text()
 
+    # The docs say why a step has no figures in words, not by its command line; each step keeps
+    # the day it ran, and a report made over several days names them all.
+    from gpu_report_render import not_done, when_and_where
+
+    why = dict(line.split(": ", 1) for line in not_done(report, ""))
+    assert why["`fails`"].startswith("failed after ") and why["`fails`"].endswith(
+        "last output: no such thing: the cause"
+    ), why
+    assert why["`stuck`"].startswith("timed out after ") and sys.executable not in why["`stuck`"]
+    ran = {step["date"] for step in report["steps"].values()}
+    assert ran == {time.strftime("%Y-%m-%d")}, ran
+    earlier = {
+        **report,
+        "steps": {**report["steps"], "works": {**steps["works"], "date": "2025-12-31"}},
+    }
+    assert when_and_where(earlier).startswith(f"2025-12-31, {time.strftime('%Y-%m-%d')}, ")
+
     # A later run goes on where this one stopped: what is done is kept, the rest runs; with the
     # total spent, a step is recorded as not run.
     (tmp_path / "steps" / "works" / "out.json").unlink()

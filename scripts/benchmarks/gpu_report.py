@@ -143,6 +143,7 @@ class Outcome:
     commands: list[str] = field(default_factory=list)
     message: str = ""
     result: dict = field(default_factory=dict)
+    date: str = ""  # the day the step ran (a report can be made over several leases)
 
 
 @dataclass(frozen=True)
@@ -644,7 +645,8 @@ def run_command(command: Command, directory: Path, deadline: float) -> tuple[str
         for line in log.read_text(encoding="utf-8", errors="replace").splitlines()
         if line.strip()
     ][-3:]
-    return status, f"{shlex.join(command.argv)[:200]} exited {codes}: " + " / ".join(tail)[-600:]
+    # The command itself is in the outcome's commands: the message says what became of it.
+    return status, f"exit codes {codes}; its last output: " + " / ".join(tail)[-600:]
 
 
 def end_group(process: subprocess.Popen) -> None:
@@ -687,6 +689,7 @@ def run_step(step: Step, context: Context, deadline: float) -> Outcome:
         except (OSError, ValueError, KeyError, IndexError) as error:
             outcome.status, outcome.message = "failed", f"its figures could not be read: {error}"
     outcome.seconds = time.monotonic() - started
+    outcome.date = datetime.date.today().isoformat()
     return outcome
 
 
@@ -859,7 +862,11 @@ def main(argv: list[str] | None = None) -> int:
         kind = "a dry run" if report.get("dry_run") else "a GPU run"
         raise SystemExit(f"error: {out}/report.json is {kind}'s; pass another --out to keep it")
     out.mkdir(parents=True, exist_ok=True)
-    outcomes = {name: Outcome(**value) for name, value in report.get("steps", {}).items()}
+    # Steps recorded before steps carried their day ran on the day the report then gave.
+    outcomes = {
+        name: Outcome(**{"date": report.get("date", ""), **value})
+        for name, value in report.get("steps", {}).items()
+    }
     report.update(
         {
             "dry_run": args.dry_run,

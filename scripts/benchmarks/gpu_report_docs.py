@@ -7,7 +7,8 @@ in one step:
 Each section lies between `<!-- gpu-report:NAME -->` and `<!-- /gpu-report:NAME -->` in a file
 under docs/ (NAME: environment, training, converge, decoding, serving, ddp); everything between
 is replaced by the report's section, headed by the date, device and command; the plots are
-copied to docs/images/gpu-report/ and report.json itself to docs/gpu-report/, so that the
+drawn again from report.json into docs/images/gpu-report/ (a report fetched from another machine
+needs no plot files beside it) and report.json itself is kept in docs/gpu-report/, so that the
 committed docs keep their source. Text outside the markers is never touched.
 """
 
@@ -18,12 +19,13 @@ import json
 import re
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from gpu_report_render import PLOTS, RENDERERS, TITLES, provenance  # noqa: E402
+from gpu_report_render import RENDERERS, TITLES, provenance, render_plots  # noqa: E402
 
 from translate.files import write_atomic  # noqa: E402
 
@@ -107,12 +109,11 @@ def main(argv: list[str] | None = None) -> int:
             "the docs (--allow-dry-run fills them anyway, e.g. into a copy)"
         )
     images = {}
-    for name, plot in PLOTS.items():
-        source = args.report.parent / plot
-        if source.is_file():
+    with tempfile.TemporaryDirectory() as drawn:
+        for name, plot in render_plots(report, Path(drawn)).items():
             (args.docs / IMAGES).mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(source, args.docs / IMAGES / plot)
-            images[name] = f"{IMAGES}/{plot}"
+            shutil.copyfile(plot, args.docs / IMAGES / plot.name)
+            images[name] = f"{IMAGES}/{plot.name}"
     kept = args.docs / KEPT_REPORT
     kept.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(kept, raw)

@@ -31,10 +31,21 @@ def done(report: dict, section: str) -> list[dict]:
     ]
 
 
+def why_not(step: dict) -> str:
+    """Why a step has no figures, in words: for one that ran, how long and its last output line
+    (its command is in the report's commands)."""
+    if step["status"] not in ("timed out", "failed"):
+        return f"{step['status']} ({step['message']})" if step["message"] else step["status"]
+    last = step["message"].rsplit(" / ", 1)[-1].split("its last output: ")[-1].strip()
+    return f"{step['status']} after {step['seconds']:.0f} s" + (
+        f", last output: {last}" if last else ""
+    )
+
+
 def not_done(report: dict, prefix: str) -> list[str]:
     """'name: status (why)' of the steps named `prefix...` that did not finish."""
     return [
-        f"`{name}`: {step['status']}" + (f" ({step['message'][:160]})" if step["message"] else "")
+        f"`{name}`: {why_not(step)}"
         for name, step in report.get("steps", {}).items()
         if name.startswith(prefix) and step["status"] != "ok"
     ]
@@ -312,7 +323,9 @@ def when_and_where(report: dict) -> str:
     env = done(report, "environment")
     device = ", ".join(env[0]["gpus"]) if env and env[0]["gpus"] else "the CPU"
     torch = f", torch {env[0]['torch']}" if env else ""
-    return f"{report['date']}, {device}{torch}"
+    # Steps recorded before steps carried their day ran on the report's day.
+    days = sorted({step.get("date") or report["date"] for step in report.get("steps", {}).values()})
+    return f"{', '.join(days or [report['date']])}, {device}{torch}"
 
 
 def provenance(report: dict) -> str:
