@@ -48,6 +48,31 @@ def run_continuously(
     return answered
 
 
+BEAM_LIMITS = {"max_len_a": 1.0, "max_len_b": 6}
+
+
+def check_beam_joins(model, search, beam: int, alpha: float, n_best: int) -> None:
+    """Sentences joining `search` (made with these settings and `BEAM_LIMITS`) at random steps
+    each get what beam search gives them alone: tokens, scores within float32's rounding, and
+    log-probabilities the training forward pass reads again."""
+    sources = sources_of(seed=beam, count=14)
+    answered = run_continuously(search, sources, seed=beam)
+    assert sorted(answered) == list(range(len(sources)))
+    for index, source in enumerate(sources):
+        src = torch.tensor([source])
+        [expected] = beam_search(model, src, beam, alpha, n_best, **BEAM_LIMITS)
+        got = answered[index]
+        terms = search_terms(model, src, *BEAM_LIMITS.values())
+        assert [h.tokens for h in got] == [h.tokens for h in expected], index
+        # both searches run in float32: each carries the rounding
+        assert [h.score for h in got] == within_rounding(
+            [h.score for h in expected], torch.float32, 2 * terms
+        )
+        # the log-probabilities, re-read by the training forward pass without any cache (in float64)
+        reread = full_prefix_log_probs(model, src[0], [h.tokens for h in got])
+        assert [h.log_prob for h in got] == within_rounding(reread, torch.float32, terms)
+
+
 @pytest.mark.numerical
 @pytest.mark.parametrize(
     "beam, alpha, n_best, cohorts", [(5, 1.0, 1, 4), (3, 0.0, 2, 2), (4, 1.3, 3, 1), (1, 1.0, 1, 3)]
@@ -57,23 +82,8 @@ def test_each_sentence_decodes_as_it_does_alone(beam, alpha, n_best, cohorts, mo
         continuous, "MAX_COHORTS", cohorts
     )  # few: cohorts merge, rows at different steps share one
     model = tiny_model(seed=beam, eos_bias=0.5)
-    sources = sources_of(seed=beam, count=14)
-    search = ContinuousBeamSearch(model, beam, alpha, n_best, max_len_a=1.0, max_len_b=6)
-    answered = run_continuously(search, sources, seed=beam)
-    assert sorted(answered) == list(range(len(sources)))
-    for index, source in enumerate(sources):
-        src = torch.tensor([source])
-        [expected] = beam_search(model, src, beam, alpha, n_best, max_len_a=1.0, max_len_b=6)
-        got = answered[index]
-        terms = search_terms(model, src, 1.0, 6)
-        assert [h.tokens for h in got] == [h.tokens for h in expected]
-        # both searches run in float32: each carries the rounding
-        assert [h.score for h in got] == within_rounding(
-            [h.score for h in expected], torch.float32, 2 * terms
-        )
-        # the log-probabilities, re-read by the training forward pass without any cache (in float64)
-        reread = full_prefix_log_probs(model, src[0], [h.tokens for h in got])
-        assert [h.log_prob for h in got] == within_rounding(reread, torch.float32, terms)
+    search = ContinuousBeamSearch(model, beam, alpha, n_best, **BEAM_LIMITS)
+    check_beam_joins(model, search, beam, alpha, n_best)
 
 
 def test_a_start_token_and_forbidden_ids_apply_per_sentence():
@@ -122,6 +132,38 @@ def test_a_bad_setting_is_refused():
         ContinuousBeamSearch(model, beam=2, n_best=3)
 
 
+# The greedy searches' shared case: a restriction (ids 9-11 not allowed), a forbidden id (7) and a
+# first token per sentence.
+GREEDY_LIMITS = {"max_len_a": 1.0, "max_len_b": 6}
+FORBIDDEN = [7]
+
+
+def greedy_allowed(model) -> torch.Tensor:
+    allowed = torch.ones(model.tgt_vocab_size, dtype=torch.bool)
+    allowed[9:12] = False
+    return allowed
+
+
+def check_greedy_joins(model, search, seed: int) -> None:
+    """Sentences joining `search` (made with `GREEDY_LIMITS`, `greedy_allowed` and `FORBIDDEN`)
+    at random steps each get greedy search's tokens alone, without a forbidden or disallowed id."""
+    sources = sources_of(seed=seed, count=24)
+    starts = [4 + i % 3 for i in range(len(sources))]
+    answered = run_continuously(search, sources, seed=seed, starts=starts)
+    assert sorted(answered) == list(range(len(sources))) and len(search) == 0
+    for index, source in enumerate(sources):
+        [expected] = greedy_search(
+            model,
+            torch.tensor([source]),
+            **GREEDY_LIMITS,
+            allowed_tokens=greedy_allowed(model),
+            start=torch.tensor([starts[index]]),
+            never=FORBIDDEN,
+        )
+        assert answered[index] == expected
+        assert not {7, 9, 10, 11} & set(answered[index])
+
+
 @pytest.mark.parametrize("cohorts, eos_bias, seed", [(12, 0.5, 1), (2, 0.0, 2), (1, -0.5, 3)])
 def test_each_sentence_joining_a_greedy_search_gets_greedy_search_s_tokens(
     cohorts, eos_bias, seed, monkeypatch
@@ -130,28 +172,11 @@ def test_each_sentence_joining_a_greedy_search_gets_greedy_search_s_tokens(
         continuous, "MAX_COHORTS", cohorts
     )  # few: cohorts merge, rows at different steps share one
     model = tiny_model(seed=seed, eos_bias=eos_bias)
-    sources = sources_of(seed=seed, count=24)
-    starts = [4 + i % 3 for i in range(len(sources))]
-    allowed = torch.ones(model.tgt_vocab_size, dtype=torch.bool)
-    allowed[9:12] = False
     search = ContinuousGreedySearch(
-        model, max_len_a=1.0, max_len_b=6, allowed_tokens=allowed, never=[7]
+        model, **GREEDY_LIMITS, allowed_tokens=greedy_allowed(model), never=FORBIDDEN
     )
-    answered = run_continuously(search, sources, seed=seed, starts=starts)
-    assert sorted(answered) == list(range(len(sources)))
-    assert len(search) == 0 and search.cohorts == [] and search.tickets == []
-    for index, source in enumerate(sources):
-        [expected] = greedy_search(
-            model,
-            torch.tensor([source]),
-            max_len_a=1.0,
-            max_len_b=6,
-            allowed_tokens=allowed,
-            start=torch.tensor([starts[index]]),
-            never=[7],
-        )
-        assert answered[index] == expected
-        assert not {7, 9, 10, 11} & set(answered[index])
+    check_greedy_joins(model, search, seed)
+    assert search.cohorts == [] and search.tickets == []
 
 
 @pytest.mark.parametrize("join_below", [0.0, 0.5, 1.0, 100.0])

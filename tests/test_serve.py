@@ -128,6 +128,15 @@ def test_continuous_batching_answers_each_request_as_translate_cli_does_alone(tr
         (["", "\t"], SearchSettings(beam=5, length_penalty=1.0)),
         (["Last line of the test.", "Click OK."], SearchSettings(beam=1, length_penalty=1.0)),
         (["Line 7."], SearchSettings(beam=3, length_penalty=0.5)),
+        # translate-cli's other settings, honoured alike: the length rule, the input limit, the
+        # restriction, either engine
+        (LINES, SearchSettings(beam=1, length_penalty=1.0, max_len_a=0.5, max_len_b=2)),
+        (
+            [long_line],
+            SearchSettings(beam=3, length_penalty=1.0, max_input_tokens=6),
+        ),
+        (LINES, SearchSettings(beam=3, length_penalty=1.0, engine="slots")),
+        (LINES, SearchSettings(beam=1, length_penalty=1.0, engine="slots")),
     ]
     answers, turns, joined = {}, 0, 0
     while len(answers) < len(requests):
@@ -143,10 +152,19 @@ def test_continuous_batching_answers_each_request_as_translate_cli_does_alone(tr
         turns += 1
         assert turns < 500
     for ticket, (lines, key) in enumerate(requests):
-        assert answers[ticket] == translate_lines(
-            translator, lines, SearchSettings(beam=key.beam, length_penalty=key.length_penalty)
-        )
+        assert answers[ticket] == translate_lines(translator, lines, key), key
     assert not model_side.requests and not model_side.lanes  # idle searches are let go
+
+
+def test_both_engines_translate_alike(translator):
+    """translate-cli's lines, an over-long one cut, greedy and beam, through either engine."""
+    lines = LINES + [" ".join(["Choose Tools - Options."] * 12)]
+    for beam in (1, 4):
+        outputs = [
+            translate_lines(translator, lines, SearchSettings(beam=beam, engine=engine), 30)
+            for engine in ("cohorts", "slots")
+        ]
+        assert outputs[0] == outputs[1]
 
 
 def test_continuous_batching_fails_only_the_requests_a_bad_setting_touches(translator):
@@ -901,3 +919,17 @@ def test_waiting_for_a_server_says_whether_it_died_or_never_answered():
         assert wait_until_ready(silent, url, 0.5) == "was not ready after 0.5 s"
     finally:
         stop(silent)
+
+
+def test_a_restriction_the_checkpoint_cannot_make_is_refused_at_start(checkpoint_path):
+    """translate-serve --restrict-target on a checkpoint without its target-side ids stops at
+    once with one line, rather than failing every request."""
+    result = subprocess.run(
+        [sys.executable, "-m", "translate.cli.serve", "--checkpoint", str(checkpoint_path)]
+        + ["--restrict-target", "--port", "0", "--device", "cpu"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode != 0
+    assert result.stderr.strip().count("\n") == 0 and "restrict" in result.stderr, result.stderr

@@ -62,6 +62,21 @@ def add_search_arguments(parser: argparse.ArgumentParser) -> None:
         "** alpha; 0 = raw log-prob (default: the value tuned on the dev set at the end of "
         "training and stored in the checkpoint, else 1.0)",
     )
+    add_output_arguments(parser)
+    add_quantize_argument(parser)
+    add_device_arguments(parser)
+
+
+def add_output_arguments(parser: argparse.ArgumentParser) -> None:
+    """What bounds and shapes every output whatever the beam, and the search engine: shared by
+    the commands that search and by translate-serve, so that both translate alike."""
+    parser.add_argument(
+        "--max-len-a",
+        type=float,
+        default=None,
+        help="at most A * source length + B output tokens (default: the checkpoint's training setting)",
+    )
+    parser.add_argument("--max-len-b", type=int, default=None, help="see --max-len-a")
     parser.add_argument(
         "--max-input-tokens",
         type=int,
@@ -74,8 +89,14 @@ def add_search_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="produce only tokens seen on the target side of the training data",
     )
-    add_quantize_argument(parser)
-    add_device_arguments(parser)
+    parser.add_argument(
+        "--engine",
+        default="auto",
+        choices=["auto", "cohorts", "slots"],
+        help="the search engine, same translations either way: slots keep the search's state on "
+        "the device (for GPUs), cohorts do the least arithmetic (for the CPU); default: auto, "
+        "chosen by device",
+    )
 
 
 def add_quantize_argument(parser: argparse.ArgumentParser) -> None:
@@ -108,8 +129,11 @@ SEARCH_FLAGS = (
     "--batch-tokens",
     "--beam",
     "--length-penalty",
+    "--max-len-a",
+    "--max-len-b",
     "--max-input-tokens",
     "--restrict-target",
+    "--engine",
     "--quantize",
     "--device",
     "--precision",

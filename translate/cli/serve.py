@@ -26,6 +26,7 @@ from functools import partial
 
 from translate.cli.common import (
     add_checkpoint_argument,
+    add_output_arguments,
     add_quantize_argument,
     resolve_device,
     run_command,
@@ -145,6 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="where to translate (default: auto, CUDA where torch sees a GPU)",
     )
     add_quantize_argument(parser)
+    add_output_arguments(parser)
     parser.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
     return parser
 
@@ -160,7 +162,7 @@ def settings_error(args: argparse.Namespace) -> str | None:
     ):
         if getattr(args, flag) < 1:
             return f"--{flag.replace('_', '-')} must be at least 1, got {getattr(args, flag)}"
-    for flag in ("req_limit", "char_limit"):
+    for flag in ("req_limit", "char_limit", "max_input_tokens"):
         value = getattr(args, flag)
         if value is not None and value < 1:
             return f"--{flag.replace('_', '-')} must be at least 1, got {value}"
@@ -197,6 +199,7 @@ def serve(args: argparse.Namespace) -> int:
     import torch
     import uvicorn
 
+    from translate.decode.settings import SearchSettings
     from translate.decode.translator import load_translator
     from translate.files import file_digest
     from translate.model.quantize import quantization_available
@@ -212,6 +215,9 @@ def serve(args: argparse.Namespace) -> int:
     # Only for the vocabulary (token counts), the languages and /info: the model process
     # translates, so this copy stays on the CPU as it is, neither packed nor quantized.
     translator = load_translator(args.checkpoint, "cpu", pack=False)
+    if args.restrict_target:  # refused now, where the checkpoint cannot restrict, not per request
+        for lang in translator.target_languages() if translator.multilingual() else [None]:
+            translator.target_token_mask(lang)
     settings = ServeSettings(
         batch_tokens=args.batch_tokens,
         max_wait_ms=args.max_wait_ms,
@@ -226,6 +232,13 @@ def serve(args: argparse.Namespace) -> int:
         char_limit=args.char_limit,
         checkpoint_digest=file_digest(args.checkpoint),
         drain_seconds=args.drain_seconds,
+        search=SearchSettings(
+            max_len_a=args.max_len_a,
+            max_len_b=args.max_len_b,
+            max_input_tokens=args.max_input_tokens,
+            restrict_to_target=args.restrict_target,
+            engine=args.engine,
+        ),
     )
     start_worker = partial(
         serve_worker.start,

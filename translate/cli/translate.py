@@ -74,13 +74,6 @@ def build_parser() -> argparse.ArgumentParser:
     add_search_arguments(parser)
     add_language_arguments(parser)
     parser.add_argument(
-        "--max-len-a",
-        type=float,
-        default=None,
-        help="at most A * source length + B output tokens (default: the checkpoint's training setting)",
-    )
-    parser.add_argument("--max-len-b", type=int, default=None, help="see --max-len-a")
-    parser.add_argument(
         "--n-best",
         type=int,
         default=1,
@@ -199,6 +192,7 @@ def translate_command(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from translate.decode import pipeline
+    from translate.decode.engine import engine_for
     from translate.decode.translator import load_translator
     from translate.files import check_writable, file_digest
     from translate.partial_output import PartialOutput
@@ -243,6 +237,9 @@ def translate_command(args: argparse.Namespace) -> int:
             f"translate-cli: resuming {output.partial}: {output.lines_done:,} lines were done",
             file=sys.stderr,
         )
+    if not args.quiet and not interactive:
+        choice = engine_for(args.engine, torch.device(device))
+        print(f"translate-cli: search engine {choice.name}: {choice.reason}", file=sys.stderr)
     bar = tqdm(
         total=count,
         initial=output.lines_done,

@@ -7,8 +7,9 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from translate.decode.continuous import ContinuousBeamSearch, ContinuousGreedySearch, search_joined
-from translate.decode.settings import SearchSettings
+from translate.decode.continuous import search_joined
+from translate.decode.engine import new_search
+from translate.decode.settings import SearchPlan, SearchSettings
 from translate.decode.translator import Translator
 from translate.defaults import BATCH_TOKENS
 from translate.errors import UsageError
@@ -155,6 +156,14 @@ def _ends_sentence(ids: list[int], end: int, pieces: Sequence[str]) -> bool:
 Found = tuple[list[int], float | None, float | None]  # a hypothesis: tokens, score, log-prob
 
 
+def as_found(result: list, beam: int) -> list[Found]:
+    """What a search (`engine.new_search`) answers a sentence with, as an n-best list: greedy
+    search's tokens (beam 1, no scores) or beam search's hypotheses."""
+    if beam == 1:
+        return [(result, None, None)]
+    return [(h.tokens, h.score, h.log_prob) for h in result]
+
+
 def _join(parts: list[Found]) -> Found:
     """One line's hypothesis from its segments': tokens in order, scores summed (None, as
     greedy search gives, stays None)."""
@@ -197,14 +206,7 @@ def translate_nbest(
     if not 1 <= n_best <= beam:
         raise ValueError(f"n_best must be between 1 and the beam size {beam}, got {n_best}")
     model = translator.model
-    max_len_a, max_len_b = output_length_rule(translator, settings.max_len_a, settings.max_len_b)
     direction = direction_for(translator, settings.target_lang, settings.source_lang)
-    device = next(model.parameters()).device
-    allowed = (
-        translator.target_token_mask(direction.target_lang).to(device)
-        if settings.restrict_to_target
-        else None
-    )
     units, owners = source_units(
         translator, lines, direction, settings.max_input_tokens, first_line
     )
@@ -223,32 +225,41 @@ def translate_nbest(
         return int(units_left[owners[index]] == 0)
 
     # One running search, each batch joining as the one before ends, longest first.
-    if beam == 1:
-        search = ContinuousGreedySearch(model, max_len_a, max_len_b, allowed, direction.never)
-    else:
-        search = ContinuousBeamSearch(
-            model,
-            beam,
-            settings.length_penalty,
-            n_best,
-            max_len_a,
-            max_len_b,
-            allowed,
-            direction.never,
-        )
+    search = new_search(model, search_plan(translator, settings, direction))
     sources = (
         (batch, [direction.prefix + units[i] + [EOS_ID] for i in batch])
         for batch in reversed(batches)
     )
     for index, result in search_joined(search, sources, batch_tokens, direction.start):
-        found[index] = (
-            [(result, None, None)]
-            if beam == 1
-            else [(h.tokens, h.score, h.log_prob) for h in result]
-        )
+        found[index] = as_found(result, beam)
         if progress:
             progress(decoded(index))
     return join_units(translator, len(lines), owners, found, n_best)
+
+
+def search_plan(
+    translator: Translator, settings: SearchSettings, direction: Direction
+) -> SearchPlan:
+    """The search `settings` ask of `translator` in `direction`, every default filled in: the
+    output length rule, the target restriction, the tags never written."""
+    max_len_a, max_len_b = output_length_rule(translator, settings.max_len_a, settings.max_len_b)
+    allowed = (
+        translator.target_token_mask(direction.target_lang).to(
+            next(translator.model.parameters()).device
+        )
+        if settings.restrict_to_target
+        else None
+    )
+    return SearchPlan(
+        settings.beam,
+        settings.length_penalty,
+        settings.n_best,
+        max_len_a,
+        max_len_b,
+        allowed,
+        tuple(direction.never),
+        settings.engine,
+    )
 
 
 def output_length_rule(

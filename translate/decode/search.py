@@ -158,12 +158,7 @@ def extensions(
     lprobs[:, blocked] = float("-inf")
     if bias is not None:
         lprobs.add_(bias)
-    lprobs = lprobs.view(n, k, vocab)
-    limited = at_limit.nonzero()[:, 0]
-    if limited.numel():  # only EOS may follow
-        eos = lprobs[limited, :, EOS_ID]
-        lprobs[limited] = float("-inf")
-        lprobs[limited, :, EOS_ID] = eos
+    lprobs = only_eos_at_limit(lprobs.view(n, k, vocab), at_limit)
     candidates = lprobs.add_(beam_lp[:, :, None]).view(n, k * vocab)
     top_lp, top_index = best_candidates(candidates, width)
     top_beam, top_token = top_index // vocab, top_index % vocab
@@ -176,6 +171,22 @@ def extensions(
     return Extensions(
         top_lp, top_beam, ends, live_lp, top_beam.gather(1, keep), top_token.gather(1, keep)
     )
+
+
+def only_eos_at_limit(lprobs: Tensor, at_limit: Tensor) -> Tensor:
+    """`lprobs` ((n, k, vocab), changed in place) with every token but EOS removed for the
+    sentences `at_limit` (bool, (n,)). On the CPU only those rows are touched (found by reading
+    the mask); elsewhere one masked write, which reads nothing back to the host."""
+    if lprobs.is_cpu:
+        limited = at_limit.nonzero()[:, 0]
+        if limited.numel():
+            eos = lprobs[limited, :, EOS_ID]
+            lprobs[limited] = float("-inf")
+            lprobs[limited, :, EOS_ID] = eos
+        return lprobs
+    # Made by comparison: writing EOS's False into a device tensor would wait for the device.
+    others = torch.arange(lprobs.shape[-1], device=lprobs.device) != EOS_ID
+    return lprobs.masked_fill_(at_limit[:, None, None] & others, float("-inf"))
 
 
 # On the CPU, rows of at least this many scores take `best_candidates`' grouped path.

@@ -5,8 +5,14 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
 
 from translate.defaults import LENGTH_PENALTY_RANGE
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+Engine = Literal["auto", "cohorts", "slots"]  # translate/decode/engine.py
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -24,6 +30,7 @@ class SearchSettings:
     restrict_to_target: bool = False  # only the ids seen on the target side in training
     target_lang: str | None = None  # a many-to-many model's output language
     source_lang: str | None = None  # the input's language, where known
+    engine: Engine = "auto"  # which search engine (translate/decode/engine.py)
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> SearchSettings:
@@ -35,6 +42,21 @@ class SearchSettings:
         if "restrict_target" in vars(args):
             given["restrict_to_target"] = bool(args.restrict_target)
         return cls(**given)
+
+
+@dataclass(frozen=True)
+class SearchPlan:
+    """What a search needs besides the model: the settings made concrete for one direction
+    (`pipeline.search_plan`); beam 1 is greedy search."""
+
+    beam: int
+    length_penalty: float
+    n_best: int
+    max_len_a: float
+    max_len_b: int
+    allowed_tokens: Tensor | None = None  # bool over the target vocabulary (restriction)
+    never: tuple[int, ...] = ()  # ids never produced (a many-to-many model's language tags)
+    engine: Engine = "auto"
 
 
 def search_settings_error(args: argparse.Namespace) -> str | None:

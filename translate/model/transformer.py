@@ -436,10 +436,16 @@ class Transformer(nn.Module):
         ids: Tensor,
         offset: int | Tensor = 0,
         adapter: nn.Module | None = None,
+        longest: int | None = None,
     ) -> Tensor:
-        """`offset`: the position of `ids[:, 0]`, one for the batch or (a tensor) one per row."""
+        """`offset`: the position of `ids[:, 0]`, one for the batch or (a tensor) one per row;
+        `longest`, where the caller knows it, a bound on `offset + length` that spares reading
+        the offsets back from the device."""
         length = ids.shape[1]
-        last = offset + length if isinstance(offset, int) else int(offset.max()) + length
+        if longest is not None:
+            last = longest
+        else:
+            last = offset + length if isinstance(offset, int) else int(offset.max()) + length
         if last > self.cfg.max_positions:
             raise ValueError(
                 f"sequence of {last} tokens exceeds max_positions={self.cfg.max_positions}"
@@ -471,13 +477,15 @@ class Transformer(nn.Module):
         cache: DecoderCache | None = None,
         offset: int | Tensor = 0,
         project: bool = True,
+        longest: int | None = None,
     ) -> Tensor:
         """Logits for each target position (with `project` False, the states they are projected
         from). With a search's `cache` (`translate.decode.cache`), `tgt_ids` are the new steps
         only and the encoder's keys and values come from the cache (`memory` and `src_mask` may
         be None): one row per sentence, which its consecutive rows (its beams) share. `offset` may
-        give each row its own position (rows at different steps)."""
-        x = self._embed(self.tgt_embed, tgt_ids, offset, self.tgt_embed_adapter)
+        give each row its own position (rows at different steps), and `longest` bound them
+        (`_embed`)."""
+        x = self._embed(self.tgt_embed, tgt_ids, offset, self.tgt_embed_adapter, longest)
         for index, layer in enumerate(self.decoder_layers):
             x = layer(x, memory, src_mask, None if cache is None else cache.layers[index])
         x = self.decoder_norm(x)

@@ -5,7 +5,8 @@ between two steps and each request is answered at the step its last line is done
 requests that arrived, runs steps until a request is done or `max_seconds` have passed, and
 returns the translations done. Lines are cut, tagged and joined again as translate-cli does
 (`pipeline.source_units`, `pipeline.join_units`), and each search setting (`SearchSettings`) has a
-running search of its own (`continuous.ContinuousBeamSearch`).
+running search of its own, made as translate-cli makes its own (`pipeline.search_plan`,
+`engine.new_search`): the same length rule, input limit and restriction; greedy at beam 1.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from translate.decode import pipeline
-from translate.decode.continuous import ContinuousBeamSearch
+from translate.decode.engine import Search, new_search
 from translate.decode.settings import SearchSettings
 from translate.decode.translator import Translator
 from translate.text.vocab import EOS_ID
@@ -49,7 +50,7 @@ class _Request:
 class _Lane:
     """One search setting's running search, and the units waiting to join it."""
 
-    search: ContinuousBeamSearch
+    search: Search
     direction: pipeline.Direction
     waiting: deque = field(default_factory=deque)  # (unit, source ids)
     waited: int = 0  # steps the first waiting unit has waited
@@ -70,17 +71,8 @@ class ContinuousTranslator:
     def _lane(self, key: SearchSettings) -> _Lane:
         if key not in self.lanes:
             direction = pipeline.direction_for(self.translator, key.target_lang, key.source_lang)
-            max_len_a, max_len_b = pipeline.output_length_rule(self.translator)
-            search = ContinuousBeamSearch(
-                self.translator.model,
-                key.beam,
-                key.length_penalty,
-                key.n_best,
-                max_len_a,
-                max_len_b,
-                never=direction.never,
-            )
-            self.lanes[key] = _Lane(search, direction)
+            plan = pipeline.search_plan(self.translator, key, direction)
+            self.lanes[key] = _Lane(new_search(self.translator.model, plan), direction)
         return self.lanes[key]
 
     def advance(
@@ -93,7 +85,9 @@ class ContinuousTranslator:
         for ticket, lines, key in new:
             try:
                 lane = self._lane(key)
-                units, owners = pipeline.source_units(self.translator, lines, lane.direction)
+                units, owners = pipeline.source_units(
+                    self.translator, lines, lane.direction, key.max_input_tokens
+                )
             except Exception as error:  # noqa: BLE001 - one bad request fails alone
                 failed.append((ticket, f"{type(error).__name__}: {error}"))
                 continue
@@ -123,7 +117,7 @@ class ContinuousTranslator:
                     request = self.requests.get(ticket)
                     if request is None:
                         continue
-                    request.found[index] = [(h.tokens, h.score, h.log_prob) for h in hypotheses]
+                    request.found[index] = pipeline.as_found(hypotheses, key.beam)
                     request.left -= 1
                     if not request.left:
                         done.append((ticket, self._texts(ticket, key.n_best)))

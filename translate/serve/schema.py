@@ -4,7 +4,7 @@ response models, and errors in one shape `{"error": message}` with a one-line me
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from fastapi import HTTPException
 from fastapi.exceptions import RequestValidationError
@@ -19,6 +19,7 @@ from pydantic import (
     ValidationError,
 )
 
+from translate.decode.settings import SearchSettings
 from translate.defaults import LENGTH_PENALTY_RANGE
 
 PROTECTED = ("/translate", "/detect", "/info", "/metrics")  # need the API key where one is set
@@ -72,6 +73,9 @@ class ServeSettings:
     req_limit: int | None = None  # lines a minute per API key or client address (--req-limit)
     checkpoint_digest: str = ""
     drain_seconds: float = 30.0  # after SIGTERM, for the requests in flight; then 503
+    # The server's own search settings (length rule, input limit, restriction, engine), which
+    # each request's beam, length penalty and languages complete.
+    search: SearchSettings = field(default_factory=SearchSettings)
 
 
 class TranslateRequest(BaseModel):

@@ -9,6 +9,7 @@ import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import BrokenExecutor, Executor
+from dataclasses import replace
 from importlib import resources
 from itertools import islice
 
@@ -193,7 +194,8 @@ class Service:
             raise HTTPException(
                 422, str(fault).replace(str(self.translator.path), "this model")
             ) from None
-        return SearchSettings(
+        return replace(
+            self.settings.search,
             beam=body.beam or self.defaults["beam"],
             length_penalty=(
                 self.defaults["length_penalty"]
@@ -247,7 +249,8 @@ class Service:
         or the length penalty; alternatives widen the beam to hold them). A bilingual model's
         settings are the native API's, so both APIs' lines share one running search."""
         languages = {"target_lang": target, "source_lang": source} if self.multilingual else {}
-        return SearchSettings(
+        return replace(
+            self.settings.search,
             beam=max(self.defaults["beam"], n_best),
             length_penalty=self.defaults["length_penalty"],
             n_best=n_best,

@@ -28,7 +28,9 @@ import torch
 from sacrebleu.metrics import BLEU
 from torchmetrics import Metric, SumMetric
 
-from translate.decode.continuous import ContinuousGreedySearch, search_batch
+from translate.decode.continuous import search_batch
+from translate.decode.engine import new_search
+from translate.decode.settings import SearchPlan
 from translate.errors import UsageError
 from translate.model.checkpoint import ARTIFACT_KEY
 from translate.model.transformer import ModelConfig, Transformer
@@ -372,12 +374,15 @@ class TranslationModule(L.LightningModule):
         self.eval_nll.update(self.nll(batch, 0.0))
         self.eval_tokens.update((batch["tgt_out"] != PAD_ID).sum())
         if self.val_bleu_enabled:
-            search = ContinuousGreedySearch(
-                self.model,
+            plan = SearchPlan(
+                1,
+                1.0,
+                1,
                 self.training_config["max_len_a"],
                 self.training_config["max_len_b"],
-                never=self.tag_ids,
+                never=tuple(self.tag_ids),
             )
+            search = new_search(self.model, plan)
             sources = [row[row != PAD_ID].tolist() for row in batch["src"]]
             hypotheses = self.vocab.target.decode(
                 search_batch(search, sources, batch["tgt_in"][:, 0].tolist())
