@@ -104,13 +104,13 @@ def by_rows(translator, sources: list[str], args) -> int:
 
     def attend_segments(attention, q, query, segments, static_kv):
         for segment in segments if static_kv else ():
-            positions = segment["k"].shape[0] * segment["k"].shape[2]
-            mask = segment.get("mask")
+            positions = segment.k.shape[0] * segment.k.shape[2]
+            mask = segment.mask
             cross[0] += positions
             cross[1] += (
                 0
                 if mask is None
-                else positions - int(mask.expand(segment["k"].shape[0], -1, -1, -1).sum())
+                else positions - int(mask.expand(segment.k.shape[0], -1, -1, -1).sum())
             )
         return plain_segments(attention, q, query, segments, static_kv)
 
