@@ -26,7 +26,7 @@ from test_translate_cli import random_tied_checkpoint  # noqa: E402
 
 from translate.decode.pipeline import translate_lines  # noqa: E402
 from translate.decode.settings import SearchSettings  # noqa: E402
-from translate.decode.translator import load_translator  # noqa: E402
+from translate.decode.translator import ModelShape, load_translator  # noqa: E402
 from translate.files import file_digest  # noqa: E402
 from translate.serve.app import ServeSettings, create_app  # noqa: E402
 from translate.serve.batching import Batcher, ContinuousBatcher, QueueFull  # noqa: E402
@@ -933,3 +933,19 @@ def test_a_restriction_the_checkpoint_cannot_make_is_refused_at_start(checkpoint
     )
     assert result.returncode != 0
     assert result.stderr.strip().count("\n") == 0 and "restrict" in result.stderr, result.stderr
+
+
+def test_the_server_s_own_copy_of_the_checkpoint_holds_no_weights(checkpoint_path, translator):
+    """translate-serve's process reads the vocabulary and the run's settings; the model process
+    holds the one copy of the weights."""
+    bare = load_translator(checkpoint_path, weights=False)
+    assert isinstance(bare.model, ModelShape) and not hasattr(bare.model, "parameters")
+    assert bare.vocab.source.encode(["Click OK."]) == translator.vocab.source.encode(["Click OK."])
+    assert (bare.languages(), bare.directions(), bare.search_defaults()) == (
+        translator.languages(),
+        translator.directions(),
+        translator.search_defaults(),
+    )
+    assert bare.model.cfg == translator.model.cfg
+    assert bare.model.tgt_vocab_size == translator.model.tgt_vocab_size
+    assert bare.trained_max_length() == translator.trained_max_length()

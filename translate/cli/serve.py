@@ -212,9 +212,9 @@ def serve(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     if args.quantize == "int8" and not quantization_available():
         raise UsageError("--quantize int8: this PyTorch build has no quantized CPU engine")
-    # Only for the vocabulary (token counts), the languages and /info: the model process
-    # translates, so this copy stays on the CPU as it is, neither packed nor quantized.
-    translator = load_translator(args.checkpoint, "cpu", pack=False)
+    # Only for the vocabulary (token counts), the languages and /info: the model process holds
+    # the weights and translates, so this copy holds none.
+    translator = load_translator(args.checkpoint, weights=False)
     if args.restrict_target:  # refused now, where the checkpoint cannot restrict, not per request
         for lang in translator.target_languages() if translator.multilingual() else [None]:
             translator.target_token_mask(lang)

@@ -26,11 +26,23 @@ from translate.model.transformer import ModelConfig, Transformer
 from translate.text.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocabularies
 
 
+@dataclass(frozen=True)
+class ModelShape:
+    """A model's architecture and vocabulary sizes without its weights: what a process that
+    reads a checkpoint but does not translate with it needs (translate-serve's server process,
+    beside the model process that holds the weights)."""
+
+    cfg: ModelConfig
+    src_vocab_size: int
+    tgt_vocab_size: int
+
+
 @dataclass
 class Translator:
-    """A loaded model with its vocabularies and the settings it was trained with."""
+    """A loaded model with its vocabularies and the settings it was trained with (`model` a
+    `ModelShape` where it was loaded without its weights)."""
 
-    model: Transformer
+    model: Transformer | ModelShape
     vocab: Vocabularies
     training_config: dict
     run_config: str | None
@@ -164,13 +176,18 @@ class Translator:
 
 
 def load_translator(
-    path: str | Path, device: str | torch.device = "cpu", pack: bool = True, quantize: str = "none"
+    path: str | Path,
+    device: str | torch.device = "cpu",
+    pack: bool = True,
+    quantize: str = "none",
+    weights: bool = True,
 ) -> Translator:
     """A checkpoint ready to decode on `device`: weights checked against the vocabulary, the
     model in eval mode and, on the CPU with `pack`, its linear layers packed for speed
     (`translate.model.packing`; the same results, 1e-5), or with `quantize="int8"` made int8
-    (`translate.model.quantize`)."""
-    checkpoint = read_checkpoint(path)
+    (`translate.model.quantize`). With `weights` False, all but the weights (the file mapped,
+    the weights never read): the vocabulary, the run's settings and a `ModelShape`."""
+    checkpoint = read_checkpoint(path, mmap=not weights)
     artifact = checkpoint[ARTIFACT_KEY]
     vocab = Vocabularies.from_state(artifact["vocab"])
     if (len(vocab.source), len(vocab.target)) != (
@@ -182,19 +199,21 @@ def load_translator(
             f"but its embeddings were built for {artifact['src_vocab_size']}/"
             f"{artifact['tgt_vocab_size']}: the vocabulary does not belong to these weights"
         )
-    model = Transformer(
+    sizes = (
         ModelConfig(**artifact["model_config"]),
         artifact["src_vocab_size"],
         artifact["tgt_vocab_size"],
-        shared_vocab=vocab.joint,
     )
-    weights = {
+    if not weights:
+        return _translator(ModelShape(*sizes), vocab, artifact, path)
+    model = Transformer(*sizes, shared_vocab=vocab.joint)
+    state = {
         name.removeprefix("model."): value
         for name, value in checkpoint["state_dict"].items()
         if name.startswith("model.")
     }
     try:
-        model.load_state_dict(weights, strict=True)
+        model.load_state_dict(state, strict=True)
     except RuntimeError as error:
         raise CheckpointError(
             f"{path}: weights do not match the saved architecture: {error}"
@@ -204,6 +223,13 @@ def load_translator(
         model = quantize_int8(model)
     elif pack:
         pack_linear_layers(model)  # a no-op off the CPU or without oneDNN
+    return _translator(model, vocab, artifact, path)
+
+
+def _translator(
+    model: Transformer | ModelShape, vocab: Vocabularies, artifact: dict, path: str | Path
+) -> Translator:
+    """The checkpoint's `artifact` (its run, target-side tokens, tuned search) around `model`."""
     target_tokens = artifact.get("target_tokens")
     if isinstance(target_tokens, torch.Tensor):
         target_tokens = target_tokens.tolist()
