@@ -139,6 +139,7 @@ def test_a_bad_setting_is_refused():
 def test_the_engine_is_chosen_by_device_unless_one_is_asked_for():
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
     assert engine_for("auto", cpu).name == "cohorts" and engine_for("auto", cuda).name == "slots"
+    assert engine_for("auto", cuda, beam=5).name == "cohorts"
     assert engine_for("slots", cpu) == EngineChoice("slots", "as asked")
     with pytest.raises(ValueError, match="engine must be one of"):
         engine_for("fast", cpu)

@@ -238,7 +238,7 @@ def translate_command(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     if not args.quiet and not interactive:
-        choice = engine_for(args.engine, torch.device(device))
+        choice = engine_for(args.engine, torch.device(device), args.beam)
         print(f"translate-cli: search engine {choice.name}: {choice.reason}", file=sys.stderr)
     bar = tqdm(
         total=count,

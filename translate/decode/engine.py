@@ -9,7 +9,8 @@ one of two engines with the same answers (tests/test_slots.py, tests/test_contin
   state in Python lists: the least arithmetic, which is what the CPU needs, where reading a
   tensor costs nothing.
 
-`auto` picks by device (docs/benchmarks.md has the measurements behind the choice).
+`auto` picks by device and beam (docs/benchmarks.md has the measurements behind the choice):
+the cohorts on the CPU and for beam search on a GPU, the slots for greedy search on a GPU.
 """
 
 from __future__ import annotations
@@ -37,15 +38,20 @@ class EngineChoice:
     reason: str
 
 
-def engine_for(engine: Engine, device: torch.device) -> EngineChoice:
-    """The engine that searches on `device`, and why."""
+def engine_for(engine: Engine, device: torch.device, beam: int = 1) -> EngineChoice:
+    """The engine that searches at `beam` on `device`, and why (the measurements behind the
+    choice are in docs/benchmarks.md)."""
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
     if engine != "auto":
         return EngineChoice(engine, "as asked")
     if device.type == "cpu":
         return EngineChoice("cohorts", "on the CPU the cohorts do the least arithmetic")
-    return EngineChoice("slots", f"on {device.type} the slots keep the host out of the steps")
+    if beam > 1:
+        return EngineChoice(
+            "cohorts", f"beam search on {device.type}: the slots reorder more cache a step"
+        )
+    return EngineChoice("slots", f"greedy search on {device.type}: the slots' steps are captured")
 
 
 def new_search(model: Transformer, plan: SearchPlan) -> Search:
@@ -53,7 +59,7 @@ def new_search(model: Transformer, plan: SearchPlan) -> Search:
     beam 1, greedy search; hypotheses above)."""
     device = next(model.parameters()).device
     greedy = plan.beam == 1
-    if engine_for(plan.engine, device).name == "slots":
+    if engine_for(plan.engine, device, plan.beam).name == "slots":
         return SlotSearch(model, plan, poll_every=1 if device.type == "cpu" else GPU_POLL_EVERY)
     if greedy:
         return ContinuousGreedySearch(
