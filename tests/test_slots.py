@@ -17,13 +17,13 @@ from test_continuous import (
     greedy_allowed,
     sources_of,
 )
-from test_search import tiny_model
+from test_search import VOCAB, tiny_model
 
 from translate.decode.continuous import ContinuousBeamSearch, ContinuousGreedySearch, search_joined
 from translate.decode.engine import EngineChoice, engine_for, new_search
 from translate.decode.settings import SearchPlan
 from translate.decode.slots import SlotSearch, follow
-from translate.text.vocab import PAD_ID
+from translate.text.vocab import EOS_ID, PAD_ID
 
 
 @pytest.mark.numerical
@@ -198,3 +198,32 @@ def test_steps_between_reads_make_no_host_sync(beam):
             search._step(search.table.slots, width)
     finally:
         torch.cuda.set_sync_debug_mode("default")
+
+
+def test_sentences_wait_rather_than_grow_the_cache_past_its_budget():
+    """Short sentences fill the slots a budget of 8 slots x 32 positions holds, the rest wait; a
+    long one (64 positions) joins only alone; every sentence still gets beam search's answer."""
+    model = tiny_model(seed=2, eos_bias=0.0)
+    plan = SearchPlan(2, 1.0, 1, 1.0, 6)
+    probe = SlotSearch(model, plan)
+    budget = probe._table_bytes(8, 32)
+    generator = torch.Generator().manual_seed(3)
+    sources = sources_of(seed=2, count=20) + [
+        torch.randint(4, VOCAB, (30,), generator=generator).tolist() + [EOS_ID]
+    ]
+    search = SlotSearch(model, plan, cache_bytes=budget)
+    search.add(range(len(sources)), sources)
+    found, steps = {}, 0
+    while len(search):
+        found.update(search.step())
+        table, in_use = search.table, sum(o is not None for o in search.occupants)
+        held = search._table_bytes(table.slots, table.positions)
+        assert held <= budget or in_use <= 1, (held, budget, in_use)
+        if steps == 0:
+            assert in_use == 8 and len(search.waiting) == len(sources) - 8
+        steps += 1
+    for index, source in enumerate(sources):
+        [expected] = beam_search(
+            model, torch.tensor([source]), 2, 1.0, 1, max_len_a=1.0, max_len_b=6
+        )
+        assert [h.tokens for h in found[index]] == [h.tokens for h in expected], index

@@ -174,28 +174,30 @@ class SlotTable:
         "finished_steps",
     )
 
-    def grown(self, model: Transformer, slots: int, positions: int, source_positions: int):
-        """A table at least this large holding this one's state (slots keep their index)."""
-        bigger = SlotTable(
+    def resized(self, model: Transformer, slots: int, positions: int, source_positions: int):
+        """A table of `slots` slots (fewer than this one's only where the slots dropped are
+        free) and at least these positions, holding this one's state (slots keep their index)."""
+        other = SlotTable(
             model,
-            max(slots, self.slots),
+            slots,
             self.beam,
             self.keep,
             max(positions, self.positions),
             max(source_positions, self.source_positions),
         )
-        rows, width, source = self.slots * self.beam, self.positions, self.source_positions
+        kept = min(slots, self.slots)
+        rows, width, source = kept * self.beam, self.positions, self.source_positions
         for name in ("self_k", "self_v"):
-            getattr(bigger, name)[:, :rows, :, :width] = getattr(self, name)
+            getattr(other, name)[:, :rows, :, :width] = getattr(self, name)[:, :rows]
         for name in ("cross_k", "cross_v"):
-            getattr(bigger, name)[:, : self.slots, :, :source] = getattr(self, name)
-        bigger.source_mask[: self.slots, ..., :source] = self.source_mask
+            getattr(other, name)[:, :kept, :, :source] = getattr(self, name)[:, :kept]
+        other.source_mask[:kept, ..., :source] = self.source_mask[:kept]
         for name in self.BY_SLOT:
-            getattr(bigger, name)[: self.slots] = getattr(self, name)
-        bigger.last[:rows] = self.last
-        bigger.tokens[:rows, :width] = self.tokens
-        bigger.parents[:rows, :width] = self.parents
-        return bigger
+            getattr(other, name)[:kept] = getattr(self, name)[:kept]
+        other.last[:rows] = self.last[:rows]
+        other.tokens[:rows, :width] = self.tokens[:rows]
+        other.parents[:rows, :width] = self.parents[:rows]
+        return other
 
 
 @dataclass
@@ -218,7 +220,8 @@ class SlotSearch:
     """Greedy search (`plan.beam` 1) or beam search over sentences that join (`add`) and leave
     (`step`) at any step, in a table of slots on the model's device; the same answers as
     `ContinuousGreedySearch` (token lists) and `ContinuousBeamSearch` (hypotheses), with the
-    same settings (`plan`). At most `max_slots` sentences are searched at once; the others wait.
+    same settings (`plan`). At most `max_slots` sentences are searched at once, and no more than
+    keep the self-attention cache within `cache_bytes`; the others wait.
     `poll_every`: steps between reads of which slots are done (on the CPU a read costs nothing;
     on a GPU each read waits for the device, and a slot done in between idles until it)."""
 
@@ -227,6 +230,7 @@ class SlotSearch:
         model: Transformer,
         plan: SearchPlan,
         max_slots: int = 512,
+        cache_bytes: int = 4 << 30,
         poll_every: int = 1,
         capture: bool | None = None,
         fixed_shapes: bool | None = None,
@@ -246,6 +250,11 @@ class SlotSearch:
         self.wait_for = n_best if alpha == 0 else beam  # W of the stopping rule
         self.max_len_a, self.max_len_b = plan.max_len_a, plan.max_len_b
         self.max_slots, self.poll_every = max_slots, poll_every
+        # The self-attention cache's bytes a row and position (keys and values, every layer):
+        # sentences wait rather than grow it past `cache_bytes` (one alone always joins).
+        cfg, parameter = model.cfg, next(model.parameters())
+        self.cache_bytes = cache_bytes
+        self.row_position_bytes = cfg.decoder_layers * 2 * cfg.d_model * parameter.element_size()
         self.device = next(model.parameters()).device
         # The blocked ids and the restriction as one bias added to every step's scores.
         vocab = model.tgt_vocab_size
@@ -293,27 +302,38 @@ class SlotSearch:
         limit = int((torch.tensor(source_length) * self.max_len_a + self.max_len_b).long())
         return max(1, min(limit, self.model.cfg.max_positions))
 
+    def _table_bytes(self, slots: int, positions: int) -> int:
+        return slots * self.beam * positions * self.row_position_bytes
+
     def _fill(self) -> None:
-        """Free slots taken by waiting sentences, the table grown where they need room."""
+        """Free slots taken by waiting sentences, in order, as many as `max_slots` and
+        `cache_bytes` allow; the table grown where they need room."""
         occupied = sum(o is not None for o in self.occupants)
-        count = min(len(self.waiting), self.max_slots - occupied)
-        if count <= 0:
+        longest = max((o.limit for o in self.occupants if o is not None), default=0)
+        joining, limits = [], []
+        while self.waiting and occupied + len(joining) < self.max_slots:
+            limit = self._limit(len(self.waiting[0].source))
+            slots = round_up(occupied + len(joining) + 1, SLOT_QUANTUM)
+            positions = round_up(max(longest, limit), POSITION_QUANTUM)
+            if (occupied or joining) and self._table_bytes(slots, positions) > self.cache_bytes:
+                break
+            joining.append(self.waiting.popleft())
+            limits.append(limit)
+            longest = max(longest, limit)
+        if not joining:
             return
-        joining = [self.waiting.popleft() for _ in range(count)]
-        limits = [self._limit(len(w.source)) for w in joining]
-        self._make_room(
-            occupied + count,
-            max(limits + [o.limit for o in self.occupants if o is not None]),
-            max(len(w.source) for w in joining),
-        )
-        free = [slot for slot, o in enumerate(self.occupants) if o is None][:count]
+        self._make_room(occupied + len(joining), longest, max(len(w.source) for w in joining))
+        free = [slot for slot, o in enumerate(self.occupants) if o is None][: len(joining)]
         for slot, waiting, limit in zip(free, joining, limits):
             self.occupants[slot] = Occupant(waiting.ticket, limit)
         self._write_joining(free, joining, limits)
 
     def _make_room(self, slots: int, positions: int, source_positions: int) -> None:
+        """A table for `slots` sentences in use (the free slots lowest first) of `positions`
+        output and `source_positions` source tokens. A table that must grow keeps its slots
+        where `cache_bytes` allows, else only as many as are in use."""
         need = (
-            min(round_up(slots, SLOT_QUANTUM), max(self.max_slots, slots)),
+            round_up(slots, SLOT_QUANTUM),
             round_up(positions, POSITION_QUANTUM),
             round_up(source_positions, POSITION_QUANTUM),
         )
@@ -321,10 +341,16 @@ class SlotSearch:
         if table is None:
             self.table = SlotTable(self.model, need[0], self.beam, self.wait_for, *need[1:])
         elif need[0] > table.slots or need[1] > table.positions or need[2] > table.source_positions:
-            self.table = table.grown(self.model, *need)
+            in_use = max((i + 1 for i, o in enumerate(self.occupants) if o is not None), default=0)
+            fewest = max(need[0], round_up(in_use, SLOT_QUANTUM))
+            positions = max(need[1], table.positions)
+            slots = max(fewest, table.slots)
+            if self._table_bytes(slots, positions) > self.cache_bytes:
+                slots = fewest
+            self.table = table.resized(self.model, slots, positions, need[2])
             self.graphs.clear()  # they read the old table
             self.warmed.clear()
-        self.occupants += [None] * (self.table.slots - len(self.occupants))
+        self.occupants = (self.occupants + [None] * self.table.slots)[: self.table.slots]
 
     @torch.inference_mode()
     def _write_joining(self, slots: list[int], joining: list[Waiting], limits: list[int]) -> None:
