@@ -11,6 +11,7 @@ import os
 import sys
 from collections.abc import Callable
 
+from translate.decode.settings import ENGINES
 from translate.defaults import BATCH_TOKENS
 
 PRECISIONS = ("32-true", "bf16-mixed", "16-mixed")  # spelled as in training (trainer.precision)
@@ -92,7 +93,7 @@ def add_output_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--engine",
         default="auto",
-        choices=["auto", "cohorts", "slots"],
+        choices=ENGINES,
         help="the search engine, same translations either way: slots keep the search's state on "
         "the device (for GPUs), cohorts do the least arithmetic (for the CPU); default: auto, "
         "chosen by device",

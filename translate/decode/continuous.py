@@ -34,6 +34,7 @@ from translate.decode.search import (
     Hypothesis,
     encode_by_length,
     extensions,
+    length_penalties,
     length_penalty,
     max_output_lengths,
     next_tokens,
@@ -232,11 +233,7 @@ class ContinuousBeamSearch(_CohortSearch):
         self.alpha, self.n_best = alpha, n_best
         self.wait_for = n_best if alpha == 0 else beam  # W of the stopping rule
         super().__init__(model, beam, max_len_a, max_len_b, allowed_tokens, never)
-        # Float32 penalties by step, as a Python float becomes in a float32 division.
-        self.penalties = torch.tensor(
-            [length_penalty(step + 1, alpha) for step in range(model.cfg.max_positions)],
-            device=self.device,
-        )
+        self.penalties = length_penalties(alpha, model.cfg.max_positions, self.device)
 
     def _reset(self) -> None:
         super()._reset()

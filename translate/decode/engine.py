@@ -21,11 +21,10 @@ from typing import Literal
 import torch
 
 from translate.decode.continuous import ContinuousBeamSearch, ContinuousGreedySearch
-from translate.decode.settings import Engine, SearchPlan
+from translate.decode.settings import ENGINES, Engine, SearchPlan
 from translate.decode.slots import SlotSearch
 from translate.model.transformer import Transformer
 
-ENGINES = ("auto", "cohorts", "slots")
 Search = ContinuousGreedySearch | ContinuousBeamSearch | SlotSearch
 
 # The slot engine reads which sentences are done every this many steps on a GPU.

@@ -32,8 +32,14 @@ class Hypothesis:
 
 
 def max_output_lengths(src_ids: Tensor, max_len_a: float, max_len_b: int, limit: int) -> Tensor:
-    """Per sentence: at most `a * source_length + b` output tokens (EOS included)."""
-    src_lengths = (src_ids != PAD_ID).sum(dim=1)
+    """Per sentence of a padded batch: at most `a * source_length + b` output tokens (EOS
+    included; `output_lengths`)."""
+    return output_lengths((src_ids != PAD_ID).sum(dim=1), max_len_a, max_len_b, limit)
+
+
+def output_lengths(src_lengths: Tensor, max_len_a: float, max_len_b: int, limit: int) -> Tensor:
+    """`a * source_length + b` output tokens at most (in float32, cut to an integer), between 1
+    and `limit`, for each of `src_lengths` (an integer tensor)."""
     return (src_lengths * max_len_a + max_len_b).long().clamp(min=1, max=limit)
 
 
@@ -41,6 +47,12 @@ def length_penalty(length: int, alpha: float) -> float:
     """GNMT's `((5 + length) / 6) ** alpha` (Wu et al. 2016); `length` counts the output
     tokens including the final EOS.  alpha 0 gives 1: the raw sum of log-probabilities."""
     return ((5.0 + length) / 6.0) ** alpha
+
+
+def length_penalties(alpha: float, steps: int, device: torch.device) -> Tensor:
+    """`length_penalty` of a hypothesis ending at each of `steps` steps (step + 1 tokens), in
+    float32 as a Python float becomes in a float32 division."""
+    return torch.tensor([length_penalty(step + 1, alpha) for step in range(steps)], device=device)
 
 
 def token_bias(
@@ -155,7 +167,8 @@ def extensions(
     width = min(2 * beam, k * vocab)
     rank = torch.arange(width, device=logits.device)
     lprobs = torch.log_softmax(logits.float(), dim=-1)
-    lprobs[:, blocked] = float("-inf")
+    if blocked:  # (none where the bias blocks them already)
+        lprobs[:, blocked] = float("-inf")
     if bias is not None:
         lprobs.add_(bias)
     lprobs = only_eos_at_limit(lprobs.view(n, k, vocab), at_limit)

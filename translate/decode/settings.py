@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, get_args
 
 from translate.defaults import LENGTH_PENALTY_RANGE
 
@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from torch import Tensor
 
 Engine = Literal["auto", "cohorts", "slots"]  # translate/decode/engine.py
+ENGINES: tuple[str, ...] = get_args(Engine)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -38,11 +38,12 @@ from torch import Tensor
 from translate.decode.search import (
     NEVER_GENERATED,
     Hypothesis,
-    best_candidates,
     best_tokens,
     encode_by_length,
+    extensions,
+    length_penalties,
     length_penalty,
-    only_eos_at_limit,
+    output_lengths,
     token_bias,
 )
 from translate.decode.settings import SearchPlan
@@ -255,16 +256,13 @@ class SlotSearch:
         cfg, parameter = model.cfg, next(model.parameters())
         self.cache_bytes = cache_bytes
         self.row_position_bytes = cfg.decoder_layers * 2 * cfg.d_model * parameter.element_size()
-        self.device = next(model.parameters()).device
+        self.device = parameter.device
         # The blocked ids and the restriction as one bias added to every step's scores.
         vocab = model.tgt_vocab_size
         bias = token_bias(plan.allowed_tokens, vocab, self.device)
         self.bias = torch.zeros(vocab, device=self.device) if bias is None else bias.clone()
         self.bias[NEVER_GENERATED + list(plan.never)] = float("-inf")
-        self.penalties = torch.tensor(
-            [length_penalty(step + 1, alpha) for step in range(model.cfg.max_positions)],
-            device=self.device,
-        )
+        self.penalties = length_penalties(alpha, model.cfg.max_positions, self.device)
         # On CUDA each step shape is captured once as a CUDA graph and replayed (`_advance`).
         self.capture = self.device.type == "cuda" if capture is None else capture
         # The step shapes a capture needs (also without one: the same numbers, for tests).
@@ -299,8 +297,10 @@ class SlotSearch:
 
     def _limit(self, source_length: int) -> int:
         """`search.max_output_lengths` of one source, reckoned alike (in float32)."""
-        limit = int((torch.tensor(source_length) * self.max_len_a + self.max_len_b).long())
-        return max(1, min(limit, self.model.cfg.max_positions))
+        lengths = torch.tensor([source_length])
+        return int(
+            output_lengths(lengths, self.max_len_a, self.max_len_b, self.model.cfg.max_positions)
+        )
 
     def _table_bytes(self, slots: int, positions: int) -> int:
         return slots * self.beam * positions * self.row_position_bytes
@@ -503,20 +503,14 @@ class SlotSearch:
         """`search.extensions`' choice for every slot in use, the best `wait_for` finished
         hypotheses kept on the device, the cache reordered to the live ones; which slots are done
         by the stopping rule."""
-        table, beam, vocab = self.table, self.beam, logits.shape[-1]
+        table, beam = self.table, self.beam
         beam_lp = table.beam_lp[:in_use]
-        width_top = min(2 * beam, beam * vocab)
-        rank = torch.arange(width_top, device=self.device)
-        lprobs = torch.log_softmax(logits.float(), dim=-1).add_(self.bias)
-        lprobs = only_eos_at_limit(lprobs.view(in_use, beam, vocab), at_limit)
-        candidates = lprobs.add_(beam_lp[:, :, None]).view(in_use, beam * vocab)
-        top_lp, top_index = best_candidates(candidates, width_top)
-        top_beam, top_token = top_index // vocab, top_index % vocab
-        is_eos = top_token == EOS_ID
-        ends = is_eos & (rank < beam) & torch.isfinite(top_lp) & live[:, None]
-        keep = (is_eos.long() * width_top + rank).argsort(dim=1)[:, : min(beam, width_top)]
-        live_lp = top_lp.gather(1, keep).masked_fill(is_eos.gather(1, keep), float("-inf"))
-        live_beam, live_token = top_beam.gather(1, keep), top_token.gather(1, keep)
+        # The bias blocks the ids never produced as well: no list of them to write each step.
+        chosen = extensions(logits, beam_lp, at_limit, beam, (), self.bias)
+        top_lp, top_beam = chosen.top_lp, chosen.top_beam
+        live_lp, live_beam, live_token = chosen.live_lp, chosen.live_beam, chosen.live_token
+        ends = chosen.ends & live[:, None]
+        width_top = top_lp.shape[1]
 
         # The finished: the best `wait_for` so far and this step's, by score; a stable sort keeps
         # the earlier of equal scores first, as sorting the list of all of them would.
