@@ -200,6 +200,27 @@ def test_steps_between_reads_make_no_host_sync(beam):
         torch.cuda.set_sync_debug_mode("default")
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs are a CUDA matter")
+@pytest.mark.parametrize("beam", [1, 3])
+def test_captured_steps_give_the_uncaptured_steps_tokens_also_after_the_table_grows(beam):
+    """Outputs that outgrow the table's first 32 positions after steps were captured: the graphs
+    of the old table are dropped with their memory pool, and new ones captured."""
+    model = tiny_model(seed=4, eos_bias=-1.0).cuda()
+    sources = sources_of(seed=6, count=30)
+    batches = [
+        (list(range(start, min(start + 7, 30))), sources[start : start + 7])
+        for start in range(0, 30, 7)
+    ]
+    found = {}
+    for capture in (False, True):
+        plan = SearchPlan(beam, 1.0, 1, 8.0, 1)
+        search = SlotSearch(model, plan, capture=capture, fixed_shapes=True)
+        found[capture] = dict(search_joined(search, batches, 40))
+        assert search.table.positions > 32
+    assert found[True] == found[False]
+    assert search.captured.graphs
+
+
 def test_sentences_wait_rather_than_grow_the_cache_past_its_budget():
     """Short sentences fill the slots a budget of 8 slots x 32 positions holds, the rest wait; a
     long one (64 positions) joins only alone; every sentence still gets beam search's answer."""

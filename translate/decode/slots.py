@@ -29,7 +29,7 @@ Every sentence decodes as it does alone (tests/search_oracle.py), like the cohor
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -217,6 +217,43 @@ class Waiting:
     start: int
 
 
+class CapturedSteps:
+    """The CUDA graphs of one search's step shapes, in one memory pool (the steps run one
+    after another). A shape's first step runs as it is (and warms up what it needs), its
+    second is captured, then replayed. `forget` drops them all with their pool: a pool whose
+    graphs are gone must not be captured into again (CUDA's allocator asserts)."""
+
+    def __init__(self) -> None:
+        self.graphs: dict[tuple[int, int], torch.cuda.CUDAGraph] = {}
+        self.warmed: set[tuple[int, int]] = set()
+        self.pool: tuple[int, int] | None = None
+
+    def forget(self) -> None:
+        self.graphs.clear()
+        self.warmed.clear()
+        self.pool = None
+
+    def run(self, shape: tuple[int, int], step: Callable[[int, int], None]) -> None:
+        graph = self.graphs.get(shape)
+        if graph is None and shape not in self.warmed:
+            self.warmed.add(shape)
+            step(*shape)
+            return
+        if graph is None:
+            graph = self.graphs[shape] = torch.cuda.CUDAGraph()
+            dtype = torch.get_autocast_dtype("cuda")
+            # Autocast's cache of cast weights must stay out of a capture.
+            with (
+                torch.autocast(
+                    "cuda", dtype, enabled=torch.is_autocast_enabled("cuda"), cache_enabled=False
+                ),
+                torch.cuda.graph(graph, pool=self.pool),
+            ):
+                step(*shape)
+            self.pool = graph.pool()
+        graph.replay()
+
+
 class SlotSearch:
     """Greedy search (`plan.beam` 1) or beam search over sentences that join (`add`) and leave
     (`step`) at any step, in a table of slots on the model's device; the same answers as
@@ -267,9 +304,7 @@ class SlotSearch:
         self.capture = self.device.type == "cuda" if capture is None else capture
         # The step shapes a capture needs (also without one: the same numbers, for tests).
         self.fixed_shapes = self.capture if fixed_shapes is None else fixed_shapes or self.capture
-        self.graphs: dict[tuple[int, int], torch.cuda.CUDAGraph] = {}
-        self.warmed: set[tuple[int, int]] = set()
-        self.pool = None
+        self.captured = CapturedSteps()
         self.table: SlotTable | None = None
         self.occupants: list[Occupant | None] = []
         self.waiting: deque[Waiting] = deque()
@@ -348,8 +383,7 @@ class SlotSearch:
             if self._table_bytes(slots, positions) > self.cache_bytes:
                 slots = fewest
             self.table = table.resized(self.model, slots, positions, need[2])
-            self.graphs.clear()  # they read the old table
-            self.warmed.clear()
+            self.captured.forget()  # its graphs read the old table
         self.occupants = (self.occupants + [None] * self.table.slots)[: self.table.slots]
 
     @torch.inference_mode()
@@ -406,8 +440,7 @@ class SlotSearch:
     def _advance(self, in_use: int, width: int) -> None:
         """`_step`, or on CUDA its captured graph for the step's shape: slots in use rounded up
         to a power of two and positions read to `POSITION_QUANTUM` (the rows and positions added
-        are masked or not searched), so that few shapes recur. A shape's first step runs as it
-        is (and warms up what it needs), its second is captured, then replayed."""
+        are masked or not searched), so that few shapes recur (`CapturedSteps`)."""
         if not self.fixed_shapes:
             self._step(in_use, width)
             return
@@ -419,24 +452,7 @@ class SlotSearch:
         if not self.capture:
             self._step(*shape)
             return
-        graph = self.graphs.get(shape)
-        if graph is None and shape not in self.warmed:
-            self.warmed.add(shape)
-            self._step(*shape)
-            return
-        if graph is None:
-            graph = self.graphs[shape] = torch.cuda.CUDAGraph()
-            dtype = torch.get_autocast_dtype("cuda")
-            # Autocast's cache of cast weights must stay out of a capture.
-            with (
-                torch.autocast(
-                    "cuda", dtype, enabled=torch.is_autocast_enabled("cuda"), cache_enabled=False
-                ),
-                torch.cuda.graph(graph, pool=self.pool),
-            ):
-                self._step(*shape)
-            self.pool = graph.pool()  # one memory pool for all: the steps run one after another
-        graph.replay()
+        self.captured.run(shape, self._step)
 
     @torch.inference_mode()
     def _step(self, in_use: int, width: int) -> None:
