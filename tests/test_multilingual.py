@@ -20,7 +20,7 @@ from translate.decode.pipeline import translate_lines
 from translate.decode.settings import SearchSettings
 from translate.decode.translator import load_translator
 from translate.score.metrics import bleu_tokenizer, corpus_scores
-from translate.serve.continuous import ContinuousTranslator
+from translate.serve.continuous import EngineLoop, Join, finish, prepare
 from translate.text.corpus import CorpusError
 from translate.text.language_id import off_target_rate
 from translate.text.languages import english_centric, parse_direction
@@ -463,7 +463,7 @@ def test_bilingual_corpora_combine_into_one_model(tmp_path):
 
 @pytest.mark.slow  # the two models of `trained`: some 20 s each
 def test_continuous_batching_writes_each_request_s_language(trained):
-    """translate-serve's running searches, one per output language, interleaved turn by turn:
+    """translate-serve's running searches, one per output language, interleaved step by step:
     each request gets what translate-cli gives its lines in that language (tag at the source or
     as the decoder's first token)."""
     translator = load_translator(trained)
@@ -473,17 +473,21 @@ def test_continuous_batching_writes_each_request_s_language(trained):
         for i in (0, 2, 4)
         for lang in ("de", "ja")
     ]
-    model_side = ContinuousTranslator(translator, batch_tokens=4096)
-    answers, pending = {}, list(enumerate(requests))
+    engine = EngineLoop(translator, batch_tokens=4096)
+    answers, units = {}, {}
+    for ticket, (lines, key) in enumerate(requests):  # two new requests a step
+        units[ticket] = prepare(translator, lines, key)
+        found = engine.take(Join(ticket, units[ticket].ids, key))
+        found += engine.step() if ticket % 2 else []
+        answers.update((answer.ticket, answer) for answer in found)
     for _ in range(1000):
-        progress = model_side.advance(
-            [(ticket, lines, key) for ticket, (lines, key) in pending[:2]], max_seconds=0.0
-        )
-        pending = pending[2:]
-        assert not progress.failed
-        answers.update(progress.done)
-        if len(answers) == len(requests):
+        if not engine.busy:
             break
+        answers.update((answer.ticket, answer) for answer in engine.step())
+    answers = {
+        ticket: finish(translator, units[ticket], answer.found, 1)
+        for ticket, answer in answers.items()
+    }
     for ticket, (lines, key) in enumerate(requests):
         assert answers[ticket] == translate_lines(
             translator,

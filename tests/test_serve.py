@@ -5,6 +5,7 @@ import asyncio
 import contextlib
 import json
 import os
+import queue
 import re
 import signal
 import socket
@@ -12,6 +13,8 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import BrokenExecutor
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -30,7 +33,16 @@ from translate.decode.translator import ModelShape, load_translator  # noqa: E40
 from translate.files import file_digest  # noqa: E402
 from translate.serve.app import ServeSettings, create_app  # noqa: E402
 from translate.serve.batching import Batcher, ContinuousBatcher, QueueFull  # noqa: E402
-from translate.serve.continuous import ContinuousTranslator, Progress  # noqa: E402
+from translate.serve.continuous import (  # noqa: E402
+    Answer,
+    Cancel,
+    EngineLoop,
+    Join,
+    Units,
+    finish,
+    prepare,
+    run_engine,
+)
 from translate.serve.launch import (  # noqa: E402
     free_loopback_port,
     serve_command,
@@ -116,9 +128,6 @@ def test_concurrent_requests_share_batches_and_match_lines_translated_alone(tran
 def test_continuous_batching_answers_each_request_as_translate_cli_does_alone(translator):
     """Requests that arrive while others are being searched join them; each is answered with
     what translate-cli gives its lines (blank lines, over-long lines cut, several settings)."""
-    model_side = ContinuousTranslator(
-        translator, batch_tokens=40
-    )  # a small budget: some lines wait their turn
     long_line = " ".join(
         ["Choose Tools - Options."] * 12
     )  # over the checkpoint's trained length: cut
@@ -138,22 +147,50 @@ def test_continuous_batching_answers_each_request_as_translate_cli_does_alone(tr
         (LINES, SearchSettings(beam=3, length_penalty=1.0, engine="slots")),
         (LINES, SearchSettings(beam=1, length_penalty=1.0, engine="slots")),
     ]
-    answers, turns, joined = {}, 0, 0
-    while len(answers) < len(requests):
-        new = [
-            (ticket, lines, key)
-            for ticket, (lines, key) in enumerate(requests)
-            if ticket in (joined, joined + 1)
-        ]
-        joined += len(new)
-        progress = model_side.advance(new, max_seconds=0.0)  # one step a turn
-        assert not progress.failed
-        answers.update(progress.done)
-        turns += 1
-        assert turns < 500
+    engine = EngineLoop(translator, batch_tokens=40)  # a small budget: some lines wait their turn
+    answers, steps, units = {}, 0, {}
+    for ticket, (lines, key) in enumerate(requests):  # two new requests a step
+        units[ticket] = prepare(translator, lines, key)
+        found = engine.take(Join(ticket, units[ticket].ids, key))
+        if ticket % 2:
+            found += engine.step()
+        for answer in found:
+            assert not answer.error
+            answers[answer.ticket] = answer
+    while engine.busy:
+        answers.update((answer.ticket, answer) for answer in engine.step())
+        steps += 1
+        assert steps < 500
     for ticket, (lines, key) in enumerate(requests):
-        assert answers[ticket] == translate_lines(translator, lines, key), key
-    assert not model_side.requests and not model_side.lanes  # idle searches are let go
+        texts = finish(translator, units[ticket], answers[ticket].found, key.n_best)
+        assert texts == translate_lines(translator, lines, key), key
+    assert not engine.requests and not engine.lanes  # idle searches are let go
+
+
+def test_the_engine_loop_takes_requests_between_steps_and_answers_each(translator):
+    """`run_engine` over a queue, as the model process runs it: requests sent while others are
+    searched, a cancel for a request it does not hold, and the end (None), which it answers with
+    None before it returns."""
+    key = SearchSettings(beam=2, length_penalty=1.0)
+    inbox, answers = queue.Queue(), queue.Queue()
+    engine = EngineLoop(translator, batch_tokens=4096)
+    thread = threading.Thread(target=run_engine, args=(engine, inbox, answers.put))
+    thread.start()
+    sent = {ticket: prepare(translator, [line], key) for ticket, line in enumerate(LINES)}
+    for ticket, units in sent.items():
+        inbox.put(Join(ticket, units.ids, key))
+    inbox.put(Cancel(len(LINES)))  # a request the engine does not hold: nothing happens
+    received = [answers.get(timeout=60) for _ in LINES]
+    inbox.put(None)  # the end: the loop says so and returns
+    assert answers.get(timeout=60) is None
+    thread.join(60)
+    assert not thread.is_alive() and answers.empty()
+    assert sorted(answer.ticket for answer in received) == list(range(len(LINES)))
+    for answer in received[:-1]:
+        [line] = [LINES[answer.ticket]]
+        assert finish(translator, sent[answer.ticket], answer.found, 1) == [
+            alone(translator, line, 2)
+        ]
 
 
 def test_both_engines_translate_alike(translator):
@@ -168,38 +205,76 @@ def test_both_engines_translate_alike(translator):
 
 
 def test_continuous_batching_fails_only_the_requests_a_bad_setting_touches(translator):
-    model_side = ContinuousTranslator(translator, batch_tokens=4096)
-    progress = model_side.advance(
-        [
-            (1, ["Click OK."], SearchSettings(beam=5, length_penalty=1.0, target_lang="fr")),
-            (2, ["Click OK."], SearchSettings(beam=5, length_penalty=1.0)),
-        ],
-        max_seconds=10.0,
+    engine = EngineLoop(translator, batch_tokens=4096)
+    good = SearchSettings(beam=5, length_penalty=1.0)
+    units = prepare(translator, ["Click OK."], good)
+    [failed] = engine.take(Join(1, units.ids, replace(good, target_lang="fr")))
+    assert failed.ticket == 1 and failed.found is None and "fr" in failed.error
+    assert engine.take(Join(2, units.ids, good)) == []
+    answers = []
+    while engine.busy:
+        answers += engine.step()
+    [answer] = answers
+    assert finish(translator, units, answer.found, 1) == [alone(translator, "Click OK.")]
+
+
+class FakeEngine:
+    """An engine loop for the batcher alone: answers each line's characters upper-cased, fails a
+    request of "boom", holds its answers until `release` is set, and is gone after "die"."""
+
+    def __init__(self, started: list, release: threading.Event) -> None:
+        self.messages, self.answers = queue.Queue(), queue.Queue()
+        self.release, self.sent = release, []
+        started.append(self)
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self) -> None:
+        while (message := self.messages.get()) is not None:
+            if isinstance(message, Cancel):
+                continue
+            self.release.wait(5)
+            texts = ["".join(map(chr, ids)) for ids in message.units]
+            if texts == ["die"]:
+                self.answers.put(EOFError)
+                return
+            found = [[(list(map(ord, text.upper())), 0.0, 0.0)] for text in texts]
+            error = "RuntimeError: the search broke" if texts == ["boom"] else ""
+            self.answers.put(Answer(message.ticket, None if error else found, error, 0.0, 1))
+        self.answers.put(None)
+
+    def send(self, message) -> None:
+        self.sent.append(message)
+        self.messages.put(message)
+
+    def receive(self):
+        answer = self.answers.get()
+        if answer is EOFError:
+            raise EOFError
+        return answer
+
+    def stop(self) -> None:
+        self.messages.put(None)
+
+
+def fake_batcher(started: list, release: threading.Event, max_queued_lines: int = 100):
+    return ContinuousBatcher(
+        lambda: FakeEngine(started, release),
+        lambda lines, key: Units(
+            [list(map(ord, line)) for line in lines], list(range(len(lines))), len(lines)
+        ),
+        lambda units, found, n_best: ["".join(map(chr, hypotheses[0][0])) for hypotheses in found],
+        max_queued_lines,
     )
-    assert [ticket for ticket, _ in progress.failed] == [1] and "fr" in progress.failed[0][1]
-    while not progress.done:
-        progress = model_side.advance([], max_seconds=10.0)
-    assert progress.done == [(2, [alone(translator, "Click OK.")])]
 
 
-def test_the_continuous_batcher_keeps_its_worker_busy_and_survives_a_failed_turn():
-    """Turns are asked for ahead (the model need not wait for the event loop); a turn that raises
-    fails the requests the worker held, and the next request is served."""
-    turns = []
-
-    def advance(new, max_seconds):
-        turns.append([lines for _, lines, _ in new])
-        if any(lines == ["boom"] for _, lines, _ in new):
-            raise RuntimeError("the search broke")
-        return Progress(
-            [(ticket, [line.upper() for line in lines]) for ticket, lines, _ in new],
-            [],
-            0.0,
-            len(new),
-        )
+def test_the_continuous_batcher_fails_a_failed_request_alone_and_replaces_an_engine_gone():
+    """An answer that failed fails its request; an engine gone (its process killed) fails the
+    requests it held and is started again for the next."""
+    started, release = [], threading.Event()
+    release.set()
 
     async def scenario():
-        batcher = ContinuousBatcher(advance, lambda line: 1, max_wait=0.01, max_queued_lines=100)
+        batcher = fake_batcher(started, release)
         batcher.start()
         key = SearchSettings(beam=1, length_penalty=0.0)
         try:
@@ -208,39 +283,44 @@ def test_the_continuous_batcher_keeps_its_worker_busy_and_survives_a_failed_turn
             )
             with pytest.raises(RuntimeError, match="the search broke"):
                 await batcher.submit(["boom"], key)
-            return first, await batcher.submit(["d"], key)
+            with pytest.raises(BrokenExecutor):
+                await batcher.submit(["die"], key)
+            return first, await batcher.submit(["d"], key), batcher.queued_lines
         finally:
             await batcher.stop()
 
-    first, after = asyncio.run(scenario())
-    assert first == [["A"], ["B", "C"]] and after == ["D"]
-    assert [["boom"]] in turns and [] in turns  # empty turns: asked for ahead, while one ran
+    first, after, queued = asyncio.run(scenario())
+    assert first == [["A"], ["B", "C"]] and after == ["D"] and queued == 0
+    assert len(started) == 2
 
 
-def test_lines_the_continuous_worker_holds_count_against_the_queue_bound():
-    """Handed over at once, lines wait in the worker: memory stays bounded only if they count."""
-    release = threading.Event()
-
-    def advance(new, max_seconds):
-        release.wait(5)
-        return Progress([(ticket, lines) for ticket, lines, _ in new], [], 0.0, len(new))
+def test_lines_the_engine_holds_count_against_the_queue_bound_until_answered_or_left():
+    """Sent at once, lines wait in the engine: memory stays bounded only if they count; a
+    client that leaves gives its lines back (and the engine is told)."""
+    started, release = [], threading.Event()
 
     async def scenario():
-        batcher = ContinuousBatcher(advance, lambda line: 1, max_wait=0.01, max_queued_lines=3)
+        batcher = fake_batcher(started, release, max_queued_lines=3)
         batcher.start()
         key = SearchSettings(beam=1, length_penalty=0.0)
         try:
             held = asyncio.ensure_future(batcher.submit(["a", "b"], key))
-            await asyncio.sleep(0.1)  # handed to the worker, which is still searching
+            await asyncio.sleep(0)  # sent
             with pytest.raises(QueueFull):
                 await batcher.submit(["c", "d"], key)
+            leaving = asyncio.ensure_future(batcher.submit(["e"], key))
+            await asyncio.sleep(0)
+            leaving.cancel()
+            await asyncio.gather(leaving, return_exceptions=True)
+            after_leaving = batcher.queued_lines
             release.set()
-            return await held, batcher.queued_lines
+            return await held, after_leaving, batcher.queued_lines
         finally:
             release.set()
             await batcher.stop()
 
-    assert asyncio.run(scenario()) == (["a", "b"], 0)
+    assert asyncio.run(scenario()) == (["A", "B"], 2, 0)
+    assert Cancel(2) in started[0].sent
 
 
 def test_a_lone_request_does_not_wait_for_company_but_one_after_a_shared_batch_does():
@@ -845,12 +925,17 @@ def test_a_killed_model_process_is_replaced_and_a_killed_server_leaves_none(
     try:
         [worker] = model_processes(server)
         os.kill(worker, signal.SIGKILL)
-        first = httpx.post(f"{base}/translate", json={"text": LINES[:1]}, timeout=60)
-        assert first.status_code == 503 and first.headers["retry-after"] == "5"
-        assert "model process stopped" in first.json()["error"]
-        second = httpx.post(f"{base}/translate", json={"text": LINES[:1]}, timeout=60)
-        assert second.status_code == 200
-        assert second.json()["translations"] == [alone(translator, LINES[0])]
+        # Found gone at once (its answers' pipe closes), the process is started again: a request
+        # held at that moment gets 503 with Retry-After (a test of the batcher checks it), the
+        # next is translated by the new process.
+        for _ in range(100):
+            answered = httpx.post(f"{base}/translate", json={"text": LINES[:1]}, timeout=60)
+            if answered.status_code != 503:
+                break
+            assert answered.headers["retry-after"] == "5"
+            assert "model process stopped" in answered.json()["error"]
+        assert answered.status_code == 200
+        assert answered.json()["translations"] == [alone(translator, LINES[0])]
         [replacement] = model_processes(server)
         assert replacement != worker
     finally:

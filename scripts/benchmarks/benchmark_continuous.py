@@ -32,28 +32,27 @@ from translate.text.corpus import BUNDLED_CORPUS, read_lines, split_paths  # noq
 
 
 def closed_loop(
-    translator, lines: list[str], key: SearchSettings, clients: int, max_seconds: float
+    translator, lines: list[str], key: SearchSettings, clients: int
 ) -> tuple[float, float, list[str]]:
-    """Seconds to answer every line with `clients` in flight, the mean lines a turn searched, and
-    the translations."""
-    model_side = serve_continuous.ContinuousTranslator(translator, batch_tokens=4096)
-    waiting, in_flight, turns, held, answers = list(range(len(lines))), 0, 0, 0, {}
+    """Seconds to answer every line with `clients` in flight, the mean lines a step searched, and
+    the translations: the engine loop of translate-serve's model process, stepped here, each
+    answer followed at once by that client's next line."""
+    engine = serve_continuous.EngineLoop(translator, batch_tokens=4096)
+    waiting, in_flight, steps, held, answers, units = list(range(len(lines))), 0, 0, 0, {}, {}
     started = time.perf_counter()
     while waiting or in_flight:
-        new = []
         while waiting and in_flight < clients:
             index = waiting.pop()
-            new.append((index, [lines[index]], key))
+            units[index] = serve_continuous.prepare(translator, [lines[index]], key)
+            engine.take(serve_continuous.Join(index, units[index].ids, key))
             in_flight += 1
-        progress = model_side.advance(new, max_seconds)
-        in_flight -= len(progress.done)
-        answers.update(progress.done)
-        turns, held = turns + 1, held + progress.searching
-    return (
-        time.perf_counter() - started,
-        held / turns,
-        [answers[index][0] for index in range(len(lines))],
-    )
+        for answer in engine.step():
+            in_flight -= 1
+            answers[answer.ticket] = serve_continuous.finish(
+                translator, units[answer.ticket], answer.found, key.n_best
+            )[0]
+        steps, held = steps + 1, held + sum(len(lane.search) for lane in engine.lanes.values())
+    return time.perf_counter() - started, held / steps, [answers[i] for i in range(len(lines))]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -90,16 +89,14 @@ def main(argv: list[str] | None = None) -> int:
         f"translate-cli {len(lines) / cli:.1f} sentences/s"
     )
     print(
-        "\n| clients | cohorts at most | join at | sent/s | of translate-cli | lines a turn | same as translate-cli |"
+        "\n| clients | cohorts at most | join at | sent/s | of translate-cli | lines a step | same as translate-cli |"
     )
     print("|---:|---:|---:|---:|---:|---:|---:|")
     for clients in map(int, args.clients.split(",")):
         for cohorts in map(int, args.cohorts.split(",")):
             for join in map(int, args.join.split(",")):
                 continuous.MAX_COHORTS, serve_continuous.JOIN_FRACTION = cohorts, join
-                seconds, held, outputs = closed_loop(
-                    translator, lines, key, clients, max_seconds=0.01
-                )
+                seconds, held, outputs = closed_loop(translator, lines, key, clients)
                 same = sum(output == reference for output, reference in zip(outputs, expected))
                 print(
                     f"| {clients} | {cohorts} | 1/{join} | {len(lines) / seconds:.1f} | {cli / seconds:.2f}x | "

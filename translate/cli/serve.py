@@ -8,9 +8,10 @@
     GET  /info        languages, tie mode, vocabulary, checkpoint digest, limits
     GET  /metrics     Prometheus metrics;  GET /docs: the OpenAPI page
 
-Lines of concurrent requests are translated together in length-sorted batches under
---batch-tokens, a request waiting at most --max-wait-ms for others to join; every line's
-translation is what translate-cli gives it. The model runs in a process of its own. SIGTERM
+Lines of concurrent requests are translated together: they join the model's running search
+between two of its steps (or, with --batching batch, wait at most --max-wait-ms to share a
+batch), under --batch-tokens; every line's translation is what translate-cli gives it. The
+model runs in a process of its own. SIGTERM
 or Ctrl-C stops accepting requests and finishes those in flight within --drain-seconds; the
 rest get 503 with Retry-After.
 
@@ -22,7 +23,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from functools import partial
 
 from translate.cli.common import (
     add_checkpoint_argument,
@@ -93,9 +93,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-wait-ms",
         type=float,
         default=10.0,
-        help="continuous: how long the search runs at most before requests that arrived join it; "
-        "batch: how long a request waits for others to share its batch, after a batch that had "
-        "several (0: never wait; requests that queued meanwhile still share one) (default: 10)",
+        help="--batching batch: how long a request waits for others to share its batch, after a "
+        "batch that had several (0: never wait; requests that queued meanwhile still share one); "
+        "continuous batching never waits: a request joins the running search at its next steps "
+        "(default: 10)",
     )
     parser.add_argument(
         "--max-lines",
@@ -203,8 +204,8 @@ def serve(args: argparse.Namespace) -> int:
     from translate.decode.translator import load_translator
     from translate.files import file_digest
     from translate.model.quantize import quantization_available
-    from translate.serve import worker as serve_worker
     from translate.serve.app import DrainingServer, ServeSettings, create_app
+    from translate.serve.worker import ModelSettings
 
     args.precision = "32-true"
     device = resolve_device(args)
@@ -240,17 +241,10 @@ def serve(args: argparse.Namespace) -> int:
             engine=args.engine,
         ),
     )
-    start_worker = partial(
-        serve_worker.start,
-        args.checkpoint,
-        str(device),
-        args.quantize,
-        args.threads,
-        args.batch_tokens,
+    model_process = ModelSettings(
+        args.checkpoint, str(device), args.quantize, args.threads, args.batch_tokens
     )
-    state = serve_worker.ModelState
-    run = state.advance if args.batching == "continuous" else state.translate
-    app = create_app(translator, settings, worker=(start_worker, run))
+    app = create_app(translator, settings, model_process)
     print(
         f"translate-serve: {args.checkpoint} on {device}; http://{args.host}:{args.port}/ "
         f"(API docs at /docs){'; API key required' if key else ''}",

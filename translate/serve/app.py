@@ -9,8 +9,6 @@ independent clients' sentences is `translate.serve.batching` with `translate.ser
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
-from concurrent.futures import Executor
 
 import uvicorn
 from fastapi import APIRouter, FastAPI, Request
@@ -38,6 +36,7 @@ from translate.serve.schema import (
     validation_message,
 )
 from translate.serve.service import Service, header_key
+from translate.serve.worker import ModelSettings
 
 router = APIRouter()
 
@@ -139,12 +138,11 @@ async def lifespan(app: FastAPI):
 def create_app(
     translator: Translator,
     settings: ServeSettings,
-    worker: tuple[Callable[[], Executor], Callable] | None = None,
+    model_process: ModelSettings | None = None,
 ) -> FastAPI:
-    """The application: the routes above over one `Service` (`app.state.service`); `worker` (a
-    function starting an executor, and the method it runs: `ModelState.advance`, or
-    `ModelState.translate` with `settings.batching` "batch") moves the model out of this process,
-    else a thread translates with `translator`."""
+    """The application: the routes above over one `Service` (`app.state.service`);
+    `model_process` (how to load the model there) moves the model into a process of its own, else a thread of this one
+    translates with `translator`."""
     app = FastAPIOffline(
         title="translate-serve",
         lifespan=lifespan,
@@ -152,7 +150,7 @@ def create_app(
         description="Translation with the checkpoint's model; sentences of concurrent requests "
         'are batched. Every error is {"error": message}.',
     )
-    app.state.service = Service(translator, settings, worker)
+    app.state.service = Service(translator, settings, model_process)
     app.add_middleware(RequestGuard, service=app.state.service)
     app.add_exception_handler(AnyHTTPException, http_error)
     app.add_exception_handler(RequestValidationError, invalid_request)

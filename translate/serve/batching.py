@@ -1,7 +1,8 @@
 """Dynamic batching for translate-serve: the sentences of concurrent requests translated together.
 
-Requests wait in one queue. By default (`ContinuousBatcher`, at the end) they join the model's
-running search between two steps. With `--batching batch` (`Batcher`), the batching task takes
+By default (`ContinuousBatcher`, at the end) each request is sent to the model's engine loop
+at once and joins its running search between two steps. With `--batching batch` (`Batcher`),
+requests wait in one queue; the batching task takes
 the first, then keeps taking requests until their source tokens reach the token budget or
 `max_wait` has passed since the first (no wait after a batch of one request),
 and translates all their lines in one call of the same length-sorted, token-budgeted search
@@ -14,13 +15,15 @@ and is replaced for the next.
 from __future__ import annotations
 
 import asyncio
-import collections
 import concurrent.futures
+import threading
 from collections.abc import Callable
 from concurrent.futures import BrokenExecutor, Executor
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from translate.decode.settings import SearchSettings
+from translate.serve.continuous import Answer, Cancel, Join, Units
 
 
 class QueueFull(Exception):
@@ -171,93 +174,137 @@ class Batcher:
                     start += each * len(job.lines)
 
 
-# Turns of the continuous search asked for ahead: the next waits in the worker's queue while one runs.
-PIPELINED_TURNS = 2
+class Engine(Protocol):
+    """Continuous batching's engine loop as the server sees it (`translate.serve.worker`'s
+    `EngineProcess` or `EngineThread`)."""
+
+    def send(self, message: Join | Cancel) -> None: ...
+
+    def receive(self) -> Answer | None: ...  # EOFError once the engine is gone
+
+    def stop(self) -> None: ...
 
 
-class ContinuousBatcher(Batcher):
-    """Continuous batching: requests join the model's running search between two of its steps
-    and are answered at the step their last line is done (`translate.serve.continuous`), so a
-    short sentence does not wait for a batch's longest, nor a new one for the batch to end.
+@dataclass
+class _Sent:
+    job: Job
+    units: Units
 
-    `advance(new, max_seconds)` runs in the worker: it takes the new requests (ticket, lines,
-    setting) and returns a `Progress` once a request is done or `max_seconds` have passed."""
+
+class ContinuousBatcher:
+    """Continuous batching: a request is tokenised here (`prepare`), sent to the engine loop at
+    once (`translate.serve.continuous`), joins its running search at one of the next steps and is
+    answered at the step its last line is done (`finish` makes the texts), so a short sentence
+    does not wait for a batch's longest, nor a new one for a batch to end. A reader thread
+    waits for the engine's answers and hands them to the event loop; an engine that is gone
+    (its process killed, out of memory) fails the requests it held and is started again."""
 
     def __init__(
         self,
-        advance: Callable,
-        count_tokens: Callable[[str], int],
-        max_wait: float,
+        start_engine: Callable[[], Engine],
+        prepare: Callable[[list[str], SearchSettings], Units],
+        finish: Callable[[Units, list, int], list[str]],
         max_queued_lines: int,
         on_batch: Callable[..., None] | None = None,
-        new_worker: Callable[[], Executor] | None = None,
     ) -> None:
-        super().__init__(advance, count_tokens, 0, max_wait, max_queued_lines, on_batch, new_worker)
-        self._in_flight: dict[int, Job] = {}
+        self.max_queued_lines = max_queued_lines
+        self.on_batch = on_batch  # (sentences, source tokens, model seconds, lines searched)
+        self.queued_lines = 0  # lines sent and not answered: the engine holds them meanwhile
+        self._start_engine, self._prepare, self._finish = start_engine, prepare, finish
+        self._engine: Engine | None = None
+        self._reader: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._sent: dict[int, _Sent] = {}
         self._tickets = 0
 
-    def _hand_over(self) -> list[tuple[int, list[str], SearchSettings]]:
-        """The requests waiting now, as the worker takes them (ticket, lines, setting). Their lines
-        count against `max_queued_lines` until they are answered: the worker holds them meanwhile."""
-        new = []
-        while not self._queue.empty():
-            job = self._queue.get_nowait()
-            if job.future.done():  # a client that left is not translated for
-                self.queued_lines -= len(job.lines)
-                continue
-            self._tickets += 1
-            self._in_flight[self._tickets] = job
-            new.append((self._tickets, job.lines, job.key))
-        return new
+    def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._run_engine()
 
-    def _answered(self, ticket: int) -> Job:
-        job = self._in_flight.pop(ticket)
-        self.queued_lines -= len(job.lines)
-        return job
+    def _run_engine(self) -> None:
+        engine = self._engine = self._start_engine()
+        self._reader = threading.Thread(
+            target=self._read, args=(engine,), name="translate-answers", daemon=True
+        )
+        self._reader.start()
 
-    async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
-        calls: collections.deque = collections.deque()  # the worker's turns asked for, in order
-
-        def next_turn() -> None:
-            new = self._hand_over()
-            try:
-                calls.append(loop.run_in_executor(self._worker, self.translate, new, self.max_wait))
-            except (
-                Exception
-            ) as error:  # a broken executor refuses work at once: the turn fails as one that ran
-                refused = loop.create_future()
-                refused.set_exception(error)
-                calls.append(refused)
-
+    def _read(self, engine: Engine) -> None:
+        """The engine's answers to the event loop, until it stops (None) or is gone (EOFError)."""
         while True:
-            if not calls:
-                if not self._in_flight:  # idle: wait for a request
-                    job = await self._queue.get()
-                    self._queue.put_nowait(job)
-                next_turn()
-            if len(calls) < PIPELINED_TURNS and self._in_flight:
-                next_turn()  # queued behind the one under way, so the model never waits for this loop
             try:
-                progress = await calls.popleft()
-            except Exception as error:  # the worker failed as a whole: every request it held fails
-                for call in calls:
-                    call.cancel()
-                calls.clear()
-                self._fail([self._answered(ticket) for ticket in list(self._in_flight)], error)
-                continue
-            answered = [(self._answered(ticket), outputs) for ticket, outputs in progress.done]
-            for ticket, why in progress.failed:
-                job = self._answered(ticket)
-                if not job.future.done():
-                    job.future.set_exception(RuntimeError(why))
-            if self.on_batch is not None:
-                self.on_batch(
-                    sum(len(job.lines) for job, _ in answered),
-                    sum(job.tokens for job, _ in answered),
-                    progress.seconds,
-                    progress.searching,
-                )
-            for job, outputs in answered:
-                if not job.future.done():
-                    job.future.set_result(outputs)
+                answer = engine.receive()
+            except (EOFError, OSError):
+                answer = EOFError
+            if answer is None:
+                return
+            try:
+                self._loop.call_soon_threadsafe(self._arrived, engine, answer)
+            except RuntimeError:  # the event loop is closed
+                return
+            if answer is EOFError:
+                return
+
+    def _arrived(self, engine: Engine, answer: Answer | type[EOFError]) -> None:
+        if engine is not self._engine:  # a stopped engine's
+            return
+        if answer is EOFError:
+            sent, self._sent = self._sent, {}
+            self.queued_lines -= sum(len(entry.job.lines) for entry in sent.values())
+            for entry in sent.values():
+                if not entry.job.future.done():
+                    entry.job.future.set_exception(BrokenExecutor("the model process ended"))
+            engine.stop()
+            self._run_engine()
+            return
+        entry = self._sent.pop(answer.ticket, None)
+        if entry is None:  # its client left, or the drain failed it
+            return
+        job = entry.job
+        self.queued_lines -= len(job.lines)
+        if self.on_batch is not None:
+            self.on_batch(len(job.lines), job.tokens, answer.seconds, answer.searching)
+        if job.future.done():
+            return
+        if answer.error:
+            job.future.set_exception(RuntimeError(answer.error))
+        else:
+            job.future.set_result(self._finish(entry.units, answer.found, job.key.n_best))
+
+    async def submit(self, lines: list[str], key: SearchSettings) -> list[str]:
+        """The translations of `lines`, in order (`key.n_best` a line, as `translate_lines` gives
+        them); QueueFull when the lines the engine holds would pass the bound."""
+        if not lines:
+            return []
+        if self.queued_lines + len(lines) > self.max_queued_lines:
+            raise QueueFull(
+                f"{self.queued_lines} lines are waiting (at most {self.max_queued_lines})"
+            )
+        units = self._prepare(lines, key)
+        tokens = sum(len(ids) + 1 for ids in units.ids if ids)
+        job = Job(lines, key, tokens, asyncio.get_running_loop().create_future())
+        self._tickets += 1
+        ticket = self._tickets
+        self._sent[ticket] = _Sent(job, units)
+        self.queued_lines += len(lines)
+        try:
+            self._engine.send(Join(ticket, units.ids, key))
+            return await job.future  # cancelled with the request when its client goes away
+        finally:
+            if self._sent.pop(ticket, None) is not None:  # not answered: its lines are dropped
+                self.queued_lines -= len(lines)
+                self._engine.send(Cancel(ticket))
+
+    def fail_all(self, error: Exception) -> None:
+        """Every request sent and not answered fails with `error` now (the server's drain time is
+        over); what the engine still answers for them is dropped."""
+        for entry in list(self._sent.values()):
+            if not entry.job.future.done():
+                entry.job.future.set_exception(error)
+
+    async def stop(self) -> None:
+        """The engine stopped once its step under way is done; its answers after that dropped."""
+        engine, self._engine = self._engine, None
+        if engine is not None:
+            await asyncio.get_running_loop().run_in_executor(None, engine.stop)
+        if self._reader is not None:
+            self._reader.join()

@@ -61,7 +61,7 @@ MAX_ERRORS_LISTED = 5  # of a request's validation errors, in its one-line messa
 @dataclass
 class ServeSettings:
     batch_tokens: int = 4096
-    max_wait_ms: float = 10.0
+    max_wait_ms: float = 10.0  # --batching batch: how long a request waits to share a batch
     max_lines: int = 1024  # a request's lines (each text's, each HTML text node's)
     max_line_chars: int = 4000  # the native API refuses a longer line; LibreTranslate's cuts it
     char_limit: int | None = None  # LibreTranslate's --char-limit: characters a text of a call

@@ -7,9 +7,9 @@ import asyncio
 import hmac
 import logging
 import time
-from collections.abc import Callable
-from concurrent.futures import BrokenExecutor, Executor
+from concurrent.futures import BrokenExecutor
 from dataclasses import replace
+from functools import partial
 from importlib import resources
 from itertools import islice
 
@@ -21,8 +21,8 @@ from translate.decode.settings import SearchSettings
 from translate.decode.translator import Translator
 from translate.defaults import LENGTH_PENALTY_RANGE
 from translate.errors import UsageError
+from translate.serve import continuous, worker
 from translate.serve.batching import Batcher, ContinuousBatcher, QueueFull, ShuttingDown
-from translate.serve.continuous import ContinuousTranslator
 from translate.serve.detection import Detector
 from translate.serve.metrics import Metrics
 from translate.serve.rate_limit import RateLimiter
@@ -32,7 +32,6 @@ from translate.serve.schema import (
     TranslateResponse,
     invalid_unicode,
 )
-from translate.serve.worker import translate_with
 from translate.text.language_codes import LanguageCodes
 from translate.text.sentences import join_lines, lines_of
 
@@ -54,9 +53,10 @@ class Service:
         self,
         translator: Translator,
         settings: ServeSettings,
-        worker: tuple[Callable[[], Executor], Callable] | None,
+        model_process: worker.ModelSettings | None,
     ) -> None:
-        self.translator, self.settings, self.worker = translator, settings, worker
+        self.translator, self.settings = translator, settings
+        self.model_process = model_process
         page = resources.files("translate.serve").joinpath("web", "index.html").read_text("utf-8")
         self.page = page.replace("__API_KEY_REQUIRED__", "true" if settings.api_key else "false")
         self.metrics = Metrics()
@@ -79,38 +79,30 @@ class Service:
         self.draining = False
 
     async def start(self) -> None:
-        """The batcher and its worker started, and a warm-up line translated: then ready."""
-        continuous = self.settings.batching == "continuous"
-        if self.worker:
-            new_worker, run = self.worker
-        else:
-            new_worker, run = (
-                None,
-                (
-                    ContinuousTranslator(self.translator, self.settings.batch_tokens).advance
-                    if continuous
-                    else self.translate_here
-                ),
-            )
-        wait = self.settings.max_wait_ms / 1000
-        if continuous:
+        """The batcher and its model (in a process of its own, or without `model_process` in a
+        thread of this one) started, and a warm-up line translated: then ready."""
+        model, settings = self.model_process, self.settings
+        if settings.batching == "continuous":
             self.batcher = ContinuousBatcher(
-                run,
-                self.count_tokens,
-                wait,
-                self.settings.max_queued_lines,
+                (
+                    partial(worker.start_engine, model)
+                    if model
+                    else partial(worker.EngineThread, self.translator, settings.batch_tokens)
+                ),
+                partial(continuous.prepare, self.translator),
+                partial(continuous.finish, self.translator),
+                settings.max_queued_lines,
                 on_batch=self.metrics.batch,
-                new_worker=new_worker,
             )
         else:
             self.batcher = Batcher(
-                run,
+                worker.ModelState.translate if model else self.translate_here,
                 self.count_tokens,
-                self.settings.batch_tokens,
-                wait,
-                self.settings.max_queued_lines,
+                settings.batch_tokens,
+                settings.max_wait_ms / 1000,
+                settings.max_queued_lines,
                 on_batch=self.metrics.batch,
-                new_worker=new_worker,
+                new_worker=partial(worker.start, model) if model else None,
             )
         self.batcher.start()
         self.metrics.queue_depth.set_function(lambda: self.batcher.queued_lines)
@@ -141,7 +133,7 @@ class Service:
         )
 
     def translate_here(self, lines: list[str], key: SearchSettings) -> tuple[list[str], float]:
-        return translate_with(self.translator, lines, key, self.settings.batch_tokens)
+        return worker.translate_with(self.translator, lines, key, self.settings.batch_tokens)
 
     def count_tokens(self, line: str) -> int:
         return len(self.translator.vocab.source.processor.encode(line)) + 1

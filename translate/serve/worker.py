@@ -1,5 +1,6 @@
-"""translate-serve's model process: the checkpoint loaded once in a worker of its own, which
-translates each batch the server sends it.
+"""translate-serve's model process: the checkpoint loaded once in a process of its own, which
+runs continuous batching's engine loop (`EngineProcess`) or translates each batch the server
+sends it (`ModelProcess`, `--batching batch`).
 
 In the server's process the search's Python work would share one interpreter lock with the
 event loop that parses and answers requests, and each would keep stopping the other; in a
@@ -9,41 +10,49 @@ process of its own the model computes while the server talks to clients (LitServ
 from __future__ import annotations
 
 import os
+import queue
 import signal
 import threading
 import time
 from concurrent.futures import BrokenExecutor, Executor, Future
+from dataclasses import dataclass
 from multiprocessing import get_context
 
 from translate.decode.settings import SearchSettings
 from translate.parent_watch import exit_with_parent
 
 
-class ModelState:
-    """What the model process holds, created in that process: the translator and, for
-    continuous batching, its running searches."""
+@dataclass(frozen=True)
+class ModelSettings:
+    """What the model's process is started with."""
 
-    def __init__(
-        self, checkpoint: str, device: str, quantize: str, threads: int | None, batch_tokens: int
-    ) -> None:
+    checkpoint: str
+    device: str
+    quantize: str
+    threads: int | None
+    batch_tokens: int
+
+    def load(self):
+        """The translator, in the process that runs it."""
         import torch
 
         from translate.decode.translator import load_translator
-        from translate.serve.continuous import ContinuousTranslator
 
-        if threads:
-            torch.set_num_threads(threads)
-        self.translator = load_translator(checkpoint, torch.device(device), quantize=quantize)
-        self.batch_tokens = batch_tokens
-        self.continuous = ContinuousTranslator(self.translator, batch_tokens)
+        if self.threads:
+            torch.set_num_threads(self.threads)
+        return load_translator(self.checkpoint, torch.device(self.device), quantize=self.quantize)
+
+
+class ModelState:
+    """What the model process holds for `--batching batch`, created in that process."""
+
+    def __init__(self, settings: ModelSettings) -> None:
+        self.translator = settings.load()
+        self.batch_tokens = settings.batch_tokens
 
     def translate(self, lines: list[str], key: SearchSettings) -> tuple[list[str], float]:
-        """A batch, translated to its end (`--batching batch`)."""
+        """A batch, translated to its end."""
         return translate_with(self.translator, lines, key, self.batch_tokens)
-
-    def advance(self, new: list[tuple[int, list[str], SearchSettings]], max_seconds: float):
-        """Continuous batching's next steps (`ContinuousTranslator.advance`)."""
-        return self.continuous.advance(new, max_seconds)
 
 
 def translate_with(
@@ -58,12 +67,12 @@ def translate_with(
     return outputs, time.perf_counter() - started
 
 
-def _serve(connection, settings: tuple) -> None:
+def _serve(connection, settings: ModelSettings) -> None:
     """The model process: one `ModelState`, then each call the server sends, answered in order."""
     # Ctrl-C reaches the whole process group: the server drains its requests, then stops this one.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     exit_with_parent()  # a server killed outright (SIGKILL, out of memory) cannot stop it: it goes too
-    state = ModelState(*settings)
+    state = ModelState(settings)
     while (call := connection.recv()) is not None:
         number, name, args = call
         try:
@@ -77,7 +86,7 @@ class ModelProcess(Executor):
     `submit(ModelState.advance, ...)` runs that method of the process's `ModelState`; if the
     process dies, its pending and later calls fail with `BrokenExecutor`, as a process pool's."""
 
-    def __init__(self, *settings) -> None:
+    def __init__(self, settings: ModelSettings) -> None:
         context = get_context("spawn")
         self._connection, child = context.Pipe()
         self._process = context.Process(target=_serve, args=(child, settings), daemon=True)
@@ -142,6 +151,81 @@ class ModelProcess(Executor):
             self._reader.join()
 
 
+def _run_engine(inbox, sender, settings: ModelSettings) -> None:
+    """The engine's process: the translator loaded, then `continuous.run_engine` until the server
+    sends None (or goes: `exit_with_parent`)."""
+    from translate.serve.continuous import EngineLoop, run_engine
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # as `_serve`: the server stops this one
+    exit_with_parent()
+    run_engine(EngineLoop(settings.load(), settings.batch_tokens), inbox, sender.send)
+
+
+class EngineProcess:
+    """Continuous batching's engine loop in a process of its own (spawned): `send` puts a message
+    on its input queue (pickled and written by the queue's own thread, never by the caller),
+    `receive` waits for its next answer, and raises EOFError once the process is gone."""
+
+    def __init__(self, settings: ModelSettings) -> None:
+        context = get_context("spawn")
+        self._inbox = context.Queue()
+        self._answers, sender = context.Pipe(duplex=False)
+        self._process = context.Process(
+            target=_run_engine, args=(self._inbox, sender, settings), daemon=True
+        )
+        self._process.start()
+        sender.close()  # held here too, it would keep `receive` waiting after the process died
+
+    def send(self, message) -> None:
+        self._inbox.put(message)
+
+    def receive(self):
+        return self._answers.recv()
+
+    def stop(self) -> None:
+        """Ends the loop once its step under way is done (a process already gone: at once)."""
+        if self._process.is_alive():
+            self._inbox.put(None)
+        else:  # what is still buffered for it would never be read
+            self._inbox.cancel_join_thread()
+        self._process.join()
+        self._inbox.close()
+
+
+class EngineThread:
+    """The same engine loop in a thread of this process (tests, or a server without a model
+    process), over `translator`."""
+
+    def __init__(self, translator, batch_tokens: int) -> None:
+        from translate.serve.continuous import EngineLoop, run_engine
+
+        self._inbox: queue.Queue = queue.Queue()
+        self._answers: queue.Queue = queue.Queue()
+        engine = EngineLoop(translator, batch_tokens)
+
+        def main() -> None:
+            try:
+                run_engine(engine, self._inbox, self._answers.put)
+            finally:
+                self._answers.put(EOFError)  # after its last answer, or when it raised
+
+        self._thread = threading.Thread(target=main, name="translate-engine", daemon=True)
+        self._thread.start()
+
+    def send(self, message) -> None:
+        self._inbox.put(message)
+
+    def receive(self):
+        answer = self._answers.get()
+        if answer is EOFError:
+            raise EOFError("the engine thread ended")
+        return answer
+
+    def stop(self) -> None:
+        self._inbox.put(None)
+        self._thread.join()
+
+
 # oneDNN keeps a compiled product for every shape it meets, in two caches of 1,024 each, and a
 # server meets new batch shapes for as long as it runs: bounded, its memory stays flat (docs/serving.md).
 ONEDNN_CACHES = {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "16", "LRU_CACHE_CAPACITY": "16"}
@@ -153,9 +237,13 @@ def bound_onednn_caches() -> None:
         os.environ.setdefault(name, capacity)
 
 
-def start(
-    checkpoint: str, device: str, quantize: str, threads: int | None, batch_tokens: int
-) -> ModelProcess:
-    """The model process, with oneDNN's caches bounded."""
+def start(settings: ModelSettings) -> ModelProcess:
+    """The model process for `--batching batch`, with oneDNN's caches bounded."""
     bound_onednn_caches()
-    return ModelProcess(checkpoint, device, quantize, threads, batch_tokens)
+    return ModelProcess(settings)
+
+
+def start_engine(settings: ModelSettings) -> EngineProcess:
+    """The engine's process for continuous batching, with oneDNN's caches bounded."""
+    bound_onednn_caches()
+    return EngineProcess(settings)
