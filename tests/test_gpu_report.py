@@ -296,9 +296,10 @@ def test_a_failed_or_stuck_step_is_recorded_and_the_next_one_runs(tmp_path):
 
 
 def test_a_ddp_group_s_ranks_get_a_launcher_s_environment_and_a_failed_rank_ends_them(tmp_path):
-    show = python(
+    show = python(  # one write a rank: two ranks' lines cannot interleave in the shared file
         "import os\n"
-        "print(' '.join(os.environ[k] for k in ('WORLD_SIZE', 'NODE_RANK', 'LOCAL_RANK', 'MASTER_ADDR')))"
+        "line = ' '.join(os.environ[k] for k in ('WORLD_SIZE', 'NODE_RANK', 'LOCAL_RANK', 'MASTER_ADDR'))\n"
+        "os.write(1, (line + '\\n').encode())"
     )
     status, message = gpu_report.run_command(
         gpu_report.Command(show, "ranks.txt", ranks=2), tmp_path, time.monotonic() + 60

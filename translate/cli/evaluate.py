@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import math
 import sys
 from dataclasses import dataclass, replace
 
@@ -104,7 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--metrics",
         default="bleu,chrf",
-        help="comma-separated, of bleu, chrf, chrf++, ter (default: bleu,chrf)",
+        help="comma-separated, of bleu, chrf, chrf++, ter, copy (protected tokens kept: numbers, "
+        "placeholders, URLs, ...; needs the source) (default: bleu,chrf)",
     )
     parser.add_argument(
         "--sentence-scores",
@@ -327,7 +329,12 @@ def score_row(
     from translate.score.metrics import score_corpus
 
     scores = score_corpus(
-        hypotheses, text.references, metrics, text.target_lang, (name, text.reference_names)
+        hypotheses,
+        text.references,
+        metrics,
+        text.target_lang,
+        (name, text.reference_names),
+        text.sources,
     )
     row = {
         "direction": f"{text.direction[0]}-{text.direction[1] or '?'}",
@@ -343,6 +350,9 @@ def score_row(
         row[f"{score.metric}_signature"] = score.signature
         if score.metric == "bleu":
             row["bleu_detail"], row["brevity_penalty"] = score.detail, score.brevity_penalty
+        if score.metric == "copy":
+            row["copy"] = None if math.isnan(score.score) else score.score
+            row["copy_detail"] = score.detail
     if translator is not None and translator.multilingual():
         from translate.text.language_id import off_target_rate
 
@@ -352,6 +362,10 @@ def score_row(
     return row
 
 
+def shown(score: float | None) -> str:
+    return "n/a" if score is None else f"{score:.2f}"
+
+
 def report(rows: list[dict], metrics: tuple[str, ...]) -> str:
     from translate.score.metrics import DISPLAY_NAMES
 
@@ -359,9 +373,9 @@ def report(rows: list[dict], metrics: tuple[str, ...]) -> str:
         row = rows[0]
         lines = []
         for metric in metrics:
-            detail = f"  ({row['bleu_detail']})" if metric == "bleu" else ""
+            detail = f"  ({row[metric + '_detail']})" if metric in ("bleu", "copy") else ""
             lines += [
-                f"{DISPLAY_NAMES[metric]} {row[metric]:.2f}{detail}",
+                f"{DISPLAY_NAMES[metric]} {shown(row[metric])}{detail}",
                 f"  signature: {row[metric + '_signature']}",
             ]
         return "\n".join(lines)
@@ -373,7 +387,7 @@ def report(rows: list[dict], metrics: tuple[str, ...]) -> str:
     for row in rows:
         note = "" if row.get("trained", True) else " (zero-shot)"
         off = f"{100 * row['off_target']:.1f}%" if "off_target" in row else ""
-        scores = " | ".join(f"{row[metric]:.2f}" for metric in metrics)
+        scores = " | ".join(shown(row[metric]) for metric in metrics)
         lines.append(f"| {row['direction']}{note} | {row['lines']:,} | {scores} | {off} |")
     signatures = dict.fromkeys(row[f"{metric}_signature"] for row in rows for metric in metrics)
     return "\n".join(lines + ["", "Signatures: " + ", ".join(f"`{s}`" for s in signatures)])
@@ -478,6 +492,11 @@ def compare_systems(args: argparse.Namespace, metrics: tuple[str, ...]) -> int:
     from translate.text.corpus import read_lines
 
     check_outputs(args)
+    if "copy" in metrics:
+        raise UsageError(
+            "--metrics copy is not one of the paired tests' metrics: score each system with "
+            "--metrics copy on its own, and compare with bleu,chrf,chrf++,ter"
+        )
     kinds = {path: is_checkpoint(path) for path in args.compare}
     checkpoints = [path for path in args.compare if kinds[path]]
     text = None

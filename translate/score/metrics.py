@@ -1,5 +1,6 @@
 """Corpus and sentence scores with sacrebleu, on detokenized text, with the signatures that make
-them comparable: BLEU, chrF2, chrF2++ and TER, against one reference or several."""
+them comparable: BLEU, chrF2, chrF2++ and TER, against one reference or several; and the share
+of protected tokens kept (copy, translate/score/copy_rate.py), which needs the source lines."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ from dataclasses import dataclass
 from translate.errors import UsageError
 from translate.text.language_id import base_language
 
-METRICS = ("bleu", "chrf", "chrf++", "ter")  # as --metrics spells them
+METRICS = ("bleu", "chrf", "chrf++", "ter", "copy")  # as --metrics spells them
 DEFAULT_METRICS = ("bleu", "chrf")
 LOWER_IS_BETTER = frozenset({"ter"})
-DISPLAY_NAMES = {"bleu": "BLEU", "chrf": "chrF2", "chrf++": "chrF2++", "ter": "TER"}  # sacrebleu's
+# sacrebleu's names; copy: protected tokens kept (translate/score/copy_rate.py)
+DISPLAY_NAMES = {"bleu": "BLEU", "chrf": "chrF2", "chrf++": "chrF2++", "ter": "TER", "copy": "copy"}
+SACREBLEU_METRICS = ("bleu", "chrf", "chrf++", "ter")
 
 # sacrebleu's tokenizers for languages written without spaces; 13a for every other language.
 BLEU_TOKENIZERS = {"zh": "zh", "ja": "ja-mecab", "ko": "ko-mecab"}
@@ -52,7 +55,7 @@ def make_metric(name: str, target_lang: str | None, sentence: bool = False):
         return CHRF(word_order=2 if name == "chrf++" else 0)
     if name == "ter":
         return TER(asian_support=base_language(target_lang or "") in BLEU_TOKENIZERS)
-    raise UsageError(f"unknown metric {name!r}; choose from {','.join(METRICS)}")
+    raise UsageError(f"unknown metric {name!r}; choose from {','.join(SACREBLEU_METRICS)}")
 
 
 @dataclass(frozen=True)
@@ -81,17 +84,34 @@ def check_references(
         raise UsageError(f"nothing to score: {', '.join(references_names)} has {what}")
 
 
+def needs_sources(metrics: tuple[str, ...], sources: list[str] | None) -> None:
+    if "copy" in metrics and sources is None:
+        raise UsageError(
+            "--metrics copy looks for the source's protected tokens in the translation: give the "
+            "source lines (--source, or --test-set)"
+        )
+
+
 def score_corpus(
     hypotheses: list[str],
     references: list[list[str]],
     metrics: tuple[str, ...] = DEFAULT_METRICS,
     target_lang: str | None = None,
     names: tuple[str, list[str]] = ("the hypotheses", ["the references"]),
+    sources: list[str] | None = None,
 ) -> list[MetricScore]:
-    """Each metric's corpus score against every reference (one list of lines per reference)."""
+    """Each metric's corpus score against every reference (one list of lines per reference);
+    copy needs the `sources`."""
     check_references(hypotheses, references, names)
+    needs_sources(metrics, sources)
     scores = []
     for name in metrics:
+        if name == "copy":
+            from translate.score.copy_rate import SIGNATURE, copy_score
+
+            kept = copy_score(sources, hypotheses, references)
+            scores.append(MetricScore(name, kept.score, SIGNATURE, kept.detail()))
+            continue
         metric = make_metric(name, target_lang)
         score = metric.corpus_score(hypotheses, references)
         scores.append(
@@ -111,10 +131,21 @@ def sentence_scores(
     references: list[list[str]],
     metrics: tuple[str, ...] = DEFAULT_METRICS,
     target_lang: str | None = None,
-) -> dict[str, list[float]]:
-    """Each metric's score of every sentence alone (sacrebleu's sentence_score)."""
+    sources: list[str] | None = None,
+) -> dict[str, list]:
+    """Each metric's score of every sentence alone (sacrebleu's sentence_score); for copy, each
+    line's `LineCopy` (its score None where nothing counts)."""
+    needs_sources(metrics, sources)
     scores = {}
     for name in metrics:
+        if name == "copy":
+            from translate.score.copy_rate import line_copy
+
+            scores[name] = [
+                line_copy(source, hypothesis, [reference[i] for reference in references])
+                for i, (source, hypothesis) in enumerate(zip(sources, hypotheses, strict=True))
+            ]
+            continue
         metric = make_metric(name, target_lang, sentence=True)
         scores[name] = [
             metric.sentence_score(hypothesis, [reference[i] for reference in references]).score

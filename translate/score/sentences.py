@@ -15,8 +15,10 @@ def sentence_records(
     target_lang: str | None = None,
 ) -> list[str]:
     """JSONL lines: line (1-based), source, hypothesis, reference (a list with several), and
-    each metric's sentence score (sentence BLEU with effective order, as sacrebleu's -sl)."""
-    scores = sentence_scores(hypotheses, references, metrics, target_lang)
+    each metric's sentence score (sentence BLEU with effective order, as sacrebleu's -sl); with
+    copy, the share of the line's protected spans kept (null where none counts) and those lost
+    (`copy_failures`: class, text, how many times)."""
+    scores = sentence_scores(hypotheses, references, metrics, target_lang, sources)
     records = []
     for i, hypothesis in enumerate(hypotheses):
         refs = [reference[i] for reference in references]
@@ -26,6 +28,12 @@ def sentence_records(
             "hypothesis": hypothesis,
             "reference": refs[0] if len(refs) == 1 else refs,
         }
-        record.update({name: round(values[i], 4) for name, values in scores.items()})
+        for name, values in scores.items():
+            if name == "copy":
+                line = values[i]
+                record["copy"] = None if line.score is None else round(line.score, 4)
+                record["copy_failures"] = line.failures()
+            else:
+                record[name] = round(values[i], 4)
         records.append(json.dumps(record, ensure_ascii=False))
     return records

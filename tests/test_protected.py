@@ -1,0 +1,237 @@
+"""Protected spans (translate/text/protected.py) on hand-made lines, and the copy measure
+(translate/score/copy_rate.py, `translate-eval --metrics copy`) counted by hand."""
+
+import importlib.util
+import json
+import struct
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from translate.cli.evaluate import main as eval_main
+from translate.score.copy_rate import copy_score, line_copy
+from translate.text.corpus import read_lines
+from translate.text.protected import CLASSES, find_spans
+
+
+def spans(text: str) -> list[tuple[str, str]]:
+    return [(span.kind, span.text) for span in find_spans(text)]
+
+
+@pytest.mark.parametrize(
+    "line, expected",
+    [
+        ("Click button 36.", [("number", "36")]),
+        (
+            "Version 7.4.2 costs 1,000 or 3.5 euros, 50% off at -3 degrees.",
+            [
+                ("number", "7.4.2"),
+                ("number", "1,000"),
+                ("number", "3.5"),
+                ("number", "50%"),
+                ("number", "-3"),
+            ],
+        ),
+        ("MP3, x86, 3D and H2O hold no number; and/or 1/2", [("number", "1"), ("number", "2")]),
+        (
+            "PMT(2%/12;36) at @0.00",
+            [("number", "2%"), ("number", "12"), ("number", "36"), ("number", "0.00")],
+        ),
+        (
+            "Press Ctrl+Shift+F5, Alt + F4 or F1 in %PRODUCTNAME.",
+            [
+                ("key", "Ctrl+Shift+F5"),
+                ("key", "Alt + F4"),
+                ("key", "F1"),
+                ("placeholder", "%PRODUCTNAME"),
+            ],
+        ),
+        (
+            "Use %s, %1$d, %.2f, %(name)s, %1, {name}, {0}, {{count}}, $(ARG1), ${HOME}, $1, "
+            "#lib# and <b>x</b>.",
+            [
+                ("placeholder", text)
+                for text in (
+                    "%s",
+                    "%1$d",
+                    "%.2f",
+                    "%(name)s",
+                    "%1",
+                    "{name}",
+                    "{0}",
+                    "{{count}}",
+                    "$(ARG1)",
+                    "${HOME}",
+                    "$1",
+                    "#lib#",
+                    "<b>",
+                    "</b>",
+                )
+            ],
+        ),
+        ("100 % sure, 20 %sure", [("number", "100"), ("number", "20")]),  # no placeholder
+        (
+            "See https://help.libreoffice.org/7.4/en-US/a.html, or mail info@example.org.",
+            [
+                ("url", "https://help.libreoffice.org/7.4/en-US/a.html"),
+                ("email", "info@example.org"),
+            ],
+        ),
+        (
+            "Thanks @alice@mastodon.social and @bob! #LibreOffice &#160; #1",
+            [
+                ("mention", "@alice@mastodon.social"),
+                ("mention", "@bob"),
+                ("hashtag", "#LibreOffice"),
+                ("number", "160"),
+                ("number", "1"),
+            ],
+        ),
+        (
+            "Open /usr/share/doc, ~/Documents/a.odt, ./run.sh or C:\\Users\\me\\a.txt.",
+            [
+                ("path", "/usr/share/doc"),
+                ("path", "~/Documents/a.odt"),
+                ("path", "./run.sh"),
+                ("path", "C:\\Users\\me\\a.txt"),
+            ],
+        ),
+    ],
+)
+def test_protected_spans_of_hand_made_lines(line, expected):
+    assert spans(line) == expected
+    for span in find_spans(line):
+        assert line[span.start : span.end] == span.text and span.kind in CLASSES
+
+
+def test_a_span_counts_when_the_reference_keeps_it_and_is_kept_when_the_hypothesis_has_it():
+    source = "Set 3.5 cm, then click button 36 and button 36 again."
+    reference = "Stellen Sie 3,5 cm ein, klicken Sie auf Schaltfläche 36 und wieder auf 36."
+    line = line_copy(source, "Klicken Sie auf 136 und 36.", [reference])
+    # "3.5" is "3,5" in the reference: it does not count; "36" counts twice, "136" is not it
+    assert line.counted == Counter({("number", "36"): 2})
+    assert line.missing == Counter({("number", "36"): 1}) and line.score == 50.0
+    assert line.failures() == [{"class": "number", "text": "36", "missing": 1}]
+    assert line_copy("Click OK.", "Klicken Sie auf OK.", ["Klicken Sie auf OK."]).score is None
+    # with two references, the one that keeps a span most often
+    two = line_copy("Rows 2 and 2.", "Zeilen 2.", ["Zeilen 2.", "Zeilen 2 und 2."])
+    assert two.counted == Counter({("number", "2"): 2}) and two.score == 50.0
+
+
+def test_the_corpus_score_adds_up_each_class():
+    sources = ["Press Ctrl+S to save 3 files.", "Visit https://example.org now.", "Nothing."]
+    references = [
+        ["Drücken Sie Ctrl+S, um 3 Dateien zu speichern.", "Besuchen Sie example.org.", "Nichts."]
+    ]
+    hypotheses = ["Drücken Sie Ctrl+S für 4 Dateien.", "Besuchen Sie https://example.org.", "-"]
+    score = copy_score(sources, hypotheses, references)
+    assert score.counted == {**dict.fromkeys(CLASSES, 0), "key": 1, "number": 1}
+    assert score.kept == {**dict.fromkeys(CLASSES, 0), "key": 1}
+    assert score.score == 50.0 and score.detail() == "key 1/1 (100.0%), number 0/1 (0.0%)"
+
+
+def test_translate_eval_reports_copy_and_lists_the_failures(tmp_path, capsys):
+    source = tmp_path / "src.en"
+    source.write_text("Click button 36.\nPress F1.\nSee {name}.\n", encoding="utf-8")
+    reference = tmp_path / "ref.de"
+    reference.write_text(
+        "Klicken Sie auf Schaltfläche 36.\nDrücken Sie F1.\nSiehe {name}.\n", encoding="utf-8"
+    )
+    hypotheses = tmp_path / "hyp.de"
+    hypotheses.write_text("Klicken Sie auf 3.\nDrücken Sie F1.\nSiehe {name}.\n", encoding="utf-8")
+    scores = tmp_path / "scores.jsonl"
+    args = ["--hypotheses", str(hypotheses), "--reference", str(reference)]
+    args += ["--source", str(source), "--metrics", "bleu,copy", "--target-lang", "de"]
+    assert eval_main([*args, "--json", "--sentence-scores", str(scores)]) == 0
+    row = json.loads(capsys.readouterr().out)
+    assert row["copy"] == pytest.approx(200 / 3)
+    assert row["copy_detail"] == "placeholder 1/1 (100.0%), key 1/1 (100.0%), number 0/1 (0.0%)"
+    assert row["copy_signature"].startswith("copy|classes:url,")
+    records = [json.loads(line) for line in scores.read_text(encoding="utf-8").splitlines()]
+    assert [r["copy"] for r in records] == [0.0, 100.0, 100.0]
+    assert records[0]["copy_failures"] == [{"class": "number", "text": "36", "missing": 1}]
+    assert records[1]["copy_failures"] == []
+
+    assert eval_main(args[:4] + ["--metrics", "copy"]) == 2  # no source
+    assert "give the source lines" in capsys.readouterr().err
+    compare = ["--compare", str(hypotheses), str(reference), "--reference", str(reference)]
+    assert eval_main([*compare, "--metrics", "bleu,copy"]) == 2
+    assert "not one of the paired tests' metrics" in capsys.readouterr().err
+
+
+def test_nothing_to_count_is_shown_as_such(tmp_path, capsys):
+    lines = tmp_path / "a.txt"
+    lines.write_text("Click OK.\n", encoding="utf-8")
+    args = ["--hypotheses", str(lines), "--reference", str(lines), "--source", str(lines)]
+    assert eval_main([*args, "--metrics", "copy"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("copy n/a  (no protected span in both a source line and its reference)")
+
+
+# The test set of protected tokens (scripts/build_protected_set.py) and what ships of it.
+REPO = Path(__file__).resolve().parent.parent
+spec = importlib.util.spec_from_file_location(
+    "build_protected_set", REPO / "scripts" / "build_protected_set.py"
+)
+build_set = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(build_set)
+SHIPPED = REPO / "translate" / "corpora" / "protected_en_de"
+
+
+def write_mo(path: Path, messages: dict[str, str]) -> None:
+    """A gettext catalogue (GNU .mo, little-endian, no hash table), as msgfmt writes one."""
+    keys = sorted(messages)
+    ids = b"".join(key.encode() + b"\0" for key in keys)
+    strs = b"".join(messages[key].encode() + b"\0" for key in keys)
+    start = 7 * 4 + 16 * len(keys)
+    table, offset = [], start
+    for key in keys:
+        table.append((len(key.encode()), offset))
+        offset += len(key.encode()) + 1
+    values, offset = [], start + len(ids)
+    for key in keys:
+        values.append((len(messages[key].encode()), offset))
+        offset += len(messages[key].encode()) + 1
+    header = struct.pack("<7I", 0x950412DE, 0, len(keys), 28, 28 + 8 * len(keys), 0, 0)
+    body = b"".join(struct.pack("<2I", *entry) for entry in table + values)
+    path.write_bytes(header + body + ids + strs)
+
+
+def test_ui_strings_are_those_that_keep_a_span_and_were_not_trained_on(tmp_path):
+    messages = {
+        "": "Content-Type: text/plain; charset=UTF-8\n",
+        "The path $(ARG1) does not exist.": "Der Pfad $(ARG1) existiert nicht.",
+        "ctx\x04Row %ROWNUMBER": "Zeile %ROWNUMBER",
+        "Open the file.": "Öffnen Sie die Datei.",  # nothing protected
+        "Version 3.5": "Version 3,5",  # the German changes it: nothing kept
+        "Seen in training 7.": "Im Training gesehen 7.",
+        "Two\nlines %s": "Zwei\nZeilen %s",
+    }
+    write_mo(tmp_path / "a.mo", messages)
+    pairs = build_set.catalogue_pairs(tmp_path)
+    assert ("Row %ROWNUMBER", "Zeile %ROWNUMBER") in pairs and len(pairs) == 6
+    chosen = build_set.strings(pairs, seen={"Seen in training 7."})
+    assert sorted(chosen) == [
+        ("Row %ROWNUMBER", "Zeile %ROWNUMBER"),
+        ("The path $(ARG1) does not exist.", "Der Pfad $(ARG1) existiert nicht."),
+    ]
+
+
+def test_the_shipped_set_is_what_the_script_builds():
+    def part(name: str) -> list[tuple[str, str]]:
+        en, de = (read_lines(SHIPPED / f"{name}.{lang}.gz") for lang in ("en", "de"))
+        assert len(en) == len(de)
+        return list(zip(en, de))
+
+    assert part("numbers") == build_set.numbers() and len(part("numbers")) == 400
+    assert part("tokens") == build_set.tokens()
+    # every template keeps its value as the class it was written for, in both languages
+    for kind, values in build_set.TOKEN_VALUES.items():
+        for value in values:
+            assert spans(f"See {value} here") == [(kind, value)], value
+    strings = part("strings")
+    assert len(strings) == build_set.STRINGS_AT_MOST
+    seen = build_set.training_lines()
+    for english, german in strings:
+        assert build_set.keeps_a_span(english, german) and english not in seen

@@ -1,0 +1,85 @@
+"""Protected spans: the tokens of a text that a translation must carry over unchanged (numbers,
+placeholders, URLs, email addresses, @mentions, #hashtags, file paths, key combinations).
+
+`find_spans` finds them with one regular expression per class (`PATTERNS`), tried in the
+order of `CLASSES`: a span overlapping one already found by an earlier class is not taken, so a
+URL's digits are not numbers of their own and an email address is not a mention. To protect
+another kind of token, add its class to `CLASSES` and its expression to `PATTERNS` (and a
+hand-made line to tests/test_protected.py); the rule is documented in docs/translating.md.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+CLASSES = ("url", "email", "path", "placeholder", "mention", "hashtag", "key", "number")
+
+_MODIFIERS = r"(?:Ctrl|Control|Shift|AltGr|Alt|Option|Opt|Cmd|Command|Meta|Super|Win|Fn)"
+_KEYS = (
+    r"(?:F(?:[1-9]|1[0-9]|2[0-4])|Enter|Return|Tab|Esc|Escape|Spacebar|Space|Backspace|"
+    r"Delete|Del|Insert|Ins|Home|End|Page ?Up|Page ?Down|PgUp|PgDn|Up|Down|Left|Right|"
+    r"[A-Za-z0-9]|[-+=,.;/\\`'\[\]])"
+)
+
+PATTERNS: dict[str, re.Pattern] = {
+    # scheme:// or www., to the next space or quote; trailing punctuation is the sentence's
+    "url": re.compile(r"\b(?:https?|ftp)://[^\s<>\"']+|\bwww\.[^\s<>\"']+"),
+    # not the user@host of a Mastodon mention
+    "email": re.compile(r"(?<![\w.+@-])[\w.+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+"),
+    # /a/b, ~/a, ./a, ../a, C:\a\b: a slash not inside a word or a tag, a letter after it
+    # ("and/or", "1/2", "2%/12" and "</b>" hold none)
+    "path": re.compile(
+        r"(?<![\w/.~<%])(?:~|\.{1,2})?/(?=[\w./-]*[A-Za-z])[\w.-]*[\w-](?:/[\w.-]*[\w-])*/?"
+        r"|\b[A-Za-z]:\\(?:[\w.-]+\\)*[\w.-]*[\w-]"
+    ),
+    "placeholder": re.compile(
+        "|".join(
+            (
+                r"%(?:\(\w+\)|\d+\$)?[-+0#]*(?:\d+|\*)?(?:\.\d+)?(?:hh|h|ll|l|L|z|j|t)?"
+                r"[diouxXeEfFgGcspn@](?![A-Za-z])",  # printf: %s %d %1$s %.2f %(name)s
+                r"%\d+(?!\d|[.,]\d)",  # Qt's %1
+                r"%[A-Z][A-Z0-9_]+%?",  # %PRODUCTNAME
+                r"\$(?:\(\w+\)|\{\w+\}|\[\w+\]|\d+\b)",  # $(ARG1) ${var} $[officename] $1
+                r"#[A-Za-z]\w*#",  # LibreOffice's #servicename#
+                r"\{\{?\w*(?:[:!][^{}\s]*)?\}\}?",  # {} {0} {name} {0:.2f} {{name}}
+                r"</?[A-Za-z][\w:-]*(?:\s+[^<>]*)?/?>",  # <b> </b> <br/> <a href="...">
+            )
+        )
+    ),
+    # @user or @user@host.example (Mastodon's), not inside a word or an email address
+    "mention": re.compile(r"(?<![\w@/.])@[A-Za-z_]\w*(?:@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+)?"),
+    # #tag with a letter in it ("#1" is a number's sign, "&#160;" an entity)
+    "hashtag": re.compile(r"(?<![\w#&/])#\w*[^\W\d_]\w*"),
+    # Ctrl+Shift+F5, Alt + F4, Cmd+Option+Esc; a function key alone
+    "key": re.compile(
+        rf"\b{_MODIFIERS}(?:\s*\+\s*(?:{_MODIFIERS}|{_KEYS}))+(?![\w])"
+        r"|\bF(?:[1-9]|1[0-9]|2[0-4])\b"
+    ),
+    # 42, -3, 3.14, 1,000, 7.4.2, 50%: not inside a word ("MP3", "x86", "3D" are not numbers)
+    "number": re.compile(r"(?<![\w.,-])[-+−]?\d+(?:[.,]\d+)*%?(?![\w]|[.,]\d)"),
+}
+
+_TRAILING = ".,;:!?)]}'\""  # what ends a sentence or a bracket after a URL or a path
+
+
+@dataclass(frozen=True)
+class Span:
+    kind: str  # one of CLASSES
+    text: str
+    start: int
+    end: int
+
+
+def find_spans(text: str) -> list[Span]:
+    """The protected spans of `text`, in text order, none overlapping another."""
+    taken: list[Span] = []
+    for kind in CLASSES:
+        for match in PATTERNS[kind].finditer(text):
+            start, end = match.span()
+            if kind in ("url", "path"):
+                end = start + len(match.group().rstrip(_TRAILING))
+            if end <= start or any(start < span.end and span.start < end for span in taken):
+                continue
+            taken.append(Span(kind, text[start:end], start, end))
+    return sorted(taken, key=lambda span: span.start)
