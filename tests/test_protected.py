@@ -12,7 +12,7 @@ import pytest
 from translate.cli.evaluate import main as eval_main
 from translate.score.copy_rate import copy_score, line_copy
 from translate.text.corpus import read_lines
-from translate.text.protected import CLASSES, find_spans
+from translate.text.protected import CLASSES, describe, find_spans, lost_spans
 
 
 def spans(text: str) -> list[tuple[str, str]]:
@@ -103,6 +103,21 @@ def test_protected_spans_of_hand_made_lines(line, expected):
     assert spans(line) == expected
     for span in find_spans(line):
         assert line[span.start : span.end] == span.text and span.kind in CLASSES
+
+
+def test_a_translation_lacks_what_it_does_not_carry_over_as_often_as_the_source_has_it():
+    def lost(source: str, translation: str) -> list[tuple[str, str]]:
+        return [(span.kind, span.text) for span in lost_spans(source, translation)]
+
+    # a number's sign and digits are compared: 3,5 for 3.5 and 1.000 for 1,000 are kept
+    assert lost("Set 3.5 cm and 1,000 rows, 50% off.", "3,5 cm, 1.000 Zeilen, 50 % Rabatt.") == []
+    assert lost("-3 degrees", "3 Grad") == [("number", "-3")]
+    assert lost("Rows 2 and 2, cell 7.", "Zeile 2, Zelle 7.") == [("number", "2")]
+    assert lost("Press Ctrl+S in %PRODUCTNAME.", "Drücken Sie Strg+S in LibreOffice.") == [
+        ("key", "Ctrl+S"),
+        ("placeholder", "%PRODUCTNAME"),
+    ]
+    assert describe(lost_spans("Click 36.", "Klicken.")) == "36 (number)"
 
 
 def test_a_span_counts_when_the_reference_keeps_it_and_is_kept_when_the_hypothesis_has_it():

@@ -49,6 +49,7 @@ from translate.serve.launch import (  # noqa: E402
     wait_until_ready,
 )
 from translate.serve.worker import ONEDNN_CACHES  # noqa: E402
+from translate.text.protected import lost_spans  # noqa: E402
 
 LINES = ["Click OK.", "", "Choose Tools - Options.", "\t", "Last line of the test."]
 
@@ -1034,3 +1035,21 @@ def test_the_server_s_own_copy_of_the_checkpoint_holds_no_weights(checkpoint_pat
     assert bare.model.cfg == translator.model.cfg
     assert bare.model.tgt_vocab_size == translator.model.tgt_vocab_size
     assert bare.trained_max_length() == translator.trained_max_length()
+
+
+def test_the_native_api_names_the_protected_tokens_each_translation_lacks(translator):
+    texts = ["Click button 36.", "Open the file.", "Press Ctrl+S.\nSelect cell 15."]
+    with client_for(translator) as client:
+        body = client.post("/translate", json={"text": texts}).json()
+    expected = []
+    for text, translation in zip(texts, body["translations"]):
+        pairs = zip(text.split("\n"), translation.split("\n"), strict=True)
+        expected.append(
+            [
+                {"kind": span.kind, "text": span.text}
+                for line, output in pairs
+                for span in lost_spans(line, output)
+            ]
+        )
+    assert body["lost"] == expected and expected[1] == []
+    assert {"kind": "number", "text": "36"} in expected[0]  # a random model keeps none

@@ -19,6 +19,7 @@ from translate.decode.translator import load_translator
 from translate.model.checkpoint import CheckpointError
 from translate.model.transformer import ModelConfig, Transformer
 from translate.score.metrics import corpus_scores
+from translate.text.protected import describe, lost_spans
 from translate.text.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocabularies, train_sentencepiece
 
 FIXTURE = Path(__file__).parent / "fixtures" / "libreoffice_small"
@@ -625,3 +626,28 @@ def test_a_run_stopped_before_its_first_chunk_leaves_nothing(files, capsys, tmp_
     monkeypatch.setattr(translate.decode.pipeline, "translate_nbest", stops)
     code, _, _ = run(files, capsys, "--output", str(tmp_path / "out"))
     assert code == 130 and list(tmp_path.iterdir()) == []
+
+
+def test_each_translation_lacking_a_protected_token_of_its_source_is_named_on_stderr(
+    files, capsys, tmp_path
+):
+    """A number, key or placeholder the translation lacks is never lost silently: a warning a
+    line, and a count at the end; lines that keep theirs (or have none) give no warning."""
+    source = tmp_path / "protected.en"
+    lines = ["Click button 36.", "Press Ctrl+S to save %PRODUCTNAME files.", "Open the file."]
+    source.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    out = tmp_path / "out.de"
+    code, _, err = run(files, capsys, "--source", str(source), "--output", str(out))
+    assert code == 0
+    lacking = {
+        number: lost_spans(line, translation)
+        for number, (line, translation) in enumerate(zip(lines, read(out)), start=1)
+        if lost_spans(line, translation)
+    }
+    assert lacking  # a random model keeps none of them
+    warnings = [line for line in err.splitlines() if line.startswith("warning: line ")]
+    assert warnings == [
+        f"warning: line {number}: the translation lacks {describe(lost)}"
+        for number, lost in lacking.items()
+    ]
+    assert f"translate-cli: {len(lacking)} of 3 translations lack a number" in err

@@ -158,6 +158,24 @@ class StreamOutput:
         return self.written
 
 
+def warn_lost(sources: list[str], translations: list[str], first_line: int) -> int:
+    """A warning on stderr for each translation that lacks a protected span of its source line
+    (`protected.lost_spans`: a number, placeholder, URL, ...); how many lack one."""
+    from tqdm import tqdm
+
+    from translate.text.protected import describe, lost_spans
+
+    lacking = 0
+    for number, (source, translation) in enumerate(zip(sources, translations), start=first_line):
+        lost = lost_spans(source, translation)
+        if lost:
+            lacking += 1
+            tqdm.write(
+                f"warning: line {number}: the translation lacks {describe(lost)}", sys.stderr
+            )
+    return lacking
+
+
 def is_stream(path: str) -> bool:
     """A FIFO or a character device (after symlinks): written to as it is, never replaced."""
     try:
@@ -240,6 +258,7 @@ def translate_command(args: argparse.Namespace) -> int:
     if not args.quiet and not interactive:
         choice = engine_for(args.engine, torch.device(device), args.beam)
         print(f"translate-cli: search engine {choice.name}: {choice.reason}", file=sys.stderr)
+    lacking = 0  # lines whose translation lacks a protected span of the source
     bar = tqdm(
         total=count,
         initial=output.lines_done,
@@ -277,6 +296,7 @@ def translate_command(args: argparse.Namespace) -> int:
                 else nbest_lines(translations, first)
             )
             output.append(text, chunk)
+            lacking += warn_lost(chunk, [e[0].text for e in translations], first + 1)
     except BaseException:
         if isinstance(output, PartialOutput):
             if output.lines_done:
@@ -291,6 +311,12 @@ def translate_command(args: argparse.Namespace) -> int:
     finally:
         bar.close()
     output.finish()
+    if lacking:
+        print(
+            f"translate-cli: {lacking:,} of {output.lines_done:,} translations lack a number, "
+            "placeholder, URL or other protected token of their source line (warnings above)",
+            file=sys.stderr,
+        )
     if references is not None:
         if len(references) != output.lines_done:
             raise UsageError(

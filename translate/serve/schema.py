@@ -97,12 +97,21 @@ class TranslateRequest(BaseModel):
     source_lang: StrictStr | None = Field(None, description="the input's language, where known")
 
 
+class LostToken(BaseModel):
+    kind: str = Field(description="number, placeholder, url, email, mention, hashtag, path or key")
+    text: str
+
+
 class TranslateResponse(BaseModel):
     translations: list[str]
     beam: int
     length_penalty: float
     target_lang: str | None
     seconds: float
+    lost: list[list[LostToken]] = Field(
+        description="for each text, the protected tokens of its source (numbers, placeholders, "
+        "URLs, ...) that its translation lacks; empty where it kept them all"
+    )
 
 
 class ErrorResponse(BaseModel):

@@ -27,12 +27,14 @@ from translate.serve.detection import Detector
 from translate.serve.metrics import Metrics
 from translate.serve.rate_limit import RateLimiter
 from translate.serve.schema import (
+    LostToken,
     ServeSettings,
     TranslateRequest,
     TranslateResponse,
     invalid_unicode,
 )
 from translate.text.language_codes import LanguageCodes
+from translate.text.protected import lost_spans
 from translate.text.sentences import join_lines, lines_of
 
 WARM_UP_LINE = "Hello."
@@ -259,11 +261,21 @@ class Service:
         self.check_rate(api_key, address, max(sum(len(lines) for lines, _ in split), 1))
         key = self.search_settings(body)
         flat = iter(await self.submit([line for lines, _ in split for line in lines], key))
+        translated = [list(islice(flat, len(lines))) for lines, _ in split]
         translations = [
-            join_lines(list(islice(flat, len(lines))), breaks) for lines, breaks in split
+            join_lines(outputs, breaks) for outputs, (_, breaks) in zip(translated, split)
+        ]
+        lost = [
+            [
+                LostToken(kind=span.kind, text=span.text)
+                for source, output in zip(lines, outputs)
+                for span in lost_spans(source, output)
+            ]
+            for outputs, (lines, _) in zip(translated, split)
         ]
         return TranslateResponse(
             translations=translations,
+            lost=lost,
             beam=key.beam,
             length_penalty=key.length_penalty,
             target_lang=key.target_lang,

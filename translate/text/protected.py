@@ -1,5 +1,6 @@
 """Protected spans: the tokens of a text that a translation must carry over unchanged (numbers,
-placeholders, URLs, email addresses, @mentions, #hashtags, file paths, key combinations).
+placeholders, URLs, email addresses, @mentions, #hashtags, file paths, key combinations), and
+those a translation lost (`lost_spans`), which translate-cli and translate-serve report.
 
 `find_spans` finds them with one regular expression per class (`PATTERNS`), tried in the
 order of `CLASSES`: a span overlapping one already found by an earlier class is not taken, so a
@@ -11,6 +12,7 @@ hand-made line to tests/test_protected.py); the rule is documented in docs/trans
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass
 
 CLASSES = ("url", "email", "path", "placeholder", "mention", "hashtag", "key", "number")
@@ -83,3 +85,31 @@ def find_spans(text: str) -> list[Span]:
                 continue
             taken.append(Span(kind, text[start:end], start, end))
     return sorted(taken, key=lambda span: span.start)
+
+
+def _compared(span: Span) -> tuple[str, str]:
+    """What must match: a number's sign and digits (a translation may write 3.5 as 3,5, 1,000
+    as 1.000 and 50% as 50 %), every other span's text as it is."""
+    if span.kind != "number":
+        return span.kind, span.text
+    sign = span.text[0] if span.text[0] in "-+−" else ""
+    return span.kind, sign + re.sub(r"\D", "", span.text)
+
+
+def lost_spans(source: str, translation: str) -> list[Span]:
+    """The protected spans of `source` that `translation` lacks, in source order: each must be
+    there as often as the source has it, as the same class (`_compared`)."""
+    there = Counter(map(_compared, find_spans(translation)))
+    lost = []
+    for span in find_spans(source):
+        key = _compared(span)
+        if there[key]:
+            there[key] -= 1
+        else:
+            lost.append(span)
+    return lost
+
+
+def describe(spans: list[Span]) -> str:
+    """`36 (number), %PRODUCTNAME (placeholder)`."""
+    return ", ".join(f"{span.text} ({span.kind})" for span in spans)
