@@ -15,7 +15,9 @@ import numpy as np
 import pytest
 from processes import descendants, running
 
+from translate.errors import UsageError
 from translate.text.corpus import read_parallel
+from translate.text.protected import SENTINELS, hash_share, mask_pair
 from translate.text.vocab import EOS_ID, PAD_ID, Vocabularies
 from translate.train.data_module import TranslationDataModule
 from translate.train.encoded import (
@@ -332,3 +334,33 @@ def test_a_training_killed_while_encoding_leaves_no_process_behind(tmp_path, fix
     finally:
         training.kill()
         training.wait()
+
+
+def test_protect_spans_masks_that_share_of_the_training_pairs_and_keys_its_own_caches(
+    tmp_path, fixture_dir, fixture_pairs
+):
+    """Pairs chosen by a hash of the source get sentinels for the spans both sides keep, the rest
+    stay as written; the vocabulary holds the sentinels and splits digits; neither cache is shared
+    with a run without protection."""
+    cache = tmp_path / "cache"
+    plain = TranslationDataModule(corpus_dir=str(fixture_dir), vocab_size=300, cache_dir=str(cache))
+    data = TranslationDataModule(
+        corpus_dir=str(fixture_dir),
+        vocab_size=300,
+        cache_dir=str(cache),
+        protect_spans=0.5,
+        split_digits=True,
+    )
+    expected = [
+        mask_pair(src, tgt) if hash_share(src) < 0.5 else (src, tgt) for src, tgt in fixture_pairs
+    ]
+    assert list(data.training_pairs()) == expected
+    masked = sum(pair != original for pair, original in zip(expected, fixture_pairs))
+    assert masked and masked < len(fixture_pairs)
+    assert all(data.vocab.source.processor.piece_to_id(s) > 3 for s in SENTINELS)
+    assert data.vocab.state() != plain.vocab.state()
+    data.setup("fit")
+    plain.setup("fit")
+    assert len(ids_directories(cache)) == 2
+    with pytest.raises(UsageError, match="data.protect_spans must be a share from 0 to 1"):
+        TranslationDataModule(corpus_dir=str(fixture_dir), cache_dir=str(cache), protect_spans=2)

@@ -8,11 +8,28 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from test_translate_cli import FIXTURE, write_checkpoint
 
 from translate.cli.evaluate import main as eval_main
+from translate.decode import pipeline
+from translate.decode.translator import load_translator
+from translate.model.transformer import ModelConfig, Transformer
 from translate.score.copy_rate import copy_score, line_copy
 from translate.text.corpus import read_lines
-from translate.text.protected import CLASSES, describe, find_spans, lost_spans
+from translate.text.protected import (
+    CLASSES,
+    MAX_SENTINELS,
+    SENTINELS,
+    Masked,
+    describe,
+    find_spans,
+    hash_share,
+    lost_spans,
+    mask,
+    mask_pair,
+    unmask,
+)
+from translate.text.vocab import Vocabularies
 
 
 def spans(text: str) -> list[tuple[str, str]]:
@@ -250,3 +267,70 @@ def test_the_shipped_set_is_what_the_script_builds():
     seen = build_set.training_lines()
     for english, german in strings:
         assert build_set.keeps_a_span(english, german) and english not in seen
+
+
+def test_a_line_is_masked_and_its_translation_unmasked_by_sentinel_number():
+    masked = mask("Press Ctrl+S to save 3 files of 3.5 cm in %PRODUCTNAME, then 3.")
+    # a number with a separator stays for the model to write (3.5 is 3,5 in German)
+    assert masked.text == "Press ⦅1⦆ to save ⦅2⦆ files of 3.5 cm in ⦅3⦆, then ⦅4⦆."
+    assert masked.spans == ("Ctrl+S", "3", "%PRODUCTNAME", "3")
+    translation = "Drücken Sie ⦅1⦆, um ⦅2⦆ Dateien in ⦅3⦆ ⦅9⦆zu speichern, dann ⦅4⦆ und ⦅1⦆."
+    assert unmask(translation, masked.spans) == (
+        "Drücken Sie Ctrl+S, um 3 Dateien in %PRODUCTNAME zu speichern, dann 3 und Ctrl+S."
+    )
+    assert mask("A ⦅1⦆ already.") == Masked("A ⦅1⦆ already.", ())  # left as it is
+    many = mask(" ".join(str(n) for n in range(30)))
+    assert len(many.spans) == MAX_SENTINELS and many.text.endswith(
+        "⦅20⦆ 20 21 22 23 24 25 26 27 28 29"
+    )
+    assert unmask(many.text, many.spans) == " ".join(str(n) for n in range(30))
+
+
+def test_a_training_pair_masks_the_spans_both_sides_have_with_the_same_sentinel():
+    source, target = mask_pair(
+        "Click button 36 and 36, then 7 of 3.5 cm; see %PRODUCTNAME.",
+        "Klicken Sie auf 36 und 36, dann 3,5 cm; siehe %PRODUCTNAME.",
+    )
+    assert source == "Click button ⦅1⦆ and ⦅2⦆, then 7 of 3.5 cm; see ⦅3⦆."
+    assert target == "Klicken Sie auf ⦅1⦆ und ⦅2⦆, dann 3,5 cm; siehe ⦅3⦆."
+    # the target's order may differ: each sentinel goes where its span is
+    assert mask_pair("Press F1 or Ctrl+S.", "Ctrl+S oder F1 drücken.") == (
+        "Press ⦅1⦆ or ⦅2⦆.",
+        "⦅2⦆ oder ⦅1⦆ drücken.",
+    )
+    assert 0 <= hash_share("a") < 1 and hash_share("a") == hash_share("a") != hash_share("b")
+
+
+def test_a_model_trained_with_protected_spans_reads_sentinels_and_writes_the_spans_back(tmp_path):
+    english = FIXTURE.joinpath("train.en").read_text(encoding="utf-8").splitlines()
+    german = FIXTURE.joinpath("train.de").read_text(encoding="utf-8").splitlines()
+    vocab = Vocabularies.train(
+        list(zip(english, german)), 200, sentinels=SENTINELS, split_digits=True
+    )
+    pieces = vocab.source.processor.encode_as_pieces("Row 1234 ⦅12⦆")
+    assert pieces[-5:] == ["1", "2", "3", "4", "▁⦅12⦆"] or pieces[-6:-1] == [
+        "1",
+        "2",
+        "3",
+        "4",
+        "▁",
+    ]
+    cfg = ModelConfig(
+        d_model=16, heads=2, encoder_layers=1, decoder_layers=1, ffn_dim=16, max_positions=64
+    )
+    model = Transformer(cfg, len(vocab.source), len(vocab.target), shared_vocab=True)
+    lines = ["Click button 36.", "", "Open it."]
+    for protects in (True, False):
+        path = tmp_path / f"{protects}.ckpt"
+        run = "data:\n  protect_spans: 0.5\n" if protects else "data:\n  src_lang: en\n"
+        write_checkpoint(path, model, vocab, run_config=run)
+        translator = load_translator(path)
+        units = pipeline.source_units(translator, lines, pipeline.direction_for(translator, None))
+        sentinel = vocab.source.processor.piece_to_id("⦅1⦆")
+        assert (sentinel in units.ids[0]) is protects
+        assert units.spans == ([("36",), (), ()] if protects else [(), (), ()])
+        written = vocab.target.encode(["Klicken Sie auf ⦅1⦆.", "", "Öffnen."])
+        found = [[(ids, 0.0, 0.0)] for ids in written]
+        texts = [entry.text for [entry] in pipeline.join_units(translator, units, found)]
+        first = "Klicken Sie auf 36." if protects else "Klicken Sie auf ⦅1⦆."
+        assert texts == [first, "", "Öffnen."]

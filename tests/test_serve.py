@@ -27,7 +27,7 @@ from hypothesis import strategies as st  # noqa: E402
 from processes import process_table  # noqa: E402
 from test_translate_cli import random_tied_checkpoint  # noqa: E402
 
-from translate.decode.pipeline import translate_lines  # noqa: E402
+from translate.decode.pipeline import Units, translate_lines  # noqa: E402
 from translate.decode.settings import SearchSettings  # noqa: E402
 from translate.decode.translator import ModelShape, load_translator  # noqa: E402
 from translate.files import file_digest  # noqa: E402
@@ -38,7 +38,6 @@ from translate.serve.continuous import (  # noqa: E402
     Cancel,
     EngineLoop,
     Join,
-    Units,
     finish,
     prepare,
     run_engine,
@@ -261,7 +260,7 @@ def fake_batcher(started: list, release: threading.Event, max_queued_lines: int 
     return ContinuousBatcher(
         lambda: FakeEngine(started, release),
         lambda lines, key: Units(
-            [list(map(ord, line)) for line in lines], list(range(len(lines))), len(lines)
+            [list(map(ord, line)) for line in lines], list(range(len(lines))), [()] * len(lines)
         ),
         lambda units, found, n_best: ["".join(map(chr, hypotheses[0][0])) for hypotheses in found],
         max_queued_lines,

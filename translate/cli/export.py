@@ -57,6 +57,16 @@ def export(args: argparse.Namespace) -> int:
     from translate.export.ctranslate2 import export_ctranslate2
     from translate.export.huggingface import export_huggingface
 
+    if args.format in ("argos", "ctranslate2"):
+        from translate.decode.translator import load_translator
+
+        if load_translator(args.checkpoint, weights=False).protects_spans():
+            print(
+                f"translate-export: note: {args.checkpoint} learnt to copy sentinels for numbers, "
+                f"placeholders and the like (data.protect_spans); {args.format} translates text as "
+                "it is, without them, so that there these spans are not protected",
+                file=sys.stderr,
+            )
     if args.format == "argos":
         for package in export_argos(args.checkpoint, args.output, overwrite=args.overwrite):
             print(f"wrote {package.source}→{package.target} Argos package {package.path}")

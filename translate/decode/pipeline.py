@@ -13,6 +13,7 @@ from translate.decode.settings import SearchPlan, SearchSettings
 from translate.decode.translator import Translator
 from translate.defaults import BATCH_TOKENS
 from translate.errors import UsageError
+from translate.text.protected import Masked, mask, unmask
 from translate.text.sentences import is_blank
 from translate.text.vocab import EOS_ID, language_tag
 
@@ -207,11 +208,10 @@ def translate_nbest(
         raise ValueError(f"n_best must be between 1 and the beam size {beam}, got {n_best}")
     model = translator.model
     direction = direction_for(translator, settings.target_lang, settings.source_lang)
-    units, owners = source_units(
-        translator, lines, direction, settings.max_input_tokens, first_line
-    )
-    found: list[list[Found]] = [[([], 0.0, 0.0)] for _ in units]  # an empty unit is not decoded
-    batches = length_batches([len(ids) for ids in units], batch_tokens)
+    units = source_units(translator, lines, direction, settings.max_input_tokens, first_line)
+    owners = units.owners
+    found: list[list[Found]] = [[([], 0.0, 0.0)] for _ in units.ids]  # an empty unit: not decoded
+    batches = length_batches([len(ids) for ids in units.ids], batch_tokens)
     units_left = [0] * len(lines)  # per line: its units not decoded yet
     for batch in batches:
         for index in batch:
@@ -227,14 +227,14 @@ def translate_nbest(
     # One running search, each batch joining as the one before ends, longest first.
     search = new_search(model, search_plan(translator, settings, direction))
     sources = (
-        (batch, [direction.prefix + units[i] + [EOS_ID] for i in batch])
+        (batch, [direction.prefix + units.ids[i] + [EOS_ID] for i in batch])
         for batch in reversed(batches)
     )
     for index, result in search_joined(search, sources, batch_tokens, direction.start):
         found[index] = as_found(result, beam)
         if progress:
             progress(decoded(index))
-    return join_units(translator, len(lines), owners, found, n_best)
+    return join_units(translator, units, found, n_best)
 
 
 def search_plan(
@@ -273,23 +273,41 @@ def output_length_rule(
     )
 
 
+@dataclass(frozen=True)
+class Units:
+    """Lines as the search takes them: each unit's source ids (a line's, or a segment's of an
+    over-long one; none for a blank line), the line each unit belongs to, and each line's
+    protected spans that sentinels stand for in its ids (none where the model was trained
+    without `data.protect_spans`)."""
+
+    ids: list[list[int]]
+    owners: list[int]
+    spans: list[tuple[str, ...]]
+
+    @property
+    def lines(self) -> int:
+        return len(self.spans)
+
+
 def source_units(
     translator: Translator,
     lines: list[str],
     direction: Direction,
     max_input_tokens: int | None = None,
     first_line: int = 1,
-) -> tuple[list[list[int]], list[int]]:
+) -> Units:
     """The units decoded, each line's ids (none for a blank line) or the segments of an over-long
-    one (`split_long`, with a warning), and the index of the line each unit belongs to."""
+    one (`split_long`, with a warning), and the index of the line each unit belongs to; a model
+    trained with `data.protect_spans` reads each line with its protected spans as sentinels."""
     vocab = translator.vocab
     limit = min(
         max_input_tokens or translator.trained_max_length() or math.inf,
         translator.model.cfg.max_positions - 1 - len(direction.prefix),
     )
-    units, owners, pieces = [], [], None
     texts = ["" if is_blank(line) else line for line in lines]
-    for number, ids in enumerate(vocab.source.encode(texts), start=first_line):
+    masked = [mask(text) if translator.protects_spans() else Masked(text, ()) for text in texts]
+    units, owners, pieces = [], [], None
+    for number, ids in enumerate(vocab.source.encode([m.text for m in masked]), start=first_line):
         segments = [ids]
         if len(ids) > limit:
             pieces = pieces or [
@@ -303,28 +321,27 @@ def source_units(
             )
         units += segments
         owners += [number - first_line] * len(segments)
-    return units, owners
+    return Units(units, owners, [m.spans for m in masked])
 
 
 def join_units(
-    translator: Translator,
-    line_count: int,
-    owners: list[int],
-    found: list[list[Found]],
-    n_best: int = 1,
+    translator: Translator, units: Units, found: list[list[Found]], n_best: int = 1
 ) -> list[list[Translation]]:
-    """Each line's n-best list from its units' hypotheses (`found`, in `owners` order): segments
-    joined (`_join`), detokenized; lists the search could not fill padded with empty entries."""
+    """Each line's n-best list from its units' hypotheses (`found`, in `units.owners` order):
+    segments joined (`_join`), detokenized, sentinels replaced by the line's spans; lists the
+    search could not fill padded with empty entries."""
     unfilled = ([], float("-inf"), float("-inf"))  # beyond what the search space held
-    per_line: list[list[list[Found]]] = [[] for _ in range(line_count)]
-    for owner, entries in zip(owners, found):
+    per_line: list[list[list[Found]]] = [[] for _ in range(units.lines)]
+    for owner, entries in zip(units.owners, found):
         per_line[owner].append(entries + [unfilled] * (n_best - len(entries)))
     joined = [
         _join([segment[k] for segment in segments]) for segments in per_line for k in range(n_best)
     ]
     texts = translator.vocab.target.decode([tokens for tokens, _, _ in joined])
+    if translator.protects_spans():
+        texts = [unmask(text, units.spans[i // n_best]) for i, text in enumerate(texts)]
     flat = [Translation(text, score, log_prob) for text, (_, score, log_prob) in zip(texts, joined)]
-    return [flat[i * n_best : (i + 1) * n_best] for i in range(line_count)]
+    return [flat[i * n_best : (i + 1) * n_best] for i in range(units.lines)]
 
 
 def translate_lines(

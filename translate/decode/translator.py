@@ -110,6 +110,12 @@ class Translator:
         length = self.data_settings().get("max_length")
         return length if type(length) is int and length > 0 else None
 
+    def protects_spans(self) -> bool:
+        """Whether the run trained with `data.protect_spans`: then its lines are translated with
+        their protected spans as sentinels (`translate.text.protected.mask`)."""
+        share = self.data_settings().get("protect_spans")
+        return isinstance(share, int | float) and share > 0
+
     def languages(self) -> tuple[str, str] | None:
         """(source, target) language codes the run trained on, or None where not recorded."""
         data = self.data_settings()

@@ -22,8 +22,9 @@ from concurrent.futures import BrokenExecutor, Executor
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from translate.decode.pipeline import Units
 from translate.decode.settings import SearchSettings
-from translate.serve.continuous import Answer, Cancel, Join, Units
+from translate.serve.continuous import Answer, Cancel, Join
 
 
 class QueueFull(Exception):

@@ -33,27 +33,16 @@ JOIN_FRACTION = 8
 JOIN_AFTER_STEPS = 4
 
 
-@dataclass(frozen=True)
-class Units:
-    """A request's lines as the engine takes them: each unit's source ids (`ids`; none for a
-    blank line), the line each unit belongs to, and how many lines there are."""
-
-    ids: list[list[int]]
-    owners: list[int]
-    lines: int
-
-
-def prepare(translator: Translator, lines: list[str], key: SearchSettings) -> Units:
+def prepare(translator: Translator, lines: list[str], key: SearchSettings) -> pipeline.Units:
     """A request's lines cut, tagged and tokenised as translate-cli does (`pipeline.source_units`),
     by the server, once."""
     direction = pipeline.direction_for(translator, key.target_lang, key.source_lang)
-    ids, owners = pipeline.source_units(translator, lines, direction, key.max_input_tokens)
-    return Units(ids, owners, len(lines))
+    return pipeline.source_units(translator, lines, direction, key.max_input_tokens)
 
 
-def finish(translator: Translator, units: Units, found: list, n_best: int) -> list[str]:
+def finish(translator: Translator, units: pipeline.Units, found: list, n_best: int) -> list[str]:
     """An answer's hypotheses as `translate_lines` gives them: each line's n-best texts."""
-    nbest = pipeline.join_units(translator, units.lines, units.owners, found, n_best)
+    nbest = pipeline.join_units(translator, units, found, n_best)
     return [entry.text for entries in nbest for entry in entries]
 
 

@@ -11,6 +11,7 @@ hand-made line to tests/test_protected.py); the rule is documented in docs/trans
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -113,3 +114,87 @@ def lost_spans(source: str, translation: str) -> list[Span]:
 def describe(spans: list[Span]) -> str:
     """`36 (number), %PRODUCTNAME (placeholder)`."""
     return ", ".join(f"{span.text} ({span.kind})" for span in spans)
+
+
+# Sentinels: pieces of their own in a vocabulary trained with data.protect_spans, which stand in
+# for a line's protected spans (the k-th span masked is ⦅k⦆) in training pairs and in the lines
+# translated, and are replaced by the spans again in the translation (`unmask`).
+MAX_SENTINELS = 20
+SENTINELS = tuple(f"⦅{k}⦆" for k in range(1, MAX_SENTINELS + 1))
+_SENTINEL = re.compile(r"⦅(\d+)⦆")
+_INTEGER = re.compile(r"[-+−]?\d+%?")
+
+
+def maskable(span: Span) -> bool:
+    """Every span but a number written with a separator, whose form a translation may change
+    (3.5 is 3,5 in German): those stay for the model to write."""
+    return span.kind != "number" or _INTEGER.fullmatch(span.text) is not None
+
+
+@dataclass(frozen=True)
+class Masked:
+    """A line with its maskable spans replaced by sentinels, and the spans, in sentinel order."""
+
+    text: str
+    spans: tuple[str, ...]
+
+
+def _replaced(text: str, spans: list[tuple[Span, str]]) -> str:
+    """`text` with each span of `spans` (in text order) replaced by the text paired with it."""
+    parts, end = [], 0
+    for span, sentinel in spans:
+        parts += [text[end : span.start], sentinel]
+        end = span.end
+    return "".join(parts) + text[end:]
+
+
+def mask(line: str) -> Masked:
+    """The line's maskable spans (at most `MAX_SENTINELS`) replaced by ⦅1⦆, ⦅2⦆, ...; a line
+    that already holds a sentinel's bracket is left as it is."""
+    if "⦅" in line:
+        return Masked(line, ())
+    spans = [span for span in find_spans(line) if maskable(span)][:MAX_SENTINELS]
+    return Masked(
+        _replaced(line, [(span, SENTINELS[k]) for k, span in enumerate(spans)]),
+        tuple(span.text for span in spans),
+    )
+
+
+def unmask(translation: str, spans: tuple[str, ...]) -> str:
+    """Each sentinel of `translation` replaced by its span (one the line did not have, by
+    nothing)."""
+    if "⦅" not in translation:
+        return translation
+
+    def span_of(match: re.Match) -> str:
+        k = int(match.group(1))
+        return spans[k - 1] if 1 <= k <= len(spans) else ""
+
+    return _SENTINEL.sub(span_of, translation)
+
+
+def mask_pair(source: str, target: str) -> tuple[str, str]:
+    """A training pair with each maskable span of the source that the target has too (the same
+    text, as the same class; the k-th occurrence with the k-th) replaced by the same sentinel on
+    both sides, so that a model learns to copy sentinels; the rest as it is."""
+    if "⦅" in source + target:
+        return source, target
+    in_target: dict[tuple[str, str], list[Span]] = {}
+    for span in find_spans(target):
+        in_target.setdefault((span.kind, span.text), []).append(span)
+    source_spans, target_spans = [], []
+    for span in find_spans(source):
+        matches = in_target.get((span.kind, span.text))
+        if not maskable(span) or not matches or len(source_spans) == MAX_SENTINELS:
+            continue
+        sentinel = SENTINELS[len(source_spans)]
+        source_spans.append((span, sentinel))
+        target_spans.append((matches.pop(0), sentinel))
+    target_spans.sort(key=lambda pair: pair[0].start)
+    return _replaced(source, source_spans), _replaced(target, target_spans)
+
+
+def hash_share(text: str) -> float:
+    """Where `text` falls in [0, 1), the same on every machine and run: which training pairs a
+    share of them takes."""
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big") / 2**64

@@ -99,13 +99,16 @@ def train_sentencepiece(
     normalization: str = "identity",
     name: str = "the training text",
     user_defined_symbols: Iterable[str] = (),
+    split_digits: bool = False,
 ) -> SentencePieceVocab:
     """Train one SentencePiece model in memory and return it (seeded: same text, same model).
 
     `normalization` defaults to "identity" so that the model can write every character of its
     references back exactly (NFKC would turn "…" into "..." and cost BLEU against raw text).
     `name` says where the text comes from, for the error an empty text gives.
-    `user_defined_symbols` are pieces kept whole (language tags), each with its own id.
+    `user_defined_symbols` are pieces kept whole (language tags, sentinels), each with its own
+    id; `split_digits` makes every digit a piece of its own, so that a number is written digit by
+    digit (SentencePiece's option).
     """
     extra = {"user_defined_symbols": list(user_defined_symbols)} if user_defined_symbols else {}
     spm.set_random_generator_seed(seed)
@@ -128,6 +131,7 @@ def train_sentencepiece(
             seed_sentencepiece_size=seed_sentencepiece_size,
             num_threads=threads,
             hard_vocab_limit=False,
+            split_digits=split_digits,
             minloglevel=2,
             **extra,
         )
@@ -209,6 +213,8 @@ class Vocabularies:
         name: str = "the training text",
         character_coverage: float = 1.0,
         tags: Iterable[str] = (),
+        sentinels: Iterable[str] = (),
+        split_digits: bool = False,
     ) -> Vocabularies:
         """A joint model sees source and target text together: one id space for both.
 
@@ -216,17 +222,27 @@ class Vocabularies:
         is read once per model trained (SentencePiece samples at most `max_sentences`).
         `tags` (language tags of a many-to-many model) become pieces of their own; they need
         one joint model. `character_coverage` below 1 maps the rarest characters to UNK (CJK
-        text wants about 0.9995).
+        text wants about 0.9995). `sentinels` (`translate.text.protected.SENTINELS`) become
+        pieces of their own on both sides; `split_digits` as `train_sentencepiece`.
         """
         read = pairs if callable(pairs) else lambda: pairs
-        settings = {"name": name, "character_coverage": character_coverage}
+        settings = {
+            "name": name,
+            "character_coverage": character_coverage,
+            "split_digits": split_digits,
+        }
         if joint:
             vocab = train_sentencepiece(
-                _both_sides(read()), vocab_size, model_type, user_defined_symbols=tags, **settings
+                _both_sides(read()),
+                vocab_size,
+                model_type,
+                user_defined_symbols=[*tags, *sentinels],
+                **settings,
             )
             return cls(vocab, vocab)
         if tags:
             raise ValueError("language tags need one joint vocabulary (joint_vocab: true)")
+        settings["user_defined_symbols"] = list(sentinels)
         return cls(
             train_sentencepiece((src for src, _ in read()), vocab_size, model_type, **settings),
             train_sentencepiece((tgt for _, tgt in read()), vocab_size, model_type, **settings),

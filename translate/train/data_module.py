@@ -34,6 +34,7 @@ from translate.text.corpus import (
     split_files,
 )
 from translate.text.languages import Direction, TagPosition, direction_name, english_centric
+from translate.text.protected import SENTINELS, hash_share, mask_pair
 from translate.text.vocab import (
     BOS_ID,
     EOS_ID,
@@ -290,6 +291,8 @@ class TranslationDataModule(L.LightningDataModule):
         temperature: float = 5.0,
         character_coverage: float = 1.0,
         loader_workers: int = 0,
+        protect_spans: float = 0.0,
+        split_digits: bool = False,
     ) -> None:
         super().__init__()
         self.corpus_dir = Path(corpus_dir) if corpus_dir else BUNDLED_CORPUS
@@ -318,6 +321,12 @@ class TranslationDataModule(L.LightningDataModule):
             character_coverage,
         )
         self.loader_workers = loader_workers
+        if not 0.0 <= protect_spans <= 1.0:
+            raise UsageError(
+                f"data.protect_spans must be a share from 0 to 1 (of training pairs whose "
+                f"protected spans become sentinels), got {protect_spans!r}"
+            )
+        self.protect_spans, self.split_digits = protect_spans, split_digits
         self.splits = {"train": train_split, "dev": dev_split, "test": test_split}
         self.vocab_size, self.vocab_type, self.joint_vocab = vocab_size, vocab_type, joint_vocab
         self.max_tokens, self.max_length, self.max_length_ratio = (
@@ -364,6 +373,19 @@ class TranslationDataModule(L.LightningDataModule):
             for d in ([direction] if direction else self.directions)
         )
 
+    def training_pairs(self, direction: Direction | None = None) -> Iterator[tuple[str, str]]:
+        """The train split's pairs as the model learns them: with `protect_spans`, that share of
+        them (chosen by a hash of the source) with the spans both sides keep as sentinels
+        (`protected.mask_pair`), so that the model learns to copy sentinels and still sees
+        numbers and names as they are written."""
+        pairs = self.pairs("train", direction)
+        if not self.protect_spans:
+            return pairs
+        return (
+            mask_pair(src, tgt) if hash_share(src) < self.protect_spans else (src, tgt)
+            for src, tgt in pairs
+        )
+
     def tags(self) -> dict[str, int]:
         """A many-to-many model's target languages and their tag ids ({} for one direction)."""
         if not self.multilingual:
@@ -398,6 +420,8 @@ class TranslationDataModule(L.LightningDataModule):
         )
         if self.multilingual or self.character_coverage != 1.0:
             settings += f"-{self.directions}-{self.character_coverage}-{tags}-{sorted(self.corpora.items())}"
+        if self.protect_spans or self.split_digits:
+            settings += f"-protect{self.protect_spans}-digits{self.split_digits}"
         key = hashlib.sha256(f"{self.fingerprint('train')}-{settings}".encode()).hexdigest()[:16]
         names = ["joint"] if self.joint_vocab else ["source", "target"]
         files = {name: self.cache_dir / f"spm-{key}-{name}.model" for name in names}
@@ -407,13 +431,15 @@ class TranslationDataModule(L.LightningDataModule):
                 return Vocabularies.from_state({n: p.read_bytes() for n, p in files.items()})
             try:
                 vocab = Vocabularies.train(
-                    lambda: self.pairs("train"),
+                    self.training_pairs,
                     self.vocab_size,
                     self.vocab_type,
                     self.joint_vocab,
                     name=self.describe("train"),
                     character_coverage=self.character_coverage,
                     tags=tags,
+                    sentinels=SENTINELS if self.protect_spans else (),
+                    split_digits=self.split_digits,
                 )
             except EmptyTextError as error:
                 raise CorpusError(f"{error}: the {self.splits['train']} split is empty") from None
@@ -428,11 +454,14 @@ class TranslationDataModule(L.LightningDataModule):
             if not self.multilingual
             else file_digest(*self.files("train", direction))
         )
-        key = hashlib.sha256(f"{files}-{direction}-{vocab_digest}".encode()).hexdigest()[:16]
+        protect = f"-protect{self.protect_spans}" if self.protect_spans else ""
+        key = hashlib.sha256(f"{files}-{direction}-{vocab_digest}{protect}".encode()).hexdigest()[
+            :16
+        ]
         name = self.splits["train"] + (f" {direction_name(direction)}" if self.multilingual else "")
         encoded = cached_encoding(
             key,
-            self.pairs("train", direction),
+            self.training_pairs(direction),
             self.vocab,
             self.cache_dir,
             self.encode_workers,
