@@ -329,6 +329,8 @@ class Service:
             "source_vocab_size": len(translator.vocab.source),
             "target_vocab_size": len(translator.vocab.target),
             "joint_vocab": translator.vocab.joint,
+            # whether numbers, placeholders and the like are translated as sentinels
+            "protects_spans": translator.protects_spans(),
             "search_defaults": self.defaults,
             "batching": settings.batching,
             "limits": {
