@@ -34,6 +34,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from translate.files import write_atomic  # noqa: E402
 from translate.text.protected import find_spans  # noqa: E402
 
 OUTPUT = REPO / "translate" / "corpora" / "protected_en_de"
@@ -240,13 +241,10 @@ def download_catalogues(workdir: Path) -> Path:
 
 
 def write_part(out: Path, name: str, pairs: list[tuple[str, str]]) -> None:
+    """`{name}.en.gz` and `{name}.de.gz`, atomically, the same bytes for the same lines."""
     for index, lang in enumerate(("en", "de")):
         data = "".join(pair[index] + "\n" for pair in pairs).encode("utf-8")
-        target = out / f"{name}.{lang}.gz"
-        temporary = target.with_name(target.name + ".tmp")
-        with open(temporary, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz:
-            gz.write(data)
-        temporary.replace(target)
+        write_atomic(out / f"{name}.{lang}.gz", gzip.compress(data, mtime=0))
 
 
 def main(argv: list[str] | None = None) -> int:

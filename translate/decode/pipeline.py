@@ -305,7 +305,8 @@ def source_units(
         translator.model.cfg.max_positions - 1 - len(direction.prefix),
     )
     texts = ["" if is_blank(line) else line for line in lines]
-    masked = [mask(text) if translator.protects_spans() else Masked(text, ()) for text in texts]
+    protects = translator.protects_spans()
+    masked = [mask(text) if protects else Masked(text, ()) for text in texts]
     units, owners, pieces = [], [], None
     for number, ids in enumerate(vocab.source.encode([m.text for m in masked]), start=first_line):
         segments = [ids]

@@ -141,8 +141,8 @@ def create_app(
     model_process: ModelSettings | None = None,
 ) -> FastAPI:
     """The application: the routes above over one `Service` (`app.state.service`);
-    `model_process` (how to load the model there) moves the model into a process of its own, else a thread of this one
-    translates with `translator`."""
+    `model_process` (how to load the model there) moves the model into a process of its own,
+    else a thread of this one translates with `translator`."""
     app = FastAPIOffline(
         title="translate-serve",
         lifespan=lifespan,

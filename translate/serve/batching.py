@@ -31,6 +31,12 @@ class QueueFull(Exception):
     """More lines are waiting than the server accepts; the client should retry later."""
 
 
+def check_room(queued_lines: int, lines: int, max_queued_lines: int) -> None:
+    """QueueFull where `lines` more would pass the bound on lines waiting (or held)."""
+    if queued_lines + lines > max_queued_lines:
+        raise QueueFull(f"{queued_lines} lines are waiting (at most {max_queued_lines})")
+
+
 class ShuttingDown(Exception):
     """The server's drain time ran out before this request was answered."""
 
@@ -76,8 +82,8 @@ class Batcher:
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def stop(self) -> None:
-        """The batching task stopped, and the worker with it once its call under way ends (a
-        turn of the search, or a batch); the calls queued behind it are dropped."""
+        """The batching task stopped, and the worker with it once the batch under way ends; the
+        calls queued behind it are dropped."""
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
@@ -88,10 +94,7 @@ class Batcher:
         them); QueueFull when the queue is at its bound."""
         if not lines:
             return []
-        if self.queued_lines + len(lines) > self.max_queued_lines:
-            raise QueueFull(
-                f"{self.queued_lines} lines are waiting (at most {self.max_queued_lines})"
-            )
+        check_room(self.queued_lines, len(lines), self.max_queued_lines)
         job = Job(
             lines,
             key,
@@ -276,10 +279,7 @@ class ContinuousBatcher:
         them); QueueFull when the lines the engine holds would pass the bound."""
         if not lines:
             return []
-        if self.queued_lines + len(lines) > self.max_queued_lines:
-            raise QueueFull(
-                f"{self.queued_lines} lines are waiting (at most {self.max_queued_lines})"
-            )
+        check_room(self.queued_lines, len(lines), self.max_queued_lines)
         units = self._prepare(lines, key)
         tokens = sum(len(ids) + 1 for ids in units.ids if ids)
         job = Job(lines, key, tokens, asyncio.get_running_loop().create_future())

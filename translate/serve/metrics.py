@@ -50,8 +50,9 @@ class Metrics:
     def batch(
         self, sentences: int, tokens: int, seconds: float, searching: int | None = None
     ) -> None:
-        """A batch translated; with continuous batching, a turn of the running search that
-        answered `sentences` lines and ended with `searching` lines in it (its batch size)."""
+        """A batch translated; with continuous batching, a request of `sentences` lines answered,
+        `searching` the most lines the running searches held since the answer before (the batch
+        size) and `seconds` the model's work since then."""
         self.sentences.inc(sentences)
         self.tokens.inc(tokens)
         self.batch_size.observe(sentences if searching is None else searching)

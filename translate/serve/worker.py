@@ -67,11 +67,17 @@ def translate_with(
     return outputs, time.perf_counter() - started
 
 
+def _as_model_process() -> None:
+    """What a model process sets first: Ctrl-C reaches the whole process group, and the server
+    drains its requests, then stops this one; a server killed outright (SIGKILL, out of memory)
+    cannot stop it, so it goes too (`exit_with_parent`)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    exit_with_parent()
+
+
 def _serve(connection, settings: ModelSettings) -> None:
     """The model process: one `ModelState`, then each call the server sends, answered in order."""
-    # Ctrl-C reaches the whole process group: the server drains its requests, then stops this one.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    exit_with_parent()  # a server killed outright (SIGKILL, out of memory) cannot stop it: it goes too
+    _as_model_process()
     state = ModelState(settings)
     while (call := connection.recv()) is not None:
         number, name, args = call
@@ -83,7 +89,7 @@ def _serve(connection, settings: ModelSettings) -> None:
 
 class ModelProcess(Executor):
     """The model in a process of its own (spawned: no copy of the server's threads or sockets).
-    `submit(ModelState.advance, ...)` runs that method of the process's `ModelState`; if the
+    `submit(ModelState.translate, ...)` runs that method of the process's `ModelState`; if the
     process dies, its pending and later calls fail with `BrokenExecutor`, as a process pool's."""
 
     def __init__(self, settings: ModelSettings) -> None:
@@ -156,8 +162,7 @@ def _run_engine(inbox, sender, settings: ModelSettings) -> None:
     sends None (or goes: `exit_with_parent`)."""
     from translate.serve.continuous import EngineLoop, run_engine
 
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # as `_serve`: the server stops this one
-    exit_with_parent()
+    _as_model_process()
     run_engine(EngineLoop(settings.load(), settings.batch_tokens), inbox, sender.send)
 
 
