@@ -21,6 +21,7 @@ from translate.decode.search import (
     next_tokens,
     token_bias,
 )
+from translate.decode.settings import SentinelIds
 from translate.model.transformer import Transformer
 from translate.text.vocab import BOS_ID, EOS_ID, PAD_ID
 
@@ -30,6 +31,40 @@ def first_tokens(start: Tensor | None, batch: int, device: torch.device) -> Tens
     if start is None:
         return torch.full((batch, 1), BOS_ID, dtype=torch.long, device=device)
     return start.reshape(batch, 1).to(device=device, dtype=torch.long)
+
+
+class OwedSets:
+    """The sentinel rule (each sentinel of the source written exactly once, none other) kept as
+    a Python set per row and applied as a per-row bias, written apart from the product's
+    tensors (`search.SentinelRule`)."""
+
+    def __init__(self, ids: SentinelIds | None, src_ids: Tensor) -> None:
+        self.ids = ids
+        self.slot_of = {} if ids is None else dict(zip(ids.target, ids.target_slot))
+        self.rows: list[set[int]] = [
+            set()
+            if ids is None
+            else {k for k, sentinel in enumerate(ids.source) if sentinel in row}
+            for row in src_ids.tolist()
+        ]
+
+    def bias(self, bias: Tensor | None, vocab: int, at_limit: list[bool], device) -> Tensor | None:
+        """`bias` (the restriction's) with the rule added: a row's sentinels it does not owe, and
+        EOS while it owes one short of its length limit, at -inf."""
+        if self.ids is None:
+            return bias
+        rows = torch.zeros((len(self.rows), vocab), device=device)
+        for row, owed in enumerate(self.rows):
+            for target, slot in self.slot_of.items():
+                if slot not in owed:
+                    rows[row, target] = float("-inf")
+            if owed and not at_limit[row]:
+                rows[row, EOS_ID] = float("-inf")
+        return rows if bias is None else rows + bias
+
+    def advance(self, rows: list[int], tokens: list[int]) -> None:
+        """Row i of the next step extends row `rows[i]` by `tokens[i]`."""
+        self.rows = [self.rows[r] - {self.slot_of.get(t)} for r, t in zip(rows, tokens)]
 
 
 def new_cache(model, memory: Tensor, src_mask: Tensor, rows: int):
@@ -48,6 +83,7 @@ def greedy_search(
     allowed_tokens: Tensor | None = None,
     start: Tensor | None = None,
     never: Sequence[int] = (),
+    sentinels: SentinelIds | None = None,
 ) -> list[list[int]]:
     """Most probable next token at each step, for a batch; returns ids without BOS/EOS.
 
@@ -56,7 +92,8 @@ def greedy_search(
     many-to-many model's language tags). `start` gives each row's first decoder token (a
     target-language tag) in place of BOS.  Finished sentences leave the batch once they are a
     tenth of it (dropping rows copies the cache, which costs more than decoding a few rows
-    longer; what a finished row produces after its EOS is cut off).
+    longer; what a finished row produces after its EOS is cut off). `sentinels`: each
+    sentinel of a source is written exactly once (`OwedSets`).
     """
     device = src_ids.device
     bias = token_bias(allowed_tokens, model.tgt_vocab_size, device)
@@ -70,9 +107,13 @@ def greedy_search(
     active = torch.arange(batch, device=device)  # original index of each row still decoding
     done = torch.zeros(batch, dtype=torch.bool, device=device)  # rows that produced EOS
     output = torch.full((batch, int(limits.max())), EOS_ID, dtype=torch.long, device=device)
+    owed = OwedSets(sentinels, src_ids)
     for step in range(int(limits.max())):
         logits = model.decode(last, memory, src_mask, cache, offset=step)[:, -1]
-        token = next_tokens(logits, blocked, bias, step + 1 >= limits)
+        at_limit = step + 1 >= limits
+        row_bias = owed.bias(bias, logits.shape[-1], at_limit.tolist(), device)
+        token = next_tokens(logits, blocked, row_bias, at_limit)
+        owed.advance(list(range(len(owed.rows))), token.tolist())
         output[active, step] = token
         done |= token == EOS_ID
         finished = int(done.sum())
@@ -83,6 +124,7 @@ def greedy_search(
             cache.reorder(keep, keep)
             memory, src_mask = memory.index_select(0, keep), src_mask.index_select(0, keep)
             active, limits, token, done = active[keep], limits[keep], token[keep], done[keep]
+            owed.advance(keep.tolist(), [-1] * keep.numel())
         last = token[:, None]
     return [strip_special(row) for row in output.tolist()]
 
@@ -99,6 +141,7 @@ def beam_search(
     allowed_tokens: Tensor | None = None,
     start: Tensor | None = None,
     never: Sequence[int] = (),
+    sentinels: SentinelIds | None = None,
 ) -> list[list[Hypothesis]]:
     """Beam search for a batch of (PAD-padded) sources; per sentence, up to `n_best`
     hypotheses, best first.
@@ -138,7 +181,8 @@ def beam_search(
     limit or allowed set).
 
     The encoder output is not repeated per beam: the cross-attention keys and values are
-    computed once per sentence and shared by its `beam` decoder rows.
+    computed once per sentence and shared by its `beam` decoder rows. `sentinels`: each
+    sentinel of a source is written exactly once (`OwedSets`).
     """
     if beam < 1:
         raise ValueError(f"beam must be at least 1, got {beam}")
@@ -167,11 +211,14 @@ def beam_search(
     # hypothesis may still win, so wait for `beam` of them (fairseq), or alpha could not lengthen.
     wait_for = n_best if alpha == 0 else beam
     best_finished = torch.full((batch, wait_for), float("-inf"), device=device)
+    owed = OwedSets(sentinels, src_ids)
     for step in range(max_steps):
         n, k = beam_lp.shape
         logits = model.decode(last, memory, src_mask, cache, offset=step)[:, -1]
+        at_limit = step + 1 >= limits
+        row_bias = owed.bias(bias, vocab, at_limit.repeat_interleave(k).tolist(), device)
         top_lp, top_beam, ends, live_lp, live_beam, live_token = extensions(
-            logits, beam_lp, step + 1 >= limits, beam, blocked, bias
+            logits, beam_lp, at_limit, beam, blocked, row_bias
         )
 
         penalty = length_penalty(step + 1, alpha)
@@ -202,6 +249,7 @@ def beam_search(
         else:
             cache.reorder(rows, None)
         last = live_token.view(-1, 1)
+        owed.advance(rows.tolist(), last[:, 0].tolist())
         history = torch.cat([history.index_select(0, rows), last], dim=1)
         beam_lp = live_lp
 

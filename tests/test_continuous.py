@@ -12,6 +12,8 @@ from tolerances import within_rounding
 
 from translate.decode import continuous
 from translate.decode.continuous import ContinuousBeamSearch, ContinuousGreedySearch, search_joined
+from translate.decode.engine import new_search
+from translate.decode.settings import SearchPlan, SentinelIds
 from translate.text.vocab import EOS_ID, PAD_ID
 
 
@@ -242,3 +244,55 @@ def test_joined_batches_get_each_batch_s_beam_search():
             assert [h.score for h in found[index]] == within_rounding(
                 [h.score for h in hypotheses], torch.float32, terms
             )
+
+
+# Sentinels of the tiny vocabulary: ids 8, 9, 10 in the source; the target writes them as they are
+# or, sentinel 0, also as 11 (a swapped form).
+TINY_SENTINELS = SentinelIds(source=(8, 9, 10), target=(8, 9, 10, 11), target_slot=(0, 1, 2, 0))
+
+
+def sentinels_written(tokens: list[int]) -> list[int]:
+    """The sentinels (slots) an output writes, one entry per time written."""
+    slot_of = dict(zip(TINY_SENTINELS.target, TINY_SENTINELS.target_slot))
+    return sorted(slot_of[t] for t in tokens if t in slot_of)
+
+
+@pytest.mark.numerical
+@pytest.mark.parametrize(
+    "engine, beam, fixed_shapes",
+    [("cohorts", 1, False), ("cohorts", 3, False), ("slots", 1, True), ("slots", 4, False)],
+)
+def test_each_sentinel_of_a_source_is_written_exactly_once(engine, beam, fixed_shapes):
+    """Both engines, greedy and beam, joining at random steps, give each sentence what the
+    oracles give it under the sentinel rule (kept there as Python sets); every output that the
+    length limit did not cut writes each of its source's sentinels once and no other; and the
+    rule changes outputs (without it some drop or repeat one)."""
+    model = tiny_model(seed=7, eos_bias=2.0)
+    with torch.no_grad():  # the sentinels as likely as EOS: a free search repeats some
+        model.output.weight[list(TINY_SENTINELS.target), 0] = 2.0
+    limits = {"max_len_a": 1.0, "max_len_b": 6}
+    plan = SearchPlan(beam, 1.0, 1, *limits.values(), engine=engine, sentinels=TINY_SENTINELS)
+    search = new_search(model, plan)
+    if engine == "slots":
+        search.fixed_shapes = fixed_shapes
+    sources = sources_of(seed=11, count=16)
+    answered = run_continuously(search, sources, seed=3)
+    differs, checked = 0, 0
+    for index, source in enumerate(sources):
+        src = torch.tensor([source])
+        if beam == 1:
+            [expected] = greedy_search(model, src, **limits, sentinels=TINY_SENTINELS)
+            [free] = greedy_search(model, src, **limits)
+            got = answered[index]
+        else:
+            [hypotheses] = beam_search(model, src, beam, 1.0, **limits, sentinels=TINY_SENTINELS)
+            expected = hypotheses[0].tokens
+            free = beam_search(model, src, beam, 1.0, **limits)[0][0].tokens
+            got = answered[index][0].tokens
+        assert got == expected, index
+        owed = sorted({k for k, s in enumerate(TINY_SENTINELS.source) if s in source})
+        if len(got) + 1 < len(source) + limits["max_len_b"]:  # ended by EOS, not by the limit
+            assert sentinels_written(got) == owed, (index, source, got)
+            checked += 1
+        differs += sentinels_written(free) != owed
+    assert checked >= len(sources) // 2 and differs, (checked, differs)

@@ -17,7 +17,7 @@ from processes import descendants, running
 
 from translate.errors import UsageError
 from translate.text.corpus import read_parallel
-from translate.text.protected import SENTINELS, hash_share, mask_pair
+from translate.text.protected import SENTINEL_PIECES, hash_share, mask_pair
 from translate.text.vocab import EOS_ID, PAD_ID, Vocabularies
 from translate.train.data_module import TranslationDataModule
 from translate.train.encoded import (
@@ -357,7 +357,7 @@ def test_protect_spans_masks_that_share_of_the_training_pairs_and_keys_its_own_c
     assert list(data.training_pairs()) == expected
     masked = sum(pair != original for pair, original in zip(expected, fixture_pairs))
     assert masked and masked < len(fixture_pairs)
-    assert all(data.vocab.source.processor.piece_to_id(s) > 3 for s in SENTINELS)
+    assert all(data.vocab.source.processor.piece_to_id(s) > 3 for s in SENTINEL_PIECES)
     assert data.vocab.state() != plain.vocab.state()
     data.setup("fit")
     plain.setup("fit")

@@ -12,6 +12,7 @@ from test_translate_cli import FIXTURE, write_checkpoint
 
 from translate.cli.evaluate import main as eval_main
 from translate.decode import pipeline
+from translate.decode.settings import SearchSettings
 from translate.decode.translator import load_translator
 from translate.model.transformer import ModelConfig, Transformer
 from translate.score.copy_rate import copy_score, line_copy
@@ -19,7 +20,7 @@ from translate.text.corpus import read_lines
 from translate.text.protected import (
     CLASSES,
     MAX_SENTINELS,
-    SENTINELS,
+    SENTINEL_PIECES,
     Masked,
     describe,
     find_spans,
@@ -27,6 +28,7 @@ from translate.text.protected import (
     lost_spans,
     mask,
     mask_pair,
+    swapped,
     unmask,
 )
 from translate.text.vocab import Vocabularies
@@ -270,14 +272,18 @@ def test_the_shipped_set_is_what_the_script_builds():
 
 
 def test_a_line_is_masked_and_its_translation_unmasked_by_sentinel_number():
-    masked = mask("Press Ctrl+S to save 3 files of 3.5 cm in %PRODUCTNAME, then 3.")
-    # a number with a separator stays for the model to write (3.5 is 3,5 in German)
-    assert masked.text == "Press ⦅1⦆ to save ⦅2⦆ files of 3.5 cm in ⦅3⦆, then ⦅4⦆."
-    assert masked.spans == ("Ctrl+S", "3", "%PRODUCTNAME", "3")
-    translation = "Drücken Sie ⦅1⦆, um ⦅2⦆ Dateien in ⦅3⦆ ⦅9⦆zu speichern, dann ⦅4⦆ und ⦅1⦆."
-    assert unmask(translation, masked.spans) == (
-        "Drücken Sie Ctrl+S, um 3 Dateien in %PRODUCTNAME zu speichern, dann 3 und Ctrl+S."
+    masked = mask("Press Ctrl+S to save 3 files of 1,003.5 cm in %PRODUCTNAME, then 3.")
+    assert masked.text == "Press ⦅1⦆ to save ⦅2⦆ files of ⦅3⦆ cm in ⦅4⦆, then ⦅5⦆."
+    assert masked.spans == ("Ctrl+S", "3", "1,003.5", "%PRODUCTNAME", "3")
+    # ⦅k,⦆ writes a number with "." and "," swapped (a span of another class as it is)
+    translation = (
+        "Drücken Sie ⦅1,⦆, um ⦅2⦆ Dateien zu ⦅3,⦆ cm in ⦅4⦆ ⦅9⦆zu speichern, dann ⦅5⦆ und ⦅1⦆."
     )
+    assert unmask(translation, masked.spans) == (
+        "Drücken Sie Ctrl+S, um 3 Dateien zu 1.003,5 cm in %PRODUCTNAME zu speichern, dann 3 "
+        "und Ctrl+S."
+    )
+    assert unmask("⦅3⦆ cm", masked.spans) == "1,003.5 cm" and swapped("7.4,2") == "7,4.2"
     assert mask("A ⦅1⦆ already.") == Masked("A ⦅1⦆ already.", ())  # left as it is
     many = mask(" ".join(str(n) for n in range(30)))
     assert len(many.spans) == MAX_SENTINELS and many.text.endswith(
@@ -288,11 +294,13 @@ def test_a_line_is_masked_and_its_translation_unmasked_by_sentinel_number():
 
 def test_a_training_pair_masks_the_spans_both_sides_have_with_the_same_sentinel():
     source, target = mask_pair(
-        "Click button 36 and 36, then 7 of 3.5 cm; see %PRODUCTNAME.",
-        "Klicken Sie auf 36 und 36, dann 3,5 cm; siehe %PRODUCTNAME.",
+        "Click button 36 and 36, then 7 of 3.5 cm in 7.4 and 0.5%; see %PRODUCTNAME.",
+        "Klicken Sie auf 36 und 36, dann 3,5 cm in 7.4 und 0,5 %; siehe %PRODUCTNAME.",
     )
-    assert source == "Click button ⦅1⦆ and ⦅2⦆, then 7 of 3.5 cm; see ⦅3⦆."
-    assert target == "Klicken Sie auf ⦅1⦆ und ⦅2⦆, dann 3,5 cm; siehe ⦅3⦆."
+    # a number the target writes with "." and "," swapped: ⦅k,⦆ there; one the target writes
+    # otherwise (0.5% as 0,5 %), or lacks (7), stays as it is
+    assert source == "Click button ⦅1⦆ and ⦅2⦆, then 7 of ⦅3⦆ cm in ⦅4⦆ and 0.5%; see ⦅5⦆."
+    assert target == "Klicken Sie auf ⦅1⦆ und ⦅2⦆, dann ⦅3,⦆ cm in ⦅4⦆ und 0,5 %; siehe ⦅5⦆."
     # the target's order may differ: each sentinel goes where its span is
     assert mask_pair("Press F1 or Ctrl+S.", "Ctrl+S oder F1 drücken.") == (
         "Press ⦅1⦆ or ⦅2⦆.",
@@ -305,7 +313,7 @@ def test_a_model_trained_with_protected_spans_reads_sentinels_and_writes_the_spa
     english = FIXTURE.joinpath("train.en").read_text(encoding="utf-8").splitlines()
     german = FIXTURE.joinpath("train.de").read_text(encoding="utf-8").splitlines()
     vocab = Vocabularies.train(
-        list(zip(english, german)), 200, sentinels=SENTINELS, split_digits=True
+        list(zip(english, german)), 200, sentinels=SENTINEL_PIECES, split_digits=True
     )
     pieces = vocab.source.processor.encode_as_pieces("Row 1234 ⦅12⦆")
     assert pieces[-5:] == ["1", "2", "3", "4", "▁⦅12⦆"] or pieces[-6:-1] == [
@@ -325,8 +333,18 @@ def test_a_model_trained_with_protected_spans_reads_sentinels_and_writes_the_spa
         run = "data:\n  protect_spans: 0.5\n" if protects else "data:\n  src_lang: en\n"
         write_checkpoint(path, model, vocab, run_config=run)
         translator = load_translator(path)
-        units = pipeline.source_units(translator, lines, pipeline.direction_for(translator, None))
+        direction = pipeline.direction_for(translator, None)
+        units = pipeline.source_units(translator, lines, direction)
         sentinel = vocab.source.processor.piece_to_id("⦅1⦆")
+        # the search writes each sentinel of a line once: ⦅k⦆ or ⦅k,⦆ for sentinel k
+        ids = pipeline.search_plan(translator, SearchSettings(), direction).sentinels
+        assert (ids is not None) is protects
+        if protects:
+            assert ids.source[0] == sentinel and len(ids.target) == 2 * MAX_SENTINELS
+            assert {
+                vocab.target.processor.id_to_piece(t): k
+                for t, k in zip(ids.target, ids.target_slot)
+            } == {piece: k % MAX_SENTINELS for k, piece in enumerate(SENTINEL_PIECES)}
         assert (sentinel in units.ids[0]) is protects
         assert units.spans == ([("36",), (), ()] if protects else [(), (), ()])
         written = vocab.target.encode(["Klicken Sie auf ⦅1⦆.", "", "Öffnen."])

@@ -32,14 +32,17 @@ from translate.decode.cache import SearchCache
 from translate.decode.search import (
     NEVER_GENERATED,
     Hypothesis,
+    OwedSentinels,
     encode_by_length,
     extensions,
     length_penalties,
     length_penalty,
     max_output_lengths,
     next_tokens,
+    sentinel_rule,
     token_bias,
 )
+from translate.decode.settings import SentinelIds
 from translate.model.padding import pad
 from translate.model.transformer import Transformer
 from translate.text.vocab import BOS_ID, EOS_ID, PAD_ID
@@ -62,12 +65,14 @@ class _CohortSearch:
         max_len_b: int,
         allowed_tokens: Tensor | None,
         never: Sequence[int],
+        sentinels: SentinelIds | None,
     ) -> None:
         self.model, self.beam = model, rows_per_sentence
         self.max_len_a, self.max_len_b = max_len_a, max_len_b
         self.device = next(model.parameters()).device
         self.bias = token_bias(allowed_tokens, model.tgt_vocab_size, self.device)
         self.blocked = NEVER_GENERATED + list(never)
+        self.rule = sentinel_rule(sentinels, self.device)
         self._reset()
 
     def _reset(self) -> None:
@@ -78,6 +83,12 @@ class _CohortSearch:
         self.cache = SearchCache.empty(self.model)
         self.limits = torch.empty(0, dtype=torch.long, device=self.device)
         self.last = torch.empty((0, 1), dtype=torch.long, device=self.device)
+        # Per row, the sentinels its hypothesis still owes (`search.SentinelRule`; only with one).
+        sentinels = 0 if self.rule is None else self.rule.sentinels
+        self.remaining = torch.zeros((0, sentinels), dtype=torch.bool, device=self.device)
+
+    def _owed(self) -> OwedSentinels | None:
+        return None if self.rule is None else OwedSentinels(self.rule, self.remaining)
 
     def _add(
         self,
@@ -114,6 +125,9 @@ class _CohortSearch:
                 ),
             ]
         )
+        if self.rule is not None:
+            required = self.rule.required(src_ids).repeat_interleave(beam, dim=0)
+            self.remaining = torch.cat([self.remaining, required])
         self.tickets += list(tickets)
         self.steps += [0] * count
         return count
@@ -225,6 +239,7 @@ class ContinuousBeamSearch(_CohortSearch):
         max_len_b: int = 10,
         allowed_tokens: Tensor | None = None,
         never: Sequence[int] = (),
+        sentinels: SentinelIds | None = None,
     ) -> None:
         if beam < 1:
             raise ValueError(f"beam must be at least 1, got {beam}")
@@ -232,7 +247,7 @@ class ContinuousBeamSearch(_CohortSearch):
             raise ValueError(f"n_best must be between 1 and the beam size {beam}, got {n_best}")
         self.alpha, self.n_best = alpha, n_best
         self.wait_for = n_best if alpha == 0 else beam  # W of the stopping rule
-        super().__init__(model, beam, max_len_a, max_len_b, allowed_tokens, never)
+        super().__init__(model, beam, max_len_a, max_len_b, allowed_tokens, never, sentinels)
         self.penalties = length_penalties(alpha, model.cfg.max_positions, self.device)
 
     def _reset(self) -> None:
@@ -286,7 +301,13 @@ class ContinuousBeamSearch(_CohortSearch):
         history_width = self.history.shape[1]
         logits, steps = self._decode()
         chosen = extensions(
-            logits, self.beam_lp, steps + 1 >= self.limits, beam, self.blocked, self.bias
+            logits,
+            self.beam_lp,
+            steps + 1 >= self.limits,
+            beam,
+            self.blocked,
+            self.bias,
+            self._owed(),
         )
 
         penalty = self.penalties[steps][:, None]
@@ -337,6 +358,10 @@ class ContinuousBeamSearch(_CohortSearch):
             self.finished = [self.finished[s] for s in going_list]
         self.steps = [steps + 1 for steps in self.steps]
         self.last = live_token.view(-1, 1)
+        if self.rule is not None:
+            self.remaining = self.rule.written(
+                self.remaining.index_select(0, rows), self.last[:, 0]
+            )
         self.history = torch.cat([self.history.index_select(0, rows), self.last], dim=1)
         self.history = self.history[:, -max(self.steps) :]  # columns no live row owns any more go
         self.beam_lp = live_lp
@@ -354,8 +379,9 @@ class ContinuousGreedySearch(_CohortSearch):
         max_len_b: int = 10,
         allowed_tokens: Tensor | None = None,
         never: Sequence[int] = (),
+        sentinels: SentinelIds | None = None,
     ) -> None:
-        super().__init__(model, 1, max_len_a, max_len_b, allowed_tokens, never)
+        super().__init__(model, 1, max_len_a, max_len_b, allowed_tokens, never, sentinels)
 
     def _reset(self) -> None:
         super()._reset()
@@ -390,7 +416,9 @@ class ContinuousGreedySearch(_CohortSearch):
         if not len(self):
             return []
         logits, steps = self._decode()
-        token = next_tokens(logits, self.blocked, self.bias, steps + 1 >= self.limits)
+        token = next_tokens(logits, self.blocked, self.bias, steps + 1 >= self.limits, self._owed())
+        if self.rule is not None:
+            self.remaining = self.rule.written(self.remaining, token)
         ending = (token == EOS_ID) & ~self.done
         answered = [(self.tickets[s], self.tokens[s]) for s in ending.nonzero()[:, 0].tolist()]
         for tokens, t, done in zip(self.tokens, token.tolist(), self.done.tolist()):
@@ -411,6 +439,8 @@ class ContinuousGreedySearch(_CohortSearch):
             self._keep(going_list)
             self.tokens = [self.tokens[s] for s in going_list]
             self.done, self.answered, token = self.done[going], 0, token[going]
+            if self.rule is not None:
+                self.remaining = self.remaining[going]
         self.steps = [steps + 1 for steps in self.steps]
         self.last = token[:, None]
         return answered

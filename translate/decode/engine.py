@@ -62,7 +62,7 @@ def new_search(model: Transformer, plan: SearchPlan) -> Search:
         return SlotSearch(model, plan, poll_every=1 if device.type == "cpu" else GPU_POLL_EVERY)
     if greedy:
         return ContinuousGreedySearch(
-            model, plan.max_len_a, plan.max_len_b, plan.allowed_tokens, plan.never
+            model, plan.max_len_a, plan.max_len_b, plan.allowed_tokens, plan.never, plan.sentinels
         )
     return ContinuousBeamSearch(
         model,
@@ -73,4 +73,5 @@ def new_search(model: Transformer, plan: SearchPlan) -> Search:
         plan.max_len_b,
         plan.allowed_tokens,
         plan.never,
+        plan.sentinels,
     )

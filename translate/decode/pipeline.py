@@ -259,6 +259,7 @@ def search_plan(
         allowed,
         tuple(direction.never),
         settings.engine,
+        translator.sentinel_ids(),
     )
 
 

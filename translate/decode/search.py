@@ -13,6 +13,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
+from translate.decode.settings import SentinelIds
 from translate.model.transformer import Transformer
 from translate.text.vocab import BOS_ID, EOS_ID, PAD_ID
 
@@ -72,6 +73,53 @@ def token_bias(
     return torch.zeros(vocab_size).masked_fill_(~allowed_tokens.cpu(), float("-inf")).to(device)
 
 
+class SentinelRule:
+    """Each sentinel of a source written exactly once, and no other: a model trained with
+    `data.protect_spans` reads a line's protected spans as sentinels (`text.protected.mask`),
+    and a sentinel it drops or repeats would drop or repeat a number or a placeholder. Each row
+    keeps the sentinels its hypothesis still owes (`remaining`, bool (rows, sentinels)): a
+    sentinel it does not owe is blocked, and so is EOS while it owes one, but at the length
+    limit. Tensors only, no read back: the steps stay capturable."""
+
+    def __init__(self, ids: SentinelIds, device: torch.device) -> None:
+        self.source = torch.tensor(ids.source, dtype=torch.long, device=device)
+        self.target = torch.tensor(ids.target, dtype=torch.long, device=device)
+        self.slot = torch.tensor(ids.target_slot, dtype=torch.long, device=device)
+        self.sentinels = len(ids.source)
+        # (target ids, sentinels): which sentinel each target id writes
+        self.writes = torch.nn.functional.one_hot(self.slot, self.sentinels).bool()
+
+    def required(self, src_ids: Tensor) -> Tensor:
+        """(sentences, sentinels) bool: the sentinels each source (padded ids) holds."""
+        return (src_ids[:, :, None] == self.source).any(dim=1)
+
+    def restrict(self, scores: Tensor, remaining: Tensor, at_limit: Tensor) -> None:
+        """`scores` ((rows, vocab), changed in place) without the sentinels a row does not owe,
+        and without EOS for the rows that owe one and are not `at_limit` (bool, (rows,))."""
+        owed = remaining[:, self.slot]
+        scores[:, self.target] = scores[:, self.target].masked_fill(~owed, float("-inf"))
+        scores[:, EOS_ID] = scores[:, EOS_ID].masked_fill(
+            remaining.any(dim=1) & ~at_limit, float("-inf")
+        )
+
+    def written(self, remaining: Tensor, token: Tensor) -> Tensor:
+        """What each row owes once it has written `token` ((rows,))."""
+        hit = token[:, None] == self.target  # (rows, target ids)
+        return remaining & ~(hit[:, :, None] & self.writes).any(dim=1)
+
+
+@dataclass(frozen=True)
+class OwedSentinels:
+    """A step's rows with the sentinels each owes (`SentinelRule`)."""
+
+    rule: SentinelRule
+    remaining: Tensor  # (rows, sentinels) bool
+
+
+def sentinel_rule(ids: SentinelIds | None, device: torch.device) -> SentinelRule | None:
+    return None if ids is None else SentinelRule(ids, device)
+
+
 # What one more encoder call costs, in padded source tokens of work (its fixed cost on the CPU):
 # a split into length groups must save more padding than its calls cost.
 ENCODE_CALL_TOKENS = 16
@@ -127,12 +175,19 @@ def encode_by_length(model: Transformer, src_ids: Tensor, src_mask: Tensor) -> T
 
 
 def next_tokens(
-    logits: Tensor, blocked: Sequence[int], bias: Tensor | None, at_limit: Tensor
+    logits: Tensor,
+    blocked: Sequence[int],
+    bias: Tensor | None,
+    at_limit: Tensor,
+    owed: OwedSentinels | None = None,
 ) -> Tensor:
     """One greedy step's choice for each row (`ContinuousGreedySearch`): the best token of `logits`
-    ((rows, vocab) at this step; changed in place) once the `blocked` ids and the `bias` of
-    `allowed_tokens` are applied; EOS for the rows `at_limit` (bool, (rows,))."""
+    ((rows, vocab) at this step; changed in place) once the `blocked` ids, the `bias` of
+    `allowed_tokens` and the sentinel rule (`owed`) are applied; EOS for the rows `at_limit`
+    (bool, (rows,))."""
     logits[:, blocked] = float("-inf")
+    if owed is not None:
+        owed.rule.restrict(logits, owed.remaining, at_limit)
     token = best_tokens(logits if bias is None else logits.float() + bias)
     return token.masked_fill(at_limit, EOS_ID)
 
@@ -155,6 +210,7 @@ def extensions(
     beam: int,
     blocked: Sequence[int],
     bias: Tensor | None,
+    owed: OwedSentinels | None = None,
 ) -> Extensions:
     """One beam-search step's choice for each sentence (`ContinuousBeamSearch`). Of the extensions of
     its `k` live hypotheses (`logits`: (n * k, vocab) at this step; `beam_lp`: (n, k) their
@@ -171,6 +227,8 @@ def extensions(
         lprobs[:, blocked] = float("-inf")
     if bias is not None:
         lprobs.add_(bias)
+    if owed is not None:
+        owed.rule.restrict(lprobs, owed.remaining, at_limit.repeat_interleave(k))
     lprobs = only_eos_at_limit(lprobs.view(n, k, vocab), at_limit)
     candidates = lprobs.add_(beam_lp[:, :, None]).view(n, k * vocab)
     top_lp, top_index = best_candidates(candidates, width)

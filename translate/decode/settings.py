@@ -46,6 +46,17 @@ class SearchSettings:
 
 
 @dataclass(frozen=True)
+class SentinelIds:
+    """The sentinels of a model trained with `data.protect_spans`, as a search reads and writes
+    them: sentinel k's id in the source vocabulary (`source[k]`), and the target ids that write
+    it (`target`, each for sentinel `target_slot`: its plain and its swapped form)."""
+
+    source: tuple[int, ...]
+    target: tuple[int, ...]
+    target_slot: tuple[int, ...]
+
+
+@dataclass(frozen=True)
 class SearchPlan:
     """What a search needs besides the model: the settings made concrete for one direction
     (`pipeline.search_plan`); beam 1 is greedy search."""
@@ -58,6 +69,8 @@ class SearchPlan:
     allowed_tokens: Tensor | None = None  # bool over the target vocabulary (restriction)
     never: tuple[int, ...] = ()  # ids never produced (a many-to-many model's language tags)
     engine: Engine = "auto"
+    # Each sentinel of a source written exactly once, none other (`search.SentinelRule`).
+    sentinels: SentinelIds | None = None
 
 
 def search_settings_error(args: argparse.Namespace) -> str | None:

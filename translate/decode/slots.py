@@ -38,12 +38,14 @@ from torch import Tensor
 from translate.decode.search import (
     NEVER_GENERATED,
     Hypothesis,
+    OwedSentinels,
     best_tokens,
     encode_by_length,
     extensions,
     length_penalties,
     length_penalty,
     output_lengths,
+    sentinel_rule,
     token_bias,
 )
 from translate.decode.settings import SearchPlan
@@ -113,7 +115,8 @@ class StepCache:
 
 class SlotTable:
     """The device state of `slots` sentences of `beam` rows each, `keep` finished hypotheses a
-    slot (beam search), `positions` output steps and `source_positions` source tokens."""
+    slot (beam search), `positions` output steps, `source_positions` source tokens and the
+    `sentinels` a row may owe (`search.SentinelRule`)."""
 
     def __init__(
         self,
@@ -123,6 +126,7 @@ class SlotTable:
         keep: int,
         positions: int,
         source_positions: int,
+        sentinels: int = 0,
     ) -> None:
         cfg = model.cfg
         parameter = next(model.parameters())
@@ -150,6 +154,7 @@ class SlotTable:
         self.live = torch.zeros(slots, dtype=torch.bool, device=device)  # searched, not done
         self.done = torch.zeros(slots, dtype=torch.bool, device=device)  # done, not yet read
         self.last = torch.full((rows,), PAD_ID, **long)
+        self.remaining = torch.zeros((rows, sentinels), dtype=torch.bool, device=device)
         # By step: each row's token, and the row (in its slot) whose hypothesis it extends.
         self.tokens = torch.full((rows, positions), PAD_ID, **long)
         self.parents = torch.zeros((rows, positions), **long)
@@ -185,6 +190,7 @@ class SlotTable:
             self.keep,
             max(positions, self.positions),
             max(source_positions, self.source_positions),
+            self.remaining.shape[1],
         )
         kept = min(slots, self.slots)
         rows, width, source = kept * self.beam, self.positions, self.source_positions
@@ -196,6 +202,7 @@ class SlotTable:
         for name in self.BY_SLOT:
             getattr(other, name)[:kept] = getattr(self, name)[:kept]
         other.last[:rows] = self.last[:rows]
+        other.remaining[:rows] = self.remaining[:rows]
         other.tokens[:rows, :width] = self.tokens[:rows]
         other.parents[:rows, :width] = self.parents[:rows]
         return other
@@ -299,6 +306,7 @@ class SlotSearch:
         bias = token_bias(plan.allowed_tokens, vocab, self.device)
         self.bias = torch.zeros(vocab, device=self.device) if bias is None else bias.clone()
         self.bias[NEVER_GENERATED + list(plan.never)] = float("-inf")
+        self.rule = sentinel_rule(plan.sentinels, self.device)
         self.penalties = length_penalties(alpha, model.cfg.max_positions, self.device)
         # On CUDA each step shape is captured once as a CUDA graph and replayed (`_advance`).
         self.capture = self.device.type == "cuda" if capture is None else capture
@@ -374,7 +382,10 @@ class SlotSearch:
         )
         table = self.table
         if table is None:
-            self.table = SlotTable(self.model, need[0], self.beam, self.wait_for, *need[1:])
+            sentinels = 0 if self.rule is None else self.rule.sentinels
+            self.table = SlotTable(
+                self.model, need[0], self.beam, self.wait_for, *need[1:], sentinels
+            )
         elif need[0] > table.slots or need[1] > table.positions or need[2] > table.source_positions:
             in_use = max((i + 1 for i, o in enumerate(self.occupants) if o is not None), default=0)
             fewest = max(need[0], round_up(in_use, SLOT_QUANTUM))
@@ -404,6 +415,8 @@ class SlotSearch:
         rows = (index[:, None] * beam + torch.arange(beam, device=device)).view(-1)
         starts = torch.tensor([w.start for w in joining], device=device)
         table.last[rows] = starts.repeat_interleave(beam)
+        if self.rule is not None:
+            table.remaining[rows] = self.rule.required(src_ids).repeat_interleave(beam, dim=0)
         table.step[index] = 0
         table.limit[index] = torch.tensor(limits, device=device)
         table.live[index] = True
@@ -496,7 +509,12 @@ class SlotSearch:
         live = table.live[:in_use].clone()  # as it was before this step
         at_limit = step + 1 >= table.limit[:in_use]
         if self.greedy:
-            token = best_tokens(logits.float() + self.bias).masked_fill(at_limit, EOS_ID)
+            scores = logits.float() + self.bias
+            if self.rule is not None:
+                self.rule.restrict(scores, table.remaining[:rows], at_limit)
+            token = best_tokens(scores).masked_fill(at_limit, EOS_ID)
+            if self.rule is not None:
+                table.remaining[:rows] = self.rule.written(table.remaining[:rows], token)
             ending = live & (token == EOS_ID)
             table.tokens[:rows].index_put_((table.row_index[:rows], write_at), token)
             table.last[:rows] = token
@@ -522,7 +540,9 @@ class SlotSearch:
         table, beam = self.table, self.beam
         beam_lp = table.beam_lp[:in_use]
         # The bias blocks the ids never produced as well: no list of them to write each step.
-        chosen = extensions(logits, beam_lp, at_limit, beam, (), self.bias)
+        rows = in_use * beam
+        owed = None if self.rule is None else OwedSentinels(self.rule, table.remaining[:rows])
+        chosen = extensions(logits, beam_lp, at_limit, beam, (), self.bias, owed)
         top_lp, top_beam = chosen.top_lp, chosen.top_beam
         live_lp, live_beam, live_token = chosen.live_lp, chosen.live_beam, chosen.live_token
         ends = chosen.ends & live[:, None]
@@ -550,7 +570,6 @@ class SlotSearch:
 
         # The live hypotheses go on: each row's cache from the row it extends; the output grows
         # by backpointers, which nothing moves.
-        rows = in_use * beam
         going = (live & ~done).repeat_interleave(beam)
         first_row = (torch.arange(in_use, device=self.device) * beam)[:, None]
         source_rows = torch.where(going, (first_row + live_beam).view(-1), table.row_index[:rows])
@@ -558,6 +577,10 @@ class SlotSearch:
             part = cache[:, :rows, :, :width]
             part.copy_(part.index_select(1, source_rows))
         token = torch.where(going, live_token.view(-1), table.last[:rows])
+        if self.rule is not None:
+            owed_now = table.remaining[:rows]
+            after = self.rule.written(owed_now.index_select(0, source_rows), token)
+            owed_now.copy_(torch.where(going[:, None], after, owed_now))
         table.tokens[:rows].index_put_((table.row_index[:rows], write_at), token)
         table.parents[:rows].index_put_((table.row_index[:rows], write_at), live_beam.view(-1))
         table.last[:rows] = token

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import torch
 
+from translate.decode.settings import SentinelIds
 from translate.errors import UsageError
 from translate.model.checkpoint import (
     ARTIFACT_KEY,
@@ -23,6 +24,7 @@ from translate.model.checkpoint import (
 from translate.model.packing import pack_linear_layers
 from translate.model.quantize import quantize_int8
 from translate.model.transformer import ModelConfig, Transformer
+from translate.text.protected import SENTINELS, SWAPPED_SENTINELS
 from translate.text.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocabularies
 
 
@@ -115,6 +117,23 @@ class Translator:
         their protected spans as sentinels (`translate.text.protected.mask`)."""
         share = self.data_settings().get("protect_spans")
         return isinstance(share, int | float) and share > 0
+
+    def sentinel_ids(self) -> SentinelIds | None:
+        """The sentinels the search writes exactly once each (`search.SentinelRule`), or None
+        where the model does not protect spans (a vocabulary from before the swapped forms has
+        only the plain ones)."""
+        if not self.protects_spans():
+            return None
+        source = [self.vocab.source.piece_id(piece) for piece in SENTINELS]
+        if None in source:
+            return None
+        target = [
+            (index, k)
+            for pieces in (SENTINELS, SWAPPED_SENTINELS)
+            for k, piece in enumerate(pieces)
+            if (index := self.vocab.target.piece_id(piece)) is not None
+        ]
+        return SentinelIds(tuple(source), tuple(i for i, _ in target), tuple(k for _, k in target))
 
     def languages(self) -> tuple[str, str] | None:
         """(source, target) language codes the run trained on, or None where not recorded."""

@@ -118,22 +118,25 @@ def describe(spans: list[Span]) -> str:
 
 # Sentinels: pieces of their own in a vocabulary trained with data.protect_spans, which stand in
 # for a line's protected spans (the k-th span masked is ⦅k⦆) in training pairs and in the lines
-# translated, and are replaced by the spans again in the translation (`unmask`).
+# translated, and are replaced by the spans again in the translation (`unmask`). A translation
+# writes the k-th span as it is (⦅k⦆) or, a number, with its "." and "," swapped (⦅k,⦆: 3.5 as
+# 3,5 and 1,000 as 1.000, as German writes them): the model learns which from its pairs.
 MAX_SENTINELS = 20
 SENTINELS = tuple(f"⦅{k}⦆" for k in range(1, MAX_SENTINELS + 1))
-_SENTINEL = re.compile(r"⦅(\d+)⦆")
-_INTEGER = re.compile(r"[-+−]?\d+%?")
+SWAPPED_SENTINELS = tuple(f"⦅{k},⦆" for k in range(1, MAX_SENTINELS + 1))
+SENTINEL_PIECES = SENTINELS + SWAPPED_SENTINELS
+_SENTINEL = re.compile(r"⦅(\d+)(,?)⦆")
+_SWAP = str.maketrans(".,", ",.")
 
 
-def maskable(span: Span) -> bool:
-    """Every span but a number written with a separator, whose form a translation may change
-    (3.5 is 3,5 in German): those stay for the model to write."""
-    return span.kind != "number" or _INTEGER.fullmatch(span.text) is not None
+def swapped(number: str) -> str:
+    """A number with its "." and "," swapped: 3.5 → 3,5, 1,000.5 → 1.000,5."""
+    return number.translate(_SWAP)
 
 
 @dataclass(frozen=True)
 class Masked:
-    """A line with its maskable spans replaced by sentinels, and the spans, in sentinel order."""
+    """A line with its protected spans replaced by sentinels, and the spans, in sentinel order."""
 
     text: str
     spans: tuple[str, ...]
@@ -149,11 +152,11 @@ def _replaced(text: str, spans: list[tuple[Span, str]]) -> str:
 
 
 def mask(line: str) -> Masked:
-    """The line's maskable spans (at most `MAX_SENTINELS`) replaced by ⦅1⦆, ⦅2⦆, ...; a line
+    """The line's protected spans (the first `MAX_SENTINELS`) replaced by ⦅1⦆, ⦅2⦆, ...; a line
     that already holds a sentinel's bracket is left as it is."""
     if "⦅" in line:
         return Masked(line, ())
-    spans = [span for span in find_spans(line) if maskable(span)][:MAX_SENTINELS]
+    spans = find_spans(line)[:MAX_SENTINELS]
     return Masked(
         _replaced(line, [(span, SENTINELS[k]) for k, span in enumerate(spans)]),
         tuple(span.text for span in spans),
@@ -161,22 +164,27 @@ def mask(line: str) -> Masked:
 
 
 def unmask(translation: str, spans: tuple[str, ...]) -> str:
-    """Each sentinel of `translation` replaced by its span (one the line did not have, by
-    nothing)."""
+    """Each sentinel of `translation` replaced by its span (⦅k,⦆: a number's with "." and ","
+    swapped; a sentinel the line did not have, by nothing)."""
     if "⦅" not in translation:
         return translation
 
     def span_of(match: re.Match) -> str:
         k = int(match.group(1))
-        return spans[k - 1] if 1 <= k <= len(spans) else ""
+        if not 1 <= k <= len(spans):
+            return ""
+        span = spans[k - 1]
+        is_number = PATTERNS["number"].fullmatch(span) is not None
+        return swapped(span) if match.group(2) and is_number else span
 
     return _SENTINEL.sub(span_of, translation)
 
 
 def mask_pair(source: str, target: str) -> tuple[str, str]:
-    """A training pair with each maskable span of the source that the target has too (the same
-    text, as the same class; the k-th occurrence with the k-th) replaced by the same sentinel on
-    both sides, so that a model learns to copy sentinels; the rest as it is."""
+    """A training pair with each protected span of the source that the target has too (the same
+    text, as the same class; the k-th occurrence with the k-th) replaced by the same sentinel ⦅k⦆
+    on both sides, or a number the target writes with "." and "," swapped by ⦅k⦆ in the source
+    and ⦅k,⦆ in the target, so that a model learns to copy sentinels; the rest as it is."""
     if "⦅" in source + target:
         return source, target
     in_target: dict[tuple[str, str], list[Span]] = {}
@@ -184,12 +192,16 @@ def mask_pair(source: str, target: str) -> tuple[str, str]:
         in_target.setdefault((span.kind, span.text), []).append(span)
     source_spans, target_spans = [], []
     for span in find_spans(source):
-        matches = in_target.get((span.kind, span.text))
-        if not maskable(span) or not matches or len(source_spans) == MAX_SENTINELS:
+        if len(source_spans) == MAX_SENTINELS:
+            break
+        k = len(source_spans)
+        matches, written = in_target.get((span.kind, span.text)), SENTINELS[k]
+        if not matches and span.kind == "number" and swapped(span.text) != span.text:
+            matches, written = in_target.get((span.kind, swapped(span.text))), SWAPPED_SENTINELS[k]
+        if not matches:
             continue
-        sentinel = SENTINELS[len(source_spans)]
-        source_spans.append((span, sentinel))
-        target_spans.append((matches.pop(0), sentinel))
+        source_spans.append((span, SENTINELS[k]))
+        target_spans.append((matches.pop(0), written))
     target_spans.sort(key=lambda pair: pair[0].start)
     return _replaced(source, source_spans), _replaced(target, target_spans)
 

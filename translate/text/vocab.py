@@ -82,7 +82,10 @@ class SentencePieceVocab:
 
     def tag_id(self, lang: str) -> int | None:
         """The id of `lang`'s tag, or None where the vocabulary has no such piece."""
-        piece = language_tag(lang)
+        return self.piece_id(language_tag(lang))
+
+    def piece_id(self, piece: str) -> int | None:
+        """The id of `piece`, or None where the vocabulary has no such piece."""
         index = self.processor.piece_to_id(piece)
         return None if index == UNK_ID or self.processor.id_to_piece(index) != piece else index
 
@@ -222,7 +225,7 @@ class Vocabularies:
         is read once per model trained (SentencePiece samples at most `max_sentences`).
         `tags` (language tags of a many-to-many model) become pieces of their own; they need
         one joint model. `character_coverage` below 1 maps the rarest characters to UNK (CJK
-        text wants about 0.9995). `sentinels` (`translate.text.protected.SENTINELS`) become
+        text wants about 0.9995). `sentinels` (`translate.text.protected.SENTINEL_PIECES`) become
         pieces of their own on both sides; `split_digits` as `train_sentencepiece`.
         """
         read = pairs if callable(pairs) else lambda: pairs

@@ -34,7 +34,7 @@ from translate.text.corpus import (
     split_files,
 )
 from translate.text.languages import Direction, TagPosition, direction_name, english_centric
-from translate.text.protected import SENTINELS, hash_share, mask_pair
+from translate.text.protected import SENTINEL_PIECES, hash_share, mask_pair
 from translate.text.vocab import (
     BOS_ID,
     EOS_ID,
@@ -422,6 +422,7 @@ class TranslationDataModule(L.LightningDataModule):
             settings += f"-{self.directions}-{self.character_coverage}-{tags}-{sorted(self.corpora.items())}"
         if self.protect_spans or self.split_digits:
             settings += f"-protect{self.protect_spans}-digits{self.split_digits}"
+            settings += f"-sentinels{len(SENTINEL_PIECES)}"
         key = hashlib.sha256(f"{self.fingerprint('train')}-{settings}".encode()).hexdigest()[:16]
         names = ["joint"] if self.joint_vocab else ["source", "target"]
         files = {name: self.cache_dir / f"spm-{key}-{name}.model" for name in names}
@@ -438,7 +439,7 @@ class TranslationDataModule(L.LightningDataModule):
                     name=self.describe("train"),
                     character_coverage=self.character_coverage,
                     tags=tags,
-                    sentinels=SENTINELS if self.protect_spans else (),
+                    sentinels=SENTINEL_PIECES if self.protect_spans else (),
                     split_digits=self.split_digits,
                 )
             except EmptyTextError as error:
