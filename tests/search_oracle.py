@@ -48,17 +48,24 @@ class OwedSets:
             for row in src_ids.tolist()
         ]
 
-    def bias(self, bias: Tensor | None, vocab: int, at_limit: list[bool], device) -> Tensor | None:
-        """`bias` (the restriction's) with the rule added: a row's sentinels it does not owe, and
-        EOS while it owes one short of its length limit, at -inf."""
+    def bias(self, bias: Tensor | None, vocab: int, left: list[int], device) -> Tensor | None:
+        """`bias` (the restriction's) with the rule added, at -inf: a row's sentinels it does not
+        owe; EOS while it owes one, short of its length limit (`left`: the tokens it may still
+        write before only EOS is left); every token but its owed sentinels once those need all
+        the tokens it has left."""
         if self.ids is None:
             return bias
         rows = torch.zeros((len(self.rows), vocab), device=device)
         for row, owed in enumerate(self.rows):
+            if owed and len(owed) >= left[row] > 0:
+                rows[row] = float("-inf")
+                for target, slot in self.slot_of.items():
+                    if slot in owed:
+                        rows[row, target] = 0.0
             for target, slot in self.slot_of.items():
                 if slot not in owed:
                     rows[row, target] = float("-inf")
-            if owed and not at_limit[row]:
+            if owed and left[row] > 0:
                 rows[row, EOS_ID] = float("-inf")
         return rows if bias is None else rows + bias
 
@@ -111,7 +118,7 @@ def greedy_search(
     for step in range(int(limits.max())):
         logits = model.decode(last, memory, src_mask, cache, offset=step)[:, -1]
         at_limit = step + 1 >= limits
-        row_bias = owed.bias(bias, logits.shape[-1], at_limit.tolist(), device)
+        row_bias = owed.bias(bias, logits.shape[-1], (limits - step - 1).tolist(), device)
         token = next_tokens(logits, blocked, row_bias, at_limit)
         owed.advance(list(range(len(owed.rows))), token.tolist())
         output[active, step] = token
@@ -216,7 +223,8 @@ def beam_search(
         n, k = beam_lp.shape
         logits = model.decode(last, memory, src_mask, cache, offset=step)[:, -1]
         at_limit = step + 1 >= limits
-        row_bias = owed.bias(bias, vocab, at_limit.repeat_interleave(k).tolist(), device)
+        left = (limits - step - 1).repeat_interleave(k).tolist()
+        row_bias = owed.bias(bias, vocab, left, device)
         top_lp, top_beam, ends, live_lp, live_beam, live_token = extensions(
             logits, beam_lp, at_limit, beam, blocked, row_bias
         )

@@ -87,8 +87,12 @@ class _CohortSearch:
         sentinels = 0 if self.rule is None else self.rule.sentinels
         self.remaining = torch.zeros((0, sentinels), dtype=torch.bool, device=self.device)
 
-    def _owed(self) -> OwedSentinels | None:
-        return None if self.rule is None else OwedSentinels(self.rule, self.remaining)
+    def _owed(self, steps: Tensor) -> OwedSentinels | None:
+        """The rows under the sentinel rule at this step (`steps`: each sentence's count)."""
+        if self.rule is None:
+            return None
+        left = (self.limits - steps - 1).repeat_interleave(self.beam)
+        return OwedSentinels(self.rule, self.remaining, left)
 
     def _add(
         self,
@@ -307,7 +311,7 @@ class ContinuousBeamSearch(_CohortSearch):
             beam,
             self.blocked,
             self.bias,
-            self._owed(),
+            self._owed(steps),
         )
 
         penalty = self.penalties[steps][:, None]
@@ -416,7 +420,9 @@ class ContinuousGreedySearch(_CohortSearch):
         if not len(self):
             return []
         logits, steps = self._decode()
-        token = next_tokens(logits, self.blocked, self.bias, steps + 1 >= self.limits, self._owed())
+        token = next_tokens(
+            logits, self.blocked, self.bias, steps + 1 >= self.limits, self._owed(steps)
+        )
         if self.rule is not None:
             self.remaining = self.rule.written(self.remaining, token)
         ending = (token == EOS_ID) & ~self.done

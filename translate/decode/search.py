@@ -76,10 +76,9 @@ def token_bias(
 class SentinelRule:
     """Each sentinel of a source written exactly once, and no other: a model trained with
     `data.protect_spans` reads a line's protected spans as sentinels (`text.protected.mask`),
-    and a sentinel it drops or repeats would drop or repeat a number or a placeholder. Each row
-    keeps the sentinels its hypothesis still owes (`remaining`, bool (rows, sentinels)): a
-    sentinel it does not owe is blocked, and so is EOS while it owes one, but at the length
-    limit. Tensors only, no read back: the steps stay capturable."""
+    and a sentinel it dropped or repeated would drop or repeat a number or a placeholder. Each
+    row keeps the sentinels its hypothesis still owes (`OwedSentinels`). Tensors only, no read
+    back: the steps stay capturable."""
 
     def __init__(self, ids: SentinelIds, device: torch.device) -> None:
         self.source = torch.tensor(ids.source, dtype=torch.long, device=device)
@@ -93,15 +92,6 @@ class SentinelRule:
         """(sentences, sentinels) bool: the sentinels each source (padded ids) holds."""
         return (src_ids[:, :, None] == self.source).any(dim=1)
 
-    def restrict(self, scores: Tensor, remaining: Tensor, at_limit: Tensor) -> None:
-        """`scores` ((rows, vocab), changed in place) without the sentinels a row does not owe,
-        and without EOS for the rows that owe one and are not `at_limit` (bool, (rows,))."""
-        owed = remaining[:, self.slot]
-        scores[:, self.target] = scores[:, self.target].masked_fill(~owed, float("-inf"))
-        scores[:, EOS_ID] = scores[:, EOS_ID].masked_fill(
-            remaining.any(dim=1) & ~at_limit, float("-inf")
-        )
-
     def written(self, remaining: Tensor, token: Tensor) -> Tensor:
         """What each row owes once it has written `token` ((rows,))."""
         hit = token[:, None] == self.target  # (rows, target ids)
@@ -110,10 +100,27 @@ class SentinelRule:
 
 @dataclass(frozen=True)
 class OwedSentinels:
-    """A step's rows with the sentinels each owes (`SentinelRule`)."""
+    """A step's rows under the sentinel rule: the sentinels each owes (`remaining`, bool (rows,
+    sentinels)) and the tokens each may still write before its length limit leaves it only EOS
+    (`left`, (rows,); 0 at the limit)."""
 
     rule: SentinelRule
-    remaining: Tensor  # (rows, sentinels) bool
+    remaining: Tensor
+    left: Tensor
+
+    def restrict(self, scores: Tensor) -> None:
+        """`scores` ((rows, vocab), changed in place) without the sentinels a row does not owe,
+        without EOS while it owes one, and with nothing but its owed sentinels once they need
+        every token it has left; a row at its limit keeps its EOS."""
+        rule, remaining = self.rule, self.remaining
+        owed_count = remaining.sum(dim=1)
+        before_limit = self.left > 0
+        kept = scores[:, rule.target].masked_fill(~remaining[:, rule.slot], float("-inf"))
+        scores.masked_fill_(((owed_count >= self.left) & before_limit)[:, None], float("-inf"))
+        scores[:, rule.target] = kept
+        scores[:, EOS_ID] = scores[:, EOS_ID].masked_fill(
+            (owed_count > 0) & before_limit, float("-inf")
+        )
 
 
 def sentinel_rule(ids: SentinelIds | None, device: torch.device) -> SentinelRule | None:
@@ -187,7 +194,7 @@ def next_tokens(
     (bool, (rows,))."""
     logits[:, blocked] = float("-inf")
     if owed is not None:
-        owed.rule.restrict(logits, owed.remaining, at_limit)
+        owed.restrict(logits)
     token = best_tokens(logits if bias is None else logits.float() + bias)
     return token.masked_fill(at_limit, EOS_ID)
 
@@ -228,7 +235,7 @@ def extensions(
     if bias is not None:
         lprobs.add_(bias)
     if owed is not None:
-        owed.rule.restrict(lprobs, owed.remaining, at_limit.repeat_interleave(k))
+        owed.restrict(lprobs)
     lprobs = only_eos_at_limit(lprobs.view(n, k, vocab), at_limit)
     candidates = lprobs.add_(beam_lp[:, :, None]).view(n, k * vocab)
     top_lp, top_index = best_candidates(candidates, width)

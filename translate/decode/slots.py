@@ -511,7 +511,8 @@ class SlotSearch:
         if self.greedy:
             scores = logits.float() + self.bias
             if self.rule is not None:
-                self.rule.restrict(scores, table.remaining[:rows], at_limit)
+                left = table.limit[:in_use] - step - 1
+                OwedSentinels(self.rule, table.remaining[:rows], left).restrict(scores)
             token = best_tokens(scores).masked_fill(at_limit, EOS_ID)
             if self.rule is not None:
                 table.remaining[:rows] = self.rule.written(table.remaining[:rows], token)
@@ -541,7 +542,10 @@ class SlotSearch:
         beam_lp = table.beam_lp[:in_use]
         # The bias blocks the ids never produced as well: no list of them to write each step.
         rows = in_use * beam
-        owed = None if self.rule is None else OwedSentinels(self.rule, table.remaining[:rows])
+        owed = None
+        if self.rule is not None:
+            left = (table.limit[:in_use] - step - 1).repeat_interleave(beam)
+            owed = OwedSentinels(self.rule, table.remaining[:rows], left)
         chosen = extensions(logits, beam_lp, at_limit, beam, (), self.bias, owed)
         top_lp, top_beam = chosen.top_lp, chosen.top_beam
         live_lp, live_beam, live_token = chosen.live_lp, chosen.live_beam, chosen.live_token
