@@ -284,6 +284,20 @@ def test_a_line_is_masked_and_its_translation_unmasked_by_sentinel_number():
         "und Ctrl+S."
     )
     assert unmask("⦅3⦆ cm", masked.spans) == "1,003.5 cm" and swapped("7.4,2") == "7,4.2"
+    # a span reads as itself: a space where the translation glued it to a word so that it no
+    # longer does (not in a script without spaces; a tag may touch a word, %PRODUCTNAME a hyphen)
+    spans = ("36", "37", "%PRODUCTNAME", "<b>", "Ctrl+S", "$1")
+    assert unmask("Zeile⦅1⦆s, ⦅1⦆⦅2⦆, ⦅1⦆-mal, ⦅5⦆drücken, ⦅6⦆_Alle", spans) == (
+        "Zeile 36 s, 36 37, 36-mal, Ctrl+S drücken, $1 _Alle"
+    )
+    assert (
+        unmask("⦅3⦆-Hilfe, ⦅4⦆fett, Datei⦅3⦆", spans)
+        == "%PRODUCTNAME-Hilfe, <b>fett, Datei%PRODUCTNAME"
+    )
+    assert unmask("第⦅1⦆章", spans) == "第36章"
+    # an address glued to a German compound's hyphen would read as another address
+    assert unmask("an ⦅1⦆-Eintrag", ("info@example.org",)) == "an info@example.org -Eintrag"
+    assert find_spans(unmask("Zeile⦅1⦆", spans)) == find_spans("Zeile 36")
     assert mask("A ⦅1⦆ already.") == Masked("A ⦅1⦆ already.", ())  # left as it is
     many = mask(" ".join(str(n) for n in range(30)))
     assert len(many.spans) == MAX_SENTINELS and many.text.endswith(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import unicodedata
 from collections import Counter
 from dataclasses import dataclass
 
@@ -163,21 +164,72 @@ def mask(line: str) -> Masked:
     )
 
 
+# Scripts written without spaces between words: a span there may touch a word.
+_SPACELESS = (
+    "CJK",
+    "HIRAGANA",
+    "KATAKANA",
+    "HALFWIDTH KATAKANA",
+    "THAI",
+    "LAO",
+    "KHMER",
+    "MYANMAR",
+)
+_CONTEXT = 40  # characters either side that decide whether a span reads as itself
+
+
+def _may_space(char: str) -> bool:
+    """Whether a space may go beside `char`: not a space, not a script without spaces."""
+    return not char.isspace() and not unicodedata.name(char, "").startswith(_SPACELESS)
+
+
+def _reads_as_itself(before: str, text: str, after: str) -> bool:
+    """Whether `text` between `before` and `after` is found as one protected span, whole."""
+    return any(
+        span.start == len(before) and span.end == len(before) + len(text)
+        for span in find_spans(before + text + after)
+    )
+
+
+def _set_apart(before: str, text: str, after: str) -> str:
+    """`text` with the fewest spaces beside it that let it read as itself between `before` and
+    `after` (`Zeile36` → `Zeile 36`, `info@x.org-Eintrag` → `info@x.org -Eintrag`); as it is
+    where it does already, or where no space helps."""
+    if _reads_as_itself(before, text, after):
+        return text
+    lead = " " if before and _may_space(before[-1]) else ""
+    trail = " " if after and _may_space(after[0]) else ""
+    for left, right in ((lead, ""), ("", trail), (lead, trail)):
+        if (left or right) and _reads_as_itself(before + left, text, right + after):
+            return left + text + right
+    return text
+
+
 def unmask(translation: str, spans: tuple[str, ...]) -> str:
     """Each sentinel of `translation` replaced by its span (⦅k,⦆: a number's with "." and ","
-    swapped; a sentinel the line did not have, by nothing)."""
+    swapped; a sentinel the line did not have, by nothing). Each span read as itself in the
+    source; one the translation glued to a word so that it no longer does gets a space there
+    (`_set_apart`): `Zeile⦅1⦆` is `Zeile 36`, not `Zeile36`; `<b>fett` stays."""
     if "⦅" not in translation:
         return translation
-
-    def span_of(match: re.Match) -> str:
+    parts: list[tuple[str, bool]] = []  # text, and whether it is a span
+    end = 0
+    for match in _SENTINEL.finditer(translation):
+        parts.append((translation[end : match.start()], False))
         k = int(match.group(1))
-        if not 1 <= k <= len(spans):
-            return ""
-        span = spans[k - 1]
+        span = spans[k - 1] if 1 <= k <= len(spans) else ""
         is_number = PATTERNS["number"].fullmatch(span) is not None
-        return swapped(span) if match.group(2) and is_number else span
-
-    return _SENTINEL.sub(span_of, translation)
+        parts.append((swapped(span) if match.group(2) and is_number else span, True))
+        end = match.end()
+    parts.append((translation[end:], False))
+    parts = [(text, is_span) for text, is_span in parts if text]
+    written = ""
+    for index, (text, is_span) in enumerate(parts):
+        if is_span:
+            after = parts[index + 1][0][:_CONTEXT] if index + 1 < len(parts) else ""
+            text = _set_apart(written[-_CONTEXT:], text, after)
+        written += text
+    return written
 
 
 def mask_pair(source: str, target: str) -> tuple[str, str]:
