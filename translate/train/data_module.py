@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from functools import partial
 from itertools import chain, islice
 from pathlib import Path
+from typing import get_args
 
 import lightning as L
 import numpy as np
@@ -38,6 +39,7 @@ from translate.text.protected import SENTINEL_PIECES, hash_share, mask_pair
 from translate.text.vocab import (
     BOS_ID,
     EOS_ID,
+    PAD_ID,
     EmptyTextError,
     ModelType,
     Vocabularies,
@@ -45,7 +47,12 @@ from translate.text.vocab import (
 )
 from translate.train.directions import TaggedPairs, TemperatureBatchSampler
 from translate.train.encoded import EncodedPairs, cached_encoding
-from translate.train.token_batches import budget_batches
+from translate.train.token_batches import (
+    BatchShapeMode,
+    BatchShapes,
+    budget_batches,
+    padding_share,
+)
 
 
 class TokenBatchSampler(Sampler[list[int]]):
@@ -64,7 +71,8 @@ class TokenBatchSampler(Sampler[list[int]]):
     at the following batch of that epoch's order, so a run stopped mid-epoch carries on with
     exactly the data it would have seen.
 
-    `lengths` is an (N, 2) array-like of (source, target) lengths as they will be padded.
+    `lengths` is an (N, 2) array-like of (source, target) lengths as they will be padded;
+    `shapes`, fixed batch shapes that each batch must fit (`token_batches.BatchShapes`).
     """
 
     def __init__(
@@ -76,11 +84,12 @@ class TokenBatchSampler(Sampler[list[int]]):
         rank: int = 0,
         world_size: int = 1,
         equal_per_rank: bool = True,
+        shapes: BatchShapes | None = None,
     ) -> None:
         self.shuffle, self.seed, self.epoch, self._skip = shuffle, seed, 0, 0
         self.rank, self.world_size, self.equal_per_rank = rank, world_size, equal_per_rank
         lengths = np.asarray(lengths, dtype=np.int64).reshape(-1, 2)
-        self.batches: list[np.ndarray] = budget_batches(lengths, max_tokens, seed)
+        self.batches: list[np.ndarray] = budget_batches(lengths, max_tokens, seed, shapes)
         while equal_per_rank and len(self.batches) % world_size:
             if not self._split_largest():
                 raise ValueError(
@@ -165,14 +174,27 @@ class ResumableLoader(DataLoader):
         self.batch_sampler.load_state_dict(state)
 
 
-def collate(examples: list[tuple], tag_position: TagPosition = "source") -> dict:
+def _to_shape(ids: torch.Tensor, rows: int, length: int, first: int | None) -> torch.Tensor:
+    """`ids` in a PAD-filled (rows, length) tensor; the rows added begin with `first`, if any."""
+    out = torch.full((rows, length), PAD_ID, dtype=ids.dtype)
+    out[: ids.shape[0], : ids.shape[1]] = ids
+    if first is not None:
+        out[ids.shape[0] :, 0] = first
+    return out
+
+
+def collate(
+    examples: list[tuple], tag_position: TagPosition = "source", shapes: BatchShapes | None = None
+) -> dict:
     """Pad a list of examples: source ends in EOS; the decoder reads BOS+y and predicts y+EOS.
 
     An example is (source ids, target ids, reference or None[, tag id]). A many-to-many
     example's target-language tag goes before the source (`tag_position` "source") or takes
     BOS's place as the decoder's first token ("decoder").
     `tgt_tokens` (the predicted tokens, EOS included) is counted here, on the host, so the loss
-    normalisation never waits on the device for it.
+    normalisation never waits on the device for it. With `shapes`, both sides are padded to the
+    batch's fixed shape: the rows added read EOS and predict nothing (their targets are PAD,
+    which the loss leaves out), so the loss is the examples' own.
     """
     sources = [example[0] for example in examples]
     targets = [example[1] for example in examples]
@@ -192,6 +214,11 @@ def collate(examples: list[tuple], tag_position: TagPosition = "source") -> dict
         for row, tag in enumerate(tags):
             if tag is not None:
                 batch["tgt_in"][row, 0] = tag
+    if shapes is not None:
+        rows, length = shapes.shape(max(batch["src"].shape[1], batch["tgt_in"].shape[1]))
+        batch["src"] = _to_shape(batch["src"], rows, length, EOS_ID)
+        batch["tgt_in"] = _to_shape(batch["tgt_in"], rows, length, BOS_ID)
+        batch["tgt_out"] = _to_shape(batch["tgt_out"], rows, length, None)
     if examples and examples[0][2] is not None:
         batch["references"] = [example[2] for example in examples]
     return batch
@@ -293,6 +320,7 @@ class TranslationDataModule(L.LightningDataModule):
         loader_workers: int = 0,
         protect_spans: float = 0.0,
         split_digits: bool = False,
+        batch_shapes: BatchShapeMode = "auto",
     ) -> None:
         super().__init__()
         self.corpus_dir = Path(corpus_dir) if corpus_dir else BUNDLED_CORPUS
@@ -327,6 +355,12 @@ class TranslationDataModule(L.LightningDataModule):
                 f"protected spans become sentinels), got {protect_spans!r}"
             )
         self.protect_spans, self.split_digits = protect_spans, split_digits
+        if batch_shapes not in get_args(BatchShapeMode):
+            raise UsageError(
+                f"data.batch_shapes must be one of {', '.join(get_args(BatchShapeMode))}, "
+                f"got {batch_shapes!r}"
+            )
+        self.batch_shapes = batch_shapes
         self.splits = {"train": train_split, "dev": dev_split, "test": test_split}
         self.vocab_size, self.vocab_type, self.joint_vocab = vocab_size, vocab_type, joint_vocab
         self.max_tokens, self.max_length, self.max_length_ratio = (
@@ -547,10 +581,19 @@ class TranslationDataModule(L.LightningDataModule):
         )
         return lengths + [1 + (self.multilingual and self.lang_tag == "source"), 1]
 
-    def _sampler(self, split: str, shuffle: bool) -> Sampler:
+    def training_shapes(self, on_gpu: bool) -> BatchShapes | None:
+        """The training batches' fixed shapes (`data.batch_shapes`: `fixed`, or `auto` on a
+        GPU, where a step compiled or captured per shape pays), or None: each batch as long as
+        its longest pair."""
+        if self.batch_shapes == "exact" or (self.batch_shapes == "auto" and not on_gpu):
+            return None
+        return BatchShapes.for_lengths(self.max_tokens, int(self._lengths("train").max()))
+
+    def _sampler(self, split: str, shuffle: bool, shapes: BatchShapes | None = None) -> Sampler:
         """This rank's batches: training shards are equal in number, evaluation shards disjoint
         and complete (no padding samples, so every sentence is scored exactly once). A
-        many-to-many model's training batches are drawn by direction (`TemperatureBatchSampler`)."""
+        many-to-many model's training batches are drawn by direction (`TemperatureBatchSampler`).
+        `shapes`: the fixed shapes each batch must fit."""
         rank, world = (
             (self.trainer.global_rank, self.trainer.world_size) if self.trainer else (0, 1)
         )
@@ -564,6 +607,7 @@ class TranslationDataModule(L.LightningDataModule):
                 seed=self.seed,
                 rank=rank,
                 world_size=world,
+                shapes=shapes,
             )
         return TokenBatchSampler(
             lengths,
@@ -573,6 +617,7 @@ class TranslationDataModule(L.LightningDataModule):
             rank=rank,
             world_size=world,
             equal_per_rank=shuffle,
+            shapes=shapes,
         )
 
     def collate(self, examples: list) -> dict:
@@ -602,10 +647,14 @@ class TranslationDataModule(L.LightningDataModule):
     def train_dataloader(self) -> DataLoader:
         strategy = getattr(self.trainer, "strategy", None)
         on_gpu = strategy is not None and strategy.root_device.type == "cuda"
+        shapes = self.training_shapes(on_gpu)
+        sampler = self._sampler("train", True, shapes)
+        if (self.trainer.global_rank if self.trainer else 0) == 0:
+            print(f"translate-train: {self.describe_shapes(sampler, shapes)}", file=sys.stderr)
         loader = ResumableLoader(
             self.datasets["train"],
-            batch_sampler=self._sampler("train", True),
-            collate_fn=self.collate,
+            batch_sampler=sampler,
+            collate_fn=partial(collate, tag_position=self.lang_tag, shapes=shapes),
             num_workers=self.loader_workers,
             persistent_workers=self.loader_workers > 0,
             pin_memory=on_gpu,
@@ -613,6 +662,24 @@ class TranslationDataModule(L.LightningDataModule):
         if self.trainer is not None:
             loader.consumed = self._consumed_batches
         return loader
+
+    def describe_shapes(self, sampler: Sampler, shapes: BatchShapes | None) -> str:
+        """One line: the training batches' shapes and the share of their positions padded."""
+        lengths = self._lengths("train")
+        batches = sampler.batches  # a many-to-many model's: one list a direction
+        if batches and isinstance(batches[0], list):
+            batches = [batch for part in batches for batch in part]
+        padded = padding_share(lengths, batches, shapes)
+        if shapes is None:
+            return (
+                f"batch shapes exact (each batch as long as its longest pair; "
+                f"{padded:.1%} of positions padding; data.batch_shapes fixed pads to a few shapes)"
+            )
+        return (
+            f"batch shapes fixed ({len(shapes.lengths)} lengths from {shapes.lengths[0]} to "
+            f"{shapes.lengths[-1]} tokens, max_tokens // length rows; {padded:.1%} of positions "
+            f"padding, {padding_share(lengths, batches):.1%} exact)"
+        )
 
     def val_dataloader(self) -> DataLoader:
         return self._loader("dev", shuffle=False)

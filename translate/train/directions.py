@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch.utils.data import Sampler
 
-from translate.train.token_batches import budget_batches
+from translate.train.token_batches import BatchShapes, budget_batches
 
 
 def sampling_probabilities(sizes: Sequence[int], temperature: float) -> np.ndarray:
@@ -72,11 +72,12 @@ class TemperatureBatchSampler(Sampler[list[int]]):
         seed: int = 1,
         rank: int = 0,
         world_size: int = 1,
+        shapes: BatchShapes | None = None,
     ) -> None:
         self.seed, self.rank, self.world_size, self.epoch, self._skip = seed, rank, world_size, 0, 0
         offsets = np.cumsum([0] + [len(lengths) for lengths in part_lengths])
         self.batches = [
-            [batch + offsets[part] for batch in budget_batches(lengths, max_tokens, seed)]
+            [batch + offsets[part] for batch in budget_batches(lengths, max_tokens, seed, shapes)]
             for part, lengths in enumerate(part_lengths)
         ]
         self.probabilities = sampling_probabilities(

@@ -1,19 +1,75 @@
 """Token-budget batches: pairs sorted by length, cut greedily so no batch's padded size exceeds
-the budget (the longer side times the number of pairs)."""
+the budget (the longer side times the number of pairs); with `BatchShapes`, each batch padded to
+one of a few fixed shapes, so that a step compiled or captured for a shape is met again."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import bisect
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
+# data.batch_shapes: fixed shapes, each batch as long as its longest pair, or fixed on a GPU.
+BatchShapeMode = Literal["auto", "fixed", "exact"]
 
-def budget_bounds(longest_sorted: np.ndarray, max_tokens: int) -> Iterator[tuple[int, int]]:
-    """Greedy cut of a length-sorted sequence: each batch as long as its padded size fits."""
+# Fixed shapes' padded lengths: every multiple of LENGTH_QUANTUM up to LENGTH_LINEAR_UP_TO, then
+# steps of about LENGTH_GROWTH (rounded up to the quantum), so that a sentence pads by at most
+# a quantum or about a fifth of its length.
+LENGTH_QUANTUM = 8
+LENGTH_LINEAR_UP_TO = 64
+LENGTH_GROWTH = 1.25
+
+
+def length_steps(longest: int) -> tuple[int, ...]:
+    """The padded lengths a batch may take, the last of them at least `longest`."""
+    lengths = [LENGTH_QUANTUM]
+    while lengths[-1] < longest:
+        length = lengths[-1]
+        grown = length + LENGTH_QUANTUM
+        if length >= LENGTH_LINEAR_UP_TO:
+            grown = -(-int(length * LENGTH_GROWTH) // LENGTH_QUANTUM) * LENGTH_QUANTUM
+        lengths.append(grown)
+    return tuple(lengths)
+
+
+@dataclass(frozen=True)
+class BatchShapes:
+    """Fixed batch shapes under a token budget: a batch whose longest side (as padded) is n
+    takes the first of `lengths` at least n, and `max_tokens // length` rows (at least one);
+    rows it lacks are filled with pairs that the loss does not count (`train.data_module.collate`)."""
+
+    max_tokens: int
+    lengths: tuple[int, ...]
+
+    @classmethod
+    def for_lengths(cls, max_tokens: int, longest: int) -> BatchShapes:
+        return cls(max_tokens, length_steps(longest))
+
+    def length(self, longest: int) -> int:
+        index = bisect.bisect_left(self.lengths, longest)
+        if index == len(self.lengths):
+            raise ValueError(f"no batch shape holds {longest} tokens (at most {self.lengths[-1]})")
+        return self.lengths[index]
+
+    def rows(self, length: int) -> int:
+        return max(1, self.max_tokens // length)
+
+    def shape(self, longest: int) -> tuple[int, int]:
+        """(rows, length) of a batch whose longest side is `longest`."""
+        length = self.length(longest)
+        return self.rows(length), length
+
+
+def budget_bounds(
+    longest_sorted: np.ndarray, fits: Callable[[int, int], bool]
+) -> Iterator[tuple[int, int]]:
+    """Greedy cut of a length-sorted sequence: each batch as long as `fits(longest, count)`."""
     start, longest = 0, 0
     for position, length in enumerate(longest_sorted.tolist()):
         candidate = max(longest, length)
-        if position > start and candidate * (position - start + 1) > max_tokens:
+        if position > start and not fits(candidate, position - start + 1):
             yield start, position
             start, candidate = position, length
         longest = candidate
@@ -21,9 +77,12 @@ def budget_bounds(longest_sorted: np.ndarray, max_tokens: int) -> Iterator[tuple
         yield start, len(longest_sorted)
 
 
-def budget_batches(lengths: np.ndarray, max_tokens: int, seed: int) -> list[np.ndarray]:
+def budget_batches(
+    lengths: np.ndarray, max_tokens: int, seed: int, shapes: BatchShapes | None = None
+) -> list[np.ndarray]:
     """Batches (arrays of example indices) of an (N, 2) array of (source, target) lengths as
-    padded: sorted by target then source length, ties broken by a seeded shuffle."""
+    padded: sorted by target then source length, ties broken by a seeded shuffle; each holds at
+    most `max_tokens` padded positions, or with `shapes` at most the rows of its shape."""
     lengths = np.asarray(lengths, dtype=np.int64).reshape(-1, 2)
     longest = lengths.max(axis=1) if len(lengths) else np.zeros(0, np.int64)
     too_long = np.flatnonzero(longest > max_tokens)
@@ -34,4 +93,29 @@ def budget_batches(lengths: np.ndarray, max_tokens: int, seed: int) -> list[np.n
         )
     tiebreak = np.random.default_rng(seed).random(len(lengths))
     order = np.lexsort((tiebreak, lengths[:, 0], lengths[:, 1]))
-    return [order[a:b] for a, b in budget_bounds(longest[order], max_tokens)]
+
+    def fits(longest: int, count: int) -> bool:
+        if shapes is None:
+            return longest * count <= max_tokens
+        return count <= shapes.rows(shapes.length(longest))
+
+    return [order[a:b] for a, b in budget_bounds(longest[order], fits)]
+
+
+def padding_share(
+    lengths: np.ndarray, batches: list[np.ndarray], shapes: BatchShapes | None = None
+) -> float:
+    """The share of the batches' positions (source and target, as padded: each side to the
+    batch's longest of that side, or both to its fixed shape with its rows filled) that hold
+    padding."""
+    lengths = np.asarray(lengths, dtype=np.int64).reshape(-1, 2)
+    real, positions = 0, 0
+    for batch in batches:
+        longest = lengths[batch].max(axis=0)
+        if shapes is None:
+            positions += len(batch) * int(longest.sum())
+        else:
+            rows, length = shapes.shape(int(longest.max()))
+            positions += 2 * rows * length
+        real += int(lengths[batch].sum())
+    return 1 - real / positions if positions else 0.0
