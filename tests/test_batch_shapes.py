@@ -139,6 +139,11 @@ def test_the_shapes_are_fixed_where_asked_or_on_a_gpu(tmp_path):
     assert data["auto"].training_shapes(on_gpu=False) is None
     assert data["auto"].training_shapes(on_gpu=True) == data["fixed"].training_shapes(False)
     assert data["exact"].training_shapes(on_gpu=True) is None
+    default = TranslationDataModule(
+        corpus_dir=str(fixture), vocab_size=200, cache_dir=str(tmp_path)
+    )
+    default.setup("fit")
+    assert default.training_shapes(on_gpu=True) is None  # exact until measured on a GPU
     with pytest.raises(UsageError, match="data.batch_shapes must be one of auto, fixed, exact"):
         TranslationDataModule(corpus_dir=str(fixture), cache_dir=str(tmp_path), batch_shapes="x")
 

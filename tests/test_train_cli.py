@@ -180,6 +180,15 @@ def test_a_new_run_does_not_replace_a_checkpoint_of_other_data(trained, capfd):
         ),
         (["--ckpt_path", "missing.ckpt"], "--ckpt_path missing.ckpt: no such checkpoint file"),
         (["--data.corpus_dir", "tsv"], "tsv/train.en: no such file; "),
+        (
+            ["--model.step", "compiled"],
+            "model.step compiled: the batches have no fixed shapes (data.batch_shapes exact); "
+            "set data.batch_shapes fixed",
+        ),
+        (
+            ["--data.batch_shapes", "fixed", "--model.step", "compiled", "--model.compile", "true"],
+            "model.compile and model.step compiled both compile the training step",
+        ),
     ],
 )
 def test_bad_settings_are_one_line_errors(tmp_path, capfd, argv, message):

@@ -320,7 +320,7 @@ class TranslationDataModule(L.LightningDataModule):
         loader_workers: int = 0,
         protect_spans: float = 0.0,
         split_digits: bool = False,
-        batch_shapes: BatchShapeMode = "auto",
+        batch_shapes: BatchShapeMode = "exact",
     ) -> None:
         super().__init__()
         self.corpus_dir = Path(corpus_dir) if corpus_dir else BUNDLED_CORPUS
@@ -583,8 +583,8 @@ class TranslationDataModule(L.LightningDataModule):
 
     def training_shapes(self, on_gpu: bool) -> BatchShapes | None:
         """The training batches' fixed shapes (`data.batch_shapes`: `fixed`, or `auto` on a
-        GPU, where a step compiled or captured per shape pays), or None: each batch as long as
-        its longest pair."""
+        GPU, where a step compiled or captured per shape pays), or None (`exact`, the default
+        until a GPU has measured the fixed shapes): each batch as long as its longest pair."""
         if self.batch_shapes == "exact" or (self.batch_shapes == "auto" and not on_gpu):
             return None
         return BatchShapes.for_lengths(self.max_tokens, int(self._lengths("train").max()))

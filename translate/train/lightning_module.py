@@ -21,7 +21,7 @@ import os
 import sys
 import time
 from dataclasses import asdict
-from typing import Literal
+from typing import Literal, get_args
 
 import lightning as L
 import torch
@@ -35,6 +35,7 @@ from translate.errors import UsageError
 from translate.model.checkpoint import ARTIFACT_KEY
 from translate.model.transformer import ModelConfig, Transformer
 from translate.text.vocab import PAD_ID, Vocabularies
+from translate.train.compiled_step import CompiledLoss, StepMode, step_choice
 from translate.train.loss import batch_nll
 
 
@@ -155,6 +156,10 @@ class TranslationModule(L.LightningModule):
         fused_optimizer: the fused optimizer kernel (default: on a GPU, unless gradients are clipped
             under mixed precision, which Lightning cannot do for a fused optimizer).
         compile: torch.compile the model's forward pass (the training step; search is not compiled).
+        step: the training step's loss `compiled` once per batch shape (fixed batch shapes,
+            `data.batch_shapes`; CUDA graphs on a GPU: translate/train/compiled_step.py), or
+            `eager` (the default until a GPU has measured the compiled step); `auto` compiles
+            on CUDA where the batches have fixed shapes.
         training_attention: the `scaled_dot_product_attention` backend of the training steps:
             `default` (PyTorch's choice), or `math` (plain products and softmax, whose backward
             pass is faster than the CPU's fused kernel in bf16; validation and search unchanged).
@@ -181,6 +186,7 @@ class TranslationModule(L.LightningModule):
         compile: bool = False,
         loss_chunk: int | None = None,
         training_attention: Literal["default", "math"] = "default",
+        step: StepMode = "eager",
     ) -> None:
         super().__init__()
         if warmup_steps < 0:
@@ -214,6 +220,12 @@ class TranslationModule(L.LightningModule):
                 f"model.training_attention must be default or math, got {training_attention!r}"
             )
         self.training_attention = training_attention
+        if step not in get_args(StepMode):
+            raise UsageError(
+                f"model.step must be one of {', '.join(get_args(StepMode))}, got {step!r}"
+            )
+        self.step_mode = step
+        self._compiled_loss: CompiledLoss | None = None  # set in on_fit_start where chosen
         self.val_bleu_enabled = val_bleu
         self.run_config: str | None = None  # the resolved CLI config, set by the CLI
         self.target_tokens: list[int] | None = (
@@ -242,8 +254,37 @@ class TranslationModule(L.LightningModule):
             self.target_tokens = sorted(
                 {i for ids in self.target_tokens_by_language.values() for i in ids}
             )
+        self._compiled_loss = self._choose_step(datamodule)
         if self.trainer.is_global_zero:
             print(f"translate-train: model {self.summary()}", file=sys.stderr, flush=True)
+
+    def _choose_step(self, datamodule) -> CompiledLoss | None:
+        """The compiled step where `model.step` chooses one (`compiled_step.step_choice`),
+        with the choice printed; None for the eager step."""
+        on_gpu = self.device.type == "cuda"
+        shapes = (
+            datamodule.training_shapes(on_gpu) if hasattr(datamodule, "training_shapes") else None
+        )
+        choice = step_choice(self.step_mode, self.device.type, shapes and len(shapes.lengths))
+        if self.step_mode == "compiled" and not choice.compiled:
+            raise UsageError(f"model.step compiled: {choice.reason}; set data.batch_shapes fixed")
+        if choice.compiled and self.compile_model:
+            raise UsageError(
+                "model.compile and model.step compiled both compile the training step: "
+                "set model.compile false"
+            )
+        if self.trainer.is_global_zero:
+            kind = "compiled" if choice.compiled else "eager"
+            print(f"translate-train: training step {kind}: {choice.reason}", file=sys.stderr)
+        if not choice.compiled:
+            return None
+        return CompiledLoss(
+            self.model,
+            self.training_config["label_smoothing"],
+            self.loss_chunk,
+            self.device.type,
+            len(shapes.lengths),
+        )
 
     def summary(self) -> str:
         """One line: parameters (tied tensors counted once), tying, size, vocabulary."""
@@ -279,7 +320,10 @@ class TranslationModule(L.LightningModule):
         with attention_backend(
             self.training_attention
         ):  # chosen in the forward pass; backward follows it
-            nll = self.nll(batch, self.training_config["label_smoothing"])
+            if self._compiled_loss is not None:
+                nll = self._compiled_loss(batch)
+            else:
+                nll = self.nll(batch, self.training_config["label_smoothing"])
         self._update_nll = self._update_nll + nll.detach()
         self._update_tokens += batch["tgt_tokens"]
         self._window_tokens += batch["tgt_tokens"]

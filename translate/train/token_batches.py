@@ -11,7 +11,8 @@ from typing import Literal
 
 import numpy as np
 
-# data.batch_shapes: fixed shapes, each batch as long as its longest pair, or fixed on a GPU.
+# data.batch_shapes: fixed shapes, each batch as long as its longest pair (the default), or
+# fixed on a GPU only.
 BatchShapeMode = Literal["auto", "fixed", "exact"]
 
 # Fixed shapes' padded lengths: every multiple of LENGTH_QUANTUM up to LENGTH_LINEAR_UP_TO, then
