@@ -73,6 +73,13 @@ def test_the_dry_run_records_every_step_with_its_figures(dry_run):
             row["tokens_per_s"] > 0 and 0 < row["tflops"] / row["peak_tflops"] < 1
             for row in rows.values()
         )
+        # the fixed shapes, eager and with the step compiled once per shape (on the CPU here)
+        shaped = steps[gpu_report.training_step_name("tiny", size, shaped=True)]["result"]
+        rows = shaped["results"]["bf16"]
+        assert set(rows) == {"ours", "ours-postnorm", "marian", "ours-shaped", "ours-captured"}
+        assert all(
+            row["tokens_per_s"] > 0 and row["first_round_tokens_per_s"] > 0 for row in rows.values()
+        )
 
     converge = steps["converge"]["result"]
     assert [updates for updates, _ in converge["dev_bleu"]] == [4, 8] and converge["updates"] == 8
@@ -349,9 +356,19 @@ def test_a_report_of_the_other_kind_is_never_mixed_in(tmp_path):
 
 def test_the_gpu_plan_has_every_step_the_dry_run_proves_at_full_size():
     names = [step.name for step in gpu_report.steps(gpu_report.GPU)]
-    assert names[:3] == ["environment", "train-base-32k", "train-big-32k"]  # the most wanted first
+    # the most wanted first: the fixed shapes and the compiled step, then the other switches
+    assert names[:5] == [
+        "environment",
+        "train-shaped-base-32k",
+        "train-shaped-big-32k",
+        "train-base-32k",
+        "train-big-32k",
+    ]
     assert {
-        f"train-{config}-{size}k" for config in ("base", "big") for size in (8, 16, 32, 64)
+        f"train-{shaped}{config}-{size}k"
+        for shaped in ("", "shaped-")
+        for config in ("base", "big")
+        for size in (8, 16, 32, 64)
     } <= set(names)
     assert {
         "converge",

@@ -66,7 +66,11 @@ LABELS = {
     "ours-compiled": "ours, torch.compile (model.compile)",
     "ours-math": "ours, math attention (model.training_attention math)",
     "ours-unfused-adam": "ours, plain Adam (model.fused_optimizer false)",
+    "ours-shaped": "ours, fixed batch shapes (data.batch_shapes fixed)",
+    "ours-captured": "ours, fixed shapes + compiled step (model.step compiled; CUDA graphs on a GPU)",
 }
+# The rows trained on fixed-shape batches (the same pairs, cut and padded to the shapes).
+SHAPED = ("ours-shaped", "ours-captured")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -103,6 +107,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=None,
         help="the device's peak TFLOP/s in the benchmark's precision (default: measured on the "
         "CPU, the data sheet's for known GPUs)",
+    )
+    parser.add_argument(
+        "--fixed-shapes",
+        action="store_true",
+        help="add two rows: ours on fixed batch shapes (data.batch_shapes fixed), eager and with "
+        "the step compiled once per shape (model.step compiled); their TFLOP/s count the exact "
+        "batches' work per target token, not the padding",
     )
     parser.add_argument(
         "--loss-chunk",
@@ -153,6 +164,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         + (("ours-compiled",) if args.compile else ())
         + (("ours-math",) if args.math_attention else ())
         + (("ours-unfused-adam",) if args.unfused_adam else ())
+        + (SHAPED if args.fixed_shapes else ())
     )
     for precision in args.precisions:
         if precision not in ("fp32", "bf16"):
@@ -192,14 +204,17 @@ def read_config(path: Path) -> dict:
     }
 
 
-def load_batches(config: dict, count: int):
-    """The vocabulary and the first `count` batches of the shuffled first training epoch, each
-    with its target token count (counted here, so that the timed steps need no host sync)."""
+def load_batches(config: dict, count: int, fixed_shapes: bool = False):
+    """The vocabulary and the first `count` batches of the shuffled first training epoch (with
+    `fixed_shapes`, cut and padded to them), each with its target token count (counted here, so
+    that the timed steps need no host sync), and the number of shapes (0 without)."""
     from translate.text.vocab import PAD_ID
     from translate.train.data_module import TranslationDataModule
 
-    data = TranslationDataModule(**{"seed": config["seed"], **config["data"]})
+    shaping = {"batch_shapes": "fixed"} if fixed_shapes else {}
+    data = TranslationDataModule(**{"seed": config["seed"], **config["data"], **shaping})
     data.setup("fit")
+    shapes = data.training_shapes(on_gpu=False)
     batches = []
     for batch in data.train_dataloader():
         batches.append(
@@ -210,14 +225,20 @@ def load_batches(config: dict, count: int):
         )
         if len(batches) == count:
             break
-    return data.vocab, batches
+    return data.vocab, batches, len(shapes.lengths) if shapes else 0
 
 
 class Trainee:
     """One model with its optimizer and a training step on our batch format."""
 
     def __init__(
-        self, name: str, config: dict, vocab, device: torch.device, loss_chunk: int | None = None
+        self,
+        name: str,
+        config: dict,
+        vocab,
+        device: torch.device,
+        loss_chunk: int | None = None,
+        shapes: int = 0,
     ) -> None:
         from translate.export.huggingface import to_huggingface
         from translate.model.transformer import ModelConfig, Transformer
@@ -244,6 +265,13 @@ class Trainee:
         )
         self.label_smoothing = config["label_smoothing"]
         self.loss_chunk = loss_chunk if name == "ours-projected" else None
+        self.compiled = None
+        if name == "ours-captured":  # what model.step compiled does in training
+            from translate.train.compiled_step import CompiledLoss
+
+            self.compiled = CompiledLoss(
+                self.model, self.label_smoothing, None, device.type, max(shapes, 1)
+            )
 
     def step(self, batch: dict, precision: str) -> tuple[int, torch.Tensor]:
         """One update; returns the target tokens trained on and the loss, left on the device
@@ -268,6 +296,8 @@ class Trainee:
                     use_cache=False,
                 ).logits
                 nll = label_smoothed_nll(logits, batch["tgt_out"], self.label_smoothing)
+            elif self.compiled is not None:
+                nll = self.compiled(batch)
             else:
                 nll = batch_nll(self.model, batch, self.label_smoothing, self.loss_chunk)
         loss = nll / tokens
@@ -333,28 +363,40 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize()
 
 
-def time_models(args, config, vocab, batches, precision: str, device: torch.device) -> dict:
-    """Median target tokens/s of each model over interleaved rounds, and the first losses."""
-    trainees = {name: Trainee(name, config, vocab, device, args.loss_chunk) for name in args.models}
-    first_loss = {
-        name: trainee.step(batches[0], precision)[1].item() for name, trainee in trainees.items()
+def time_models(
+    args, config, vocab, batches, precision: str, device: torch.device, shaped=((), 0)
+) -> dict:
+    """Median target tokens/s of each model over interleaved rounds (the first round also apart:
+    the shapes met first), and the first losses. `shaped`: the fixed-shape batches and their
+    number of shapes, for the `SHAPED` rows."""
+    shaped_batches, shapes = shaped
+    trainees = {
+        name: Trainee(name, config, vocab, device, args.loss_chunk, shapes) for name in args.models
     }
-    for trainee in trainees.values():
+    batches_of = {name: shaped_batches if name in SHAPED else batches for name in args.models}
+    first_loss = {
+        name: trainee.step(batches_of[name][0], precision)[1].item()
+        for name, trainee in trainees.items()
+    }
+    for name, trainee in trainees.items():
         for index in range(1, args.warmup):
-            trainee.step(batches[index % len(batches)], precision)
+            trainee.step(batches_of[name][index % len(batches_of[name])], precision)
     flops = [batch_flops(config, vocab, batch) for batch in batches]
+    # The shaped rows' work: the exact batches' FLOPs per target token, padding not counted.
+    per_token = sum(flops) / sum(b["tokens"] for b in batches)
     rates: dict[str, list[float]] = {name: [] for name in args.models}
     flop_rates: dict[str, list[float]] = {name: [] for name in args.models}
     for round_index in range(args.rounds):
         shift = round_index % len(args.models)
         for name in args.models[shift:] + args.models[:shift]:
-            trainee, tokens, work = trainees[name], 0, 0
+            trainee, tokens, work, own = trainees[name], 0, 0, batches_of[name]
             synchronize(device)
             start = time.perf_counter()
             for step in range(args.steps):
-                index = (round_index * args.steps + step) % len(batches)
-                tokens += trainee.step(batches[index], precision)[0]
-                work += flops[index]
+                index = (round_index * args.steps + step) % len(own)
+                done = trainee.step(own[index], precision)[0]
+                tokens += done
+                work += done * per_token if name in SHAPED else flops[index]
             synchronize(device)
             elapsed = time.perf_counter() - start
             rates[name].append(tokens / elapsed)
@@ -369,6 +411,7 @@ def time_models(args, config, vocab, batches, precision: str, device: torch.devi
         name: {
             "label": LABELS[name],
             "tokens_per_s": statistics.median(rates[name]),
+            "first_round_tokens_per_s": rates[name][0],
             "rounds": rates[name],
             "tflops": statistics.median(flop_rates[name]) / 1e12,
             "flops_per_token": sum(flops) / tokens_total,
@@ -389,7 +432,7 @@ def memory_status() -> dict[str, float]:
 def memory_worker(args, config, name: str, precision: str) -> None:
     """In a fresh process: peak memory of training one model over all the batches; prints JSON."""
     device = torch.device(args.device)
-    vocab, batches = load_batches(config, args.batches)
+    vocab, batches, _ = load_batches(config, args.batches)
     batches = to_device(batches, device)
     gc.collect()
     before = memory_status()["VmRSS"]
@@ -449,8 +492,8 @@ def markdown(
     )
     lines = [
         f"| precision | model | parameters | target tokens/s{' per GPU' if device == 'cuda' else ''} (median) "
-        f"| vs Marian | model GFLOP per target token | TFLOP/s | MFU | {memory_column} | vs Marian |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        f"| first round | vs Marian | model GFLOP per target token | TFLOP/s | MFU | {memory_column} | vs Marian |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     key = "max_allocated_mib" if device == "cuda" else "added_rss_mib"
     for precision, rows in results.items():
@@ -475,6 +518,7 @@ def markdown(
             )
             lines.append(
                 f"| {precision} | {label} | {row['parameters']:,} | {row['tokens_per_s']:,.0f} "
+                f"| {row.get('first_round_tokens_per_s', float('nan')):,.0f} "
                 f"| {row['tokens_per_s'] / marian['tokens_per_s']:.2f}x | {row['flops_per_token'] / 1e9:.3f} "
                 f"| {row['tflops']:.3f} | {mfu} | {memory_text} | {memory_ratio} |"
             )
@@ -505,8 +549,12 @@ def main(argv: list[str] | None = None) -> int:
         memory_worker(args, config, *args.memory_worker)
         return 0
     device = torch.device(args.device)
-    vocab, batches = load_batches(config, args.batches)
+    vocab, batches, _ = load_batches(config, args.batches)
     batches = to_device(batches, device)
+    shaped = ((), 0)
+    if args.fixed_shapes:
+        _, shaped_batches, shapes = load_batches(config, args.batches, fixed_shapes=True)
+        shaped = (to_device(shaped_batches, device), shapes)
     tokens = [b["tokens"] for b in batches]
     print(
         f"{args.config}: {len(batches)} batches of at most {config['data'].get('max_tokens')} padded tokens, "
@@ -516,7 +564,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     results = {}
     for precision in args.precisions:
-        results[precision] = time_models(args, config, vocab, batches, precision, device)
+        results[precision] = time_models(args, config, vocab, batches, precision, device, shaped)
         peak, source = peak_tflops(args, device, precision)
         for row in results[precision].values():
             row["peak_tflops"], row["peak_source"] = peak, source
@@ -532,7 +580,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_memory:
         for precision in args.precisions:
             for name in args.models:
-                results[precision][name]["memory"] = measure_memory(args, name, precision)
+                if name not in SHAPED:  # measured on the exact batches only
+                    results[precision][name]["memory"] = measure_memory(args, name, precision)
     summary = {
         "config": str(args.config),
         "device": args.device,

@@ -249,18 +249,30 @@ def needs_device(context: Context) -> str:
     return ""
 
 
-def training_step_name(config: str, tokens: int) -> str:
-    return f"train-{config}-{size_label(tokens)}"
+def training_step_name(config: str, tokens: int, shaped: bool = False) -> str:
+    return f"train-{'shaped-' if shaped else ''}{config}-{size_label(tokens)}"
 
 
-def training_step(config: str, tokens: int) -> Step:
+def training_step(config: str, tokens: int, shaped: bool = False) -> Step:
     """Training throughput and MFU of ours against transformers' Marian on the same batches, each
-    speed switch a row of its own."""
+    speed switch a row of its own; `shaped`: the fixed batch shapes, eager and with the step
+    compiled once per shape (a step of its own: compiling every shape may take the whole cap)."""
 
-    name = training_step_name(config, tokens)
+    name = training_step_name(config, tokens, shaped)
 
     def plan(context: Context) -> list[Command]:
         scale = context.scale
+        switches = (
+            ("--fixed-shapes",)
+            if shaped
+            else (
+                "--compile",
+                "--loss-chunk",
+                str(scale.loss_chunk),
+                "--math-attention",
+                "--unfused-adam",
+            )
+        )
         argv = (
             PYTHON,
             str(SCRIPTS / "benchmark_train.py"),
@@ -274,11 +286,7 @@ def training_step(config: str, tokens: int) -> Step:
             "bf16",
             *scale.train_timing,
             "--no-memory",
-            "--compile",
-            "--loss-chunk",
-            str(scale.loss_chunk),
-            "--math-attention",
-            "--unfused-adam",
+            *switches,
             "--data",
             f"cache_dir={context.cache}",
             "--json",
@@ -288,7 +296,7 @@ def training_step(config: str, tokens: int) -> Step:
 
     def read(context: Context, directory: Path) -> dict:
         summary = json.loads((directory / "train.json").read_text())
-        return {**summary, "config": config, "max_tokens": tokens}
+        return {**summary, "config": config, "max_tokens": tokens, "shaped": shaped}
 
     return Step(name, "training", plan, read, needs_device)
 
@@ -573,6 +581,7 @@ def steps(scale: Scale) -> list[Step]:
     first, *rest = scale.batch_tokens
     return [
         environment_step(),
+        *(training_step(config, first, shaped=True) for config in scale.train_configs),
         *(training_step(config, first) for config in scale.train_configs),
         converge_step(),
         ctranslate2_step(),
@@ -580,6 +589,11 @@ def steps(scale: Scale) -> list[Step]:
         serving_step(),
         ddp_step(),
         *(training_step(config, tokens) for tokens in rest for config in scale.train_configs),
+        *(
+            training_step(config, tokens, shaped=True)
+            for tokens in rest
+            for config in scale.train_configs
+        ),
     ]
 
 

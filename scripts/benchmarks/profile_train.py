@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     config = read_config(args.config)
     if args.max_tokens:
         config["data"]["max_tokens"] = args.max_tokens
-    vocab, batches = load_batches(config, args.batches)
+    vocab, batches, _ = load_batches(config, args.batches)
     batches = to_device(batches, device)
     trainee = Trainee(args.model, config, vocab, device)
     for index in range(args.warmup):
