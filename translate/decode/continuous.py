@@ -91,8 +91,7 @@ class _CohortSearch:
         """The rows under the sentinel rule at this step (`steps`: each sentence's count)."""
         if self.rule is None:
             return None
-        left = (self.limits - steps - 1).repeat_interleave(self.beam)
-        return OwedSentinels(self.rule, self.remaining, left)
+        return self.rule.owed(self.remaining, self.limits, steps, self.beam)
 
     def _add(
         self,

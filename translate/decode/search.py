@@ -92,6 +92,14 @@ class SentinelRule:
         """(sentences, sentinels) bool: the sentinels each source (padded ids) holds."""
         return (src_ids[:, :, None] == self.source).any(dim=1)
 
+    def owed(
+        self, remaining: Tensor, limits: Tensor, steps: Tensor, rows_per_sentence: int
+    ) -> OwedSentinels:
+        """A step's rows under the rule: `remaining` per row, the length limits and the tokens
+        written so far per sentence, each sentence `rows_per_sentence` rows."""
+        left = (limits - steps - 1).repeat_interleave(rows_per_sentence)
+        return OwedSentinels(self, remaining, left)
+
     def written(self, remaining: Tensor, token: Tensor) -> Tensor:
         """What each row owes once it has written `token` ((rows,))."""
         hit = token[:, None] == self.target  # (rows, target ids)

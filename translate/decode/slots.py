@@ -38,7 +38,6 @@ from torch import Tensor
 from translate.decode.search import (
     NEVER_GENERATED,
     Hypothesis,
-    OwedSentinels,
     best_tokens,
     encode_by_length,
     extensions,
@@ -511,8 +510,8 @@ class SlotSearch:
         if self.greedy:
             scores = logits.float() + self.bias
             if self.rule is not None:
-                left = table.limit[:in_use] - step - 1
-                OwedSentinels(self.rule, table.remaining[:rows], left).restrict(scores)
+                limits = table.limit[:in_use]
+                self.rule.owed(table.remaining[:rows], limits, step, 1).restrict(scores)
             token = best_tokens(scores).masked_fill(at_limit, EOS_ID)
             if self.rule is not None:
                 table.remaining[:rows] = self.rule.written(table.remaining[:rows], token)
@@ -544,8 +543,7 @@ class SlotSearch:
         rows = in_use * beam
         owed = None
         if self.rule is not None:
-            left = (table.limit[:in_use] - step - 1).repeat_interleave(beam)
-            owed = OwedSentinels(self.rule, table.remaining[:rows], left)
+            owed = self.rule.owed(table.remaining[:rows], table.limit[:in_use], step, beam)
         chosen = extensions(logits, beam_lp, at_limit, beam, (), self.bias, owed)
         top_lp, top_beam = chosen.top_lp, chosen.top_beam
         live_lp, live_beam, live_token = chosen.live_lp, chosen.live_beam, chosen.live_token
