@@ -527,6 +527,13 @@ def main(argv: list[str] | None = None) -> int:
         help="a multi-way corpus (make corpus LANGS=...); built into OUT/corpus where it lacks a language",
     )
     parser.add_argument("--langs", nargs="+", default=["de", "ru", "ja", "zh-CN"])
+    parser.add_argument(
+        "--train-langs",
+        nargs="+",
+        default=None,
+        help="train only these of --langs now (the data stays the rows all of --langs have); "
+        "the others' finished runs are reported with --resume",
+    )
     parser.add_argument("--cells", nargs="+", choices=list(CELLS), default=list(CELLS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2])
     parser.add_argument(
@@ -557,6 +564,11 @@ def main(argv: list[str] | None = None) -> int:
         help="with --resume: the table of the runs finished so far, training none",
     )
     args = parser.parse_args(argv)
+    if args.train_langs and not set(args.train_langs) <= set(args.langs):
+        parser.error(
+            f"--train-langs {' '.join(args.train_langs)}: each must be one of --langs "
+            f"({' '.join(args.langs)})"
+        )
 
     from translate.text.corpus import read_lines
 
@@ -621,7 +633,7 @@ def main(argv: list[str] | None = None) -> int:
         ):
             results += json.loads(result_path.read_text())["rows"]
             continue
-        if args.report_only:
+        if args.report_only or (args.train_langs and lang not in args.train_langs):
             continue
         shutil.rmtree(run_dir, ignore_errors=True)
         run_dir.mkdir(parents=True)
