@@ -14,6 +14,7 @@ size nor content is the confound. Each language is trained in every cell, on eve
     none               joint vocabulary, no tie
     decoder            joint vocabulary, decoder input = pre-softmax
     all                joint vocabulary, three-way tie
+    src_tgt            joint vocabulary, encoder input = decoder input, the pre-softmax its own
     separate-decoder   one vocabulary per language, decoder tie (its softmax holds the target only)
     multilingual       one model en -> every language (target tags), joint vocabulary, three-way
                        tie, as many updates per language as a bilingual run
@@ -65,6 +66,7 @@ CELLS = {
     "none": {"model": {"model": {"tie_embeddings": "none"}}},
     "decoder": {"model": {"model": {"tie_embeddings": "decoder"}}},
     "all": {"model": {"model": {"tie_embeddings": "all"}}},
+    "src_tgt": {"model": {"model": {"tie_embeddings": "src_tgt"}}},
     "separate-decoder": {
         "model": {"model": {"tie_embeddings": "decoder"}},
         "data": {"joint_vocab": False},
