@@ -52,24 +52,39 @@ def expected_parameter_count(cfg: ModelConfig, src_vocab: int, tgt_vocab: int) -
     final_norms = 2 * layer_norm if cfg.norm_first else 0
     tie = cfg.tie_embeddings
     embeddings = src_vocab * d
-    if tie not in ("src_tgt", "all"):
+    if tie not in ("src_tgt", "all", "shared_rows"):
         embeddings += tgt_vocab * d
-    if tie not in ("decoder", "all"):
+    if tie not in ("decoder", "all", "shared_rows"):
         embeddings += tgt_vocab * d
+    if tie == "shared_rows":  # an input row and an output row for each target-only piece
+        embeddings += 2 * len(TARGET_ONLY) * d
     return encoder + decoder + final_norms + embeddings
+
+
+# The pieces only the target side uses, for `shared_rows` models of the 50-piece vocabulary.
+TARGET_ONLY = [7, 8, 20, 33, 49]
 
 
 def build(tie: str, norm: str = "pre-norm", vocab: int = 50) -> Transformer:
     cfg = ModelConfig(**{**CONFIGS[norm].__dict__, "tie_embeddings": tie})
-    return Transformer(cfg, vocab, vocab, shared_vocab=True)
+    rows = TARGET_ONLY if tie == "shared_rows" else None
+    return Transformer(cfg, vocab, vocab, shared_vocab=True, target_only_ids=rows)
 
 
 def tied_groups(model: Transformer) -> set[frozenset[str]]:
-    """Which of the three embedding places share storage."""
-    places = model.embedding_weights()
-    return {
-        frozenset(b for b in places if places[b].data_ptr() == places[a].data_ptr()) for a in places
+    """Which of the three embedding places share storage (a `shared_rows` place: the tied
+    Parameter it is computed from)."""
+
+    def stored(module) -> torch.Tensor:
+        if torch.nn.utils.parametrize.is_parametrized(module, "weight"):
+            return module.parametrizations["weight"].original
+        return module.weight
+
+    places = {
+        name: stored(getattr(model, name)).data_ptr()
+        for name in ("src_embed", "tgt_embed", "output")
     }
+    return {frozenset(b for b in places if places[b] == places[a]) for a in places}
 
 
 EXPECTED_GROUPS = {
@@ -77,6 +92,7 @@ EXPECTED_GROUPS = {
     "decoder": {frozenset({"src_embed"}), frozenset({"tgt_embed", "output"})},
     "src_tgt": {frozenset({"src_embed", "tgt_embed"}), frozenset({"output"})},
     "all": {frozenset({"src_embed", "tgt_embed", "output"})},
+    "shared_rows": {frozenset({"src_embed", "tgt_embed", "output"})},
 }
 
 

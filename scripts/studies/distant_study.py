@@ -15,6 +15,8 @@ size nor content is the confound. Each language is trained in every cell, on eve
     decoder            joint vocabulary, decoder input = pre-softmax
     all                joint vocabulary, three-way tie
     src_tgt            joint vocabulary, encoder input = decoder input, the pre-softmax its own
+    shared_rows        joint vocabulary, three-way tie but for the pieces only the target uses,
+                       whose decoder-input and output rows are their own
     separate-decoder   one vocabulary per language, decoder tie (its softmax holds the target only)
     multilingual       one model en -> every language (target tags), joint vocabulary, three-way
                        tie, as many updates per language as a bilingual run
@@ -67,6 +69,7 @@ CELLS = {
     "decoder": {"model": {"model": {"tie_embeddings": "decoder"}}},
     "all": {"model": {"model": {"tie_embeddings": "all"}}},
     "src_tgt": {"model": {"model": {"tie_embeddings": "src_tgt"}}},
+    "shared_rows": {"model": {"model": {"tie_embeddings": "shared_rows"}}},
     "separate-decoder": {
         "model": {"model": {"tie_embeddings": "decoder"}},
         "data": {"joint_vocab": False},

@@ -85,6 +85,7 @@ def report(translator, source_text: str | None = None, target_text: str | None =
             "tokens_used": tokens,
         },
         "direct_path_asymmetry": asymmetry(direct_path(model)),
+        "tie_choice": asdict(translator.tie_choice) if translator.tie_choice else None,
         "model_config": asdict(model.cfg),
         "training_config": translator.training_config,
         "run_config": translator.run_config,
@@ -92,6 +93,8 @@ def report(translator, source_text: str | None = None, target_text: str | None =
 
 
 def format_report(info: dict) -> str:
+    from translate.model.tying import TieChoice
+
     lines = [f"checkpoint: {info['checkpoint']}", "parameters (each stored tensor counted once):"]
     for component, count in info["parameters"].items():
         lines.append(f"  {component.replace('_', ' '):<14} {count:>14,}")
@@ -117,6 +120,13 @@ def format_report(info: dict) -> str:
             lines.append(f"  tokens used by {lang}: not recorded (give {option} to count them)")
     lines.append(
         f"direct path W_E A^T W_U^T: asymmetry ||M - M^T|| / ||M|| = {info['direct_path_asymmetry']:.4f}"
+    )
+    choice = info["tie_choice"]
+    lines.append(
+        f"tie: {TieChoice(**choice).describe()}"
+        if choice
+        else f"tie: tie_embeddings {info['model_config']['tie_embeddings']} (how it was chosen: "
+        "not saved)"
     )
     lines.append("model config:")
     lines += [f"  {key}: {value}" for key, value in info["model_config"].items()]

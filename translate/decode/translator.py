@@ -24,6 +24,7 @@ from translate.model.checkpoint import (
 from translate.model.packing import pack_linear_layers
 from translate.model.quantize import quantize_int8
 from translate.model.transformer import ModelConfig, Transformer
+from translate.model.tying import TieChoice
 from translate.text.protected import SENTINELS, SWAPPED_SENTINELS
 from translate.text.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocabularies
 
@@ -52,6 +53,7 @@ class Translator:
     path: str | None = None
     target_tokens_by_language: dict[str, list[int]] | None = None  # the same, per target language
     search: dict | None = None  # the search settings tuned for this model (translate-tune)
+    tie_choice: TieChoice | None = None  # the tie trained and what chose it (older: None)
     _data: tuple[str | None, dict] | None = field(
         default=None, init=False, repr=False, compare=False
     )
@@ -231,18 +233,21 @@ def load_translator(
     )
     if not weights:
         return _translator(ModelShape(*sizes), vocab, artifact, path)
-    model = Transformer(*sizes, shared_vocab=vocab.joint)
     state = {
         name.removeprefix("model."): value
         for name, value in checkpoint["state_dict"].items()
         if name.startswith("model.")
     }
     try:
+        model = Transformer(
+            *sizes, shared_vocab=vocab.joint, target_only_ids=Transformer.target_only_ids_of(state)
+        )
         model.load_state_dict(state, strict=True)
-    except RuntimeError as error:
+    except (RuntimeError, ValueError) as error:
         raise CheckpointError(
             f"{path}: weights do not match the saved architecture: {error}"
         ) from None
+    model.fold_target_rows()  # inference reads plain matrices, the same values
     model.to(device).eval()
     if quantize == "int8":
         model = quantize_int8(model)
@@ -276,4 +281,7 @@ def _translator(
         path=str(path),
         target_tokens_by_language=by_language,
         search=artifact.get(SEARCH_KEY) if isinstance(artifact.get(SEARCH_KEY), dict) else None,
+        tie_choice=TieChoice(**artifact["tie_choice"])
+        if isinstance(artifact.get("tie_choice"), dict)
+        else None,
     )

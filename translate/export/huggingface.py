@@ -75,22 +75,29 @@ def huggingface_architecture(model: Transformer) -> str:
         )
     if not cfg.norm_first:
         return "MarianMTModel"
-    if not TIE_MODES[cfg.tie_embeddings]["src_tgt"]:
+    if not exported_tie(cfg)["src_tgt"]:
         raise ExportError(
             f"a pre-norm model (norm_first: true) exports as PegasusForConditionalGeneration, "
             f"whose encoder and decoder always share one token embedding, but this model has "
-            f"tie_embeddings={cfg.tie_embeddings!r} (separate encoder and decoder embeddings). "
+            f"tie_embeddings={cfg.tie_embeddings!r} (encoder and decoder embeddings that differ). "
             "Pre-norm models export with tie_embeddings 'all' or 'src_tgt' only; post-norm "
             "models (MarianMTModel) export with every tie mode."
         )
     return "PegasusForConditionalGeneration"
 
 
+def exported_tie(cfg) -> dict[str, bool]:
+    """The ties the exported matrices keep: `shared_rows` leaves three matrices that differ in
+    the target-only rows, which transformers holds as an untied model's."""
+    tie = TIE_MODES[cfg.tie_embeddings]
+    return TIE_MODES["none"] if tie["target_rows_apart"] else tie
+
+
 def huggingface_config(model: Transformer, architecture: str):
     """The transformers config of the matching architecture (special ids, sizes, ReLU, scaling)."""
     transformers = _require_transformers()
     cfg = model.cfg
-    tie = TIE_MODES[cfg.tie_embeddings]
+    tie = exported_tie(cfg)
     common = dict(
         d_model=cfg.d_model,
         encoder_layers=cfg.encoder_layers,
@@ -173,7 +180,7 @@ def huggingface_state_dict(model: Transformer) -> dict[str, Tensor]:
 
     state["model.encoder.embed_tokens.weight"] = reads(model.src_embed.weight)
     state["model.decoder.embed_tokens.weight"] = reads(model.tgt_embed.weight)
-    if TIE_MODES[model.cfg.tie_embeddings]["src_tgt"]:
+    if exported_tie(model.cfg)["src_tgt"]:
         state["model.shared.weight"] = reads(model.src_embed.weight)
     state["lm_head.weight"] = reads(model.output.weight)
     return {name: value.detach().clone().contiguous() for name, value in state.items()}

@@ -149,7 +149,7 @@ def parameter_counts(model: nn.Module) -> dict[str, int]:
             counts[component] = counts.get(component, 0) + parameter.numel()
     counts["total"] = sum(counts.values())
     if isinstance(model, Transformer):
-        distinct = {_storage_key(w): w.numel() for w in model.embedding_weights().values()}
+        distinct = {_storage_key(w): w.numel() for w in model.embedding_parameters()}
         counts["in_embeddings"] = sum(distinct.values())
     return counts
 

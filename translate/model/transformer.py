@@ -15,16 +15,20 @@ from typing import Literal, Protocol
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.nn.utils import parametrize
 
-TieMode = Literal["none", "decoder", "src_tgt", "all"]
+TieMode = Literal["none", "decoder", "src_tgt", "all", "shared_rows"]
 
 # Which places share one matrix.  "decoder": decoder input = pre-softmax projection;
-# "src_tgt": encoder input = decoder input; "all": the three-way tie of Vaswani et al.
+# "src_tgt": encoder input = decoder input; "all": the three-way tie of Vaswani et al.;
+# "shared_rows": the three-way tie, but the pieces only the target side uses get decoder-input
+# and output rows of their own ("target_rows_apart"; `TargetRows`).
 TIE_MODES: dict[str, dict[str, bool]] = {
-    "none": {"src_tgt": False, "tgt_output": False},
-    "decoder": {"src_tgt": False, "tgt_output": True},
-    "src_tgt": {"src_tgt": True, "tgt_output": False},
-    "all": {"src_tgt": True, "tgt_output": True},
+    "none": {"src_tgt": False, "tgt_output": False, "target_rows_apart": False},
+    "decoder": {"src_tgt": False, "tgt_output": True, "target_rows_apart": False},
+    "src_tgt": {"src_tgt": True, "tgt_output": False, "target_rows_apart": False},
+    "all": {"src_tgt": True, "tgt_output": True, "target_rows_apart": False},
+    "shared_rows": {"src_tgt": True, "tgt_output": True, "target_rows_apart": True},
 }
 
 
@@ -43,8 +47,10 @@ class ModelConfig:
         activation_dropout: dropout after the feed-forward activation.
         norm_first: pre-norm layers (stable at high learning rates) instead of post-norm.
         tie_embeddings: which embedding matrices are one parameter: none, decoder (decoder input =
-            pre-softmax), src_tgt (encoder input = decoder input) or all (three-way; needs one
-            joint vocabulary).
+            pre-softmax), src_tgt (encoder input = decoder input), all (three-way; needs one
+            joint vocabulary), shared_rows (three-way, but the pieces only the target side of the
+            training data uses get decoder-input and output rows of their own), or, in
+            training, auto (chosen from the training data: `translate.model.tying`).
         max_positions: longest sequence the sinusoidal positions cover (data.max_length + 1 at least).
         share_layer_attention: one self-attention per stack and one cross-attention, used by every
             layer (ALBERT-style; for the tying study).
@@ -63,7 +69,7 @@ class ModelConfig:
     attention_dropout: float = 0.0
     activation_dropout: float = 0.0
     norm_first: bool = False
-    tie_embeddings: TieMode = "all"
+    tie_embeddings: TieMode | Literal["auto"] = "all"
     max_positions: int = 1024
     # Sharing beyond the embeddings, measured by scripts/studies/tying_study.py.  ALBERT-style: one
     # self-attention per stack and one cross-attention in the decoder, used by every layer.
@@ -77,9 +83,10 @@ class ModelConfig:
     embedding_adapter: bool = False
 
     def __post_init__(self) -> None:
-        if self.tie_embeddings not in TIE_MODES:
+        if self.tie_embeddings not in TIE_MODES and self.tie_embeddings != "auto":
             raise ValueError(
-                f"tie_embeddings must be one of {sorted(TIE_MODES)}, got {self.tie_embeddings!r}"
+                f"tie_embeddings must be one of {sorted([*TIE_MODES, 'auto'])}, "
+                f"got {self.tie_embeddings!r}"
             )
         if self.d_model % self.heads:
             raise ValueError(f"d_model ({self.d_model}) must be divisible by heads ({self.heads})")
@@ -347,6 +354,26 @@ class DecoderLayer(nn.Module):
         return self.ffn_block(x, self.ffn)
 
 
+class TargetRows(nn.Module):
+    """A parametrization of a tied matrix (`torch.nn.utils.parametrize`): the rows `ids` replaced
+    by rows of their own. Under `shared_rows` tying the decoder's input embedding and the output
+    projection are each the three-way tied matrix with the rows of the pieces only the target
+    side uses replaced, so those pieces have an input row and an output row apart while every
+    other piece keeps the one shared row. `ids` is a buffer: the checkpoint carries it."""
+
+    def __init__(self, ids: Tensor, d_model: int) -> None:
+        super().__init__()
+        self.register_buffer("ids", ids.long())
+        self.rows = nn.Parameter(torch.empty(len(ids), d_model))
+
+    def forward(self, weight: Tensor) -> Tensor:
+        return weight.index_copy(0, self.ids, self.rows)
+
+
+# Where `shared_rows`' target-only ids sit in a state dict (the decoder input's parametrization).
+TARGET_ROWS_KEY = "tgt_embed.parametrizations.weight.0.ids"
+
+
 class Transformer(nn.Module):
     """Encoder-decoder Transformer over token ids.
 
@@ -356,10 +383,25 @@ class Transformer(nn.Module):
     """
 
     def __init__(
-        self, cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int, shared_vocab: bool
+        self,
+        cfg: ModelConfig,
+        src_vocab_size: int,
+        tgt_vocab_size: int,
+        shared_vocab: bool,
+        target_only_ids: Sequence[int] | Tensor | None = None,
     ) -> None:
         super().__init__()
+        if cfg.tie_embeddings not in TIE_MODES:
+            raise ValueError(
+                f"tie_embeddings {cfg.tie_embeddings!r} must be resolved to one of "
+                f"{sorted(TIE_MODES)} before the model is built (translate.model.tying)"
+            )
         tie = TIE_MODES[cfg.tie_embeddings]
+        if tie["target_rows_apart"] and target_only_ids is None:
+            raise ValueError(
+                "tie_embeddings 'shared_rows' needs the ids of the pieces only the target side "
+                "uses (target_only_ids)"
+            )
         if tie["src_tgt"] and not shared_vocab:
             raise ValueError(
                 f"tie_embeddings={cfg.tie_embeddings!r} makes the encoder and decoder share one "
@@ -379,6 +421,13 @@ class Transformer(nn.Module):
         self.output = nn.Linear(cfg.d_model, tgt_vocab_size, bias=False)
         if tie["tgt_output"]:
             self.output.weight = self.tgt_embed.weight
+        if tie["target_rows_apart"]:
+            # modules of their own around the one tied Parameter, each parametrized apart
+            self.tgt_embed = nn.Embedding(tgt_vocab_size, cfg.d_model)
+            self.tgt_embed.weight = self.src_embed.weight
+            ids = torch.as_tensor(target_only_ids, dtype=torch.long)
+            for module in (self.tgt_embed, self.output):
+                parametrize.register_parametrization(module, "weight", TargetRows(ids, cfg.d_model))
         self.tgt_embed_adapter = (
             nn.Linear(cfg.d_model, cfg.d_model, bias=False) if cfg.embedding_adapter else None
         )
@@ -417,18 +466,50 @@ class Transformer(nn.Module):
                     nn.init.zeros_(module.bias)
         # Embeddings (and a tied output projection) N(0, d^-0.5): with the sqrt(d) scale the
         # input has unit variance and tied logits stay O(1).
-        for weight in self.embedding_weights().values():
+        for weight in self.embedding_parameters():
             nn.init.normal_(weight, mean=0.0, std=self.cfg.d_model**-0.5)
         if self.tgt_embed_adapter is not None:  # starts as the plain tied model
             nn.init.eye_(self.tgt_embed_adapter.weight)
 
-    def embedding_weights(self) -> dict[str, nn.Parameter]:
-        """The three embedding places; tied places map to the same Parameter."""
+    def embedding_weights(self) -> dict[str, Tensor]:
+        """The three embedding places; tied places map to the same Parameter (under
+        `shared_rows` the decoder input and output are computed from it: `TargetRows`)."""
         return {
             "src_embed": self.src_embed.weight,
             "tgt_embed": self.tgt_embed.weight,
             "output": self.output.weight,
         }
+
+    def embedding_parameters(self) -> list[nn.Parameter]:
+        """The Parameters the embedding places are made of, each once."""
+        found: dict[int, nn.Parameter] = {}
+        for module in (self.src_embed, self.tgt_embed, self.output):
+            if parametrize.is_parametrized(module, "weight"):
+                parametrization = module.parametrizations["weight"]
+                weights = [parametrization.original, parametrization[0].rows]
+            else:
+                weights = [module.weight]
+            for weight in weights:
+                found.setdefault(id(weight), weight)
+        return list(found.values())
+
+    @staticmethod
+    def target_only_ids_of(state_dict: dict[str, Tensor]) -> Tensor | None:
+        """`shared_rows`' target-only piece ids as a state dict (a checkpoint) holds them."""
+        return state_dict.get(TARGET_ROWS_KEY)
+
+    def fold_target_rows(self) -> None:
+        """Make `shared_rows`' computed decoder-input and output matrices plain Parameters of
+        the same values, so search reads them as it reads an untied model's (no copy per
+        step). For inference: after it, training would no longer keep the tie."""
+        for module in (self.tgt_embed, self.output):
+            if parametrize.is_parametrized(module, "weight"):
+                with torch.no_grad():
+                    weight = module.weight.clone()
+                # leave_parametrized=True would write the values into the one tied Parameter,
+                # the encoder's embedding included: put the original back, then replace it
+                parametrize.remove_parametrizations(module, "weight", leave_parametrized=False)
+                module.weight = nn.Parameter(weight)
 
     def _embed(
         self,

@@ -11,7 +11,7 @@ import random
 import sys
 import warnings
 from collections.abc import Callable, Iterator
-from functools import partial
+from functools import cached_property, partial
 from itertools import chain, islice
 from pathlib import Path
 from typing import get_args
@@ -45,6 +45,7 @@ from translate.text.vocab import (
     Vocabularies,
     language_tag,
 )
+from translate.text.vocab_overlap import PieceUse, ignored_pieces
 from translate.train.directions import TaggedPairs, TemperatureBatchSampler
 from translate.train.encoded import EncodedPairs, cached_encoding
 from translate.train.token_batches import (
@@ -559,6 +560,25 @@ class TranslationDataModule(L.LightningDataModule):
     def target_tokens(self) -> list[int]:
         """Ids that occur on the target side of the training data (saved for restricted decoding)."""
         return sorted({i for ids in self.target_tokens_by_language().values() for i in ids})
+
+    @cached_property
+    def piece_use(self) -> PieceUse | None:
+        """How often each piece occurs on each side of the training pairs (those the length
+        filter kept), special pieces, tags and sentinels left out: what `tie_embeddings: auto`
+        and `shared_rows` decide from (`translate.model.tying`). None with separate
+        vocabularies, whose ids are no common space."""
+        if not self.joint_vocab:
+            return None
+        if "train" not in self.datasets:
+            self.setup("fit")
+        train = self.datasets["train"]
+        size = len(self.vocab.target)
+        parts = train.parts if self.multilingual else [train]
+        return PieceUse.from_counts(
+            sum(part.source_token_counts(size) for part in parts),
+            sum(part.target_token_counts(size) for part in parts),
+            ignored_pieces(self.vocab.target, SENTINEL_PIECES),
+        )
 
     def target_tokens_by_language(self) -> dict[str, list[int]]:
         """Per target language, the ids its training targets use."""

@@ -125,8 +125,15 @@ class EncodedPairs:
     def target_token_counts(self, vocab_size: int) -> np.ndarray:
         """How often each id occurs on the target side of the pairs this view exposes (those
         the length filter kept, not every stored pair)."""
-        tokens = np.asarray(self.tgt_tokens)
-        starts, ends = self.tgt_offsets[self.index], self.tgt_offsets[self.index + 1]
+        return self._token_counts(self.tgt_tokens, self.tgt_offsets, vocab_size)
+
+    def source_token_counts(self, vocab_size: int) -> np.ndarray:
+        """The same for the source side."""
+        return self._token_counts(self.src_tokens, self.src_offsets, vocab_size)
+
+    def _token_counts(self, stored, offsets: np.ndarray, vocab_size: int) -> np.ndarray:
+        tokens = np.asarray(stored)
+        starts, ends = offsets[self.index], offsets[self.index + 1]
         # +1 where a kept pair's tokens start, -1 where they end: the running sum marks them.
         edges = np.zeros(len(tokens) + 1, dtype=np.int64)
         np.add.at(edges, starts, 1)

@@ -84,6 +84,8 @@ class TranslateCLI(LightningCLI):
         )
         # The model's embedding shapes come from the vocabulary the data module trains.
         parser.link_arguments("data.vocab", "model.vocab", apply_on="instantiate")
+        # tie_embeddings auto and shared_rows decide from how the training data uses it.
+        parser.link_arguments("data.piece_use", "model.piece_use", apply_on="instantiate")
         parser.set_defaults(
             {
                 # The batch sampler shards batches across ranks itself; Lightning must not wrap it

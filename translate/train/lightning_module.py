@@ -20,7 +20,7 @@ import math
 import os
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Literal, get_args
 
 import lightning as L
@@ -33,8 +33,10 @@ from translate.decode.engine import new_search
 from translate.decode.settings import SearchPlan
 from translate.errors import UsageError
 from translate.model.checkpoint import ARTIFACT_KEY
-from translate.model.transformer import ModelConfig, Transformer
+from translate.model.transformer import TIE_MODES, ModelConfig, Transformer
+from translate.model.tying import choose_tie
 from translate.text.vocab import PAD_ID, Vocabularies
+from translate.text.vocab_overlap import PieceUse
 from translate.train.compiled_step import CompiledLoss, StepMode, step_choice
 from translate.train.loss import batch_nll
 
@@ -140,7 +142,9 @@ class TranslationModule(L.LightningModule):
 
     Args:
         vocab: the SentencePiece vocabularies (set by the CLI from the data module).
-        model: the architecture.
+        model: the architecture (its tie_embeddings `auto` is resolved here: `tie_choice`).
+        piece_use: how the training data uses the joint vocabulary (set by the CLI from the data
+            module), which tie_embeddings `auto` and `shared_rows` decide from.
         lr: peak learning rate of Adam.
         warmup_steps: updates of linear warm-up to the peak (0: none).
         lr_schedule: inverse_sqrt (Vaswani et al.) or linear decay to 0 at trainer.max_steps.
@@ -172,6 +176,7 @@ class TranslationModule(L.LightningModule):
         self,
         vocab: Vocabularies,
         model: ModelConfig | None = None,
+        piece_use: PieceUse | None = None,
         lr: float = 7e-4,
         warmup_steps: int = 4000,
         lr_schedule: LrSchedule = "inverse_sqrt",
@@ -194,9 +199,25 @@ class TranslationModule(L.LightningModule):
                 f"model.warmup_steps must be 0 (no warm-up) or more, got {warmup_steps}"
             )
         self.vocab = vocab
-        self.model_config = model or ModelConfig()
+        asked = model or ModelConfig()
+        if asked.tie_embeddings in ("auto", "shared_rows") and vocab.joint and piece_use is None:
+            raise UsageError(
+                f"model.model.tie_embeddings {asked.tie_embeddings} decides from how the training "
+                "data uses the vocabulary, which this module was not given (piece_use)"
+            )
+        self.tie_choice = choose_tie(asked.tie_embeddings, piece_use if vocab.joint else None)
+        self.model_config = replace(asked, tie_embeddings=self.tie_choice.mode)
+        target_only = (
+            piece_use.target_only_ids()
+            if TIE_MODES[self.tie_choice.mode]["target_rows_apart"] and piece_use is not None
+            else None
+        )
         self.model = Transformer(
-            self.model_config, len(vocab.source), len(vocab.target), shared_vocab=vocab.joint
+            self.model_config,
+            len(vocab.source),
+            len(vocab.target),
+            shared_vocab=vocab.joint,
+            target_only_ids=target_only,
         )
         self.training_config = {
             "lr": lr,
@@ -298,7 +319,7 @@ class TranslationModule(L.LightningModule):
         )
         return (
             f"{counts['total']:,} parameters ({counts.get('in_embeddings', 0):,} in embeddings, "
-            f"tie_embeddings {cfg.tie_embeddings}), d_model {cfg.d_model}, "
+            f"{self.tie_choice.describe()}), d_model {cfg.d_model}, "
             f"{cfg.encoder_layers}+{cfg.decoder_layers} layers, vocabulary {vocab}"
         )
 
@@ -465,6 +486,7 @@ class TranslationModule(L.LightningModule):
             "src_vocab_size": self.model.src_vocab_size,
             "tgt_vocab_size": self.model.tgt_vocab_size,
             "vocab": self.vocab.state(),
+            "tie_choice": asdict(self.tie_choice),
             "training_config": self.training_config,
             "run_config": self.run_config,
             "target_tokens": self.target_tokens,
