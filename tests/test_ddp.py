@@ -217,3 +217,33 @@ def test_dev_batches_are_split_so_every_rank_scores_and_none_repeats():
         ]
         assert all(len(rank) >= 1 for rank in ranks)
         assert sorted(i for rank in ranks for batch in rank for i in batch) == list(range(6))
+
+
+def test_shared_rows_trains_alike_on_both_ranks_and_loads_for_translation(tmp_path):
+    """tie_embeddings shared_rows under DDP: the tied matrix and the rows apart are one set of
+    parameters, equal on both ranks after the steps, and the checkpoint loads for translation
+    with its rows apart folded into plain matrices."""
+    trainer = {
+        "devices": 2,
+        "strategy": "ddp",
+        "max_steps": 4,
+        "val_check_interval": 8,
+        "limit_val_batches": 1.0,
+        "num_sanity_val_steps": 0,
+    }
+    run_dir = tmp_path / "run"
+    config = overlay(run_dir, tmp_path / "cache", trainer)
+    result = train(config, "fit", "--model.model.tie_embeddings", "shared_rows", timeout=400)
+    assert "tie_embeddings shared_rows, " in result.stderr
+    params = [
+        torch.load(run_dir / f"record.rank{rank}.params.pt", weights_only=True) for rank in (0, 1)
+    ]
+    assert torch.equal(params[0], params[1]), "parameters differ between ranks"
+    translator = load_translator(run_dir / "checkpoints" / "last.ckpt")
+    model = translator.model
+    assert translator.tie_choice.mode == "shared_rows"
+    apart = translator.tie_choice.target_only_pieces
+    assert 0 < apart < len(translator.vocab.target)
+    differing = (model.tgt_embed.weight != model.src_embed.weight).any(-1)
+    assert int(differing.sum()) == apart  # exactly the target-only rows are the decoder's own
+    assert torch.equal(model.tgt_embed.weight[~differing], model.output.weight[~differing])

@@ -136,7 +136,8 @@ def test_progress_is_printed_as_lines_without_a_terminal_and_noise_is_silenced(t
     ]
     assert all(" · loss " in line and "tgt tok/s" in line and " · ETA " in line for line in lines)
     assert "translate-train: validation at step 20: bleu " in err
-    assert "translate-train: model 53," in err and "tie_embeddings all" in err
+    assert "translate-train: model 53," in err
+    assert "tie_embeddings auto → all (shared mass of the joint vocabulary 0." in err
     assert "checkpoint runs/tiny-corpus-xx-yy/checkpoints/last.ckpt" in err
     for noise in ("💡 Tip", "LeafSpec", "Total FLOPs", "not supported by the model summary"):
         assert noise not in err
@@ -327,3 +328,57 @@ def test_help_shows_descriptions_and_the_configs_values(capsys):
         in help_text
     )
     assert "--model.lr LR peak learning rate of Adam. (type: float, default: 0.002)" in help_text
+
+
+def test_auto_tie_is_chosen_from_the_data_printed_stored_and_inspected(tmp_path, capfd):
+    """A target in a script the source never uses: tie_embeddings auto (configs/tiny.yaml)
+    does not tie three ways, says why, and the checkpoint and translate-inspect keep it."""
+    from translate.cli import inspect as inspect_cli
+    from translate.model.tying import BELOW_THRESHOLD, SHARED_MASS_THRESHOLD
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for path in FIXTURE.iterdir():
+        split, lang = path.name.split(".")
+        text = path.read_text(encoding="utf-8")
+        if lang == "de":  # German's letters as CJK ideographs, written without spaces
+            text = "".join(chr(0x4E00 + ord(c)) if c.isalpha() else c for c in text if c != " ")
+        (corpus / f"{split}.{'xx' if lang == 'en' else 'zz'}").write_text(text, encoding="utf-8")
+    code, err = run_in(
+        tmp_path,
+        [
+            "fit",
+            "--config",
+            TINY,
+            "--data.corpus_dir",
+            "corpus",
+            "--data.src_lang",
+            "xx",
+            "--data.tgt_lang",
+            "zz",
+            "--data.cache_dir",
+            "cache",
+            "--trainer.max_steps",
+            "2",
+            "--trainer.val_check_interval",
+            "2",
+            "--tune_search",
+            "false",
+        ],
+        capfd,
+    )
+    assert code == 0, err[-2000:]
+    line = next(line for line in err.splitlines() if line.startswith("translate-train: model "))
+    assert f"tie_embeddings auto → {BELOW_THRESHOLD}" in line
+    checkpoint = tmp_path / "runs" / "tiny-corpus-xx-zz" / "checkpoints" / "last.ckpt"
+    artifact = torch.load(checkpoint, map_location="cpu", weights_only=True)[ARTIFACT_KEY]
+    choice = artifact["tie_choice"]
+    assert choice["asked"] == "auto" and choice["mode"] == BELOW_THRESHOLD
+    assert choice["threshold"] == SHARED_MASS_THRESHOLD
+    assert 0 <= choice["shared_mass"] < SHARED_MASS_THRESHOLD
+    assert f"{choice['shared_mass']:.3f} < {SHARED_MASS_THRESHOLD}" in line
+    assert artifact["model_config"]["tie_embeddings"] == BELOW_THRESHOLD
+    assert inspect_cli.main(["--checkpoint", str(checkpoint)]) == 0
+    shown = capfd.readouterr().out
+    assert f"tie: tie_embeddings auto → {BELOW_THRESHOLD}" in shown
+    assert f"{choice['shared_mass']:.3f} < {SHARED_MASS_THRESHOLD}" in shown

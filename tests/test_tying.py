@@ -603,3 +603,142 @@ def test_distant_pair_study_smoke_writes_the_table_and_plot(tmp_path):
     row = next(line for line in table.splitlines() if line.startswith("| ja | 1, 2 | BLEU |"))
     assert row.split(" | ")[3] == f"{gain:+.2f}" and ", p " in row
     assert (out / "results.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# --- shared_rows and tie_embeddings auto ------------------------------------------------------
+TARGET_ONLY = [5, 9, 17, 30, 44]
+
+
+def shared_rows_model(seed: int = 0) -> Transformer:
+    torch.manual_seed(seed)
+    model = Transformer(
+        config(tie_embeddings="shared_rows"), VOCAB, VOCAB, True, target_only_ids=TARGET_ONLY
+    )
+    with torch.no_grad():  # rows apart that differ from the shared ones they replace
+        for module in (model.tgt_embed, model.output):
+            module.parametrizations["weight"][0].rows.normal_(0.0, 1.0)
+    return model.eval()
+
+
+def untied_equivalent(model: Transformer) -> Transformer:
+    """An untied model holding, row by row, the matrices `shared_rows` means: the encoder's the
+    shared one, the decoder input's and the output's the shared one with the target-only rows
+    replaced by their own (written one row at a time, not through `TargetRows`)."""
+    plain = Transformer(config(tie_embeddings="none"), VOCAB, VOCAB, True).eval()
+    state = {
+        name: value
+        for name, value in model.state_dict().items()
+        if "parametrizations" not in name
+    }
+    shared = model.src_embed.weight.detach()
+    state["src_embed.weight"] = shared.clone()
+    for name, module in (("tgt_embed.weight", model.tgt_embed), ("output.weight", model.output)):
+        own = module.parametrizations["weight"][0].rows.detach()
+        matrix = shared.clone()
+        for k, piece in enumerate(TARGET_ONLY):
+            matrix[piece] = own[k]
+        state[name] = matrix
+    plain.load_state_dict(state, strict=True)
+    return plain
+
+
+@pytest.mark.numerical
+def test_shared_rows_computes_what_its_untied_equivalent_computes():
+    model = shared_rows_model()
+    plain = untied_equivalent(model)
+    src = torch.randint(4, VOCAB, (3, 7))
+    tgt = torch.tensor([TARGET_ONLY + [6, 7], [5, 6, 9, 10, 11, 30, 12], [20, 21, 44, 22, 23, 24, 25]])
+    expected = plain(src, tgt, PAD_ID)
+    assert torch.equal(model(src, tgt, PAD_ID), expected)
+    encoder_rows = model.src_embed.weight.detach().clone()
+    model.fold_target_rows()  # inference's plain matrices: the same values, the encoder's kept
+    assert torch.equal(model(src, tgt, PAD_ID), expected)
+    assert torch.equal(model.src_embed.weight, encoder_rows)
+    assert model.tgt_embed.weight.data_ptr() != model.src_embed.weight.data_ptr()
+
+
+def test_shared_rows_keeps_one_shared_matrix_through_loading_and_a_step():
+    model = shared_rows_model()
+    state = model.state_dict()
+    assert torch.equal(Transformer.target_only_ids_of(state), torch.tensor(TARGET_ONLY))
+    reloaded = Transformer(
+        model.cfg, VOCAB, VOCAB, True, target_only_ids=Transformer.target_only_ids_of(state)
+    )
+    reloaded.load_state_dict(state, strict=True)
+    shared = reloaded.src_embed.weight
+    for module in (reloaded.tgt_embed, reloaded.output):
+        assert module.parametrizations["weight"].original is shared
+    optimizer = torch.optim.Adam(reloaded.parameters(), lr=0.1)
+    src = torch.tensor([[4, 6, 7, 8, 3]])  # no target-only piece on the source side
+    tgt = torch.tensor([[2, 5, 9, 6]])
+    reloaded.train()(src, tgt, PAD_ID).logsumexp(-1).sum().backward()
+    # target-only pieces reach the shared matrix only through the encoder, which never read them
+    assert torch.count_nonzero(shared.grad[TARGET_ONLY]) == 0
+    assert torch.count_nonzero(shared.grad[[4, 6, 7, 8]]) > 0
+    for module in (reloaded.tgt_embed, reloaded.output):
+        assert torch.count_nonzero(module.parametrizations["weight"][0].rows.grad) > 0
+    optimizer.step()
+    assert reloaded.tgt_embed.parametrizations["weight"].original is reloaded.src_embed.weight
+    assert parameter_counts(reloaded)["in_embeddings"] == (VOCAB + 2 * len(TARGET_ONLY)) * 16
+
+
+def test_shared_rows_needs_its_target_only_pieces():
+    with pytest.raises(ValueError, match="needs the ids of the pieces only the target side uses"):
+        Transformer(config(tie_embeddings="shared_rows"), VOCAB, VOCAB, True)
+    with pytest.raises(ValueError, match="must be resolved"):
+        Transformer(config(tie_embeddings="auto"), VOCAB, VOCAB, True)
+
+
+def test_piece_use_against_counting_by_hand():
+    from translate.text.vocab_overlap import PieceClass, PieceUse
+
+    pairs = [([4, 5, 5, 6], [6, 7, 7, 7]), ([5, 8], [9, 6, 3]), ([1, 4], [4, 2])]
+    use = PieceUse.count(pairs, 12, ignored=[1, 2, 3])
+    source = Counter(i for s, _ in pairs for i in s if i > 3)
+    target = Counter(i for _, t in pairs for i in t if i > 3)
+    s_total, t_total = sum(source.values()), sum(target.values())
+    by_hand = sum(min(source[i] / s_total, target[i] / t_total) for i in range(12))
+    assert math.isclose(use.shared_mass(), by_hand, rel_tol=1e-12)
+    assert use.target_only_ids().tolist() == [7, 9]
+    assert [PieceClass(c) for c in use.classes()[4:10]] == [
+        PieceClass.BOTH,
+        PieceClass.SOURCE_ONLY,
+        PieceClass.BOTH,
+        PieceClass.TARGET_ONLY,
+        PieceClass.SOURCE_ONLY,
+        PieceClass.TARGET_ONLY,
+    ]
+    source_share, target_share = use.mass_on(PieceClass.BOTH)
+    assert math.isclose(source_share, (source[4] + source[6]) / s_total)
+    assert math.isclose(target_share, (target[4] + target[6]) / t_total)
+
+
+def other_script(line: str) -> str:
+    """The line's letters written in a script no Latin text uses (CJK ideographs, one per
+    letter), without spaces, as Chinese and Japanese are written; digits and punctuation kept."""
+    return "".join(chr(0x4E00 + ord(c)) if c.isalpha() else c for c in line if c != " ")
+
+
+@pytest.mark.parametrize("script", ["latin", "disjoint"])
+def test_auto_ties_three_ways_where_the_sides_share_pieces_and_not_where_they_do_not(script):
+    from translate.model.tying import BELOW_THRESHOLD, SHARED_MASS_THRESHOLD, choose_tie
+    from translate.text.vocab import train_sentencepiece
+    from translate.text.vocab_overlap import PieceUse, ignored_pieces
+
+    fixture = REPO / "tests" / "fixtures" / "libreoffice_small"
+    english = fixture.joinpath("train.en").read_text(encoding="utf-8").splitlines()
+    german = fixture.joinpath("train.de").read_text(encoding="utf-8").splitlines()
+    target = german if script == "latin" else [other_script(line) for line in german]
+    joint = train_sentencepiece(english + target, 400)
+    use = PieceUse.count(
+        zip(joint.encode(english), joint.encode(target)), len(joint), ignored_pieces(joint)
+    )
+    choice = choose_tie("auto", use)
+    assert choice.shared_mass == use.shared_mass()
+    if script == "latin":
+        assert choice.shared_mass >= SHARED_MASS_THRESHOLD and choice.mode == "all"
+    else:
+        assert choice.shared_mass < SHARED_MASS_THRESHOLD and choice.mode == BELOW_THRESHOLD
+    assert f"{choice.shared_mass:.3f}" in choice.describe()
+    assert choose_tie("auto", None).mode == "none"  # separate vocabularies
+    assert choose_tie("decoder", use).mode == "decoder"

@@ -129,11 +129,15 @@ def repetition(vocab, hypotheses: list[str]) -> dict:
 
 
 def run_measures(run_dir: Path, lang: str, split: dict, sources, references) -> dict:
+    import torch
+
     from translate.decode.translator import load_translator
+    from translate.model.analysis import direct_path, self_preference
     from translate.text.corpus import read_lines
     from translate.text.vocab_overlap import PieceClass
 
     translator = load_translator(run_dir / "checkpoints" / "last.ckpt")
+    used = torch.from_numpy(np.flatnonzero(split["target_counts"]))
     ids, losses = reference_losses(translator, sources, references)
     classes, counts = split["classes"][ids], split["target_counts"][ids]
     by_class = {
@@ -154,7 +158,9 @@ def run_measures(run_dir: Path, lang: str, split: dict, sources, references) -> 
         "by_class": by_class,
         "by_band": by_band,
         "length_ratio": characters(hypotheses) / max(characters(references), 1),
+        "self_preference": self_preference(direct_path(translator.model), used),
         **repetition(translator.vocab.target, hypotheses),
+        "reference": repetition(translator.vocab.target, references),
     }
 
 
@@ -196,8 +202,8 @@ def markdown(splits: list[dict], runs: dict) -> str:
         "",
         "| language | seed | cell | test loss | target-only pieces | shared pieces | EOS | "
         "rare (<10) | 10-99 | 100-999 | frequent | output/reference length | repeated piece | "
-        "outputs repeating a 4-gram |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "outputs repeating a 4-gram | direct path prefers the token itself |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
 
     def mean(pair):
@@ -211,13 +217,21 @@ def markdown(splits: list[dict], runs: dict) -> str:
             f"{mean(c['both'])} | {mean(c['eos'])} | "
             + " | ".join(mean(v) for v in b.values())
             + f" | {m['length_ratio']:.3f} | {m['repeated_piece']:.2%} | "
-            f"{m['repeated_4gram_outputs']:.1%} |"
+            f"{m['repeated_4gram_outputs']:.1%} | {m['self_preference']:.1%} |"
+        )
+    for lang in sorted({k[0] for k in runs}):
+        reference = next(m["reference"] for k, m in runs.items() if k[0] == lang)
+        lines.append(
+            f"| {lang} | | references | | | | | | | | | 1.000 | "
+            f"{reference['repeated_piece']:.2%} | {reference['repeated_4gram_outputs']:.1%} | |"
         )
     lines += [
         "",
         "Test loss: mean cross-entropy (nats) of the reference tokens, teacher-forced; in "
         "brackets the tokens of each class. Frequency bands count a piece's occurrences on the "
-        "target side of the training data.",
+        "target side of the training data. Repeated piece: the share of output pieces equal to "
+        "the piece before; direct path: the share of the target's pieces whose row of "
+        "W_E W_U^T is largest on the piece itself (`translate.model.analysis.self_preference`).",
     ]
     lines += [
         "",

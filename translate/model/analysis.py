@@ -47,6 +47,16 @@ def direct_path(model: Transformer) -> Tensor:
     return embedding @ model.output.weight.detach().float().T
 
 
+def self_preference(matrix: Tensor, rows: Tensor | None = None) -> float:
+    """The share of `rows` (default all) whose largest entry of M is on the diagonal: input
+    tokens whose direct path scores themselves as the next token above every other. With a
+    tied decoder M = W_E W_E^T, whose diagonal |e_a|^2 bounds each row where the norms are
+    alike (Cauchy-Schwarz): a pull towards repeating the token just read."""
+    chosen = torch.arange(matrix.shape[0]) if rows is None else rows
+    best = matrix[chosen].argmax(dim=1)
+    return float((best == chosen).double().mean())
+
+
 def asymmetry(matrix: Tensor) -> float:
     """||M - M^T||_F / ||M||_F: 0 for a symmetric M, 2 for an antisymmetric one."""
     matrix = matrix.double()
