@@ -67,6 +67,28 @@ def trained(tmp_path_factory):
     return root
 
 
+def fit_on(corpus: str, src: str, tgt: str, steps: int) -> list[str]:
+    """`translate-train fit` of configs/tiny.yaml on `corpus` for `steps` updates, validated at
+    the end, its cache in ./cache."""
+    return [
+        "fit",
+        "--config",
+        TINY,
+        "--data.corpus_dir",
+        corpus,
+        "--data.src_lang",
+        src,
+        "--data.tgt_lang",
+        tgt,
+        "--data.cache_dir",
+        "cache",
+        "--trainer.max_steps",
+        str(steps),
+        "--trainer.val_check_interval",
+        str(steps),
+    ]
+
+
 def run_in(directory: Path, argv: list[str], capfd) -> tuple[int, str]:
     cwd = os.getcwd()
     os.chdir(directory)
@@ -102,31 +124,9 @@ def test_files_get_the_users_permissions(trained):
 
 def test_progress_is_printed_as_lines_without_a_terminal_and_noise_is_silenced(tmp_path, capfd):
     languages_xx_yy(tmp_path / "corpus")
-    code, err = run_in(
-        tmp_path,
-        [
-            "fit",
-            "--config",
-            TINY,
-            "--data.corpus_dir",
-            "corpus",
-            "--data.src_lang",
-            "xx",
-            "--data.tgt_lang",
-            "yy",
-            "--data.cache_dir",
-            "cache",
-            "--trainer.max_steps",
-            "20",
-            "--trainer.log_every_n_steps",
-            "10",
-            "--trainer.val_check_interval",
-            "20",
-            "--trainer.enable_progress_bar",
-            "null",
-        ],
-        capfd,
-    )
+    argv = fit_on("corpus", "xx", "yy", steps=20)
+    argv += ["--trainer.log_every_n_steps", "10", "--trainer.enable_progress_bar", "null"]
+    code, err = run_in(tmp_path, argv, capfd)
     assert code == 0, err
     assert "translate-train: run directory runs/tiny-corpus-xx-yy" in err
     lines = [line for line in err.splitlines() if line.startswith("translate-train: step ")]
@@ -344,29 +344,8 @@ def test_auto_tie_is_chosen_from_the_data_printed_stored_and_inspected(tmp_path,
         if lang == "de":  # German's letters as CJK ideographs, written without spaces
             text = "".join(chr(0x4E00 + ord(c)) if c.isalpha() else c for c in text if c != " ")
         (corpus / f"{split}.{'xx' if lang == 'en' else 'zz'}").write_text(text, encoding="utf-8")
-    code, err = run_in(
-        tmp_path,
-        [
-            "fit",
-            "--config",
-            TINY,
-            "--data.corpus_dir",
-            "corpus",
-            "--data.src_lang",
-            "xx",
-            "--data.tgt_lang",
-            "zz",
-            "--data.cache_dir",
-            "cache",
-            "--trainer.max_steps",
-            "2",
-            "--trainer.val_check_interval",
-            "2",
-            "--tune_search",
-            "false",
-        ],
-        capfd,
-    )
+    argv = fit_on("corpus", "xx", "zz", steps=2) + ["--tune_search", "false"]
+    code, err = run_in(tmp_path, argv, capfd)
     assert code == 0, err[-2000:]
     line = next(line for line in err.splitlines() if line.startswith("translate-train: model "))
     assert f"tie_embeddings auto → {BELOW_THRESHOLD}" in line
@@ -382,3 +361,12 @@ def test_auto_tie_is_chosen_from_the_data_printed_stored_and_inspected(tmp_path,
     shown = capfd.readouterr().out
     assert f"tie: tie_embeddings auto → {BELOW_THRESHOLD}" in shown
     assert f"{choice['shared_mass']:.3f} < {SHARED_MASS_THRESHOLD}" in shown
+    # resumed with a tie that builds other matrices: one line naming the flag, not a size mismatch
+    argv = fit_on("corpus", "xx", "zz", steps=4)
+    argv += ["--model.model.tie_embeddings", "all", "--ckpt_path", str(checkpoint)]
+    code, err = run_in(tmp_path, argv, capfd)
+    assert code != 0
+    assert (
+        f"the checkpoint was trained with tie_embeddings {BELOW_THRESHOLD}, but this run builds "
+        f"tie_embeddings all; resume with --model.model.tie_embeddings {BELOW_THRESHOLD}"
+    ) in err

@@ -626,9 +626,7 @@ def untied_equivalent(model: Transformer) -> Transformer:
     replaced by their own (written one row at a time, not through `TargetRows`)."""
     plain = Transformer(config(tie_embeddings="none"), VOCAB, VOCAB, True).eval()
     state = {
-        name: value
-        for name, value in model.state_dict().items()
-        if "parametrizations" not in name
+        name: value for name, value in model.state_dict().items() if "parametrizations" not in name
     }
     shared = model.src_embed.weight.detach()
     state["src_embed.weight"] = shared.clone()
@@ -647,7 +645,9 @@ def test_shared_rows_computes_what_its_untied_equivalent_computes():
     model = shared_rows_model()
     plain = untied_equivalent(model)
     src = torch.randint(4, VOCAB, (3, 7))
-    tgt = torch.tensor([TARGET_ONLY + [6, 7], [5, 6, 9, 10, 11, 30, 12], [20, 21, 44, 22, 23, 24, 25]])
+    tgt = torch.tensor(
+        [TARGET_ONLY + [6, 7], [5, 6, 9, 10, 11, 30, 12], [20, 21, 44, 22, 23, 24, 25]]
+    )
     expected = plain(src, tgt, PAD_ID)
     assert torch.equal(model(src, tgt, PAD_ID), expected)
     encoder_rows = model.src_embed.weight.detach().clone()

@@ -500,6 +500,13 @@ class TranslationModule(L.LightningModule):
         self.target_tokens_by_language = artifact.get(
             "target_tokens_by_language", self.target_tokens_by_language
         )
+        trained_tie = artifact.get("model_config", {}).get("tie_embeddings")
+        if trained_tie is not None and trained_tie != self.model_config.tie_embeddings:
+            raise UsageError(
+                f"the checkpoint was trained with tie_embeddings {trained_tie}, but this run "
+                f"builds {self.tie_choice.describe()}; resume with "
+                f"--model.model.tie_embeddings {trained_tie}"
+            )
         saved = artifact.get("vocab")
         if saved is not None and saved != self.vocab.state():
             raise ValueError(
