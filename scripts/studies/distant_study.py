@@ -17,6 +17,8 @@ size nor content is the confound. Each language is trained in every cell, on eve
     src_tgt            joint vocabulary, encoder input = decoder input, the pre-softmax its own
     shared_rows        joint vocabulary, three-way tie but for the pieces only the target uses,
                        whose decoder-input and output rows are their own
+    all+adapter        joint vocabulary, three-way tie, a learned map between the decoder's input
+                       embedding and its first layer (an asymmetric direct path)
     separate-decoder   one vocabulary per language, decoder tie (its softmax holds the target only)
     multilingual       one model en -> every language (target tags), joint vocabulary, three-way
                        tie, as many updates per language as a bilingual run
@@ -70,6 +72,7 @@ CELLS = {
     "all": {"model": {"model": {"tie_embeddings": "all"}}},
     "src_tgt": {"model": {"model": {"tie_embeddings": "src_tgt"}}},
     "shared_rows": {"model": {"model": {"tie_embeddings": "shared_rows"}}},
+    "all+adapter": {"model": {"model": {"tie_embeddings": "all", "embedding_adapter": True}}},
     "separate-decoder": {
         "model": {"model": {"tie_embeddings": "decoder"}},
         "data": {"joint_vocab": False},
