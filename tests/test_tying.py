@@ -742,3 +742,19 @@ def test_auto_ties_three_ways_where_the_sides_share_pieces_and_not_where_they_do
     assert f"{choice.shared_mass:.3f}" in choice.describe()
     assert choose_tie("auto", None).mode == "none"  # separate vocabularies
     assert choose_tie("decoder", use).mode == "decoder"
+
+
+def test_self_preference_against_a_loop_and_for_a_tied_path():
+    from translate.model.analysis import self_preference
+
+    torch.manual_seed(3)
+    matrix = torch.randn(30, 30)
+    matrix[[2, 7, 11], [2, 7, 11]] = 100.0  # three rows that prefer themselves for certain
+    by_loop = sum(max(range(30), key=lambda b: matrix[a, b]) == a for a in range(30)) / 30
+    assert self_preference(matrix) == by_loop
+    rows = torch.tensor([2, 7, 11, 12])
+    chosen = sum(max(range(30), key=lambda b: matrix[a, b]) == a for a in rows.tolist()) / 4
+    assert self_preference(matrix, rows) == chosen
+    # a tied direct path W_E W_E^T with rows of one length: every token prefers itself
+    embedding = torch.nn.functional.normalize(torch.randn(40, 16), dim=1)
+    assert self_preference(embedding @ embedding.T) == 1.0
