@@ -55,6 +55,7 @@ from tying_study import (  # noqa: E402
     p_values,
     paired_tests,
     train,
+    trained_parameter_counts,
 )
 
 from translate.decode.settings import SearchSettings  # noqa: E402
@@ -250,14 +251,14 @@ def evaluate(
     """One row per target language the run's model translates into."""
     from translate.decode.pipeline import translate_lines
     from translate.decode.translator import load_translator
-    from translate.model.analysis import asymmetry, direct_path, parameter_counts
+    from translate.model.analysis import asymmetry, direct_path
     from translate.model.checkpoint import read_checkpoint
     from translate.score.metrics import corpus_scores
     from translate.text.language_id import off_target_rate
 
     checkpoint = run_dir / "checkpoints" / "last.ckpt"
     translator = load_translator(checkpoint)
-    counts = parameter_counts(translator.model)
+    counts = trained_parameter_counts(translator)
     multilingual = translator.multilingual()
     rows = []
     for lang in translator.target_languages() if multilingual else [translator.languages()[1]]:

@@ -186,6 +186,22 @@ def logged_metrics(metrics_csv: Path) -> dict:
     }
 
 
+def trained_parameter_counts(translator) -> dict:
+    """`parameter_counts` of the model as trained: a `shared_rows` model is loaded with its
+    decoder input and output folded into full matrices, but trained one tied matrix and, per
+    target-only piece, an input row and an output row."""
+    from translate.model.transformer import TIE_MODES
+
+    counts = parameter_counts(translator.model)
+    choice = translator.tie_choice
+    if choice is not None and TIE_MODES[choice.mode]["target_rows_apart"]:
+        model = translator.model
+        folded = 2 * (model.tgt_vocab_size - choice.target_only_pieces) * model.cfg.d_model
+        counts["total"] -= folded
+        counts["in_embeddings"] -= folded
+    return counts
+
+
 def evaluate_run(
     run_dir: Path,
     sources: list[str],
@@ -210,7 +226,7 @@ def evaluate_run(
     write_lines_atomic(run_dir / "test.hyp", hypotheses)
     scores = corpus_scores(hypotheses, references)
     path = direct_path(translator.model).cpu()
-    counts = parameter_counts(translator.model)
+    counts = trained_parameter_counts(translator)
     return {
         "updates": updates,
         "parameters": counts["total"],
