@@ -55,7 +55,8 @@ def vocabulary_split(data_config: dict, data_dir: Path, lang: str) -> dict:
     from translate.text.vocab_overlap import PieceClass, PieceUse, ignored_pieces
     from translate.train.data_module import TranslationDataModule
 
-    vocab = TranslationDataModule(**data_config).vocab.target
+    data = TranslationDataModule(**data_config)
+    vocab = data.vocab.target
     source, target = read_lines(data_dir / "train.en"), read_lines(data_dir / f"train.{lang}")
     use = PieceUse.count(
         zip(vocab.encode(source), vocab.encode(target)),
@@ -78,6 +79,9 @@ def vocabulary_split(data_config: dict, data_dir: Path, lang: str) -> dict:
         "source_mass_on_both": use.mass_on(PieceClass.BOTH)[0],
         "target_mass_on_both": use.mass_on(PieceClass.BOTH)[1],
         "shared_mass": use.shared_mass(),
+        # what tie_embeddings auto sees: the training pairs as encoded for training (length
+        # filter applied, protected spans masked in the pairs protection draws)
+        "training_shared_mass": data.piece_use.shared_mass(),
         "fertility": {
             "source_joint": fertility(vocab, source),
             "source_alone": fertility(alone["source"], source),
@@ -184,15 +188,15 @@ def tie_change(runs: dict, lang: str, seeds: list[int], piece_class: str | None)
 def markdown(splits: list[dict], runs: dict) -> str:
     lines = [
         "| language | pieces: English only | target only | both | unused | English mass on shared | "
-        "target mass on shared | shared mass | English fertility joint / alone | target fertility joint / alone |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "target mass on shared | shared mass | shared mass as trained | English fertility joint / alone | target fertility joint / alone |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for s in splits:
         p, f = s["pieces"], s["fertility"]
         lines.append(
             f"| {s['lang']} | {p['source_only']:,} | {p['target_only']:,} | {p['both']:,} | "
             f"{p['unused']:,} | {s['source_mass_on_both']:.1%} | {s['target_mass_on_both']:.1%} | "
-            f"{s['shared_mass']:.3f} | {f['source_joint']:.1f} / {f['source_alone']:.1f} | "
+            f"{s['shared_mass']:.3f} | {s['training_shared_mass']:.3f} | {f['source_joint']:.1f} / {f['source_alone']:.1f} | "
             f"{f['target_joint']:.1f} / {f['target_alone']:.1f} |"
         )
     lines += [
