@@ -466,8 +466,14 @@ class Transformer(nn.Module):
                     nn.init.zeros_(module.bias)
         # Embeddings (and a tied output projection) N(0, d^-0.5): with the sqrt(d) scale the
         # input has unit variance and tied logits stay O(1).
-        for weight in self.embedding_parameters():
-            nn.init.normal_(weight, mean=0.0, std=self.cfg.d_model**-0.5)
+        # One draw per place, a tied matrix drawn again at each of its places (the last draw
+        # stays), so that every tie mode starts from the weights it always started from.
+        for module in (self.src_embed, self.tgt_embed, self.output):
+            nn.init.normal_(self._stored_weight(module), mean=0.0, std=self.cfg.d_model**-0.5)
+        for module in (self.tgt_embed, self.output):
+            if parametrize.is_parametrized(module, "weight"):
+                rows = module.parametrizations["weight"][0].rows
+                nn.init.normal_(rows, mean=0.0, std=self.cfg.d_model**-0.5)
         if self.tgt_embed_adapter is not None:  # starts as the plain tied model
             nn.init.eye_(self.tgt_embed_adapter.weight)
 
@@ -480,15 +486,20 @@ class Transformer(nn.Module):
             "output": self.output.weight,
         }
 
+    @staticmethod
+    def _stored_weight(module: nn.Module) -> nn.Parameter:
+        """The Parameter a place's weight is stored in (a parametrized place: its original)."""
+        if parametrize.is_parametrized(module, "weight"):
+            return module.parametrizations["weight"].original
+        return module.weight
+
     def embedding_parameters(self) -> list[nn.Parameter]:
         """The Parameters the embedding places are made of, each once."""
         found: dict[int, nn.Parameter] = {}
         for module in (self.src_embed, self.tgt_embed, self.output):
+            weights = [self._stored_weight(module)]
             if parametrize.is_parametrized(module, "weight"):
-                parametrization = module.parametrizations["weight"]
-                weights = [parametrization.original, parametrization[0].rows]
-            else:
-                weights = [module.weight]
+                weights.append(module.parametrizations["weight"][0].rows)
             for weight in weights:
                 found.setdefault(id(weight), weight)
         return list(found.values())
