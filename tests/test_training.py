@@ -354,7 +354,7 @@ def test_tiny_config_runs_the_whole_make_train_path(tmp_path, bundled_corpus_cac
     )
     assert len(hypotheses) == len(references)
     saved = torch.load(checkpoint, weights_only=True)["translate"]
-    assert "tie_embeddings: all" in saved["run_config"]
+    assert "tie_embeddings: auto" in saved["run_config"]
 
 
 @pytest.mark.parametrize("config", sorted(p.name for p in (REPO / "configs").glob("*.yaml")))

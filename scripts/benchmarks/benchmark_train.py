@@ -207,13 +207,18 @@ def read_config(path: Path) -> dict:
 def load_batches(config: dict, count: int, fixed_shapes: bool = False):
     """The vocabulary and the first `count` batches of the shuffled first training epoch (with
     `fixed_shapes`, cut and padded to them), each with its target token count (counted here, so
-    that the timed steps need no host sync), and the number of shapes (0 without)."""
+    that the timed steps need no host sync), and the number of shapes (0 without). The tie of
+    `config["model"]` is set to the one `tie_embeddings` chooses for the data."""
+    from translate.model.tying import choose_tie
     from translate.text.vocab import PAD_ID
     from translate.train.data_module import TranslationDataModule
 
     shaping = {"batch_shapes": "fixed"} if fixed_shapes else {}
     data = TranslationDataModule(**{"seed": config["seed"], **config["data"], **shaping})
     data.setup("fit")
+    # the config's tie resolved from the data, as translate-train resolves tie_embeddings auto
+    asked = config["model"].get("tie_embeddings", "all")
+    config["model"]["tie_embeddings"] = choose_tie(asked, data.piece_use).mode
     shapes = data.training_shapes(on_gpu=False)
     batches = []
     for batch in data.train_dataloader():

@@ -51,7 +51,12 @@ def main() -> None:
             config = yaml.safe_load(handle)
         architecture = config["model"]["model"]
         vocab_size = config["data"]["vocab_size"]
-        rows = {tie: {"tie_embeddings": tie} for tie in TIE_MODES}
+        # shared_rows' size depends on the data (two rows per target-only piece): not listed
+        rows = {
+            tie: {"tie_embeddings": tie}
+            for tie, places in TIE_MODES.items()
+            if not places["target_rows_apart"]
+        }
         if args.sharing:
             rows.update(
                 {
