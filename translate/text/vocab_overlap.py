@@ -98,8 +98,6 @@ class PieceUse:
 
     def mass_on(self, piece_class: PieceClass) -> tuple[float, float]:
         """The share of the source's and of the target's tokens on pieces of `piece_class`."""
+        source, target = self.shares()
         chosen = self.classes() == piece_class
-        return tuple(  # type: ignore[return-value]
-            float(counts[chosen].sum() / max(int(counts.sum()), 1))
-            for counts in (self.source, self.target)
-        )
+        return float(source[chosen].sum()), float(target[chosen].sum())
