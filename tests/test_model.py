@@ -133,7 +133,7 @@ def test_ties_share_storage_after_construction_load_and_step(tie):
     )
 
 
-@pytest.mark.parametrize("tie", ["all", "src_tgt"])
+@pytest.mark.parametrize("tie", ["all", "src_tgt", "shared_rows"])
 def test_sharing_ties_refuse_separate_vocabularies(tie):
     cfg = ModelConfig(**{**CONFIGS["post-norm"].__dict__, "tie_embeddings": tie})
     with pytest.raises(ValueError, match="needs one joint vocabulary"):

@@ -397,17 +397,17 @@ class Transformer(nn.Module):
                 f"{sorted(TIE_MODES)} before the model is built (translate.model.tying)"
             )
         tie = TIE_MODES[cfg.tie_embeddings]
-        if tie["target_rows_apart"] and target_only_ids is None:
-            raise ValueError(
-                "tie_embeddings 'shared_rows' needs the ids of the pieces only the target side "
-                "uses (target_only_ids)"
-            )
         if tie["src_tgt"] and not shared_vocab:
             raise ValueError(
                 f"tie_embeddings={cfg.tie_embeddings!r} makes the encoder and decoder share one "
                 f"embedding matrix, which needs one joint vocabulary, but this model has separate "
                 f"source ({src_vocab_size} tokens) and target ({tgt_vocab_size} tokens) vocabularies. "
                 "Train a joint vocabulary or choose tie_embeddings 'decoder' or 'none'."
+            )
+        if tie["target_rows_apart"] and target_only_ids is None:
+            raise ValueError(
+                "tie_embeddings 'shared_rows' needs the ids of the pieces only the target side "
+                "uses (target_only_ids)"
             )
         self.cfg = cfg
         self.src_vocab_size, self.tgt_vocab_size = src_vocab_size, tgt_vocab_size

@@ -55,11 +55,7 @@ def choose_tie(asked: str, use: PieceUse | None) -> TieChoice:
     (None with separate vocabularies)."""
     shared = None if use is None else use.shared_mass()
     apart = None if use is None else len(use.target_only_ids())
-    if asked != "auto":
-        if asked not in TIE_MODES:
-            raise ValueError(
-                f"tie_embeddings must be one of {sorted([*TIE_MODES, 'auto'])}, got {asked!r}"
-            )
+    if asked != "auto":  # a mode, checked where it was configured (ModelConfig)
         return TieChoice(asked, asked, shared, None, apart)  # type: ignore[arg-type]
     if shared is None:
         return TieChoice(asked, "none", None, None)

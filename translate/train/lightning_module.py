@@ -205,7 +205,7 @@ class TranslationModule(L.LightningModule):
                 f"model.model.tie_embeddings {asked.tie_embeddings} decides from how the training "
                 "data uses the vocabulary, which this module was not given (piece_use)"
             )
-        self.tie_choice = choose_tie(asked.tie_embeddings, piece_use if vocab.joint else None)
+        self.tie_choice = choose_tie(asked.tie_embeddings, piece_use)
         self.model_config = replace(asked, tie_embeddings=self.tie_choice.mode)
         target_only = (
             piece_use.target_only_ids()
