@@ -3,9 +3,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import FIXTURE, REPO, en_de_checkpoint
 
-FIXTURE = Path(__file__).parent / "fixtures" / "libreoffice_small"
-REPO = Path(__file__).resolve().parent.parent
 # A user's own work: `make test` must leave these as it found them.
 USER_OUTPUTS = (REPO / "runs", REPO / ".cache")
 
@@ -15,6 +14,14 @@ torch.set_num_threads(min(2, os.cpu_count() or 1))
 @pytest.fixture(scope="session")
 def fixture_dir() -> Path:
     return FIXTURE
+
+
+@pytest.fixture(scope="session")
+def checkpoint_path(tmp_path_factory) -> Path:
+    """A small random English-German checkpoint (`helpers.en_de_checkpoint`), written once for
+    the serving tests (test_serve, test_libretranslate, test_libretranslate_apps), which only
+    read it. A module wanting another one defines its own `checkpoint_path` (test_quantize)."""
+    return en_de_checkpoint(tmp_path_factory.mktemp("en-de"))
 
 
 @pytest.fixture(scope="session")

@@ -1,8 +1,15 @@
-"""The processes of this machine as /proc shows them, for tests of what a process leaves running."""
+"""Processes: those of this machine as /proc shows them, for tests of what a process leaves
+running, and the translate-serve servers tests start on loopback."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 from pathlib import Path
+
+import pytest
+
+from translate.serve.launch import free_loopback_port, serve_command, wait_until_ready
 
 
 def process_table() -> dict[int, tuple[int, str, bytes]]:
@@ -37,3 +44,28 @@ def running(pids) -> list[int]:
     """Those of `pids` still running (a zombie has exited: only its entry waits to be reaped)."""
     table = process_table()
     return [pid for pid in pids if pid in table and table[pid][1] != "Z"]
+
+
+def start_server(
+    checkpoint_path: Path, *flags: str, env: dict | None = None
+) -> tuple[subprocess.Popen, str]:
+    """translate-serve on a free loopback port, returned once /ready answers (at most 30 s)."""
+    port = free_loopback_port()
+    server = subprocess.Popen(
+        serve_command(checkpoint_path, port, *flags),
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
+    base = f"http://127.0.0.1:{port}"
+    failure = wait_until_ready(server, f"{base}/ready", 30)
+    if failure:
+        server.kill()
+        pytest.fail(f"translate-serve {failure}: {server.stderr.read()}")
+    return server, base
+
+
+def stop(server: subprocess.Popen) -> None:
+    if server.poll() is None:
+        server.kill()
+        server.wait()

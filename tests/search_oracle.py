@@ -1,10 +1,14 @@
-"""The whole-batch greedy and beam searches, kept as oracles: written apart from the product's
-joinable searches (translate/decode/continuous.py), which must give every sentence what these
-give it. They read the model through the same incremental-decoding interface.
+"""The references searches are checked against. The whole-batch greedy and beam searches, kept
+as oracles: written apart from the product's joinable searches (translate/decode/continuous.py),
+which must give every sentence what these give it; they read the model through the same
+incremental-decoding interface. Slower references still: scores re-read by the training forward
+pass, and greedy search re-reading the whole prefix every step. And the tiny random models and
+sources they are all run on.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 
 import torch
@@ -22,7 +26,7 @@ from translate.decode.search import (
     token_bias,
 )
 from translate.decode.settings import SentinelIds
-from translate.model.transformer import Transformer
+from translate.model.transformer import ModelConfig, Transformer
 from translate.text.vocab import BOS_ID, EOS_ID, PAD_ID
 
 
@@ -273,3 +277,95 @@ def beam_search(
 def strip_special(ids: list[int]) -> list[int]:
     """Tokens before the first EOS."""
     return ids[: ids.index(EOS_ID)] if EOS_ID in ids else ids
+
+
+# --- the references searches are checked against ---------------------------------------------
+def strip_padding(src: Tensor) -> Tensor:
+    """`src` without the columns that are padding in every row."""
+    return src[:, : int((src != PAD_ID).sum(dim=1).max())]
+
+
+@torch.no_grad()
+def full_prefix_log_probs(
+    model: Transformer, src_row: Tensor, hypotheses: list[list[int]]
+) -> list[float]:
+    """Sum of log p(token | source, prefix) over tokens + EOS, each hypothesis re-read in full
+    by the training forward pass (no cache, no incremental decoding), in float64."""
+    model = copy.deepcopy(model).double()
+    targets = [tokens + [EOS_ID] for tokens in hypotheses]
+    longest = max(map(len, targets))
+    tgt_in = torch.full((len(targets), longest), PAD_ID)
+    tgt_out = torch.full((len(targets), longest), PAD_ID)
+    for row, target in enumerate(targets):
+        tgt_in[row, : len(target)] = torch.tensor([BOS_ID] + target[:-1])
+        tgt_out[row, : len(target)] = torch.tensor(target)
+    real = torch.arange(longest)[None, :] < torch.tensor([len(t) for t in targets])[:, None]
+    src = strip_padding(src_row[None]).expand(len(targets), -1)
+    logits = model(src, tgt_in, PAD_ID)
+    token_lp = torch.log_softmax(logits, dim=-1).gather(2, tgt_out[:, :, None])[:, :, 0]
+    return token_lp.masked_fill(~real, 0.0).sum(dim=1).tolist()
+
+
+def uncached_greedy(
+    model: Transformer, src: Tensor, max_len_a: float, max_len_b: int
+) -> list[list[int]]:
+    """Greedy decoding re-reading the whole prefix each step, one sentence at a time."""
+    outputs = []
+    for row in src:
+        row = strip_padding(row[None])
+        limit = min(
+            int(int((row != PAD_ID).sum()) * max_len_a + max_len_b), model.cfg.max_positions
+        )
+        tokens = []
+        while True:
+            logits = model(row, torch.tensor([[BOS_ID] + tokens]), PAD_ID)[0, -1]
+            candidates = [t for t in range(len(logits)) if t not in (PAD_ID, BOS_ID)]
+            token = (
+                EOS_ID
+                if len(tokens) + 1 >= limit
+                else max(candidates, key=lambda t: float(logits[t]))
+            )
+            if token == EOS_ID:
+                break
+            tokens.append(token)
+        outputs.append(tokens)
+    return outputs
+
+
+# --- random models and inputs for them --------------------------------------------------------
+TINY_VOCAB = 12
+
+
+def tiny_model(seed: int, eos_bias: float = 1.0) -> Transformer:
+    """A random model whose outputs vary: a constant hidden unit feeds EOS only, so EOS has a
+    tunable bias, and the output projection is wide enough for peaked distributions."""
+    torch.manual_seed(seed)
+    cfg = ModelConfig(
+        d_model=16,
+        heads=2,
+        encoder_layers=1,
+        decoder_layers=2,
+        ffn_dim=32,
+        dropout=0.0,
+        tie_embeddings="none",
+        max_positions=64,
+    )
+    model = Transformer(cfg, TINY_VOCAB, TINY_VOCAB, shared_vocab=True)
+    with torch.no_grad():
+        model.output.weight.normal_(0.0, 0.5)
+        last_norm = model.decoder_layers[-1].ffn_block.norm
+        last_norm.weight[0], last_norm.bias[0] = 0.0, 1.0
+        model.output.weight[:, 0] = 0.0
+        model.output.weight[EOS_ID, 0] = eos_bias
+    return model.eval()
+
+
+def random_sources(seed: int, batch: int, max_len: int = 7) -> Tensor:
+    """PAD-padded sources of different lengths, each ending in EOS."""
+    generator = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(1, max_len, (batch,), generator=generator).tolist()
+    src = torch.full((batch, max(lengths) + 1), PAD_ID)
+    for row, length in enumerate(lengths):
+        src[row, :length] = torch.randint(4, TINY_VOCAB, (length,), generator=generator)
+        src[row, length] = EOS_ID
+    return src

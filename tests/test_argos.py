@@ -17,7 +17,7 @@ import pytest
 
 pytest.importorskip("ctranslate2")
 pytest.importorskip("spacy")
-from test_export import FIXTURE, save_checkpoint, small_config  # noqa: E402
+from helpers import FIXTURE, fixture_lines, joint_vocab, small_config, trained_copy_checkpoint  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts" / "benchmarks"))
 from argos_check import (  # noqa: E402
@@ -37,7 +37,6 @@ from libretranslate_env import (  # noqa: E402
     libretranslate_venv,
     start_libretranslate,
 )
-from test_translate_cli import write_checkpoint  # noqa: E402
 
 from translate.cli.export import main as export_main  # noqa: E402
 from translate.decode.pipeline import translate_lines  # noqa: E402
@@ -45,6 +44,7 @@ from translate.decode.settings import SearchSettings  # noqa: E402
 from translate.decode.translator import load_translator  # noqa: E402
 from translate.export.argos import export_argos  # noqa: E402
 from translate.export.output import ExportError  # noqa: E402
+from translate.model.checkpoint import write_checkpoint  # noqa: E402
 from translate.model.transformer import Transformer  # noqa: E402
 from translate.score.metrics import corpus_scores  # noqa: E402
 from translate.serve.launch import stop_group  # noqa: E402
@@ -59,12 +59,9 @@ LIBRETRANSLATE_INSTALL_S = 900
 def exported(tmp_path_factory):
     pytest.importorskip("argostranslate")
     root = tmp_path_factory.mktemp("argos")
-    english = FIXTURE.joinpath("train.en").read_text(encoding="utf-8").splitlines()
-    german = FIXTURE.joinpath("train.de").read_text(encoding="utf-8").splitlines()
-    joint = train_sentencepiece(english + german, 200)
-    vocab = Vocabularies(joint, joint)
+    vocab = joint_vocab()
     config = dataclasses.replace(small_config(True, "all"), max_positions=300)
-    model = save_checkpoint(root / "trained.ckpt", config, vocab, train_steps=150)
+    model = trained_copy_checkpoint(root / "trained.ckpt", config, vocab, train_steps=150)
     write_checkpoint(root / "model.ckpt", model, vocab, run_config=RUN_CONFIG)
     assert (
         export_main(
@@ -153,7 +150,7 @@ def model_for(vocab: Vocabularies, positions: int) -> Transformer:
 
 
 def test_what_argos_cannot_run_as_trained_is_refused(tmp_path):
-    english = FIXTURE.joinpath("train.en").read_text(encoding="utf-8").splitlines()
+    english = fixture_lines("train.en")
     vocab = Vocabularies(train_sentencepiece(english, 150), train_sentencepiece(english, 160))
     write_checkpoint(
         tmp_path / "separate.ckpt", model_for(vocab, 300), vocab, run_config=RUN_CONFIG

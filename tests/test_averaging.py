@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from helpers import FIXTURE
 
 from translate.cli.translate import main as translate_main
 from translate.decode.translator import load_translator
@@ -21,7 +22,6 @@ from translate.model.transformer import ModelConfig
 from translate.train.data_module import TranslationDataModule
 from translate.train.lightning_module import TranslationModule
 
-FIXTURE = Path(__file__).parent / "fixtures" / "libreoffice_small"
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "average_checkpoints.py"
 _spec = importlib.util.spec_from_file_location("average_checkpoints", SCRIPT)
 _script = importlib.util.module_from_spec(_spec)

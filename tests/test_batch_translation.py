@@ -8,14 +8,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import FIXTURE, REPO
 
 from translate.cli.batch import main as batch_main
 from translate.cli.train import main as train_main
 from translate.cli.translate import main as translate_main
 from translate.train.batch_prediction import PartWriter, chunk_bounds, shard
-
-REPO = Path(__file__).resolve().parent.parent
-FIXTURE = Path(__file__).parent / "fixtures" / "libreoffice_small"
 
 
 @pytest.fixture(scope="module")

@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import REPO
 
 from translate.text.corpus import CorpusError, read_split
 
-REPO = Path(__file__).resolve().parent.parent
 spec = importlib.util.spec_from_file_location("build_corpus", REPO / "scripts" / "build_corpus.py")
 build_corpus = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(build_corpus)

@@ -9,6 +9,7 @@ from pathlib import Path
 import lightning as L
 import pytest
 import torch
+from helpers import FIXTURE, REPO
 from lightning.pytorch.callbacks import ModelCheckpoint
 
 from translate.decode.translator import load_translator
@@ -17,9 +18,6 @@ from translate.model.transformer import ModelConfig
 from translate.train.checkpoint_io import AtomicCheckpointIO
 from translate.train.data_module import TranslationDataModule
 from translate.train.lightning_module import TranslationModule
-
-REPO = Path(__file__).resolve().parent.parent
-FIXTURE = Path(__file__).parent / "fixtures" / "libreoffice_small"
 
 
 def digest(path: Path) -> str:

@@ -2,77 +2,26 @@
 alone (`search.beam_search`, itself checked against exhaustive search and full-prefix scoring),
 and so do sentences joining a running greedy search (`search.greedy_search`)."""
 
-import random
-
 import pytest
 import torch
-from search_oracle import beam_search, greedy_search
-from test_search import full_prefix_log_probs, random_sources, search_terms, tiny_model
-from tolerances import within_rounding
+from joining import (
+    BEAM_LIMITS,
+    FORBIDDEN,
+    GREEDY_LIMITS,
+    check_beam_joins,
+    check_greedy_joins,
+    greedy_allowed,
+    run_continuously,
+    sources_of,
+)
+from search_oracle import beam_search, greedy_search, tiny_model
+from tolerances import search_terms, within_rounding
 
 from translate.decode import continuous
 from translate.decode.continuous import ContinuousBeamSearch, ContinuousGreedySearch, search_joined
 from translate.decode.engine import new_search
 from translate.decode.settings import SearchPlan, SentinelIds
 from translate.text.vocab import EOS_ID, PAD_ID
-
-
-def sources_of(seed: int, count: int) -> list[list[int]]:
-    """Source id lists of different lengths, each ending in EOS."""
-    return [
-        [t for t in row.tolist() if t != PAD_ID] for row in random_sources(seed, count, max_len=9)
-    ]
-
-
-def run_continuously(
-    search: ContinuousBeamSearch | ContinuousGreedySearch,
-    sources: list[list[int]],
-    seed: int,
-    starts: list[int] | None = None,
-) -> dict[int, list]:
-    """Every sentence joins at a random step (some several at once, some into an empty search);
-    what each was answered with (hypotheses, or greedy tokens), by ticket."""
-    rng = random.Random(seed)
-    waiting, answered, steps = list(range(len(sources))), {}, 0
-    while waiting or len(search):
-        if waiting and (not len(search) or rng.random() < 0.3):
-            joining = [waiting.pop(0) for _ in range(min(len(waiting), rng.randint(1, 3)))]
-            search.add(
-                joining,
-                [sources[i] for i in joining],
-                None if starts is None else [starts[i] for i in joining],
-            )
-        for ticket, hypotheses in search.step():
-            assert ticket not in answered
-            answered[ticket] = hypotheses
-        steps += 1
-        assert steps < 10_000
-    return answered
-
-
-BEAM_LIMITS = {"max_len_a": 1.0, "max_len_b": 6}
-
-
-def check_beam_joins(model, search, beam: int, alpha: float, n_best: int) -> None:
-    """Sentences joining `search` (made with these settings and `BEAM_LIMITS`) at random steps
-    each get what beam search gives them alone: tokens, scores within float32's rounding, and
-    log-probabilities the training forward pass reads again."""
-    sources = sources_of(seed=beam, count=14)
-    answered = run_continuously(search, sources, seed=beam)
-    assert sorted(answered) == list(range(len(sources)))
-    for index, source in enumerate(sources):
-        src = torch.tensor([source])
-        [expected] = beam_search(model, src, beam, alpha, n_best, **BEAM_LIMITS)
-        got = answered[index]
-        terms = search_terms(model, src, *BEAM_LIMITS.values())
-        assert [h.tokens for h in got] == [h.tokens for h in expected], index
-        # both searches run in float32: each carries the rounding
-        assert [h.score for h in got] == within_rounding(
-            [h.score for h in expected], torch.float32, 2 * terms
-        )
-        # the log-probabilities, re-read by the training forward pass without any cache (in float64)
-        reread = full_prefix_log_probs(model, src[0], [h.tokens for h in got])
-        assert [h.log_prob for h in got] == within_rounding(reread, torch.float32, terms)
 
 
 @pytest.mark.numerical
@@ -118,7 +67,7 @@ def test_the_caches_hold_only_what_live_sentences_need():
         search.step()
     search.add(["b", "c"], [[4, EOS_ID], [8, 9, 5, 6, 7, EOS_ID]])
     search.step()
-    widths = [segment.width for segment in search.cache.layers[0].steps]
+    widths = [block.width for block in search.cache.layers[0].steps]
     assert widths == [4, 1] and search.cohorts == [1, 2]
     assert search.history.shape == (6, 4)
     while len(search):
@@ -134,38 +83,6 @@ def test_a_bad_setting_is_refused():
         ContinuousBeamSearch(model, beam=2, n_best=3)
 
 
-# The greedy searches' shared case: a restriction (ids 9-11 not allowed), a forbidden id (7) and a
-# first token per sentence.
-GREEDY_LIMITS = {"max_len_a": 1.0, "max_len_b": 6}
-FORBIDDEN = [7]
-
-
-def greedy_allowed(model) -> torch.Tensor:
-    allowed = torch.ones(model.tgt_vocab_size, dtype=torch.bool)
-    allowed[9:12] = False
-    return allowed
-
-
-def check_greedy_joins(model, search, seed: int) -> None:
-    """Sentences joining `search` (made with `GREEDY_LIMITS`, `greedy_allowed` and `FORBIDDEN`)
-    at random steps each get greedy search's tokens alone, without a forbidden or disallowed id."""
-    sources = sources_of(seed=seed, count=24)
-    starts = [4 + i % 3 for i in range(len(sources))]
-    answered = run_continuously(search, sources, seed=seed, starts=starts)
-    assert sorted(answered) == list(range(len(sources))) and len(search) == 0
-    for index, source in enumerate(sources):
-        [expected] = greedy_search(
-            model,
-            torch.tensor([source]),
-            **GREEDY_LIMITS,
-            allowed_tokens=greedy_allowed(model),
-            start=torch.tensor([starts[index]]),
-            never=FORBIDDEN,
-        )
-        assert answered[index] == expected
-        assert not {7, 9, 10, 11} & set(answered[index])
-
-
 @pytest.mark.parametrize("cohorts, eos_bias, seed", [(12, 0.5, 1), (2, 0.0, 2), (1, -0.5, 3)])
 def test_each_sentence_joining_a_greedy_search_gets_greedy_search_s_tokens(
     cohorts, eos_bias, seed, monkeypatch
@@ -178,7 +95,7 @@ def test_each_sentence_joining_a_greedy_search_gets_greedy_search_s_tokens(
         model, **GREEDY_LIMITS, allowed_tokens=greedy_allowed(model), never=FORBIDDEN
     )
     check_greedy_joins(model, search, seed)
-    assert search.cohorts == [] and search.tickets == []
+    assert search.cohorts == [] and search.sentence_ids == []
 
 
 @pytest.mark.parametrize("join_below", [0.0, 0.5, 1.0, 100.0])
@@ -203,11 +120,13 @@ def test_joined_batches_get_each_batch_s_greedy_search(join_below):
     assert any(
         len(found[i]) + 1 == limits[i] < model.cfg.max_positions for i in range(30)
     )  # a shorter limit
-    for tickets, batch in batches:
+    for sentence_ids, batch in batches:
         src = torch.nn.utils.rnn.pad_sequence(
             [torch.tensor(s) for s in batch], batch_first=True, padding_value=PAD_ID
         )
-        assert [found[i] for i in tickets] == greedy_search(model, src, max_len_a=8.0, max_len_b=1)
+        assert [found[i] for i in sentence_ids] == greedy_search(
+            model, src, max_len_a=8.0, max_len_b=1
+        )
 
 
 @pytest.mark.numerical
@@ -223,7 +142,7 @@ def test_joined_batches_get_each_batch_s_beam_search():
     )
     found = dict(search_joined(search, batches, 30, start=5))
     assert sorted(found) == list(range(20))
-    for tickets, batch in batches:
+    for sentence_ids, batch in batches:
         src = torch.nn.utils.rnn.pad_sequence(
             [torch.tensor(s) for s in batch], batch_first=True, padding_value=PAD_ID
         )
@@ -239,7 +158,7 @@ def test_joined_batches_get_each_batch_s_beam_search():
             start=torch.full((len(batch),), 5),
         )
         terms = 2 * search_terms(model, src, 1.5, 4)  # both searches run in float32
-        for index, hypotheses in zip(tickets, expected):
+        for index, hypotheses in zip(sentence_ids, expected):
             assert [h.tokens for h in found[index]] == [h.tokens for h in hypotheses]
             assert [h.score for h in found[index]] == within_rounding(
                 [h.score for h in hypotheses], torch.float32, terms

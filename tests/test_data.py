@@ -13,6 +13,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from helpers import REPO
 from processes import descendants, running
 
 from translate.errors import UsageError
@@ -27,8 +28,6 @@ from translate.train.encoded import (
     default_workers,
     encode_to_directory,
 )
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")

@@ -14,9 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from helpers import FIXTURE
 from search_oracle import greedy_search
-from test_resume import FIXTURE, logged, overlay, read_records, train
 from tolerances import transformer_terms, within_rounding
+from training_runs import logged, overlay, read_records, train
 
 from translate.decode.translator import load_translator
 from translate.model.transformer import ModelConfig

@@ -1,11 +1,10 @@
 """The README and docs agree with each other and point at what exists."""
 
 import re
-from pathlib import Path
 
 import pytest
+from helpers import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 README = REPO / "README.md"
 DOCS = REPO / "docs"
 

@@ -1,115 +1,47 @@
 """Exports (transformers, CTranslate2) compute what our model computes: same logits, same greedy output."""
 
 import copy
-from pathlib import Path
 
 import pytest
 import torch
-from torch import nn
 
 transformers = pytest.importorskip("transformers")
 # MarianTokenizer recommends sacremoses for a normalizer that it never applies when encoding.
 pytestmark = pytest.mark.filterwarnings("ignore:Recommended. pip install sacremoses")
 
+from helpers import (  # noqa: E402
+    fixture_lines,
+    joint_vocab,
+    pad_batch,
+    small_config,
+    trained_copy_checkpoint,
+)
 from search_oracle import greedy_search, strip_special  # noqa: E402
-from test_translate_cli import write_checkpoint  # noqa: E402
 from tolerances import assert_within_rounding, transformer_terms  # noqa: E402
 
 from translate.export.huggingface import export_huggingface  # noqa: E402
 from translate.export.output import ExportError  # noqa: E402
-from translate.model.transformer import ModelConfig, Transformer  # noqa: E402
 from translate.text.vocab import BOS_ID, EOS_ID, PAD_ID, Vocabularies, train_sentencepiece  # noqa: E402
-
-FIXTURE = Path(__file__).parent / "fixtures" / "libreoffice_small"
 
 
 def short_lines(name: str, count: int = 6) -> list[str]:
-    lines = FIXTURE.joinpath(name).read_text(encoding="utf-8").splitlines()
-    return [line for line in lines if len(line) <= 50][:count]
+    return [line for line in fixture_lines(name) if len(line) <= 50][:count]
 
 
 SENTENCES = short_lines("test.en")
 
 
-def small_config(norm_first: bool, tie: str) -> ModelConfig:
-    return ModelConfig(
-        d_model=32,
-        heads=4,
-        encoder_layers=2,
-        decoder_layers=3,
-        ffn_dim=48,
-        dropout=0.0,
-        norm_first=norm_first,
-        tie_embeddings=tie,
-        max_positions=128,
-    )
-
-
 @pytest.fixture(scope="module")
 def vocabularies() -> dict[str, Vocabularies]:
-    english = FIXTURE.joinpath("train.en").read_text(encoding="utf-8").splitlines()
-    german = FIXTURE.joinpath("train.de").read_text(encoding="utf-8").splitlines()
-    joint = train_sentencepiece(english + german, 200)
+    english = fixture_lines("train.en")
+    german = fixture_lines("train.de")
     return {
-        "joint": Vocabularies(joint, joint),
+        "joint": joint_vocab(),
         # Different sizes, so a swapped source/target vocabulary cannot go unnoticed.
         "separate": Vocabularies(
             train_sentencepiece(english, 150), train_sentencepiece(german, 180)
         ),
     }
-
-
-# `shared_rows` models: rows apart for a fifth of the 200-piece joint vocabulary.
-TARGET_ONLY = list(range(10, 200, 5))
-
-
-def save_checkpoint(
-    path: Path, cfg: ModelConfig, vocab: Vocabularies, train_steps: int = 0
-) -> Transformer:
-    """A seeded model saved in the format translate.model.checkpoint reads (as TranslationModule saves it).
-
-    A random model repeats one token forever; `train_steps` of a copy task give it outputs that
-    vary with the source and end with EOS at different lengths, so greedy search is really tested.
-    """
-    torch.manual_seed(0)
-    model = Transformer(
-        cfg,
-        len(vocab.source),
-        len(vocab.target),
-        shared_vocab=vocab.joint,
-        target_only_ids=TARGET_ONLY if cfg.tie_embeddings == "shared_rows" else None,
-    )
-    with torch.no_grad():  # non-trivial LayerNorm affine, so its permutation is checked too
-        for module in model.modules():
-            if isinstance(module, nn.LayerNorm):
-                module.weight.normal_(1.0, 0.2)
-                module.bias.normal_(0.0, 0.2)
-    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
-    vocab_size = min(len(vocab.source), len(vocab.target))
-    for _ in range(train_steps):
-        rows = [
-            torch.randint(4, vocab_size, (int(n),)).tolist() for n in torch.randint(3, 12, (32,))
-        ]
-        logits = model(
-            pad_batch([r + [EOS_ID] for r in rows]), pad_batch([[BOS_ID] + r for r in rows]), PAD_ID
-        )
-        loss = nn.functional.cross_entropy(
-            logits.flatten(0, 1),
-            pad_batch([r + [EOS_ID] for r in rows]).flatten(),
-            ignore_index=PAD_ID,
-        )
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-    write_checkpoint(path, model, vocab)
-    return model.eval()
-
-
-def pad_batch(rows: list[list[int]]) -> torch.Tensor:
-    out = torch.full((len(rows), max(map(len, rows))), PAD_ID, dtype=torch.long)
-    for index, row in enumerate(rows):
-        out[index, : len(row)] = torch.tensor(row)
-    return out
 
 
 EXPORTABLE = [
@@ -131,7 +63,7 @@ def test_exported_model_gives_our_logits_and_greedy_output(
     norm, tie, vocab_kind, vocabularies, tmp_path
 ):
     vocab = vocabularies[vocab_kind]
-    model = save_checkpoint(
+    model = trained_copy_checkpoint(
         tmp_path / "model.ckpt", small_config(norm == "pre-norm", tie), vocab, train_steps=120
     )
     if len(vocab.source) != len(vocab.target) and int(transformers.__version__.split(".")[0]) < 5:
@@ -210,7 +142,7 @@ def test_exported_model_gives_our_logits_and_greedy_output(
 
 @pytest.mark.parametrize("tie", ["none", "decoder", "shared_rows"])
 def test_pre_norm_without_shared_embeddings_is_refused(tie, vocabularies, tmp_path):
-    save_checkpoint(tmp_path / "model.ckpt", small_config(True, tie), vocabularies["joint"])
+    trained_copy_checkpoint(tmp_path / "model.ckpt", small_config(True, tie), vocabularies["joint"])
     with pytest.raises(
         ExportError, match="Pre-norm models export with tie_embeddings 'all' or 'src_tgt'"
     ):
@@ -222,7 +154,9 @@ def test_a_wrong_mapping_is_caught_before_anything_is_written(vocabularies, tmp_
     """Without the sin/cos permutation the logits differ: the export stops and leaves nothing."""
     import translate.export.huggingface
 
-    save_checkpoint(tmp_path / "model.ckpt", small_config(False, "all"), vocabularies["joint"])
+    trained_copy_checkpoint(
+        tmp_path / "model.ckpt", small_config(False, "all"), vocabularies["joint"]
+    )
     monkeypatch.setattr(
         translate.export.huggingface, "residual_permutation", lambda d_model: torch.arange(d_model)
     )
@@ -232,7 +166,9 @@ def test_a_wrong_mapping_is_caught_before_anything_is_written(vocabularies, tmp_
 
 
 def test_existing_directory_is_kept_unless_overwrite(vocabularies, tmp_path):
-    save_checkpoint(tmp_path / "model.ckpt", small_config(False, "all"), vocabularies["joint"])
+    trained_copy_checkpoint(
+        tmp_path / "model.ckpt", small_config(False, "all"), vocabularies["joint"]
+    )
     out = tmp_path / "hf"
     out.mkdir()
     out.joinpath("keep.txt").write_text("mine")
@@ -247,7 +183,9 @@ def test_existing_directory_is_kept_unless_overwrite(vocabularies, tmp_path):
 def test_cli(vocabularies, tmp_path, capsys):
     from translate.cli.export import main
 
-    save_checkpoint(tmp_path / "model.ckpt", small_config(True, "all"), vocabularies["joint"])
+    trained_copy_checkpoint(
+        tmp_path / "model.ckpt", small_config(True, "all"), vocabularies["joint"]
+    )
     assert (
         main(["--checkpoint", str(tmp_path / "model.ckpt"), "--output", str(tmp_path / "hf")]) == 0
     )
@@ -288,7 +226,9 @@ def test_cli(vocabularies, tmp_path, capsys):
     )
     assert "--format ctranslate2 only" in capsys.readouterr().err
 
-    save_checkpoint(tmp_path / "decoder.ckpt", small_config(True, "decoder"), vocabularies["joint"])
+    trained_copy_checkpoint(
+        tmp_path / "decoder.ckpt", small_config(True, "decoder"), vocabularies["joint"]
+    )
     assert (
         main(
             ["--checkpoint", str(tmp_path / "decoder.ckpt"), "--output", str(tmp_path / "refused")]
@@ -335,7 +275,7 @@ def test_ctranslate2_export_gives_our_scores_and_greedy_output(
     from translate.export.ctranslate2 import export_ctranslate2
 
     vocab = vocabularies[vocab_kind]
-    model = save_checkpoint(
+    model = trained_copy_checkpoint(
         tmp_path / "model.ckpt", small_config(norm == "pre-norm", tie), vocab, train_steps=120
     )
     out = export_ctranslate2(tmp_path / "model.ckpt", tmp_path / "ct2")

@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 SCRIPTS = REPO / "scripts" / "benchmarks"
 sys.path.insert(0, str(SCRIPTS))
 

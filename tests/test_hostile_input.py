@@ -13,13 +13,12 @@ import threading
 from pathlib import Path
 
 import pytest
-from test_translate_cli import FIXTURE, save_checkpoint
+from helpers import joint_vocab, random_checkpoint
 
 import translate.decode.translator
 from translate.cli.evaluate import main as eval_main
 from translate.cli.translate import main
 from translate.decode.translator import load_translator
-from translate.text.vocab import Vocabularies, train_sentencepiece
 
 SENTENCES = ["Click OK.", "Select the cells that you want to copy.", "Last line."]
 
@@ -27,10 +26,7 @@ SENTENCES = ["Click OK.", "Select the cells that you want to copy.", "Last line.
 @pytest.fixture(scope="module")
 def ckpt(tmp_path_factory) -> Path:
     directory = tmp_path_factory.mktemp("hostile")
-    english = FIXTURE.joinpath("train.en").read_text(encoding="utf-8").splitlines()
-    german = FIXTURE.joinpath("train.de").read_text(encoding="utf-8").splitlines()
-    joint = train_sentencepiece(english + german, 200)
-    save_checkpoint(directory / "model.ckpt", Vocabularies(joint, joint), None)
+    random_checkpoint(directory / "model.ckpt", joint_vocab(), None)
     return directory / "model.ckpt"
 
 

@@ -18,7 +18,8 @@ hypothesis = pytest.importorskip("hypothesis")
 pytest.importorskip("lingua")
 from fastapi.testclient import TestClient  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
-from test_serve import ANY_TEXT, JSON_VALUES, en_de_checkpoint, start_server, stop  # noqa: E402
+from processes import start_server, stop  # noqa: E402
+from strategies import ANY_TEXT, JSON_VALUES  # noqa: E402
 
 from translate.decode.pipeline import translate_lines  # noqa: E402
 from translate.decode.settings import SearchSettings  # noqa: E402
@@ -34,11 +35,6 @@ from translate.text.markup import MAX_DEPTH, MAX_NODES  # noqa: E402
 SERVER = SearchSettings(beam=5, length_penalty=1.0)  # the checkpoint's defaults: the server's
 ENGLISH = ["Click the OK button to close the dialog.", "Select the cells that you want to copy."]
 GERMAN = "Klicken Sie auf die Schaltfläche, um den Dialog zu schließen."
-
-
-@pytest.fixture(scope="module")
-def checkpoint_path(tmp_path_factory):
-    return en_de_checkpoint(tmp_path_factory.mktemp("libretranslate"))
 
 
 @pytest.fixture(scope="module")

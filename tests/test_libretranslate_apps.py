@@ -14,7 +14,7 @@ import pytest
 
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("lingua")
-from test_serve import en_de_checkpoint, start_server, stop  # noqa: E402
+from processes import start_server, stop  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts" / "benchmarks"))
 from app_requests import (  # noqa: E402
@@ -36,11 +36,6 @@ from translate.decode.settings import SearchSettings  # noqa: E402
 from translate.decode.translator import load_translator  # noqa: E402
 
 SERVER = SearchSettings(beam=5, length_penalty=1.0)  # the checkpoint's defaults: the server's
-
-
-@pytest.fixture(scope="module")
-def checkpoint_path(tmp_path_factory):
-    return en_de_checkpoint(tmp_path_factory.mktemp("apps"))
 
 
 @pytest.fixture(scope="module")

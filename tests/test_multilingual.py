@@ -11,6 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from helpers import REPO
+from sacrebleu_sets import eval_process, sacrebleu_cache
 from tolerances import within_rounding
 
 from translate.cli.evaluate import main as eval_main
@@ -28,7 +30,6 @@ from translate.text.vocab import BOS_ID, EOS_ID
 from translate.train.data_module import TranslationDataModule, collate
 from translate.train.directions import TemperatureBatchSampler, sampling_probabilities
 
-REPO = Path(__file__).resolve().parent.parent
 MULTIWAY = Path(__file__).parent / "fixtures" / "libreoffice_multiway"
 JAPANESE = set(range(0x3040, 0x3100)) | set(range(0x4E00, 0xA000))  # kana and CJK ideographs
 
@@ -334,8 +335,6 @@ def test_every_direction_is_scored_with_its_tokenizer_and_off_target_rate(traine
 
 @pytest.mark.slow  # the two models of `trained`: some 20 s each
 def test_a_named_test_set_is_scored_in_the_model_s_direction(trained, capsys, tmp_path):
-    from test_scoring import eval_process, sacrebleu_cache
-
     root = sacrebleu_cache(tmp_path / "sacrebleu", "wmt20", "en-ja", MULTIWAY)
     named = eval_process(
         root,
@@ -474,22 +473,22 @@ def test_continuous_batching_writes_each_request_s_language(trained):
         for lang in ("de", "ja")
     ]
     engine = EngineLoop(translator, batch_tokens=4096)
-    answers, units = {}, {}
-    for ticket, (lines, key) in enumerate(requests):  # two new requests a step
-        units[ticket] = prepare(translator, lines, key)
-        found = engine.take(Join(ticket, units[ticket].ids, key))
-        found += engine.step() if ticket % 2 else []
-        answers.update((answer.ticket, answer) for answer in found)
+    answers, segments = {}, {}
+    for request_id, (lines, key) in enumerate(requests):  # two new requests a step
+        segments[request_id] = prepare(translator, lines, key)
+        found = engine.take(Join(request_id, segments[request_id].ids, key))
+        found += engine.step() if request_id % 2 else []
+        answers.update((answer.request_id, answer) for answer in found)
     for _ in range(1000):
         if not engine.busy:
             break
-        answers.update((answer.ticket, answer) for answer in engine.step())
+        answers.update((answer.request_id, answer) for answer in engine.step())
     answers = {
-        ticket: finish(translator, units[ticket], answer.found, 1)
-        for ticket, answer in answers.items()
+        request_id: finish(translator, segments[request_id], answer.found, 1)
+        for request_id, answer in answers.items()
     }
-    for ticket, (lines, key) in enumerate(requests):
-        assert answers[ticket] == translate_lines(
+    for request_id, (lines, key) in enumerate(requests):
+        assert answers[request_id] == translate_lines(
             translator,
             lines,
             SearchSettings(beam=2, length_penalty=1.0, target_lang=key.target_lang),

@@ -3,10 +3,9 @@ parameters and ties, and a fallback wherever the packed path does not apply."""
 
 import pytest
 import torch
+from helpers import all_variants, build_variant, variant_id
 from search_oracle import beam_search, greedy_search
-from test_search import search_terms
-from test_tying import all_variants, build, variant_id
-from tolerances import assert_within_rounding, transformer_terms, within_rounding
+from tolerances import assert_within_rounding, search_terms, transformer_terms, within_rounding
 from torch import nn
 
 from translate.model.packing import (
@@ -77,8 +76,8 @@ def test_packed_linear_keeps_gradients_working():
 @pytest.mark.numerical
 @pytest.mark.parametrize("changes", all_variants(), ids=variant_id)
 def test_packing_keeps_parameters_ties_and_translations(changes):
-    plain = build(seed=3, **changes).eval()
-    packed = build(seed=3, **changes).eval()
+    plain = build_variant(seed=3, **changes).eval()
+    packed = build_variant(seed=3, **changes).eval()
     names_before = {
         name: p.data_ptr() for name, p in packed.named_parameters(remove_duplicate=False)
     }
@@ -111,7 +110,7 @@ def test_packing_keeps_parameters_ties_and_translations(changes):
     src[:, -1] = EOS_ID
     src[1, 5] = EOS_ID
     tgt = torch.cat([torch.full((4, 1), BOS_ID), torch.randint(EOS_ID + 1, 50, (4, 6))], dim=1)
-    reference = build(seed=3, **changes).eval().double()
+    reference = build_variant(seed=3, **changes).eval().double()
     with torch.inference_mode():
         assert_within_rounding(
             packed(src, tgt, PAD_ID),
@@ -131,18 +130,18 @@ def test_packing_keeps_parameters_ties_and_translations(changes):
 
 
 def test_packing_leaves_a_training_model_alone():
-    model = build(seed=0).train()
+    model = build_variant(seed=0).train()
     assert pack_linear_layers(model, min_weights=0) == 0
     assert isinstance(model.output, nn.Linear)
 
 
 def test_only_layers_worth_packing_are_packed():
     # d_model 16, ffn 24, vocabulary 50, 2 + 3 layers: attention 256 weights, ffn 384, output 800
-    model = build(seed=0).eval()
+    model = build_variant(seed=0).eval()
     assert pack_linear_layers(model, min_weights=384) == 2 * 5 + 1
     assert isinstance(model.decoder_layers[0].self_attn.q_proj, nn.Linear)
     assert model.decoder_layers[0].ffn.linear1.activation == "relu"
-    model = build(seed=0).eval()
+    model = build_variant(seed=0).eval()
     assert pack_linear_layers(model, min_weights=800) == 1
     assert isinstance(model.output, PackedLinear)
     assert isinstance(model.decoder_layers[0].ffn.linear1, nn.Linear)
@@ -151,9 +150,9 @@ def test_only_layers_worth_packing_are_packed():
 
 def test_a_model_loaded_under_inference_mode_is_packed():
     """Trainer.predict (translate-batch) builds the decoding model inside inference mode."""
-    plain = build(seed=6, tie_embeddings="all").eval()
+    plain = build_variant(seed=6, tie_embeddings="all").eval()
     with torch.inference_mode():
-        model = build(seed=6, tie_embeddings="all").eval()
+        model = build_variant(seed=6, tie_embeddings="all").eval()
         assert pack_linear_layers(model, min_weights=0) > 0
         src = torch.randint(EOS_ID + 1, 50, (2, 7))
         src[:, -1] = EOS_ID

@@ -8,12 +8,13 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from test_translate_cli import FIXTURE, write_checkpoint
+from helpers import REPO, fixture_lines
 
 from translate.cli.evaluate import main as eval_main
 from translate.decode import pipeline
 from translate.decode.settings import SearchSettings
 from translate.decode.translator import load_translator
+from translate.model.checkpoint import write_checkpoint
 from translate.model.transformer import ModelConfig, Transformer
 from translate.score.copy_rate import copy_score, line_copy
 from translate.text.corpus import read_lines
@@ -204,7 +205,6 @@ def test_nothing_to_count_is_shown_as_such(tmp_path, capsys):
 
 
 # The test set of protected tokens (scripts/build_protected_set.py) and what ships of it.
-REPO = Path(__file__).resolve().parent.parent
 spec = importlib.util.spec_from_file_location(
     "build_protected_set", REPO / "scripts" / "build_protected_set.py"
 )
@@ -324,8 +324,8 @@ def test_a_training_pair_masks_the_spans_both_sides_have_with_the_same_sentinel(
 
 
 def test_a_model_trained_with_protected_spans_reads_sentinels_and_writes_the_spans_back(tmp_path):
-    english = FIXTURE.joinpath("train.en").read_text(encoding="utf-8").splitlines()
-    german = FIXTURE.joinpath("train.de").read_text(encoding="utf-8").splitlines()
+    english = fixture_lines("train.en")
+    german = fixture_lines("train.de")
     vocab = Vocabularies.train(
         list(zip(english, german)), 200, sentinels=SENTINEL_PIECES, split_digits=True
     )
@@ -347,11 +347,11 @@ def test_a_model_trained_with_protected_spans_reads_sentinels_and_writes_the_spa
         run = "data:\n  protect_spans: 0.5\n" if protects else "data:\n  src_lang: en\n"
         write_checkpoint(path, model, vocab, run_config=run)
         translator = load_translator(path)
-        direction = pipeline.direction_for(translator, None)
-        units = pipeline.source_units(translator, lines, direction)
+        target = pipeline.target_tags_for(translator, None)
+        segments = pipeline.source_segments(translator, lines, target)
         sentinel = vocab.source.processor.piece_to_id("⦅1⦆")
         # the search writes each sentinel of a line once: ⦅k⦆ or ⦅k,⦆ for sentinel k
-        ids = pipeline.search_plan(translator, SearchSettings(), direction).sentinels
+        ids = pipeline.search_plan(translator, SearchSettings(), target).sentinels
         assert (ids is not None) is protects
         if protects:
             assert ids.source[0] == sentinel and len(ids.target) == 2 * MAX_SENTINELS
@@ -359,10 +359,10 @@ def test_a_model_trained_with_protected_spans_reads_sentinels_and_writes_the_spa
                 vocab.target.processor.id_to_piece(t): k
                 for t, k in zip(ids.target, ids.target_slot)
             } == {piece: k % MAX_SENTINELS for k, piece in enumerate(SENTINEL_PIECES)}
-        assert (sentinel in units.ids[0]) is protects
-        assert units.spans == ([("36",), (), ()] if protects else [(), (), ()])
+        assert (sentinel in segments.ids[0]) is protects
+        assert segments.spans == ([("36",), (), ()] if protects else [(), (), ()])
         written = vocab.target.encode(["Klicken Sie auf ⦅1⦆.", "", "Öffnen."])
         found = [[(ids, 0.0, 0.0)] for ids in written]
-        texts = [entry.text for [entry] in pipeline.join_units(translator, units, found)]
+        texts = [entry.text for [entry] in pipeline.join_segments(translator, segments, found)]
         first = "Klicken Sie auf 36." if protects else "Klicken Sie auf ⦅1⦆."
         assert texts == [first, "", "Öffnen."]

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_translate_cli import random_tied_checkpoint
+from helpers import random_tied_checkpoint
 from torch import nn
 
 from translate.cli.translate import main
@@ -19,6 +19,7 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def checkpoint_path(tmp_path_factory) -> Path:
+    """A larger model than conftest's English-German `checkpoint_path`, which this replaces here."""
     return random_tied_checkpoint(
         tmp_path_factory.mktemp("int8") / "model.ckpt", d_model=64, layers=2
     )

@@ -5,7 +5,6 @@ line-aligned test sets, against sacrebleu's corpus scores of the same resamples.
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -13,14 +12,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 import sacrebleu
+from helpers import FIXTURE, random_tied_checkpoint
+from sacrebleu_sets import eval_process, sacrebleu_cache
 
 from translate.cli.evaluate import main as eval_main
 from translate.score.plot import length_buckets
 from translate.score.significance import Contrast, gain_difference
 from translate.text.corpus import read_lines
 
-REPO = Path(__file__).resolve().parent.parent
-FIXTURE = REPO / "tests" / "fixtures" / "libreoffice_small"
 RESAMPLES = 50  # the gain difference's bootstrap, small enough to recompute with sacrebleu
 
 
@@ -200,46 +199,6 @@ def test_plot_and_its_refusals(systems, capsys, tmp_path):
 
 
 # --- named test sets ---------------------------------------------------------------------------
-def sacrebleu_cache(
-    root: Path, name: str = "wmt14", pair: str = "en-de", corpus: Path = FIXTURE
-) -> Path:
-    """A test set as sacrebleu lays out a processed one, $SACREBLEU/NAME/NAME.PAIR.FIELD, here
-    with the lines of `corpus`'s test split."""
-    source_lang, target_lang = pair.split("-")
-    sources = read_lines(corpus / f"test.{source_lang}")
-    fields = {
-        "src": sources,
-        "ref": read_lines(corpus / f"test.{target_lang}"),
-        "docid": ["doc1"] * len(sources),
-        "genre": ["news"] * len(sources),
-        "origlang": [source_lang] * len(sources),
-    }
-    (root / name).mkdir(parents=True)
-    for field, lines in fields.items():
-        write(root / name / f"{name}.{pair}.{field}", lines)
-    return root
-
-
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def eval_process(root: Path, *args: str) -> subprocess.CompletedProcess:
-    proxy = f"http://127.0.0.1:{closed_port()}"  # nothing listens: no download leaves the machine
-    env = {**os.environ, "SACREBLEU": str(root), "https_proxy": proxy, "http_proxy": proxy}
-    env.pop("no_proxy", None)
-    env.pop("NO_PROXY", None)
-    return subprocess.run(
-        [sys.executable, "-m", "translate.cli.evaluate", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
-
-
 def test_a_cached_test_set_is_scored_as_its_files_are(systems, tmp_path):
     root = sacrebleu_cache(tmp_path / "sacrebleu")
     named = eval_process(
@@ -271,8 +230,6 @@ def test_a_cached_test_set_is_scored_as_its_files_are(systems, tmp_path):
 def test_a_checkpoint_is_scored_on_a_test_set_and_compared_as_translate_cli_translates(
     systems, tmp_path, capsys
 ):
-    from test_translate_cli import random_tied_checkpoint
-
     from translate.cli.translate import main as cli_main
 
     first = random_tied_checkpoint(tmp_path / "first.ckpt", d_model=32, layers=1)

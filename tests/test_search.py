@@ -5,10 +5,19 @@ import itertools
 
 import pytest
 import torch
-from search_oracle import beam_search, greedy_search
+from search_oracle import (
+    TINY_VOCAB,
+    beam_search,
+    full_prefix_log_probs,
+    greedy_search,
+    random_sources,
+    strip_padding,
+    tiny_model,
+    uncached_greedy,
+)
 from tolerances import (
     assert_within_rounding,
-    score_terms,
+    search_terms,
     tolerance,
     transformer_terms,
     within_rounding,
@@ -21,80 +30,10 @@ from translate.decode.search import (
     length_groups,
     length_penalty,
 )
-from translate.model.transformer import ModelConfig, Transformer
+from translate.model.transformer import Transformer
 from translate.text.vocab import BOS_ID, EOS_ID, PAD_ID
 
-VOCAB = 12
-OUTPUTS = [t for t in range(VOCAB) if t not in (PAD_ID, BOS_ID)]  # what a search may produce
-
-
-def tiny_model(seed: int, eos_bias: float = 1.0) -> Transformer:
-    """A random model whose outputs vary: a constant hidden unit feeds EOS only, so EOS has a
-    tunable bias, and the output projection is wide enough for peaked distributions."""
-    torch.manual_seed(seed)
-    cfg = ModelConfig(
-        d_model=16,
-        heads=2,
-        encoder_layers=1,
-        decoder_layers=2,
-        ffn_dim=32,
-        dropout=0.0,
-        tie_embeddings="none",
-        max_positions=64,
-    )
-    model = Transformer(cfg, VOCAB, VOCAB, shared_vocab=True)
-    with torch.no_grad():
-        model.output.weight.normal_(0.0, 0.5)
-        last_norm = model.decoder_layers[-1].ffn_block.norm
-        last_norm.weight[0], last_norm.bias[0] = 0.0, 1.0
-        model.output.weight[:, 0] = 0.0
-        model.output.weight[EOS_ID, 0] = eos_bias
-    return model.eval()
-
-
-def random_sources(seed: int, batch: int, max_len: int = 7) -> torch.Tensor:
-    """PAD-padded sources of different lengths, each ending in EOS."""
-    generator = torch.Generator().manual_seed(seed)
-    lengths = torch.randint(1, max_len, (batch,), generator=generator).tolist()
-    src = torch.full((batch, max(lengths) + 1), PAD_ID)
-    for row, length in enumerate(lengths):
-        src[row, :length] = torch.randint(4, VOCAB, (length,), generator=generator)
-        src[row, length] = EOS_ID
-    return src
-
-
-def strip_padding(src: torch.Tensor) -> torch.Tensor:
-    return src[:, : int((src != PAD_ID).sum(dim=1).max())]
-
-
-def search_terms(
-    model: Transformer, src: torch.Tensor, max_len_a: float = 1.5, max_len_b: int = 10
-) -> int:
-    """The terms behind the scores of a search over `src` (`tolerances.score_terms`), for as many steps as
-    the search may take."""
-    steps = min(int(src.shape[-1] * max_len_a + max_len_b), model.cfg.max_positions)
-    return score_terms(model.cfg, max(src.shape[-1], steps), model.tgt_vocab_size, steps)
-
-
-@torch.no_grad()
-def full_prefix_log_probs(
-    model: Transformer, src_row: torch.Tensor, hypotheses: list[list[int]]
-) -> list[float]:
-    """Sum of log p(token | source, prefix) over tokens + EOS, each hypothesis re-read in full
-    by the training forward pass (no cache, no incremental decoding), in float64."""
-    model = copy.deepcopy(model).double()
-    targets = [tokens + [EOS_ID] for tokens in hypotheses]
-    longest = max(map(len, targets))
-    tgt_in = torch.full((len(targets), longest), PAD_ID)
-    tgt_out = torch.full((len(targets), longest), PAD_ID)
-    for row, target in enumerate(targets):
-        tgt_in[row, : len(target)] = torch.tensor([BOS_ID] + target[:-1])
-        tgt_out[row, : len(target)] = torch.tensor(target)
-    real = torch.arange(longest)[None, :] < torch.tensor([len(t) for t in targets])[:, None]
-    src = strip_padding(src_row[None]).expand(len(targets), -1)
-    logits = model(src, tgt_in, PAD_ID)
-    token_lp = torch.log_softmax(logits, dim=-1).gather(2, tgt_out[:, :, None])[:, :, 0]
-    return token_lp.masked_fill(~real, 0.0).sum(dim=1).tolist()
+OUTPUTS = [t for t in range(TINY_VOCAB) if t not in (PAD_ID, BOS_ID)]  # what a search may produce
 
 
 class Prefix:
@@ -154,32 +93,6 @@ def test_cached_beam_search_equals_uncached_and_full_prefix_scores(alpha):
     assert len(lengths) > 2, "every hypothesis had the same length: the test would be weak"
 
 
-def uncached_greedy(
-    model: Transformer, src: torch.Tensor, max_len_a: float, max_len_b: int
-) -> list[list[int]]:
-    """Greedy decoding re-reading the whole prefix each step, one sentence at a time."""
-    outputs = []
-    for row in src:
-        row = strip_padding(row[None])
-        limit = min(
-            int(int((row != PAD_ID).sum()) * max_len_a + max_len_b), model.cfg.max_positions
-        )
-        tokens = []
-        while True:
-            logits = model(row, torch.tensor([[BOS_ID] + tokens]), PAD_ID)[0, -1]
-            candidates = [t for t in range(len(logits)) if t not in (PAD_ID, BOS_ID)]
-            token = (
-                EOS_ID
-                if len(tokens) + 1 >= limit
-                else max(candidates, key=lambda t: float(logits[t]))
-            )
-            if token == EOS_ID:
-                break
-            tokens.append(token)
-        outputs.append(tokens)
-    return outputs
-
-
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_beam_one_is_greedy(seed):
     model = tiny_model(seed)
@@ -218,7 +131,7 @@ def test_wide_beam_finds_the_exhaustive_best(alpha, allowed, max_len):
         tokens, mask = [t for t in OUTPUTS if t != EOS_ID], None
     else:
         tokens = list(allowed)
-        mask = torch.zeros(VOCAB, dtype=torch.bool)
+        mask = torch.zeros(TINY_VOCAB, dtype=torch.bool)
         mask[list(allowed) + [EOS_ID]] = True
     # As wide as the search space: every extension of every prefix is within the beam.
     width = len(tokens) ** (max_len - 2) * (len(tokens) + 1)
@@ -292,7 +205,7 @@ def test_a_sentence_gets_the_same_translation_alone_and_in_any_batch():
 def test_allowed_tokens_are_the_only_ones_produced():
     model = tiny_model(5)
     src = random_sources(40, 10)
-    allowed = torch.zeros(VOCAB, dtype=torch.bool)
+    allowed = torch.zeros(TINY_VOCAB, dtype=torch.bool)
     allowed[[EOS_ID, 5, 8, 9]] = True
     free = beam_search(model, src, beam=4, n_best=4)
     assert {t for hs in free for h in hs for t in h.tokens} - {5, 8, 9}, "nothing to remove"
@@ -378,7 +291,7 @@ def test_bfloat16_model_is_scored_in_float32():
     in_bf16 = torch.log_softmax(logits, dim=-1)[:, EOS_ID].float()
     # the log-softmax of the same logits in float32: a sum over the vocabulary, and the live score added;
     # a search scoring in bf16 must fall outside that rounding
-    terms = VOCAB + 1
+    terms = TINY_VOCAB + 1
     float32_rounding = tolerance(torch.float32, terms) * expected.abs().max()
     assert (expected - in_bf16).abs().max() > float32_rounding, (
         "bf16 and float32 agree: the test would be weak"
@@ -424,7 +337,7 @@ def test_pad_and_bos_are_never_produced():
             :, -1
         ].argmax(-1)
     assert set(first.tolist()) <= {PAD_ID, BOS_ID}
-    others = torch.ones(VOCAB, dtype=torch.bool)
+    others = torch.ones(TINY_VOCAB, dtype=torch.bool)
     others[[PAD_ID, BOS_ID]] = False
 
     def search(allowed):
@@ -440,7 +353,9 @@ def test_pad_and_bos_are_never_produced():
     }
     assert produced and not produced & {PAD_ID, BOS_ID}
     assert free == search(others)
-    mask = Translator(model, None, {}, None, target_tokens=list(range(VOCAB))).target_token_mask()
+    mask = Translator(
+        model, None, {}, None, target_tokens=list(range(TINY_VOCAB))
+    ).target_token_mask()
     assert not mask[PAD_ID] and not mask[BOS_ID] and mask[4:].all()
     assert search(mask) == free
 
@@ -500,7 +415,7 @@ def test_encoding_by_length_groups_equals_encoding_the_batch_whole(monkeypatch):
     src = torch.full((len(lengths), 61), PAD_ID)
     generator = torch.Generator().manual_seed(8)
     for row, length in enumerate(lengths):
-        src[row, :length] = torch.randint(4, VOCAB, (length,), generator=generator)
+        src[row, :length] = torch.randint(4, TINY_VOCAB, (length,), generator=generator)
         src[row, length] = EOS_ID
     mask = model.source_mask(src, PAD_ID)
     assert len(length_groups((src != PAD_ID).sum(dim=1).tolist())) > 1

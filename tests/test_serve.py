@@ -24,10 +24,10 @@ httpx = pytest.importorskip("httpx")
 hypothesis = pytest.importorskip("hypothesis")
 from fastapi.testclient import TestClient  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
-from processes import process_table  # noqa: E402
-from test_translate_cli import random_tied_checkpoint  # noqa: E402
+from processes import process_table, start_server, stop  # noqa: E402
+from strategies import ANY_TEXT, JSON_VALUES  # noqa: E402
 
-from translate.decode.pipeline import Units, translate_lines  # noqa: E402
+from translate.decode.pipeline import Segments, translate_lines  # noqa: E402
 from translate.decode.settings import SearchSettings  # noqa: E402
 from translate.decode.translator import ModelShape, load_translator  # noqa: E402
 from translate.files import file_digest  # noqa: E402
@@ -44,28 +44,12 @@ from translate.serve.continuous import (  # noqa: E402
 )
 from translate.serve.launch import (  # noqa: E402
     free_loopback_port,
-    serve_command,
     wait_until_ready,
 )
 from translate.serve.worker import ONEDNN_CACHES  # noqa: E402
 from translate.text.protected import lost_spans  # noqa: E402
 
 LINES = ["Click OK.", "", "Choose Tools - Options.", "\t", "Last line of the test."]
-
-
-def en_de_checkpoint(directory: Path) -> Path:
-    """A small random English-German model, its languages recorded as a training run does."""
-    return random_tied_checkpoint(
-        directory / "model.ckpt",
-        d_model=32,
-        layers=1,
-        run_config="data:\n  src_lang: en\n  tgt_lang: de\n",
-    )
-
-
-@pytest.fixture(scope="module")
-def checkpoint_path(tmp_path_factory) -> Path:
-    return en_de_checkpoint(tmp_path_factory.mktemp("serve"))
 
 
 @pytest.fixture(scope="module")
@@ -148,23 +132,23 @@ def test_continuous_batching_answers_each_request_as_translate_cli_does_alone(tr
         (LINES, SearchSettings(beam=1, length_penalty=1.0, engine="slots")),
     ]
     engine = EngineLoop(translator, batch_tokens=40)  # a small budget: some lines wait their turn
-    answers, steps, units = {}, 0, {}
-    for ticket, (lines, key) in enumerate(requests):  # two new requests a step
-        units[ticket] = prepare(translator, lines, key)
-        found = engine.take(Join(ticket, units[ticket].ids, key))
-        if ticket % 2:
+    answers, steps, segments = {}, 0, {}
+    for request_id, (lines, key) in enumerate(requests):  # two new requests a step
+        segments[request_id] = prepare(translator, lines, key)
+        found = engine.take(Join(request_id, segments[request_id].ids, key))
+        if request_id % 2:
             found += engine.step()
         for answer in found:
             assert not answer.error
-            answers[answer.ticket] = answer
+            answers[answer.request_id] = answer
     while engine.busy:
-        answers.update((answer.ticket, answer) for answer in engine.step())
+        answers.update((answer.request_id, answer) for answer in engine.step())
         steps += 1
         assert steps < 500
-    for ticket, (lines, key) in enumerate(requests):
-        texts = finish(translator, units[ticket], answers[ticket].found, key.n_best)
+    for request_id, (lines, key) in enumerate(requests):
+        texts = finish(translator, segments[request_id], answers[request_id].found, key.n_best)
         assert texts == translate_lines(translator, lines, key), key
-    assert not engine.requests and not engine.lanes  # idle searches are let go
+    assert not engine.requests and not engine.searches  # idle searches are let go
 
 
 def test_the_engine_loop_takes_requests_between_steps_and_answers_each(translator):
@@ -176,19 +160,19 @@ def test_the_engine_loop_takes_requests_between_steps_and_answers_each(translato
     engine = EngineLoop(translator, batch_tokens=4096)
     thread = threading.Thread(target=run_engine, args=(engine, inbox, answers.put))
     thread.start()
-    sent = {ticket: prepare(translator, [line], key) for ticket, line in enumerate(LINES)}
-    for ticket, units in sent.items():
-        inbox.put(Join(ticket, units.ids, key))
+    sent = {request_id: prepare(translator, [line], key) for request_id, line in enumerate(LINES)}
+    for request_id, segments in sent.items():
+        inbox.put(Join(request_id, segments.ids, key))
     inbox.put(Cancel(len(LINES)))  # a request the engine does not hold: nothing happens
     received = [answers.get(timeout=60) for _ in LINES]
     inbox.put(None)  # the end: the loop says so and returns
     assert answers.get(timeout=60) is None
     thread.join(60)
     assert not thread.is_alive() and answers.empty()
-    assert sorted(answer.ticket for answer in received) == list(range(len(LINES)))
+    assert sorted(answer.request_id for answer in received) == list(range(len(LINES)))
     for answer in received[:-1]:
-        [line] = [LINES[answer.ticket]]
-        assert finish(translator, sent[answer.ticket], answer.found, 1) == [
+        [line] = [LINES[answer.request_id]]
+        assert finish(translator, sent[answer.request_id], answer.found, 1) == [
             alone(translator, line, 2)
         ]
 
@@ -207,15 +191,15 @@ def test_both_engines_translate_alike(translator):
 def test_continuous_batching_fails_only_the_requests_a_bad_setting_touches(translator):
     engine = EngineLoop(translator, batch_tokens=4096)
     good = SearchSettings(beam=5, length_penalty=1.0)
-    units = prepare(translator, ["Click OK."], good)
-    [failed] = engine.take(Join(1, units.ids, replace(good, target_lang="fr")))
-    assert failed.ticket == 1 and failed.found is None and "fr" in failed.error
-    assert engine.take(Join(2, units.ids, good)) == []
+    segments = prepare(translator, ["Click OK."], good)
+    [failed] = engine.take(Join(1, segments.ids, replace(good, target_lang="fr")))
+    assert failed.request_id == 1 and failed.found is None and "fr" in failed.error
+    assert engine.take(Join(2, segments.ids, good)) == []
     answers = []
     while engine.busy:
         answers += engine.step()
     [answer] = answers
-    assert finish(translator, units, answer.found, 1) == [alone(translator, "Click OK.")]
+    assert finish(translator, segments, answer.found, 1) == [alone(translator, "Click OK.")]
 
 
 class FakeEngine:
@@ -233,13 +217,13 @@ class FakeEngine:
             if isinstance(message, Cancel):
                 continue
             self.release.wait(5)
-            texts = ["".join(map(chr, ids)) for ids in message.units]
+            texts = ["".join(map(chr, ids)) for ids in message.segments]
             if texts == ["die"]:
                 self.answers.put(EOFError)
                 return
             found = [[(list(map(ord, text.upper())), 0.0, 0.0)] for text in texts]
             error = "RuntimeError: the search broke" if texts == ["boom"] else ""
-            self.answers.put(Answer(message.ticket, None if error else found, error, 0.0, 1))
+            self.answers.put(Answer(message.request_id, None if error else found, error, 0.0, 1))
         self.answers.put(None)
 
     def send(self, message) -> None:
@@ -259,10 +243,12 @@ class FakeEngine:
 def fake_batcher(started: list, release: threading.Event, max_queued_lines: int = 100):
     return ContinuousBatcher(
         lambda: FakeEngine(started, release),
-        lambda lines, key: Units(
+        lambda lines, key: Segments(
             [list(map(ord, line)) for line in lines], list(range(len(lines))), [()] * len(lines)
         ),
-        lambda units, found, n_best: ["".join(map(chr, hypotheses[0][0])) for hypotheses in found],
+        lambda segments, found, n_best: [
+            "".join(map(chr, hypotheses[0][0])) for hypotheses in found
+        ],
         max_queued_lines,
     )
 
@@ -526,17 +512,6 @@ def test_an_unexpected_fault_is_a_counted_500_in_the_one_shape_without_its_trace
         )
 
 
-# Text of any code point, lone surrogates among them (JSON can escape one; no encoding holds it).
-# (st.text would leave the surrogates out.)
-ANY_TEXT = st.lists(
-    st.characters(exclude_categories=()) | st.sampled_from("\ud800\udfff\x00\u200b\ufeff"),
-    max_size=40,
-).map("".join)
-JSON_VALUES = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats() | ANY_TEXT,
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(ANY_TEXT, inner, max_size=4),
-    max_leaves=10,
-)
 FIELDS = ("beam", "length_penalty", "target_lang", "source_lang")
 # Fields of the right types with any values reach the search; values of any type, any JSON and
 # any bytes test the parsing and the validation.
@@ -689,31 +664,6 @@ def test_serving_does_not_load_the_training_stack():
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.stdout.strip() == "[]", result.stderr
-
-
-def start_server(
-    checkpoint_path: Path, *flags: str, env: dict | None = None
-) -> tuple[subprocess.Popen, str]:
-    """translate-serve on a free loopback port, returned once /ready answers (at most 30 s)."""
-    port = free_loopback_port()
-    server = subprocess.Popen(
-        serve_command(checkpoint_path, port, *flags),
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, **(env or {})},
-    )
-    base = f"http://127.0.0.1:{port}"
-    failure = wait_until_ready(server, f"{base}/ready", 30)
-    if failure:
-        server.kill()
-        pytest.fail(f"translate-serve {failure}: {server.stderr.read()}")
-    return server, base
-
-
-def stop(server: subprocess.Popen) -> None:
-    if server.poll() is None:
-        server.kill()
-        server.wait()
 
 
 def test_the_real_server_batches_concurrent_clients_and_drains_on_sigterm(

@@ -7,8 +7,7 @@ from functools import partial
 
 import pytest
 import torch
-from search_oracle import beam_search, greedy_search
-from test_continuous import (
+from joining import (
     BEAM_LIMITS,
     FORBIDDEN,
     GREEDY_LIMITS,
@@ -17,7 +16,7 @@ from test_continuous import (
     greedy_allowed,
     sources_of,
 )
-from test_search import VOCAB, tiny_model
+from search_oracle import TINY_VOCAB, beam_search, greedy_search, tiny_model
 
 from translate.decode.continuous import ContinuousBeamSearch, ContinuousGreedySearch, search_joined
 from translate.decode.engine import EngineChoice, engine_for, new_search
@@ -87,16 +86,16 @@ def test_joined_batches_reach_the_model_s_last_position(beam):
     search = SlotSearch(model, SearchPlan(beam, 1.0, 1, 8.0, 1))
     found = dict(search_joined(search, batches, 40))
     assert sorted(found) == list(range(30))
-    for tickets, batch in batches:
+    for sentence_ids, batch in batches:
         src = torch.nn.utils.rnn.pad_sequence(
             [torch.tensor(s) for s in batch], batch_first=True, padding_value=PAD_ID
         )
         if beam == 1:
             expected = greedy_search(model, src, max_len_a=8.0, max_len_b=1)
-            assert [found[i] for i in tickets] == expected
+            assert [found[i] for i in sentence_ids] == expected
         else:
             expected = beam_search(model, src, beam, 1.0, max_len_a=8.0, max_len_b=1)
-            assert [[h.tokens for h in found[i]] for i in tickets] == [
+            assert [[h.tokens for h in found[i]] for i in sentence_ids] == [
                 [h.tokens for h in hypotheses] for hypotheses in expected
             ]
     longest = max(len(found[i] if beam == 1 else found[i][0].tokens) for i in range(30))
@@ -230,7 +229,7 @@ def test_sentences_wait_rather_than_grow_the_cache_past_its_budget():
     budget = probe._table_bytes(8, 32)
     generator = torch.Generator().manual_seed(3)
     sources = sources_of(seed=2, count=20) + [
-        torch.randint(4, VOCAB, (30,), generator=generator).tolist() + [EOS_ID]
+        torch.randint(4, TINY_VOCAB, (30,), generator=generator).tolist() + [EOS_ID]
     ]
     search = SlotSearch(model, plan, cache_bytes=budget)
     search.add(range(len(sources)), sources)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import FIXTURE, REPO
 from jsonargparse import Namespace
 
 from translate.cli.train import main
@@ -19,8 +20,6 @@ from translate.train import precision
 from translate.train.lightning_cli import TranslateCLI
 from translate.train.run_dir import newest_checkpoint
 
-REPO = Path(__file__).resolve().parent.parent
-FIXTURE = Path(__file__).parent / "fixtures" / "libreoffice_small"
 TINY = str(REPO / "configs" / "tiny.yaml")
 
 

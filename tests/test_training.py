@@ -10,6 +10,7 @@ import lightning as L
 import numpy as np
 import pytest
 import torch
+from helpers import FIXTURE, REPO
 from tolerances import assert_within_rounding, transformer_terms, within_rounding
 
 from translate.cli.train import main as train_main
@@ -25,9 +26,6 @@ from translate.train.lightning_module import (
     use_fused_optimizer,
 )
 from translate.train.loss import label_smoothed_nll
-
-REPO = Path(__file__).resolve().parent.parent
-FIXTURE = Path(__file__).parent / "fixtures" / "libreoffice_small"
 
 
 @pytest.mark.numerical

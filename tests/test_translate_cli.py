@@ -2,11 +2,11 @@
 over-long lines, and output that survives a stopped run."""
 
 import math
-from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 import torch
+from helpers import joint_vocab, random_checkpoint
 from search_oracle import beam_search
 from tolerances import score_terms, tolerance, within_rounding
 
@@ -17,94 +17,21 @@ from translate.decode.pipeline import split_long, translate_lines, translate_nbe
 from translate.decode.settings import SearchSettings
 from translate.decode.translator import load_translator
 from translate.model.checkpoint import CheckpointError
-from translate.model.transformer import ModelConfig, Transformer
 from translate.score.metrics import corpus_scores
 from translate.text.protected import describe, lost_spans
-from translate.text.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocabularies, train_sentencepiece
+from translate.text.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
-FIXTURE = Path(__file__).parent / "fixtures" / "libreoffice_small"
 LINES = ["Click OK.", "", "Choose Tools - Macros - Organize Dialogs.", "Last line."]
-
-
-def write_checkpoint(path: Path, model: Transformer, vocab: Vocabularies, **artifact) -> None:
-    """`model` and `vocab` saved in the format TranslationModule writes (what load_translator
-    reads); `artifact` adds or overrides entries (training_config, target_tokens, ...)."""
-    torch.save(
-        {
-            "state_dict": {f"model.{name}": value for name, value in model.state_dict().items()},
-            "translate": {
-                "model_config": asdict(model.cfg),
-                "src_vocab_size": len(vocab.source),
-                "tgt_vocab_size": len(vocab.target),
-                "vocab": vocab.state(),
-                "training_config": {},
-                "run_config": None,
-                **artifact,
-            },
-        },
-        path,
-    )
-
-
-def random_tied_checkpoint(path: Path, d_model: int, layers: int, **artifact) -> Path:
-    """A random three-way-tied model over a joint vocabulary of the fixture corpus, saved as
-    TranslationModule saves it."""
-    lines = FIXTURE.joinpath("train.en").read_text(encoding="utf-8").splitlines()
-    lines += FIXTURE.joinpath("train.de").read_text(encoding="utf-8").splitlines()
-    joint = train_sentencepiece(lines, 200)
-    vocab = Vocabularies(joint, joint)
-    torch.manual_seed(0)
-    cfg = ModelConfig(
-        d_model=d_model,
-        heads=2,
-        encoder_layers=layers,
-        decoder_layers=layers,
-        ffn_dim=2 * d_model,
-        dropout=0.0,
-        tie_embeddings="all",
-        max_positions=64,
-    )
-    model = Transformer(cfg, len(vocab.source), len(vocab.target), shared_vocab=True)
-    write_checkpoint(
-        path, model, vocab, training_config={"max_len_a": 1.0, "max_len_b": 5}, **artifact
-    )
-    return path
-
-
-def save_checkpoint(path: Path, vocab: Vocabularies, target_tokens: list[int] | None) -> None:
-    """A random model in the format TranslationModule saves (what load_translator reads)."""
-    torch.manual_seed(0)
-    cfg = ModelConfig(
-        d_model=32,
-        heads=2,
-        encoder_layers=1,
-        decoder_layers=1,
-        ffn_dim=32,
-        dropout=0.0,
-        tie_embeddings="none",
-        max_positions=64,
-    )
-    model = Transformer(cfg, len(vocab.source), len(vocab.target), shared_vocab=vocab.joint)
-    write_checkpoint(
-        path,
-        model,
-        vocab,
-        training_config={"max_len_a": 1.0, "max_len_b": 5},
-        target_tokens=target_tokens,
-    )
 
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
     directory = tmp_path_factory.mktemp("cli")
-    english = FIXTURE.joinpath("train.en").read_text(encoding="utf-8").splitlines()
-    german = FIXTURE.joinpath("train.de").read_text(encoding="utf-8").splitlines()
-    joint = train_sentencepiece(english + german, 200)
-    vocab = Vocabularies(joint, joint)
-    words = [joint.processor.piece_to_id(piece) for piece in ("▁Sie", "▁auf")]
+    vocab = joint_vocab()
+    words = [vocab.target.processor.piece_to_id(piece) for piece in ("▁Sie", "▁auf")]
     assert UNK_ID not in words
-    save_checkpoint(directory / "restricted.ckpt", vocab, words)
-    save_checkpoint(directory / "plain.ckpt", vocab, None)
+    random_checkpoint(directory / "restricted.ckpt", vocab, words)
+    random_checkpoint(directory / "plain.ckpt", vocab, None)
     source = directory / "input.en"
     source.write_text("".join(line + "\n" for line in LINES), encoding="utf-8")
     return {

@@ -7,15 +7,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import FIXTURE, REPO
 
 from translate.cli.train import main as train_main
 from translate.cli.translate import main as translate_main
 from translate.cli.tune import main as tune_main
 from translate.decode import tuning
 from translate.decode.translator import load_translator
-
-REPO = Path(__file__).resolve().parent.parent
-FIXTURE = Path(__file__).parent / "fixtures" / "libreoffice_small"
 
 
 def fake_scores(table: dict):

@@ -1,7 +1,6 @@
 """The sharing variants, the direct-path measures, translate-inspect and the tying study's path."""
 
 import copy
-import itertools
 import json
 import math
 import subprocess
@@ -11,8 +10,19 @@ from pathlib import Path
 
 import pytest
 import torch
-from search_oracle import greedy_search
-from test_search import uncached_greedy  # the slow reference: whole prefix re-read every step
+from helpers import (
+    REPO,
+    SHARING,
+    VARIANT_VOCAB,
+    all_variants,
+    build_variant,
+    variant_config,
+    variant_id,
+)
+from search_oracle import (
+    greedy_search,
+    uncached_greedy,  # the slow reference: whole prefix re-read every step
+)
 from tolerances import assert_within_rounding, tolerance, transformer_terms, within_rounding
 
 from translate.cli import inspect as inspect_cli
@@ -31,58 +41,11 @@ from translate.model.analysis import (
     target_bigrams,
     unigram_scores,
 )
-from translate.model.transformer import ModelConfig, Transformer
+from translate.model.transformer import Transformer
+from translate.model.tying import auto_mode
 from translate.text.vocab import BOS_ID, EOS_ID, PAD_ID
 from translate.train.data_module import TranslationDataModule
 from translate.train.lightning_module import TranslationModule
-
-REPO = Path(__file__).resolve().parent.parent
-VOCAB = 50
-SHARING = ("share_layer_attention", "share_encoder_decoder_layers", "embedding_adapter")
-
-
-def config(**changes) -> ModelConfig:
-    base = dict(
-        d_model=16,
-        heads=2,
-        encoder_layers=2,
-        decoder_layers=3,
-        ffn_dim=24,
-        dropout=0.0,
-        norm_first=True,
-        max_positions=64,
-        tie_embeddings="all",
-    )
-    return ModelConfig(**{**base, **changes})
-
-
-def build(seed: int = 0, **changes) -> Transformer:
-    torch.manual_seed(seed)
-    return Transformer(config(**changes), VOCAB, VOCAB, shared_vocab=True)
-
-
-def all_variants() -> list[dict]:
-    """Every combination of the three options, on two tie modes and both layer-count orders."""
-    out = []
-    for flags in itertools.product([False, True], repeat=3):
-        for tie, layers in (("all", (2, 3)), ("none", (3, 2))):
-            out.append(
-                {
-                    **dict(zip(SHARING, flags)),
-                    "tie_embeddings": tie,
-                    "encoder_layers": layers[0],
-                    "decoder_layers": layers[1],
-                }
-            )
-    return out
-
-
-def variant_id(changes: dict) -> str:
-    flags = [name for name in SHARING if changes[name]] or ["plain"]
-    return (
-        f"{changes['tie_embeddings']}-{changes['encoder_layers']}x{changes['decoder_layers']}-"
-        + "+".join(flags)
-    )
 
 
 # --- the asymmetry measure ----------------------------------------------------------------
@@ -115,8 +78,8 @@ def test_asymmetry_is_zero_for_a_tied_path_and_positive_for_an_untied_pair():
 
 @pytest.mark.numerical
 def test_direct_path_of_models_each_entry_by_hand():
-    model = build(tie_embeddings="all", embedding_adapter=True)
-    assert asymmetry(direct_path(model)) <= rounding_asymmetry(16, VOCAB), (
+    model = build_variant(tie_embeddings="all", embedding_adapter=True)
+    assert asymmetry(direct_path(model)) <= rounding_asymmetry(16, VARIANT_VOCAB), (
         "the adapter starts as identity"
     )
     with torch.no_grad():
@@ -139,16 +102,18 @@ def test_direct_path_of_models_each_entry_by_hand():
         m[list(rows), list(cols)], expected, torch.float32, 32
     )  # two 16-term products in turn
     assert asymmetry(m) > 0.01
-    assert asymmetry(direct_path(build(tie_embeddings="decoder"))) <= rounding_asymmetry(16, VOCAB)
-    assert asymmetry(direct_path(build(tie_embeddings="none"))) > 0.5
+    assert asymmetry(direct_path(build_variant(tie_embeddings="decoder"))) <= rounding_asymmetry(
+        16, VARIANT_VOCAB
+    )
+    assert asymmetry(direct_path(build_variant(tie_embeddings="none"))) > 0.5
 
 
 @pytest.mark.numerical
 def test_adapter_starts_as_the_plain_tied_model_and_then_changes_its_output():
-    adapted = build(seed=4, embedding_adapter=True).eval()
-    plain = build(seed=9).eval()
+    adapted = build_variant(seed=4, embedding_adapter=True).eval()
+    plain = build_variant(seed=9).eval()
     plain.load_state_dict({k: v for k, v in adapted.state_dict().items() if "adapter" not in k})
-    src, tgt = torch.randint(4, VOCAB, (2, 6)), torch.randint(4, VOCAB, (2, 5))
+    src, tgt = torch.randint(4, VARIANT_VOCAB, (2, 6)), torch.randint(4, VARIANT_VOCAB, (2, 5))
     with torch.no_grad():
         assert torch.equal(
             adapted(src, tgt, PAD_ID), plain(src, tgt, PAD_ID)
@@ -216,9 +181,9 @@ def test_bigrams_refuse_ids_outside_the_vocabulary():
 
 
 # --- parameter counts and storage -------------------------------------------------------------
-def expected_parameters(changes: dict, vocab: int = VOCAB) -> int:
+def expected_parameters(changes: dict, vocab: int = VARIANT_VOCAB) -> int:
     """Counted by hand from what each option claims to share, not from the module tree."""
-    cfg = config(**changes)
+    cfg = variant_config(**changes)
     d, f, le, ld = cfg.d_model, cfg.ffn_dim, cfg.encoder_layers, cfg.decoder_layers
     attention, ffn, layer_norm = 4 * (d * d + d), d * f + f + f * d + d, 2 * d
     albert, enc_dec = cfg.share_layer_attention, cfg.share_encoder_decoder_layers
@@ -245,7 +210,7 @@ def expected_parameters(changes: dict, vocab: int = VOCAB) -> int:
 
 @pytest.mark.parametrize("changes", all_variants(), ids=variant_id)
 def test_variants_have_the_parameter_count_of_the_formula(changes):
-    model = build(**changes)
+    model = build_variant(**changes)
     counts = parameter_counts(model)
     assert counts["total"] == expected_parameters(changes)
     assert sum(p.numel() for p in model.parameters()) == expected_parameters(changes)
@@ -257,7 +222,7 @@ def ptr(model: Transformer, name: str) -> int:
 
 
 def test_shared_attention_is_one_tensor_per_stack():
-    model = build(share_layer_attention=True)
+    model = build_variant(share_layer_attention=True)
     for name in ("q_proj.weight", "out_proj.bias"):
         assert ptr(model, f"encoder_layers.0.self_attn.{name}") == ptr(
             model, f"encoder_layers.1.self_attn.{name}"
@@ -275,7 +240,7 @@ def test_shared_attention_is_one_tensor_per_stack():
 
 
 def test_encoder_decoder_sharing_pairs_layer_i_with_layer_i():
-    model = build(share_encoder_decoder_layers=True)  # 2 encoder, 3 decoder layers
+    model = build_variant(share_encoder_decoder_layers=True)  # 2 encoder, 3 decoder layers
     for i in range(2):
         for name in ("self_attn.k_proj.weight", "ffn.linear1.weight", "ffn.linear2.bias"):
             assert ptr(model, f"encoder_layers.{i}.{name}") == ptr(
@@ -296,14 +261,16 @@ def test_encoder_decoder_sharing_pairs_layer_i_with_layer_i():
     "changes", [c for c in all_variants() if c["tie_embeddings"] == "all"], ids=variant_id
 )
 def test_sharing_survives_loading_and_an_optimizer_step(changes):
-    model = build(seed=1, **changes)
+    model = build_variant(seed=1, **changes)
     groups = sorted(map(sorted, shared_tensors(model)))
-    reloaded = build(seed=2, **changes)
+    reloaded = build_variant(seed=2, **changes)
     reloaded.load_state_dict(model.state_dict(), strict=True)
     assert sorted(map(sorted, shared_tensors(reloaded))) == groups
     optimizer = torch.optim.Adam(reloaded.parameters(), lr=0.05)
     reloaded(
-        torch.randint(4, VOCAB, (2, 6)), torch.randint(4, VOCAB, (2, 5)), pad_id=PAD_ID
+        torch.randint(4, VARIANT_VOCAB, (2, 6)),
+        torch.randint(4, VARIANT_VOCAB, (2, 5)),
+        pad_id=PAD_ID,
     ).sum().backward()
     optimizer.step()
     assert sorted(map(sorted, shared_tensors(reloaded))) == groups
@@ -314,7 +281,7 @@ def test_sharing_survives_loading_and_an_optimizer_step(changes):
 
 # --- decoding with the variants -----------------------------------------------------------------
 def perturbed(changes: dict) -> Transformer:
-    model = build(seed=5, **changes).eval()
+    model = build_variant(seed=5, **changes).eval()
     if model.tgt_embed_adapter is not None:
         with torch.no_grad():
             model.tgt_embed_adapter.weight.add_(0.2 * torch.randn(16, 16))
@@ -325,7 +292,7 @@ def perturbed(changes: dict) -> Transformer:
 @pytest.mark.parametrize("changes", all_variants(), ids=variant_id)
 def test_cached_decoding_equals_uncached_with_the_variants(changes):
     model = perturbed(changes)
-    src, tgt = torch.randint(4, VOCAB, (2, 6)), torch.randint(4, VOCAB, (2, 5))
+    src, tgt = torch.randint(4, VARIANT_VOCAB, (2, 6)), torch.randint(4, VARIANT_VOCAB, (2, 5))
     reference = copy.deepcopy(model).double()  # full decoding in float64, ties and sharing kept
     with torch.no_grad():
         mask = model.source_mask(src, PAD_ID)
@@ -337,7 +304,7 @@ def test_cached_decoding_equals_uncached_with_the_variants(changes):
             torch.cat(steps, dim=1), full, torch.float32, transformer_terms(model.cfg, 6)
         )
 
-        src = torch.randint(4, VOCAB, (3, 5))
+        src = torch.randint(4, VARIANT_VOCAB, (3, 5))
         assert greedy_search(model, src, max_len_a=0.0, max_len_b=7) == uncached_greedy(
             model, src, 0.0, 7
         )
@@ -346,7 +313,7 @@ def test_cached_decoding_equals_uncached_with_the_variants(changes):
 # --- export refuses what it cannot express --------------------------------------------------------
 @pytest.mark.parametrize("option", SHARING)
 def test_export_refuses_the_sharing_variants(option):
-    model = build(**{option: True})
+    model = build_variant(**{option: True})
     with pytest.raises(ExportError, match=option):
         huggingface_architecture(model)
     with pytest.raises(ExportError, match=option):
@@ -365,7 +332,7 @@ def vocab(tmp_path_factory):
 
 def save_checkpoint(path: Path, vocab, **changes) -> TranslationModule:
     torch.manual_seed(0)
-    module = TranslationModule(vocab, config(**changes))
+    module = TranslationModule(vocab, variant_config(**changes))
     module.run_config = "data:\n  src_lang: en\n  tgt_lang: de\n"
     module.target_tokens = [4, 5, 6, 9]
     state = {"state_dict": module.state_dict()}
@@ -461,9 +428,9 @@ def test_inspect_names_a_missing_checkpoint(tmp_path, capsys):
 
 
 def test_shared_modules_lists_a_tensor_tie_outside_whole_modules():
-    model = build(tie_embeddings="all")
+    model = build_variant(tie_embeddings="all")
     assert shared_modules(model) == [["src_embed", "tgt_embed", "output"]]
-    assert shared_modules(build(tie_embeddings="none")) == []
+    assert shared_modules(build_variant(tie_embeddings="none")) == []
 
 
 # --- the study --------------------------------------------------------------------------------
@@ -579,6 +546,12 @@ def test_distant_pair_study_smoke_writes_the_table_and_plot(tmp_path):
     assert by[("de", "multilingual", 1)]["updates"] == 2 * by[("de", "all", 1)]["updates"]
     table = (out / "results.md").read_text()
     assert "| ja | separate-decoder | 2 |" in table and " ± " in table
+    assert "| ja | separate-decoder | 1, 2 | " in table, "the remedy against none and all"
+    for lang in ("de", "ja"):  # auto's row: the bilingual runs' shared mass and the rule's tie
+        (mass,) = {
+            r["shared_mass"] for r in rows if r["lang"] == lang and r["cell"] in ("none", "all")
+        }
+        assert f"| {lang} | {mass:.3f} | {auto_mode(mass)} | 1, 2 | " in table
     # the pooled interval and test: both seeds' outputs scored as one corpus
     from sacrebleu.metrics import BLEU
 
@@ -612,7 +585,11 @@ TARGET_ONLY = [5, 9, 17, 30, 44]
 def shared_rows_model(seed: int = 0) -> Transformer:
     torch.manual_seed(seed)
     model = Transformer(
-        config(tie_embeddings="shared_rows"), VOCAB, VOCAB, True, target_only_ids=TARGET_ONLY
+        variant_config(tie_embeddings="shared_rows"),
+        VARIANT_VOCAB,
+        VARIANT_VOCAB,
+        True,
+        target_only_ids=TARGET_ONLY,
     )
     with torch.no_grad():  # rows apart that differ from the shared ones they replace
         for module in (model.tgt_embed, model.output):
@@ -624,7 +601,9 @@ def untied_equivalent(model: Transformer) -> Transformer:
     """An untied model holding, row by row, the matrices `shared_rows` means: the encoder's the
     shared one, the decoder input's and the output's the shared one with the target-only rows
     replaced by their own (written one row at a time, not through `TargetRows`)."""
-    plain = Transformer(config(tie_embeddings="none"), VOCAB, VOCAB, True).eval()
+    plain = Transformer(
+        variant_config(tie_embeddings="none"), VARIANT_VOCAB, VARIANT_VOCAB, True
+    ).eval()
     state = {
         name: value for name, value in model.state_dict().items() if "parametrizations" not in name
     }
@@ -644,7 +623,7 @@ def untied_equivalent(model: Transformer) -> Transformer:
 def test_shared_rows_computes_what_its_untied_equivalent_computes():
     model = shared_rows_model()
     plain = untied_equivalent(model)
-    src = torch.randint(4, VOCAB, (3, 7))
+    src = torch.randint(4, VARIANT_VOCAB, (3, 7))
     tgt = torch.tensor(
         [TARGET_ONLY + [6, 7], [5, 6, 9, 10, 11, 30, 12], [20, 21, 44, 22, 23, 24, 25]]
     )
@@ -662,7 +641,11 @@ def test_shared_rows_keeps_one_shared_matrix_through_loading_and_a_step():
     state = model.state_dict()
     assert torch.equal(Transformer.target_only_ids_of(state), torch.tensor(TARGET_ONLY))
     reloaded = Transformer(
-        model.cfg, VOCAB, VOCAB, True, target_only_ids=Transformer.target_only_ids_of(state)
+        model.cfg,
+        VARIANT_VOCAB,
+        VARIANT_VOCAB,
+        True,
+        target_only_ids=Transformer.target_only_ids_of(state),
     )
     reloaded.load_state_dict(state, strict=True)
     shared = reloaded.src_embed.weight
@@ -679,14 +662,18 @@ def test_shared_rows_keeps_one_shared_matrix_through_loading_and_a_step():
         assert torch.count_nonzero(module.parametrizations["weight"][0].rows.grad) > 0
     optimizer.step()
     assert reloaded.tgt_embed.parametrizations["weight"].original is reloaded.src_embed.weight
-    assert parameter_counts(reloaded)["in_embeddings"] == (VOCAB + 2 * len(TARGET_ONLY)) * 16
+    assert (
+        parameter_counts(reloaded)["in_embeddings"] == (VARIANT_VOCAB + 2 * len(TARGET_ONLY)) * 16
+    )
 
 
 def test_shared_rows_needs_its_target_only_pieces():
     with pytest.raises(ValueError, match="needs the ids of the pieces only the target side uses"):
-        Transformer(config(tie_embeddings="shared_rows"), VOCAB, VOCAB, True)
+        Transformer(
+            variant_config(tie_embeddings="shared_rows"), VARIANT_VOCAB, VARIANT_VOCAB, True
+        )
     with pytest.raises(ValueError, match="must be resolved"):
-        Transformer(config(tie_embeddings="auto"), VOCAB, VOCAB, True)
+        Transformer(variant_config(tie_embeddings="auto"), VARIANT_VOCAB, VARIANT_VOCAB, True)
 
 
 def test_piece_use_against_counting_by_hand():

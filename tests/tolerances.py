@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from translate.model.transformer import ModelConfig
+from translate.model.transformer import ModelConfig, Transformer
 
 
 def tolerance(dtype: torch.dtype, terms: int) -> float:
@@ -65,3 +65,12 @@ def score_terms(cfg: ModelConfig, length: int, vocab: int, steps: int) -> int:
     """A search score: the log-softmax of each of `steps` outputs, summed in float32 and divided by the
     length penalty. The log-probabilities share one sign, so each step's error is relative to the score."""
     return transformer_terms(cfg, length, vocab) + steps + 1
+
+
+def search_terms(
+    model: Transformer, src: torch.Tensor, max_len_a: float = 1.5, max_len_b: int = 10
+) -> int:
+    """The terms behind the scores of a search over `src` (`score_terms`), for as many steps as
+    the search may take."""
+    steps = min(int(src.shape[-1] * max_len_a + max_len_b), model.cfg.max_positions)
+    return score_terms(model.cfg, max(src.shape[-1], steps), model.tgt_vocab_size, steps)

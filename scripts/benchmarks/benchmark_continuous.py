@@ -38,20 +38,23 @@ def closed_loop(
     the translations: the engine loop of translate-serve's model process, stepped here, each
     answer followed at once by that client's next line."""
     engine = serve_continuous.EngineLoop(translator, batch_tokens=4096)
-    waiting, in_flight, steps, held, answers, units = list(range(len(lines))), 0, 0, 0, {}, {}
+    waiting, in_flight, steps, held, answers, segments = list(range(len(lines))), 0, 0, 0, {}, {}
     started = time.perf_counter()
     while waiting or in_flight:
         while waiting and in_flight < clients:
             index = waiting.pop()
-            units[index] = serve_continuous.prepare(translator, [lines[index]], key)
-            engine.take(serve_continuous.Join(index, units[index].ids, key))
+            segments[index] = serve_continuous.prepare(translator, [lines[index]], key)
+            engine.take(serve_continuous.Join(index, segments[index].ids, key))
             in_flight += 1
         for answer in engine.step():
             in_flight -= 1
-            answers[answer.ticket] = serve_continuous.finish(
-                translator, units[answer.ticket], answer.found, key.n_best
+            answers[answer.request_id] = serve_continuous.finish(
+                translator, segments[answer.request_id], answer.found, key.n_best
             )[0]
-        steps, held = steps + 1, held + sum(len(lane.search) for lane in engine.lanes.values())
+        steps, held = (
+            steps + 1,
+            held + sum(len(running.search) for running in engine.searches.values()),
+        )
     return time.perf_counter() - started, held / steps, [answers[i] for i in range(len(lines))]
 
 

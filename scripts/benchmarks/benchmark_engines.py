@@ -61,12 +61,10 @@ def syncs_per_step(translator, lines: list[str], beam: int, steps: int = 24) -> 
     by a handler: how many host syncs the steps make."""
     import warnings
 
-    direction = pipeline.direction_for(translator, None)
-    plan = pipeline.search_plan(translator, SearchSettings(beam=beam), direction)
+    target = pipeline.target_tags_for(translator, None)
+    plan = pipeline.search_plan(translator, SearchSettings(beam=beam), target)
     search = SlotSearch(translator.model, plan, poll_every=10**6)
-    sources = [
-        direction.prefix + ids + [EOS_ID] for ids in translator.vocab.source.encode(lines[:64])
-    ]
+    sources = [target.prefix + ids + [EOS_ID] for ids in translator.vocab.source.encode(lines[:64])]
     search.add(range(len(sources)), sources)
     search._fill()  # the join (not counted)
     in_use = max(i for i, o in enumerate(search.occupants) if o is not None) + 1

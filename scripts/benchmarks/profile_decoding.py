@@ -97,22 +97,22 @@ def by_rows(translator, sources: list[str], args) -> int:
     )
     model = translator.model
     plain_decode, plain_encode = model.decode, model.encode
-    plain_segments = MultiHeadAttention._attend_segments
+    plain_blocks = MultiHeadAttention._attend_blocks
     steps: dict[int, list] = defaultdict(lambda: [0, 0.0])  # bucket of 16 rows: [steps, seconds]
     encoder_seconds = 0.0
     cross = [0, 0]  # encoder positions cross-attention read, and how many of them were padding
 
-    def attend_segments(attention, q, query, segments, static_kv):
-        for segment in segments if static_kv else ():
-            positions = segment.k.shape[0] * segment.k.shape[2]
-            mask = segment.mask
+    def attend_blocks(attention, q, query, blocks, static_kv):
+        for block in blocks if static_kv else ():
+            positions = block.k.shape[0] * block.k.shape[2]
+            mask = block.mask
             cross[0] += positions
             cross[1] += (
                 0
                 if mask is None
-                else positions - int(mask.expand(segment.k.shape[0], -1, -1, -1).sum())
+                else positions - int(mask.expand(block.k.shape[0], -1, -1, -1).sum())
             )
-        return plain_segments(attention, q, query, segments, static_kv)
+        return plain_blocks(attention, q, query, blocks, static_kv)
 
     def decode(tgt_ids, *rest, **kwargs):
         started = time.perf_counter()
@@ -139,16 +139,16 @@ def by_rows(translator, sources: list[str], args) -> int:
         return time.perf_counter() - started
 
     translate_all()  # warm
-    model.decode, model.encode, MultiHeadAttention._attend_segments = (
+    model.decode, model.encode, MultiHeadAttention._attend_blocks = (
         decode,
         encode,
-        attend_segments,
+        attend_blocks,
     )
     total = translate_all()
-    model.decode, model.encode, MultiHeadAttention._attend_segments = (
+    model.decode, model.encode, MultiHeadAttention._attend_blocks = (
         plain_decode,
         plain_encode,
-        plain_segments,
+        plain_blocks,
     )
     decoding = sum(seconds for _, seconds in steps.values())
     batches = f"random batches of {args.batch}" if args.batch else "length-sorted batches"

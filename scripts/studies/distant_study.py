@@ -214,13 +214,13 @@ def foreign_mass(
     import numpy as np
     import torch
 
-    from translate.decode.pipeline import direction_for
+    from translate.decode.pipeline import target_tags_for
     from translate.train.data_module import collate
 
     if not foreign:
         return 0.0
-    direction = direction_for(translator, target_lang)
-    tag = direction.prefix[0] if direction.prefix else direction.start
+    target = target_tags_for(translator, target_lang)
+    tag = target.prefix[0] if target.prefix else target.start
     mask = torch.zeros(translator.model.tgt_vocab_size, dtype=torch.bool)
     mask[foreign] = True
     total, count = 0.0, 0
@@ -288,6 +288,7 @@ def evaluate(
                     translator, sources, references[lang], foreign, target
                 ),
                 "asymmetry": asymmetry(direct_path(translator.model).cpu()),
+                "shared_mass": translator.tie_choice.shared_mass if translator.tie_choice else None,
                 "decode_seconds": time.perf_counter() - started,
                 "test_sentences": len(sources),
             }
@@ -353,18 +354,140 @@ def pooled_outputs(
 
 
 def pooled_tests(
-    results: list[dict], out: Path, lang: str, cells: list[str], references: list[str]
+    results: list[dict],
+    out: Path,
+    lang: str,
+    cells: list[str],
+    references: list[str],
+    baseline: str = "none",
 ):
-    """Each cell against `none` on one language, its seeds' test outputs pooled (seed s's line i
-    paired with `none`'s seed s line i), so an interval and a p-value cover seeds and sentences
-    alike; only the seeds every cell has, and None without `none` or its outputs."""
+    """Each cell against `baseline` on one language, its seeds' test outputs pooled (seed s's
+    line i paired with the baseline's seed s line i), so an interval and a p-value cover seeds
+    and sentences alike; only the seeds every cell has, and None without the baseline's
+    outputs."""
     seeds, outputs = pooled_outputs(results, out, lang, cells)
-    if "none" not in outputs or not seeds:
+    if baseline not in outputs or not seeds:
         return None
-    systems = [("none", outputs["none"])] + [
-        (cell, outputs[cell]) for cell in cells if cell != "none" and cell in outputs
+    systems = [(baseline, outputs[baseline])] + [
+        (cell, outputs[cell]) for cell in cells if cell != baseline and cell in outputs
     ]
     return paired_tests(systems, references * len(seeds), lang)
+
+
+BASELINES = ("none", "all")  # what each remedy must beat: no tie and the three-way tie
+
+
+def remedy_markdown(
+    results: list[dict], out: Path, langs: list[str], cells: list[str], references: dict
+) -> str:
+    """Each remedy (a cell other than the baselines) against no tie and the three-way tie, on
+    the seeds all three have finished, pooled."""
+    remedies = [cell for cell in cells if cell not in BASELINES and cell != "multilingual"]
+    rows = []
+    for lang in langs:
+        for remedy in remedies:
+            trio = [*BASELINES, remedy]
+            seeds, outputs = pooled_outputs(results, out, lang, trio)
+            if len(outputs) < len(trio) or not seeds:
+                continue
+            tests = {
+                base: pooled_tests(results, out, lang, trio, references[lang], base)
+                for base in BASELINES
+            }
+            rows.append(
+                f"| {lang} | {remedy} | {', '.join(map(str, seeds))} | "
+                + " | ".join(
+                    p_values(tests[base], remedy, metric)
+                    for metric in ("bleu", "chrf")
+                    for base in BASELINES
+                )
+                + " |"
+            )
+    if not rows:
+        return ""
+    return (
+        "\n".join(
+            [
+                "Each remedy against no tie and the three-way tie: the difference of the pooled score "
+                "(the seeds all three cells have finished) and its p-values, paired bootstrap / "
+                "approximate randomization, in bold where both are below 0.05.",
+                "",
+                "| language | remedy | seeds | BLEU vs none | BLEU vs all | chrF vs none | chrF vs all |",
+                "|---|---|---|---|---|---|---|",
+                *rows,
+            ]
+        )
+        + "\n"
+    )
+
+
+def shared_masses(results: list[dict], out: Path) -> dict[str, float]:
+    """Each language's shared mass as trained (the same data in every cell and seed), from a run
+    that recorded it, else from a finished run's checkpoint."""
+    from translate.model.checkpoint import ARTIFACT_KEY, read_checkpoint
+
+    masses = {}
+    for r in results:
+        if r["lang"] in masses or r.get("joint_vocab") is False or r["cell"] == "multilingual":
+            continue  # another vocabulary, or every direction's data
+        if r.get("shared_mass") is not None:
+            masses[r["lang"]] = r["shared_mass"]
+            continue
+        checkpoint = out / r["run"] / "checkpoints" / "last.ckpt"
+        if checkpoint.is_file():
+            choice = read_checkpoint(checkpoint, mmap=True)[ARTIFACT_KEY].get("tie_choice")
+            if isinstance(choice, dict) and choice.get("shared_mass") is not None:
+                masses[r["lang"]] = choice["shared_mass"]
+    return masses
+
+
+def auto_markdown(results: list[dict], out: Path, langs: list[str], references: dict) -> str:
+    """What `tie_embeddings: auto` builds for each language, against the better of no tie and
+    the three-way tie on each metric (the higher pooled score): the goal is never to be
+    significantly worse."""
+    from translate.model.tying import SHARED_MASS_THRESHOLD, auto_mode
+
+    masses = shared_masses(results, out)
+    rows = []
+    for lang in langs:
+        if lang not in masses:
+            continue
+        mode = auto_mode(masses[lang])
+        cells = sorted({*BASELINES, mode})
+        seeds, outputs = pooled_outputs(results, out, lang, cells)
+        if len(outputs) < len(cells) or not seeds:
+            rows.append(f"| {lang} | {masses[lang]:.3f} | {mode} | – | – | – | – |")
+            continue
+        tests = {
+            base: pooled_tests(results, out, lang, cells, references[lang], base)
+            for base in BASELINES
+        }
+        verdicts = []
+        for metric in ("bleu", "chrf"):
+            best = max(BASELINES, key=lambda base: tests["none"].result(base, metric).score)
+            verdicts += [best, "=" if mode == best else p_values(tests[best], mode, metric)]
+        rows.append(
+            f"| {lang} | {masses[lang]:.3f} | {mode} | {', '.join(map(str, seeds))} | "
+            + " | ".join(verdicts)
+            + " |"
+        )
+    if not rows:
+        return ""
+    return (
+        "\n".join(
+            [
+                f"`tie_embeddings: auto` (three-way tie at a shared mass ≥ {SHARED_MASS_THRESHOLD}, "
+                "else its choice below): the tie it builds for each language's training pairs, "
+                "against the better of none and all on each metric (pooled; `=` where it builds that "
+                "one).",
+                "",
+                "| language | shared mass as trained | auto builds | seeds | better on BLEU | auto vs it | better on chrF | auto vs it |",
+                "|---|---|---|---|---|---|---|---|",
+                *rows,
+            ]
+        )
+        + "\n"
+    )
 
 
 @dataclass(frozen=True)
@@ -573,6 +696,7 @@ def main(argv: list[str] | None = None) -> int:
         help="with --resume: the table of the runs finished so far, training none",
     )
     args = parser.parse_args(argv)
+    args.out = args.out.resolve()  # runs record absolute paths: resume from any directory
     if args.train_langs and not set(args.train_langs) <= set(args.langs):
         parser.error(
             f"--train-langs {' '.join(args.train_langs)}: each must be one of --langs "
@@ -680,7 +804,9 @@ def main(argv: list[str] | None = None) -> int:
     table = markdown(results, args.langs, args.cells, description, comparisons)
     if {"none", "all"} <= set(args.cells):
         gains = gain_markdown(gain_differences(results, args.out, args.langs, references))
-        table += "\n" + gains if gains else ""
+        remedies = remedy_markdown(results, args.out, args.langs, args.cells, references)
+        auto = auto_markdown(results, args.out, args.langs, references)
+        table += "".join("\n" + part for part in (gains, remedies, auto) if part)
     write_atomic(args.out / "results.md", table.encode())
     write_atomic(args.out / "results.json", json.dumps(results, indent=2).encode())
     plot(results, args.langs, args.cells, args.out / "results.png")

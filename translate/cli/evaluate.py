@@ -286,7 +286,9 @@ def checkpoint_texts(translator, args: argparse.Namespace) -> list[EvalText]:
                 for code in text.direction
             )
     elif args.source:
-        target = pipeline.direction_for(translator, args.target_lang, args.source_lang).target_lang
+        target = pipeline.target_tags_for(
+            translator, args.target_lang, args.source_lang
+        ).target_lang
         text = given_files(args, target or (translator.languages() or (None, None))[1])
         if not translator.multilingual() and translator.languages():
             text.direction = tuple(translator.languages())

@@ -233,13 +233,11 @@ def translate_command(args: argparse.Namespace) -> int:
     prepare_decoding(device)
     translator = load_translator(args.checkpoint, device, quantize=args.quantize)
     apply_search_defaults(args, translator)
-    direction = pipeline.direction_for(
-        translator, args.target_lang, args.source_lang
-    )  # refuse before any work
+    # Refuse before any work: a language the model lacks, or restricted output without the
+    # checkpoint's target tokens.
+    tags = pipeline.target_tags_for(translator, args.target_lang, args.source_lang)
     if args.restrict_target:
-        translator.target_token_mask(
-            direction.target_lang
-        )  # refuse before any work if the checkpoint lacks them
+        translator.target_token_mask(tags.target_lang)
 
     keep = references is not None
     if to_file:
@@ -270,8 +268,8 @@ def translate_command(args: argparse.Namespace) -> int:
     try:
         if interactive and not args.quiet:
             languages = (
-                f"{args.source_lang or 'any'} → {direction.target_lang}"
-                if direction.target_lang
+                f"{args.source_lang or 'any'} → {tags.target_lang}"
+                if tags.target_lang
                 else " → ".join(translator.languages() or ("source", "target"))
             )
             print(
@@ -324,9 +322,8 @@ def translate_command(args: argparse.Namespace) -> int:
                 f"{source_name} had {output.lines_done}: the translations are complete, "
                 "but they are not scored"
             )
-        from translate.score.metrics import (
-            corpus_scores,  # sacrebleu: only when there is something to score
-        )
+        # sacrebleu is imported only when there is something to score.
+        from translate.score.metrics import corpus_scores
 
         print(
             corpus_scores(one_best(output.read(), args.n_best), references).report(),

@@ -1,8 +1,8 @@
 """The decoder's key/value cache during search: per decoder layer, the cached self-attention steps
-and the encoder's keys and values, each in segments of consecutive decoder rows (the cohorts of
-sentences that joined a search at one step). Attention reads a segment through `size`, `k`, `v`,
+and the encoder's keys and values, each in blocks of consecutive decoder rows (the cohorts of
+sentences that joined a search at one step). Attention reads a block through `size`, `k`, `v`,
 `mask` and `append` (`translate.model.transformer.CachedRows`); the search reorders, selects and
-merges segments here."""
+merges blocks here."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def append_steps(cached: Tensor, new: Tensor, rows: Tensor | None) -> Tensor:
 
 
 @dataclass(eq=False)
-class Segment:
+class KVBlock:
     """Keys and values, (rows, heads, positions, head dim), of `size` consecutive decoder rows in
     one attention layer; `mask` (broadcast to (size, heads, 1, positions)) hides some keys.
     Self-attention's steps are appended; the encoder's (cross-attention) are set once, one row
@@ -73,7 +73,7 @@ class Segment:
         self.size = size
 
     def keep_last(self, positions: int) -> None:
-        """Drop cached positions before the last `positions` (no row of the segment sees them)."""
+        """Drop cached positions before the last `positions` (no row of the block sees them)."""
         if self.width > positions:
             self.k, self.v = self.k[:, :, -positions:], self.v[:, :, -positions:]
 
@@ -83,8 +83,8 @@ class Segment:
             return self.k, self.v
         return self.k.index_select(0, self.pending_rows), self.v.index_select(0, self.pending_rows)
 
-    def absorb_steps(self, younger: Segment) -> None:
-        """`younger`'s rows after these (which have cached steps) in one self-attention segment,
+    def absorb_steps(self, younger: KVBlock) -> None:
+        """`younger`'s rows after these (which have cached steps) in one self-attention block,
         its cached steps aligned at the end (the positions before its own are masked by the search)."""
         if younger.k is None:  # joined at this step: no cached steps yet
             empty = self.k.new_zeros(younger.size, self.k.shape[1], 0, self.k.shape[3])
@@ -98,8 +98,8 @@ class Segment:
         )
         self.pending_rows, self.size = None, self.size + younger.size
 
-    def absorb_encoder(self, other: Segment) -> None:
-        """`other`'s sentences after these in one cross-attention segment: the encoder's keys and
+    def absorb_encoder(self, other: KVBlock) -> None:
+        """`other`'s sentences after these in one cross-attention block: the encoder's keys and
         values padded to the longer source, the padding masked."""
         width = max(self.width, other.width)
         self.k, self.v = (
@@ -117,11 +117,11 @@ class Segment:
 
 @dataclass(eq=False)
 class LayerCache:
-    """One decoder layer's segments: `steps` (self-attention) and `encoder` (cross-attention),
+    """One decoder layer's blocks: `steps` (self-attention) and `encoder` (cross-attention),
     one of each per cohort, oldest first."""
 
-    steps: list[Segment] = field(default_factory=list)
-    encoder: list[Segment] = field(default_factory=list)
+    steps: list[KVBlock] = field(default_factory=list)
+    encoder: list[KVBlock] = field(default_factory=list)
 
 
 @dataclass(eq=False)
@@ -147,8 +147,8 @@ class SearchCache:
     def add_cohort(self, encoder: list[tuple[Tensor, Tensor]], src_mask: Tensor, rows: int) -> None:
         """A new cohort of `rows` decoder rows, with each layer's encoder keys and values."""
         for layer, (k, v) in zip(self.layers, encoder):
-            layer.steps.append(Segment(rows))
-            layer.encoder.append(Segment(rows, k, v, src_mask))
+            layer.steps.append(KVBlock(rows))
+            layer.encoder.append(KVBlock(rows, k, v, src_mask))
 
     def join_last_cohort(
         self, encoder: list[tuple[Tensor, Tensor]], src_mask: Tensor, rows: int
@@ -156,14 +156,14 @@ class SearchCache:
         """`rows` more decoder rows in the newest cohort, which has no cached steps yet."""
         for layer, (k, v) in zip(self.layers, encoder):
             layer.steps[-1].size += rows
-            layer.encoder[-1].absorb_encoder(Segment(rows, k, v, src_mask))
+            layer.encoder[-1].absorb_encoder(KVBlock(rows, k, v, src_mask))
 
-    def cohort_steps(self, index: int) -> list[Segment]:
-        """Cohort `index`'s self-attention segment in every layer."""
+    def cohort_steps(self, index: int) -> list[KVBlock]:
+        """Cohort `index`'s self-attention block in every layer."""
         return [layer.steps[index] for layer in self.layers]
 
-    def cohort_encoder(self, index: int) -> list[Segment]:
-        """Cohort `index`'s cross-attention segment in every layer."""
+    def cohort_encoder(self, index: int) -> list[KVBlock]:
+        """Cohort `index`'s cross-attention block in every layer."""
         return [layer.encoder[index] for layer in self.layers]
 
     def keep_cohorts(self, kept: list[int]) -> None:

@@ -12,8 +12,8 @@ the one before finish (`search_joined`).
 
 Each sentence decodes as it does alone (the same steps, scores and stopping rule): its rows keep
 their own step count, hence their own positions and length penalty. The sentences that joined
-at one step form a cohort with attention caches of their own (segments,
-`MultiHeadAttention._attend_segments`), as wide as its own steps and its own longest source; the
+at one step form a cohort with attention caches of their own (blocks,
+`MultiHeadAttention._attend_blocks`), as wide as its own steps and its own longest source; the
 products of a step run on every row at once. Beyond `MAX_COHORTS` the two cohorts nearest in
 age merge, the younger's cached steps aligned at the end and masked before its own. A joining
 sentence gets `beam` rows at once, all but the first with a log-probability of -inf, which
@@ -54,7 +54,7 @@ MAX_COHORTS = 12
 
 
 class _CohortSearch:
-    """What both searches share: sentences (tickets, step counts, length limits, last tokens) and
+    """What both searches share: sentences (sentence_ids, step counts, length limits, last tokens) and
     their rows' attention caches in cohorts; `rows_per_sentence` is the beam (1 for greedy)."""
 
     def __init__(
@@ -76,10 +76,10 @@ class _CohortSearch:
         self._reset()
 
     def _reset(self) -> None:
-        self.tickets: list[Hashable] = []  # per sentence, what the caller knows it by
+        self.sentence_ids: list[Hashable] = []  # per sentence, what the caller knows it by
         self.steps: list[int] = []  # per sentence, the tokens each of its rows has
-        self.cohorts: list[int] = []  # sentences per self-attention segment, oldest first
-        # Per decoder layer, one self- and one cross-attention segment per cohort.
+        self.cohorts: list[int] = []  # sentences per self-attention block, oldest first
+        # Per decoder layer, one self- and one cross-attention block per cohort.
         self.cache = SearchCache.empty(self.model)
         self.limits = torch.empty(0, dtype=torch.long, device=self.device)
         self.last = torch.empty((0, 1), dtype=torch.long, device=self.device)
@@ -95,7 +95,7 @@ class _CohortSearch:
 
     def _add(
         self,
-        tickets: Sequence[Hashable],
+        sentence_ids: Sequence[Hashable],
         sources: Sequence[Sequence[int]],
         starts: Sequence[int | None] | None,
     ) -> int:
@@ -131,14 +131,14 @@ class _CohortSearch:
         if self.rule is not None:
             required = self.rule.required(src_ids).repeat_interleave(beam, dim=0)
             self.remaining = torch.cat([self.remaining, required])
-        self.tickets += list(tickets)
+        self.sentence_ids += list(sentence_ids)
         self.steps += [0] * count
         return count
 
     def _merge_cheapest(self) -> None:
         """Two neighbouring cohorts as one: the pair whose younger rows gain the fewest padded
         cache positions (masked) by taking the older one's width."""
-        widths = [segment.width for segment in self.cache.layers[0].steps]
+        widths = [block.width for block in self.cache.layers[0].steps]
         added = [
             self.cohorts[i + 1] * (widths[i] - widths[i + 1]) for i in range(len(self.cohorts) - 1)
         ]
@@ -162,29 +162,28 @@ class _CohortSearch:
         row may see at this step: its own, the last (steps) of them, and the new one."""
         start = 0
         for cohort, count in enumerate(self.cohorts):
-            segments = self.cache.cohort_steps(cohort)
+            blocks = self.cache.cohort_steps(cohort)
             own = self.steps[start : start + count]
             start += count
             if min(own) == max(own):
-                for segment in segments:
-                    segment.mask = None
+                for block in blocks:
+                    block.mask = None
                 continue
-            width = segments[0].width
+            width = blocks[0].width
             row_steps = torch.tensor(own, device=self.device).repeat_interleave(self.beam)
             mask = (torch.arange(width + 1, device=self.device) >= (width - row_steps)[:, None])[
                 :, None, None, :
             ]
-            for segment in segments:
-                segment.mask = mask
+            for block in blocks:
+                block.mask = mask
 
-    def _select_rows(self, rows: Tensor, going: list[int]) -> None:
+    def _select_rows(self, rows: Tensor, active: list[int]) -> None:
         """Each cohort's rows from `rows` (the global decoder rows kept, reordered), picked with
         the next step's append; cohorts left empty go, and columns no row of a cohort owns."""
         beam, first, cohorts, kept = self.beam, 0, [], []
         for cohort, count in enumerate(self.cohorts):
-            members = [
-                s for s in going if first <= s < first + count
-            ]  # this cohort's sentences still searched
+            # This cohort's sentences still searched.
+            members = [s for s in active if first <= s < first + count]
             if (
                 len(members) < count
             ):  # sentences of this cohort left: their encoder keys and values go
@@ -194,14 +193,13 @@ class _CohortSearch:
                 for joined in self.cache.cohort_encoder(cohort):
                     joined.select(sentences, len(members) * beam)
             if members:
-                start = (
-                    sum(cohorts) * beam
-                )  # the going rows of the cohorts before this one come first
+                # The active rows of the cohorts before this one come first.
+                start = sum(cohorts) * beam
                 local = rows[start : start + len(members) * beam] - first * beam
                 longest = max(self.steps[s] for s in members) + 1
-                for segment in self.cache.cohort_steps(cohort):
-                    segment.reorder(local)
-                    segment.keep_last(longest)
+                for block in self.cache.cohort_steps(cohort):
+                    block.reorder(local)
+                    block.keep_last(longest)
                 cohorts.append(len(members))
                 kept.append(cohort)
             first += count
@@ -209,12 +207,12 @@ class _CohortSearch:
             self.cache.keep_cohorts(kept)
         self.cohorts = cohorts
 
-    def _keep(self, going: list[int]) -> Tensor:
-        """Only sentences `going` (indexes, in order) stay in the per-sentence lists; their indexes
+    def _keep(self, active: list[int]) -> Tensor:
+        """Only sentences `active` (indexes, in order) stay in the per-sentence lists; their indexes
         as a tensor, for the caller's tensors."""
-        self.tickets = [self.tickets[s] for s in going]
-        self.steps = [self.steps[s] for s in going]
-        index = torch.tensor(going, dtype=torch.long, device=self.device)
+        self.sentence_ids = [self.sentence_ids[s] for s in active]
+        self.steps = [self.steps[s] for s in active]
+        index = torch.tensor(active, dtype=torch.long, device=self.device)
         self.limits = self.limits.index_select(0, index)
         return index
 
@@ -258,27 +256,26 @@ class ContinuousBeamSearch(_CohortSearch):
         self.finished: list[list[Hypothesis]] = []
         self.beam_lp = torch.empty((0, self.beam), device=self.device)
         self.best_finished = torch.empty((0, self.wait_for), device=self.device)
-        self.history = torch.empty(
-            (0, 0), dtype=torch.long, device=self.device
-        )  # aligned at the end
+        # Aligned at the end.
+        self.history = torch.empty((0, 0), dtype=torch.long, device=self.device)
 
     def __len__(self) -> int:
         """Sentences being searched."""
-        return len(self.tickets)
+        return len(self.sentence_ids)
 
     @torch.inference_mode()
     def add(
         self,
-        tickets: Sequence[Hashable],
+        sentence_ids: Sequence[Hashable],
         sources: Sequence[Sequence[int]],
         starts: Sequence[int | None] | None = None,
     ) -> None:
         """Sentences that join the search before its next step: source ids (with EOS, and any
-        language tag the model reads), each with a ticket `step` will return it with and an
+        language tag the model reads), each with an id `step` will return it with and an
         optional first decoder token (a target-language tag) in place of BOS."""
         if not sources:
             return
-        count = self._add(tickets, sources, starts)
+        count = self._add(sentence_ids, sources, starts)
         rows = count * self.beam
         self.history = torch.cat(
             [self.history, self.history.new_full((rows, self.history.shape[1]), PAD_ID)]
@@ -297,10 +294,10 @@ class ContinuousBeamSearch(_CohortSearch):
     @torch.inference_mode()
     def step(self) -> list[tuple[Hashable, list[Hypothesis]]]:
         """One decoding step for every live sentence; the sentences done at it, with their
-        tickets and up to `n_best` hypotheses, best first."""
-        if not self.tickets:
+        sentence_ids and up to `n_best` hypotheses, best first."""
+        if not self.sentence_ids:
             return []
-        beam, n = self.beam, len(self.tickets)
+        beam, n = self.beam, len(self.sentence_ids)
         history_width = self.history.shape[1]
         logits, steps = self._decode()
         chosen = extensions(
@@ -342,23 +339,26 @@ class ContinuousBeamSearch(_CohortSearch):
             hypotheses = sorted(self.finished[s], key=lambda h: h.score, reverse=True)
             answered.append(
                 (
-                    self.tickets[s],
+                    self.sentence_ids[s],
                     hypotheses[: self.n_best] or [Hypothesis([], float("-inf"), float("-inf"))],
                 )
             )
         if len(answered) == n:
             self._reset()
             return answered
-        going_list = [s for s, is_done in enumerate(done) if not is_done]
-        going = torch.tensor(going_list, device=self.device)
-        rows = ((going * beam)[:, None] + chosen.live_beam[going]).view(-1)
-        self._select_rows(rows, going_list)
+        active_list = [s for s, is_done in enumerate(done) if not is_done]
+        active = torch.tensor(active_list, device=self.device)
+        rows = ((active * beam)[:, None] + chosen.live_beam[active]).view(-1)
+        self._select_rows(rows, active_list)
         live_lp, live_token = chosen.live_lp, chosen.live_token
         if answered:
-            going = self._keep(going_list)
-            self.best_finished = self.best_finished.index_select(0, going)
-            live_lp, live_token = live_lp.index_select(0, going), live_token.index_select(0, going)
-            self.finished = [self.finished[s] for s in going_list]
+            active = self._keep(active_list)
+            self.best_finished = self.best_finished.index_select(0, active)
+            live_lp, live_token = (
+                live_lp.index_select(0, active),
+                live_token.index_select(0, active),
+            )
+            self.finished = [self.finished[s] for s in active_list]
         self.steps = [steps + 1 for steps in self.steps]
         self.last = live_token.view(-1, 1)
         if self.rule is not None:
@@ -389,32 +389,31 @@ class ContinuousGreedySearch(_CohortSearch):
     def _reset(self) -> None:
         super()._reset()
         self.tokens: list[list[int]] = []  # per sentence, its output so far
-        self.done = torch.empty(
-            0, dtype=torch.bool, device=self.device
-        )  # answered, rows not yet dropped
+        # Answered, rows not yet dropped.
+        self.done = torch.empty(0, dtype=torch.bool, device=self.device)
         self.answered = 0
 
     def __len__(self) -> int:
         """Sentences being searched (not yet answered)."""
-        return len(self.tickets) - self.answered
+        return len(self.sentence_ids) - self.answered
 
     @torch.inference_mode()
     def add(
         self,
-        tickets: Sequence[Hashable],
+        sentence_ids: Sequence[Hashable],
         sources: Sequence[Sequence[int]],
         starts: Sequence[int | None] | None = None,
     ) -> None:
         """Sentences that join before the next step, as `ContinuousBeamSearch.add`."""
         if not sources:
             return
-        count = self._add(tickets, sources, starts)
+        count = self._add(sentence_ids, sources, starts)
         self.tokens += [[] for _ in range(count)]
         self.done = torch.cat([self.done, self.done.new_zeros(count)])
 
     @torch.inference_mode()
     def step(self) -> list[tuple[Hashable, list[int]]]:
-        """One greedy step for every row; the sentences done at it, with their tickets and tokens
+        """One greedy step for every row; the sentences done at it, with their sentence_ids and tokens
         (without BOS and EOS)."""
         if not len(self):
             return []
@@ -425,7 +424,7 @@ class ContinuousGreedySearch(_CohortSearch):
         if self.rule is not None:
             self.remaining = self.rule.written(self.remaining, token)
         ending = (token == EOS_ID) & ~self.done
-        answered = [(self.tickets[s], self.tokens[s]) for s in ending.nonzero()[:, 0].tolist()]
+        answered = [(self.sentence_ids[s], self.tokens[s]) for s in ending.nonzero()[:, 0].tolist()]
         for tokens, t, done in zip(self.tokens, token.tolist(), self.done.tolist()):
             if not done and t != EOS_ID:
                 tokens.append(t)
@@ -437,15 +436,15 @@ class ContinuousGreedySearch(_CohortSearch):
         # Answered rows leave once they are a tenth of the rows (leaving copies
         # the encoder's keys and values), or before their next position would pass the model's last.
         last_position = steps + 1 >= self.model.cfg.max_positions
-        if self.answered * 10 >= len(self.tickets) or bool((self.done & last_position).any()):
-            going_list = (~self.done).nonzero()[:, 0].tolist()
-            going = torch.tensor(going_list, dtype=torch.long, device=self.device)
-            self._select_rows(going, going_list)
-            self._keep(going_list)
-            self.tokens = [self.tokens[s] for s in going_list]
-            self.done, self.answered, token = self.done[going], 0, token[going]
+        if self.answered * 10 >= len(self.sentence_ids) or bool((self.done & last_position).any()):
+            active_list = (~self.done).nonzero()[:, 0].tolist()
+            active = torch.tensor(active_list, dtype=torch.long, device=self.device)
+            self._select_rows(active, active_list)
+            self._keep(active_list)
+            self.tokens = [self.tokens[s] for s in active_list]
+            self.done, self.answered, token = self.done[active], 0, token[active]
             if self.rule is not None:
-                self.remaining = self.remaining[going]
+                self.remaining = self.remaining[active]
         self.steps = [steps + 1 for steps in self.steps]
         self.last = token[:, None]
         return answered
@@ -479,19 +478,19 @@ def search_joined(
     start: int | None = None,
     join_below: float = JOIN_BELOW,
 ) -> Iterator[tuple[Hashable, list]]:
-    """Batches (tickets, source ids with EOS) searched by one running `search`: the next batch
+    """Batches (sentence_ids, source ids with EOS) searched by one running `search`: the next batch
     joins whenever the sentences being searched hold at most `join_below * batch_tokens` source
-    tokens; yields (ticket, what `search.step` gives) as each sentence is done, which is what
+    tokens; yields (sentence_id, what `search.step` gives) as each sentence is done, which is what
     it gets searched alone. Given longest first, the batches
     leave the shortest sentences for the last steps. `start` is every sentence's first decoder
     token in place of BOS (a target-language tag)."""
-    waiting, searched, tokens = deque(batches), {}, 0  # source tokens by ticket, and their sum
+    waiting, searched, tokens = deque(batches), {}, 0  # source tokens by sentence_id, and their sum
     while waiting or len(search):
         while waiting and tokens <= join_below * batch_tokens:
-            tickets, sources = waiting.popleft()
-            search.add(tickets, sources, [start] * len(sources))
-            searched.update(zip(tickets, map(len, sources)))
+            sentence_ids, sources = waiting.popleft()
+            search.add(sentence_ids, sources, [start] * len(sources))
+            searched.update(zip(sentence_ids, map(len, sources)))
             tokens += sum(map(len, sources))
-        for ticket, found in search.step():
-            tokens -= searched.pop(ticket)
-            yield ticket, found
+        for sentence_id, found in search.step():
+            tokens -= searched.pop(sentence_id)
+            yield sentence_id, found

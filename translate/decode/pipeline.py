@@ -19,7 +19,7 @@ from translate.text.vocab import EOS_ID, language_tag
 
 
 @dataclass
-class Direction:
+class TargetTags:
     """How to ask a model for one output language: a tag before the source (`prefix`) or as the
     decoder's first token (`start`); the tags it must never produce; its allowed targets."""
 
@@ -32,9 +32,9 @@ class Direction:
 _zero_shot_warned: set[tuple[str | None, str, str]] = set()  # (checkpoint, source, target)
 
 
-def direction_for(
+def target_tags_for(
     translator: Translator, target_lang: str | None, source_lang: str | None = None
-) -> Direction:
+) -> TargetTags:
     """The tag settings that make `translator` write `target_lang`; a UsageError for a language
     it does not know. A direction it was not trained on (zero-shot) is allowed, said once."""
     tags = translator.vocab.target.tag_ids()
@@ -45,7 +45,7 @@ def direction_for(
                 f"--target-lang {target_lang}: {translator.path} translates "
                 f"{trained[0]}→{trained[1]} only"
             )
-        return Direction([], None, [], None)
+        return TargetTags([], None, [], None)
     known = translator.target_languages()
     if target_lang is None:
         if len(known) > 1:
@@ -70,7 +70,7 @@ def direction_for(
             )
     tag = tags[target_lang]
     at_source = translator.tag_position() == "source"
-    return Direction(
+    return TargetTags(
         [tag] if at_source else [], None if at_source else tag, sorted(tags.values()), target_lang
     )
 
@@ -199,7 +199,7 @@ def translate_nbest(
     search decodes `beam` rows per sentence, and beam 1 is greedy search. `progress` is called
     with the number of lines finished as they finish; `first_line` is the number warnings give
     `lines[0]` (a chunk's place in the whole input). A many-to-many model writes the settings'
-    `target_lang` (`direction_for`).
+    `target_lang` (`target_tags_for`).
     """
     beam, n_best = settings.beam, settings.n_best
     if beam < 1:
@@ -207,44 +207,43 @@ def translate_nbest(
     if not 1 <= n_best <= beam:
         raise ValueError(f"n_best must be between 1 and the beam size {beam}, got {n_best}")
     model = translator.model
-    direction = direction_for(translator, settings.target_lang, settings.source_lang)
-    units = source_units(translator, lines, direction, settings.max_input_tokens, first_line)
-    owners = units.owners
-    found: list[list[Found]] = [[([], 0.0, 0.0)] for _ in units.ids]  # an empty unit: not decoded
-    batches = length_batches([len(ids) for ids in units.ids], batch_tokens)
-    units_left = [0] * len(lines)  # per line: its units not decoded yet
+    target = target_tags_for(translator, settings.target_lang, settings.source_lang)
+    segments = source_segments(translator, lines, target, settings.max_input_tokens, first_line)
+    line_of = segments.line_of
+    # An empty segment (a blank line) is not decoded.
+    found: list[list[Found]] = [[([], 0.0, 0.0)] for _ in segments.ids]
+    batches = length_batches([len(ids) for ids in segments.ids], batch_tokens)
+    segments_left = [0] * len(lines)  # per line: its segments not decoded yet
     for batch in batches:
         for index in batch:
-            units_left[owners[index]] += 1
+            segments_left[line_of[index]] += 1
     if progress:
-        progress(units_left.count(0))  # empty lines are done already
+        progress(segments_left.count(0))  # empty lines are done already
 
     def decoded(index: int) -> int:
-        """Lines finished by unit `index`'s translation: 1 for its line's last unit, else 0."""
-        units_left[owners[index]] -= 1
-        return int(units_left[owners[index]] == 0)
+        """Lines finished by segment `index`'s translation: 1 for its line's last segment, else 0."""
+        segments_left[line_of[index]] -= 1
+        return int(segments_left[line_of[index]] == 0)
 
     # One running search, each batch joining as the one before ends, longest first.
-    search = new_search(model, search_plan(translator, settings, direction))
+    search = new_search(model, search_plan(translator, settings, target))
     sources = (
-        (batch, [direction.prefix + units.ids[i] + [EOS_ID] for i in batch])
+        (batch, [target.prefix + segments.ids[i] + [EOS_ID] for i in batch])
         for batch in reversed(batches)
     )
-    for index, result in search_joined(search, sources, batch_tokens, direction.start):
+    for index, result in search_joined(search, sources, batch_tokens, target.start):
         found[index] = as_found(result, beam)
         if progress:
             progress(decoded(index))
-    return join_units(translator, units, found, n_best)
+    return join_segments(translator, segments, found, n_best)
 
 
-def search_plan(
-    translator: Translator, settings: SearchSettings, direction: Direction
-) -> SearchPlan:
-    """The search `settings` ask of `translator` in `direction`, every default filled in: the
+def search_plan(translator: Translator, settings: SearchSettings, target: TargetTags) -> SearchPlan:
+    """The search `settings` ask of `translator` for `target`, every default filled in: the
     output length rule, the target restriction, the tags never written."""
     max_len_a, max_len_b = output_length_rule(translator, settings.max_len_a, settings.max_len_b)
     allowed = (
-        translator.target_token_mask(direction.target_lang).to(
+        translator.target_token_mask(target.target_lang).to(
             next(translator.model.parameters()).device
         )
         if settings.restrict_to_target
@@ -257,7 +256,7 @@ def search_plan(
         max_len_a,
         max_len_b,
         allowed,
-        tuple(direction.never),
+        tuple(target.never),
         settings.engine,
         translator.sentinel_ids(),
     )
@@ -275,14 +274,14 @@ def output_length_rule(
 
 
 @dataclass(frozen=True)
-class Units:
-    """Lines as the search takes them: each unit's source ids (a line's, or a segment's of an
-    over-long one; none for a blank line), the line each unit belongs to, and each line's
+class Segments:
+    """Lines as the search takes them, in segments: each segment's source ids (a whole line's, or
+    a part of an over-long one; none for a blank line), the line each segment belongs to, and each line's
     protected spans that sentinels stand for in its ids (none where the model was trained
     without `data.protect_spans`)."""
 
     ids: list[list[int]]
-    owners: list[int]
+    line_of: list[int]
     spans: list[tuple[str, ...]]
 
     @property
@@ -290,60 +289,58 @@ class Units:
         return len(self.spans)
 
 
-def source_units(
+def source_segments(
     translator: Translator,
     lines: list[str],
-    direction: Direction,
+    target: TargetTags,
     max_input_tokens: int | None = None,
     first_line: int = 1,
-) -> Units:
-    """The units decoded, each line's ids (none for a blank line) or the segments of an over-long
-    one (`split_long`, with a warning), and the index of the line each unit belongs to; a model
+) -> Segments:
+    """The segments decoded, each line's ids (none for a blank line) or the parts of an over-long
+    one (`split_long`, with a warning), and the index of the line each segment belongs to; a model
     trained with `data.protect_spans` reads each line with its protected spans as sentinels."""
     vocab = translator.vocab
     limit = min(
         max_input_tokens or translator.trained_max_length() or math.inf,
-        translator.model.cfg.max_positions - 1 - len(direction.prefix),
+        translator.model.cfg.max_positions - 1 - len(target.prefix),
     )
     texts = ["" if is_blank(line) else line for line in lines]
     protects = translator.protects_spans()
     masked = [mask(text) if protects else Masked(text, ()) for text in texts]
-    units, owners, pieces = [], [], None
+    segment_ids, line_of, pieces = [], [], None
     for number, ids in enumerate(vocab.source.encode([m.text for m in masked]), start=first_line):
-        segments = [ids]
+        parts = [ids]
         if len(ids) > limit:
             pieces = pieces or [
                 vocab.source.processor.id_to_piece(i) for i in range(len(vocab.source))
             ]
-            segments = split_long(ids, limit, pieces)
+            parts = split_long(ids, limit, pieces)
             print(
                 f"warning: line {number} has {len(ids)} tokens, more than the {limit} the model was "
-                f"trained on or can read; translating it in {len(segments)} segments",
+                f"trained on or can read; translating it in {len(parts)} segments",
                 file=sys.stderr,
             )
-        units += segments
-        owners += [number - first_line] * len(segments)
-    return Units(units, owners, [m.spans for m in masked])
+        segment_ids += parts
+        line_of += [number - first_line] * len(parts)
+    return Segments(segment_ids, line_of, [m.spans for m in masked])
 
 
-def join_units(
-    translator: Translator, units: Units, found: list[list[Found]], n_best: int = 1
+def join_segments(
+    translator: Translator, segments: Segments, found: list[list[Found]], n_best: int = 1
 ) -> list[list[Translation]]:
-    """Each line's n-best list from its units' hypotheses (`found`, in `units.owners` order):
+    """Each line's n-best list from its segments' hypotheses (`found`, in `segments.line_of` order):
     segments joined (`_join`), detokenized, sentinels replaced by the line's spans; lists the
     search could not fill padded with empty entries."""
     unfilled = ([], float("-inf"), float("-inf"))  # beyond what the search space held
-    per_line: list[list[list[Found]]] = [[] for _ in range(units.lines)]
-    for owner, entries in zip(units.owners, found):
-        per_line[owner].append(entries + [unfilled] * (n_best - len(entries)))
-    joined = [
-        _join([segment[k] for segment in segments]) for segments in per_line for k in range(n_best)
-    ]
+    per_line: list[list[list[Found]]] = [[] for _ in range(segments.lines)]
+    for line, entries in zip(segments.line_of, found):
+        per_line[line].append(entries + [unfilled] * (n_best - len(entries)))
+    joined = [_join([part[k] for part in parts]) for parts in per_line for k in range(n_best)]
     texts = translator.vocab.target.decode([tokens for tokens, _, _ in joined])
     if translator.protects_spans():
-        texts = [unmask(text, units.spans[i // n_best]) for i, text in enumerate(texts)]
+        texts = [unmask(text, segments.spans[i // n_best]) for i, text in enumerate(texts)]
     flat = [Translation(text, score, log_prob) for text, (_, score, log_prob) in zip(texts, joined)]
-    return [flat[i * n_best : (i + 1) * n_best] for i in range(units.lines)]
+    return [flat[i * n_best : (i + 1) * n_best] for i in range(segments.lines)]
 
 
 def translate_lines(

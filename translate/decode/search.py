@@ -299,9 +299,8 @@ def best_candidates(scores: Tensor, width: int) -> tuple[Tensor, Tensor]:
     ):
         return scores.topk(width, dim=1)
     grouped = count - count % TOPK_GROUPS
-    body = scores[:, :grouped].view(
-        rows, per_group, TOPK_GROUPS
-    )  # (row, j, group): score j * groups + group
+    # (row, j, group): score j * groups + group.
+    body = scores[:, :grouped].view(rows, per_group, TOPK_GROUPS)
     groups = body.amax(dim=1).topk(width, dim=1).indices  # (rows, width)
     picked = body.gather(2, groups[:, None, :].expand(rows, per_group, width)).reshape(rows, -1)
     positions = torch.arange(per_group, device=scores.device)[:, None] * TOPK_GROUPS

@@ -211,14 +211,14 @@ class SlotTable:
 class Occupant:
     """A slot's sentence as the host knows it."""
 
-    ticket: Hashable
+    sentence_id: Hashable
     limit: int  # at most this many output tokens, EOS included: done by then for sure
     steps: int = 0  # steps taken since it joined (an upper bound once it is done on the device)
 
 
 @dataclass
 class Waiting:
-    ticket: Hashable
+    sentence_id: Hashable
     source: list[int]
     start: int
 
@@ -323,16 +323,18 @@ class SlotSearch:
 
     def add(
         self,
-        tickets: Sequence[Hashable],
+        sentence_ids: Sequence[Hashable],
         sources: Sequence[Sequence[int]],
         starts: Sequence[int | None] | None = None,
     ) -> None:
         """Sentences that join at the next step (or as soon as a slot is free): source ids with
         EOS and any language tag, an optional first decoder token each in place of BOS, and the
-        ticket `step` returns each with."""
-        for index, (ticket, source) in enumerate(zip(tickets, sources)):
+        sentence_id `step` returns each with."""
+        for index, (sentence_id, source) in enumerate(zip(sentence_ids, sources)):
             start = None if starts is None else starts[index]
-            self.waiting.append(Waiting(ticket, list(source), BOS_ID if start is None else start))
+            self.waiting.append(
+                Waiting(sentence_id, list(source), BOS_ID if start is None else start)
+            )
 
     # -------------------------------------------------------------------------------------
     # Joining
@@ -367,7 +369,7 @@ class SlotSearch:
         self._make_room(occupied + len(joining), longest, max(len(w.source) for w in joining))
         free = [slot for slot, o in enumerate(self.occupants) if o is None][: len(joining)]
         for slot, waiting, limit in zip(free, joining, limits):
-            self.occupants[slot] = Occupant(waiting.ticket, limit)
+            self.occupants[slot] = Occupant(waiting.sentence_id, limit)
         self._write_joining(free, joining, limits)
 
     def _make_room(self, slots: int, positions: int, source_positions: int) -> None:
@@ -431,7 +433,7 @@ class SlotSearch:
 
     def step(self) -> list[tuple[Hashable, list]]:
         """One step for every sentence in a slot (waiting ones join first); the sentences found
-        done at this step's read, with their tickets and what they get: token lists (greedy)
+        done at this step's read, with their sentence_ids and what they get: token lists (greedy)
         or up to `n_best` hypotheses, best first."""
         self._fill()
         in_use = [slot for slot, o in enumerate(self.occupants) if o is not None]
@@ -572,21 +574,21 @@ class SlotSearch:
 
         # The live hypotheses go on: each row's cache from the row it extends; the output grows
         # by backpointers, which nothing moves.
-        going = (live & ~done).repeat_interleave(beam)
+        active = (live & ~done).repeat_interleave(beam)
         first_row = (torch.arange(in_use, device=self.device) * beam)[:, None]
-        source_rows = torch.where(going, (first_row + live_beam).view(-1), table.row_index[:rows])
+        source_rows = torch.where(active, (first_row + live_beam).view(-1), table.row_index[:rows])
         for cache in (table.self_k, table.self_v):
             part = cache[:, :rows, :, :width]
             part.copy_(part.index_select(1, source_rows))
-        token = torch.where(going, live_token.view(-1), table.last[:rows])
+        token = torch.where(active, live_token.view(-1), table.last[:rows])
         if self.rule is not None:
             owed_now = table.remaining[:rows]
             after = self.rule.written(owed_now.index_select(0, source_rows), token)
-            owed_now.copy_(torch.where(going[:, None], after, owed_now))
+            owed_now.copy_(torch.where(active[:, None], after, owed_now))
         table.tokens[:rows].index_put_((table.row_index[:rows], write_at), token)
         table.parents[:rows].index_put_((table.row_index[:rows], write_at), live_beam.view(-1))
         table.last[:rows] = token
-        table.beam_lp[:in_use] = torch.where(going.view(in_use, beam), live_lp, beam_lp)
+        table.beam_lp[:in_use] = torch.where(active.view(in_use, beam), live_lp, beam_lp)
         return done
 
     # -------------------------------------------------------------------------------------
@@ -607,7 +609,7 @@ class SlotSearch:
         if self.greedy:
             lengths = (table.step[done] - 1).tolist()
             for i, slot in enumerate(slots):
-                answered.append((self.occupants[slot].ticket, tokens[i][0][: lengths[i]]))
+                answered.append((self.occupants[slot].sentence_id, tokens[i][0][: lengths[i]]))
         else:
             parents = table.parents[rows].view(len(slots), self.beam, -1).tolist()
             found = [
@@ -627,7 +629,7 @@ class SlotSearch:
                     if log_prob != float("-inf")
                 ][: self.n_best]
                 empty = Hypothesis([], float("-inf"), float("-inf"))
-                answered.append((self.occupants[slot].ticket, hypotheses or [empty]))
+                answered.append((self.occupants[slot].sentence_id, hypotheses or [empty]))
         for slot in slots:
             self.occupants[slot] = None
         return answered

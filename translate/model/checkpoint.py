@@ -6,12 +6,19 @@ plain containers, so a checkpoint from an untrusted source cannot run code.
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 import yaml
 
 from translate.errors import UsageError
+
+if TYPE_CHECKING:
+    from translate.model.transformer import Transformer
+    from translate.model.tying import TieChoice
+    from translate.text.vocab import Vocabularies
 
 ARTIFACT_KEY = "translate"  # checkpoint entry holding everything needed to translate
 SEARCH_KEY = "search"  # its entry of search settings tuned on the dev set (translate-tune)
@@ -55,6 +62,47 @@ def read_checkpoint(path: str | Path, mmap: bool = False) -> dict:
             "model config and vocabulary)"
         )
     return checkpoint
+
+
+def translation_artifact(
+    model: Transformer,
+    vocab: Vocabularies,
+    *,
+    tie_choice: TieChoice | None = None,
+    training_config: dict | None = None,
+    run_config: str | None = None,
+    target_tokens: list[int] | None = None,
+    target_tokens_by_language: dict[str, list[int]] | None = None,
+) -> dict:
+    """The checkpoint's `ARTIFACT_KEY` entry: what translation needs beside the weights, in
+    plain types, so the checkpoint stands alone (what `load_translator` reads)."""
+    artifact = {
+        "model_config": asdict(model.cfg),
+        "src_vocab_size": model.src_vocab_size,
+        "tgt_vocab_size": model.tgt_vocab_size,
+        "vocab": vocab.state(),
+        "training_config": training_config or {},
+        "run_config": run_config,
+        "target_tokens": target_tokens,
+        "target_tokens_by_language": target_tokens_by_language,
+    }
+    if tie_choice is not None:
+        artifact["tie_choice"] = asdict(tie_choice)
+    return artifact
+
+
+def write_checkpoint(path: str | Path, model: Transformer, vocab: Vocabularies, **artifact) -> None:
+    """`model` and `vocab` written atomically as translate-train saves them (weights under
+    `model.`, `translation_artifact(model, vocab, **artifact)` beside): a checkpoint that
+    translate-cli, translate-eval and the exporters load like a trained one."""
+    from translate.files import atomic_output
+
+    checkpoint = {
+        "state_dict": {f"model.{name}": value for name, value in model.state_dict().items()},
+        ARTIFACT_KEY: translation_artifact(model, vocab, **artifact),
+    }
+    with atomic_output(path) as handle:
+        torch.save(checkpoint, handle)
 
 
 # --- checkpoint averaging ---------------------------------------------------------------

@@ -3,7 +3,7 @@
 Decoding spends most of its time in the linear layers, multiplying a few dozen rows at a time.
 oneDNN (the CPU backend bundled with PyTorch) multiplies faster when the weight has been
 reordered once into its blocked layout, and it can apply the feed-forward ReLU in the same
-pass; each call costs a fixed ~12 us, where `F.linear` instead reorders the weight at every
+pass; each call costs a small fixed overhead, where `F.linear` instead reorders the weight at every
 call, at a cost that grows with the weight (`scripts/benchmarks/benchmark_packing.py`; figures in
 docs/benchmarks.md). So every layer is packed, and a call with fewer than `PACK_MIN_ROWS` rows
 (the last sentences of a batch) takes `F.linear` only on a layer of fewer than
@@ -26,12 +26,10 @@ from torch import Tensor, nn
 from translate.model.transformer import FeedForward
 
 PACK_MIN_WEIGHTS = 0
-PACK_MIN_ROWS = (
-    12  # below, F.linear is faster on a small layer (the measured crossover is near 10 rows)
-)
-PACK_ALWAYS_WEIGHTS = (
-    2**18
-)  # from this size (256 x 1024, 512 x 512) the packed path wins from one row
+# Fewer rows take F.linear, which wins on a small layer (the crossover: docs/benchmarks.md).
+PACK_MIN_ROWS = 12
+# From this many weights (256 x 1024, 512 x 512) the packed path wins from one row.
+PACK_ALWAYS_WEIGHTS = 2**18
 
 
 def version(tensor: Tensor) -> int:
@@ -63,9 +61,8 @@ class PackedLinear(nn.Module):
         self.activation = activation
         # Fewer input elements than this take F.linear (see the module's docstring).
         rows = 1 if self.weight.numel() >= PACK_ALWAYS_WEIGHTS else PACK_MIN_ROWS
-        self._min_elements = (
-            rows * self.in_features
-        )  # at least one row: an empty input takes F.linear
+        # At least one row: an empty input takes F.linear.
+        self._min_elements = rows * self.in_features
         self._pack()
 
     def _pack(self) -> None:

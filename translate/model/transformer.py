@@ -103,7 +103,7 @@ def sinusoidal_positions(length: int, dim: int, offset: int = 0) -> Tensor:
 
 
 class CachedRows(Protocol):
-    """What attention reads of a search's cache (`translate.decode.cache.Segment`): keys and values
+    """What attention reads of a search's cache (`translate.decode.cache.KVBlock`): keys and values
     of `size` consecutive decoder rows, a `mask` where some keys are hidden, and `append` for
     self-attention's new steps."""
 
@@ -115,7 +115,7 @@ class CachedRows(Protocol):
     def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]: ...
 
 
-class LayerSegments(Protocol):
+class LayerBlocks(Protocol):
     """One decoder layer's cached rows: self-attention `steps` and the `encoder`'s keys."""
 
     steps: Sequence[CachedRows]
@@ -123,7 +123,7 @@ class LayerSegments(Protocol):
 
 
 class DecoderCache(Protocol):
-    layers: Sequence[LayerSegments]
+    layers: Sequence[LayerBlocks]
 
 
 class ValueRows:
@@ -143,7 +143,7 @@ class ValueRows:
 
 class MultiHeadAttention(nn.Module):
     """Multi-head attention on `scaled_dot_product_attention`; in search, over cached rows
-    (`segments`: self-attention's steps, grown by each call, or the encoder's keys and values)."""
+    (`blocks`: self-attention's steps, grown by each call, or the encoder's keys and values)."""
 
     def __init__(self, d_model: int, heads: int, dropout: float) -> None:
         super().__init__()
@@ -174,13 +174,13 @@ class MultiHeadAttention(nn.Module):
         key_value: Tensor | None,
         mask: Tensor | None = None,
         causal: bool = False,
-        segments: Sequence[CachedRows] | None = None,
+        blocks: Sequence[CachedRows] | None = None,
         static_kv: bool = False,
     ) -> Tensor:
         """`mask` is boolean, True where attention is allowed, broadcast to (B, H, Lq, Lk)."""
         q = self._split(self.q_proj(query))
-        if segments is not None:
-            return self.out_proj(self._merge(self._attend_segments(q, query, segments, static_kv)))
+        if blocks is not None:
+            return self.out_proj(self._merge(self._attend_blocks(q, query, blocks, static_kv)))
         k, v = self.keys_values(query if key_value is None else key_value)
         is_causal = causal and q.shape[2] > 1
         return self.out_proj(self._merge(self._attend(q, k, v, mask, is_causal, cached=False)))
@@ -221,24 +221,24 @@ class MultiHeadAttention(nn.Module):
             )
         return out
 
-    def _attend_segments(
-        self, q: Tensor, query: Tensor, segments: Sequence[CachedRows], static_kv: bool
+    def _attend_blocks(
+        self, q: Tensor, query: Tensor, blocks: Sequence[CachedRows], static_kv: bool
     ) -> Tensor:
-        """New steps of rows that come in consecutive segments with caches of their own
-        (`translate.decode.cache`): segment i holds `size` query rows and their keys and values
+        """New steps of rows that come in consecutive blocks with caches of their own
+        (`translate.decode.cache`): block i holds `size` query rows and their keys and values
         (with `static_kv` the encoder's, one row per sentence; else its cached steps, which the new
         steps join) and a `mask` where some keys are hidden (source padding; cached steps of other
         rows' sentences). Several new steps after cached ones see them causally, aligned at the end."""
         if not static_kv:
             new_k, new_v = self.keys_values(query)
         outputs, start, length = [], 0, q.shape[2]
-        for segment in segments:
-            end = start + segment.size
-            mask = segment.mask
+        for block in blocks:
+            end = start + block.size
+            mask = block.mask
             if static_kv:
-                k, v = segment.k, segment.v
+                k, v = block.k, block.v
             else:
-                k, v = segment.append(new_k[start:end], new_v[start:end])
+                k, v = block.append(new_k[start:end], new_v[start:end])
                 if length > 1:
                     causal = torch.ones(length, k.shape[2], dtype=torch.bool, device=q.device)
                     causal = causal.tril(k.shape[2] - length)
@@ -293,7 +293,7 @@ class FeedForward(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         hidden = self.activation(self.linear1(x))
-        # Dropout modules are skipped outside training: each call costs a decoding step ~2 us.
+        # Dropout modules are skipped outside training: each call costs every decoding step.
         return self.linear2(self.activation_dropout(hidden) if self.training else hidden)
 
 
@@ -342,14 +342,14 @@ class DecoderLayer(nn.Module):
         x: Tensor,
         memory: Tensor | None,
         src_mask: Tensor | None,
-        cache: LayerSegments | None = None,
+        cache: LayerBlocks | None = None,
     ) -> Tensor:
         steps = None if cache is None else cache.steps
         encoder = None if cache is None else cache.encoder
-        x = self.self_block(x, lambda h: self.self_attn(h, None, causal=True, segments=steps))
+        x = self.self_block(x, lambda h: self.self_attn(h, None, causal=True, blocks=steps))
         x = self.cross_block(
             x,
-            lambda h: self.cross_attn(h, memory, mask=src_mask, segments=encoder, static_kv=True),
+            lambda h: self.cross_attn(h, memory, mask=src_mask, blocks=encoder, static_kv=True),
         )
         return self.ffn_block(x, self.ffn)
 

@@ -50,6 +50,11 @@ class TieChoice:
         return f", {self.target_only_pieces:,} target-only rows apart"
 
 
+def auto_mode(shared_mass: float) -> TieMode:
+    """The rule: the tie `auto` builds for a joint vocabulary of this shared mass."""
+    return "all" if shared_mass >= SHARED_MASS_THRESHOLD else BELOW_THRESHOLD
+
+
 def choose_tie(asked: str, use: PieceUse | None) -> TieChoice:
     """The tie for the configured `asked` (a mode, or "auto") and the training data's piece use
     (None with separate vocabularies)."""
@@ -59,5 +64,4 @@ def choose_tie(asked: str, use: PieceUse | None) -> TieChoice:
         return TieChoice(asked, asked, shared, None, apart)  # type: ignore[arg-type]
     if shared is None:
         return TieChoice(asked, "none", None, None)
-    mode = "all" if shared >= SHARED_MASS_THRESHOLD else BELOW_THRESHOLD
-    return TieChoice(asked, mode, shared, SHARED_MASS_THRESHOLD, apart)
+    return TieChoice(asked, auto_mode(shared), shared, SHARED_MASS_THRESHOLD, apart)

@@ -22,7 +22,7 @@ from concurrent.futures import BrokenExecutor, Executor
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from translate.decode.pipeline import Units
+from translate.decode.pipeline import Segments
 from translate.decode.settings import SearchSettings
 from translate.serve.continuous import Answer, Cancel, Join
 
@@ -65,9 +65,8 @@ class Batcher:
         self.batch_tokens = batch_tokens
         self.max_wait = max_wait
         self.max_queued_lines = max_queued_lines
-        self.on_batch = (
-            on_batch  # (sentences, source tokens, model seconds) of each batch, for the metrics
-        )
+        # Called with (sentences, source tokens, model seconds) of each batch, for the metrics.
+        self.on_batch = on_batch
         self.queued_lines = 0
         self._queue: asyncio.Queue[Job] = asyncio.Queue()
         self._new_worker = new_worker or (
@@ -192,7 +191,7 @@ class Engine(Protocol):
 @dataclass
 class _Sent:
     job: Job
-    units: Units
+    segments: Segments
 
 
 class ContinuousBatcher:
@@ -206,8 +205,8 @@ class ContinuousBatcher:
     def __init__(
         self,
         start_engine: Callable[[], Engine],
-        prepare: Callable[[list[str], SearchSettings], Units],
-        finish: Callable[[Units, list, int], list[str]],
+        prepare: Callable[[list[str], SearchSettings], Segments],
+        finish: Callable[[Segments, list, int], list[str]],
         max_queued_lines: int,
         on_batch: Callable[..., None] | None = None,
     ) -> None:
@@ -260,7 +259,7 @@ class ContinuousBatcher:
             engine.stop()
             self._run_engine()
             return
-        entry = self._sent.pop(answer.ticket, None)
+        entry = self._sent.pop(answer.request_id, None)
         if entry is None:  # its client left, or the drain failed it
             return
         job = entry.job
@@ -272,7 +271,7 @@ class ContinuousBatcher:
         if answer.error:
             job.future.set_exception(RuntimeError(answer.error))
         else:
-            job.future.set_result(self._finish(entry.units, answer.found, job.key.n_best))
+            job.future.set_result(self._finish(entry.segments, answer.found, job.key.n_best))
 
     async def submit(self, lines: list[str], key: SearchSettings) -> list[str]:
         """The translations of `lines`, in order (`key.n_best` a line, as `translate_lines` gives
@@ -280,20 +279,20 @@ class ContinuousBatcher:
         if not lines:
             return []
         check_room(self.queued_lines, len(lines), self.max_queued_lines)
-        units = self._prepare(lines, key)
-        tokens = sum(len(ids) + 1 for ids in units.ids if ids)
+        segments = self._prepare(lines, key)
+        tokens = sum(len(ids) + 1 for ids in segments.ids if ids)
         job = Job(lines, key, tokens, asyncio.get_running_loop().create_future())
         self._tickets += 1
-        ticket = self._tickets
-        self._sent[ticket] = _Sent(job, units)
+        request_id = self._tickets
+        self._sent[request_id] = _Sent(job, segments)
         self.queued_lines += len(lines)
         try:
-            self._engine.send(Join(ticket, units.ids, key))
+            self._engine.send(Join(request_id, segments.ids, key))
             return await job.future  # cancelled with the request when its client goes away
         finally:
-            if self._sent.pop(ticket, None) is not None:  # not answered: its lines are dropped
+            if self._sent.pop(request_id, None) is not None:  # not answered: its lines are dropped
                 self.queued_lines -= len(lines)
-                self._engine.send(Cancel(ticket))
+                self._engine.send(Cancel(request_id))
 
     def fail_all(self, error: Exception) -> None:
         """Every request sent and not answered fails with `error` now (the server's drain time is

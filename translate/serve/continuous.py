@@ -33,25 +33,27 @@ JOIN_FRACTION = 8
 JOIN_AFTER_STEPS = 4
 
 
-def prepare(translator: Translator, lines: list[str], key: SearchSettings) -> pipeline.Units:
-    """A request's lines cut, tagged and tokenised as translate-cli does (`pipeline.source_units`),
+def prepare(translator: Translator, lines: list[str], key: SearchSettings) -> pipeline.Segments:
+    """A request's lines cut, tagged and tokenised as translate-cli does (`pipeline.source_segments`),
     by the server, once."""
-    direction = pipeline.direction_for(translator, key.target_lang, key.source_lang)
-    return pipeline.source_units(translator, lines, direction, key.max_input_tokens)
+    target = pipeline.target_tags_for(translator, key.target_lang, key.source_lang)
+    return pipeline.source_segments(translator, lines, target, key.max_input_tokens)
 
 
-def finish(translator: Translator, units: pipeline.Units, found: list, n_best: int) -> list[str]:
+def finish(
+    translator: Translator, segments: pipeline.Segments, found: list, n_best: int
+) -> list[str]:
     """An answer's hypotheses as `translate_lines` gives them: each line's n-best texts."""
-    nbest = pipeline.join_units(translator, units, found, n_best)
+    nbest = pipeline.join_segments(translator, segments, found, n_best)
     return [entry.text for entries in nbest for entry in entries]
 
 
 @dataclass(frozen=True)
 class Join:
-    """A request for the engine: its units' source ids (`Units.ids`) and its search setting."""
+    """A request for the engine: its segments' source ids (`Segments.ids`) and its search setting."""
 
-    ticket: int
-    units: list[list[int]]
+    request_id: int
+    segments: list[list[int]]
     key: SearchSettings
 
 
@@ -59,15 +61,15 @@ class Join:
 class Cancel:
     """The request's client left: its lines not yet searched are dropped."""
 
-    ticket: int
+    request_id: int
 
 
 @dataclass(frozen=True)
 class Answer:
-    """A request done (`found`: each unit's hypotheses) or failed (`error`), with what the model
-    did since the answer before: `seconds` at work and `searching`, the most units it held."""
+    """A request done (`found`: each segment's hypotheses) or failed (`error`), with what the model
+    did since the answer before: `seconds` at work and `searching`, the most segments it held."""
 
-    ticket: int
+    request_id: int
     found: list[list[pipeline.Found]] | None
     error: str = ""
     seconds: float = 0.0
@@ -81,14 +83,14 @@ class _Request:
 
 
 @dataclass
-class _Lane:
-    """One search setting's running search, and the units waiting to join it."""
+class _RunningSearch:
+    """One search setting's running search, and the segments waiting to join it."""
 
     search: Search
-    direction: pipeline.Direction
-    waiting: deque = field(default_factory=deque)  # (unit, source ids)
-    waited: int = 0  # steps the first waiting unit has waited
-    tokens: dict = field(default_factory=dict)  # unit -> source tokens, of the units searched
+    target: pipeline.TargetTags
+    waiting: deque = field(default_factory=deque)  # (segment, source ids)
+    waited: int = 0  # steps the first waiting segment has waited
+    tokens: dict = field(default_factory=dict)  # segment -> source tokens, of the segments searched
 
 
 class EngineLoop:
@@ -98,13 +100,13 @@ class EngineLoop:
         self.translator = translator
         self.batch_tokens = batch_tokens  # source tokens a search holds (one longer line alone)
         self.requests: dict[int, _Request] = {}
-        self.lanes: dict[SearchSettings, _Lane] = {}
+        self.searches: dict[SearchSettings, _RunningSearch] = {}
         self.seconds = 0.0  # at work since the last answer
-        self.searching = 0  # the most units searched at once since the last answer
+        self.searching = 0  # the most segments searched at once since the last answer
 
     @property
     def busy(self) -> bool:
-        return any(len(lane.search) or lane.waiting for lane in self.lanes.values())
+        return any(len(running.search) or running.waiting for running in self.searches.values())
 
     def take(self, message: Join | Cancel) -> list[Answer]:
         """A new request waits for the next step of its setting's search (a request of blank
@@ -113,116 +115,121 @@ class EngineLoop:
         started = time.perf_counter()
         try:
             if isinstance(message, Cancel):
-                self._cancel(message.ticket)
+                self._cancel(message.request_id)
                 return []
             return self._join_request(message)
         finally:
             self.seconds += time.perf_counter() - started
 
     def _join_request(self, message: Join) -> list[Answer]:
-        ticket, key = message.ticket, message.key
+        request_id, key = message.request_id, message.key
         try:
-            lane = self._lane(key)
+            running = self._running_search(key)
         except Exception as error:  # noqa: BLE001 - one bad request fails alone
-            return [self._answer(ticket, None, f"{type(error).__name__}: {error}")]
-        request = _Request([[([], 0.0, 0.0)] for _ in message.units], 0)
-        self.requests[ticket] = request
-        for index, ids in enumerate(message.units):
-            if ids:  # an empty unit (a blank line) is not decoded
-                lane.waiting.append(((ticket, index), lane.direction.prefix + ids + [EOS_ID]))
+            return [self._answer(request_id, None, f"{type(error).__name__}: {error}")]
+        request = _Request([[([], 0.0, 0.0)] for _ in message.segments], 0)
+        self.requests[request_id] = request
+        for index, ids in enumerate(message.segments):
+            if ids:  # an empty segment (a blank line) is not decoded
+                running.waiting.append(
+                    ((request_id, index), running.target.prefix + ids + [EOS_ID])
+                )
                 request.left += 1
         if not request.left:
-            return [self._answer(ticket, self.requests.pop(ticket).found)]
+            return [self._answer(request_id, self.requests.pop(request_id).found)]
         return []
 
-    def _cancel(self, ticket: int) -> None:
-        if self.requests.pop(ticket, None) is None:
+    def _cancel(self, request_id: int) -> None:
+        if self.requests.pop(request_id, None) is None:
             return
-        for lane in self.lanes.values():
-            lane.waiting = deque(entry for entry in lane.waiting if entry[0][0] != ticket)
+        for running in self.searches.values():
+            running.waiting = deque(entry for entry in running.waiting if entry[0][0] != request_id)
 
     def step(self) -> list[Answer]:
-        """One step of every running search, the waiting units joining first; the requests done
+        """One step of every running search, the waiting segments joining first; the requests done
         at it, and those failed (every request of a search that raised: the server goes on)."""
         started = time.perf_counter()
         answers = []
-        for key, lane in list(self.lanes.items()):
+        for key, running in list(self.searches.items()):
             try:
-                self._join(lane)
+                self._join(running)
                 self.searching = max(
-                    self.searching, sum(len(other.search) for other in self.lanes.values())
+                    self.searching, sum(len(other.search) for other in self.searches.values())
                 )
-                finished = lane.search.step()
-            except Exception as error:  # noqa: BLE001 - the lane's requests fail
+                finished = running.search.step()
+            except Exception as error:  # noqa: BLE001 - that search's requests fail
                 answers += self._fail_lane(key, f"{type(error).__name__}: {error}")
                 continue
-            for unit, hypotheses in finished:
-                ticket, index = unit
-                lane.tokens.pop(unit)
-                request = self.requests.get(ticket)
+            for segment, hypotheses in finished:
+                request_id, index = segment
+                running.tokens.pop(segment)
+                request = self.requests.get(request_id)
                 if request is None:  # cancelled
                     continue
                 request.found[index] = pipeline.as_found(hypotheses, key.beam)
                 request.left -= 1
                 if not request.left:
-                    answers.append(self._answer(ticket, self.requests.pop(ticket).found))
+                    answers.append(self._answer(request_id, self.requests.pop(request_id).found))
         for key in [
-            key for key, lane in self.lanes.items() if not (len(lane.search) or lane.waiting)
+            key
+            for key, running in self.searches.items()
+            if not (len(running.search) or running.waiting)
         ]:
-            del self.lanes[key]  # idle: a client sending ever new settings must not grow the server
+            # Idle: a client sending ever new settings must not grow the server.
+            del self.searches[key]
         self.seconds += time.perf_counter() - started
         return answers
 
-    def _answer(self, ticket: int, found: list | None, error: str = "") -> Answer:
+    def _answer(self, request_id: int, found: list | None, error: str = "") -> Answer:
         """An answer carrying the work done since the last one (the server's metrics)."""
-        answer = Answer(ticket, found, error, self.seconds, self.searching)
+        answer = Answer(request_id, found, error, self.seconds, self.searching)
         self.seconds, self.searching = 0.0, 0
         return answer
 
-    def _lane(self, key: SearchSettings) -> _Lane:
-        if key not in self.lanes:
-            direction = pipeline.direction_for(self.translator, key.target_lang, key.source_lang)
-            plan = pipeline.search_plan(self.translator, key, direction)
-            self.lanes[key] = _Lane(new_search(self.translator.model, plan), direction)
-        return self.lanes[key]
+    def _running_search(self, key: SearchSettings) -> _RunningSearch:
+        if key not in self.searches:
+            target = pipeline.target_tags_for(self.translator, key.target_lang, key.source_lang)
+            plan = pipeline.search_plan(self.translator, key, target)
+            self.searches[key] = _RunningSearch(new_search(self.translator.model, plan), target)
+        return self.searches[key]
 
-    def _join(self, lane: _Lane) -> None:
-        """Waiting units into the search, under the token budget, when enough have gathered."""
-        searching = len(lane.search)
-        if not lane.waiting:
+    def _join(self, running: _RunningSearch) -> None:
+        """Waiting segments into the search, under the token budget, when enough have gathered."""
+        searching = len(running.search)
+        if not running.waiting:
             return
-        lane.waited += 1
+        running.waited += 1
         if (
             searching
-            and len(lane.waiting) * JOIN_FRACTION < searching
-            and lane.waited <= JOIN_AFTER_STEPS
+            and len(running.waiting) * JOIN_FRACTION < searching
+            and running.waited <= JOIN_AFTER_STEPS
         ):
             return
-        tokens = sum(lane.tokens.values())
-        units, sources, starts = [], [], []
-        while lane.waiting and (
-            tokens + len(lane.waiting[0][1]) <= self.batch_tokens or not (searching or units)
+        tokens = sum(running.tokens.values())
+        segments, sources, starts = [], [], []
+        while running.waiting and (
+            tokens + len(running.waiting[0][1]) <= self.batch_tokens or not (searching or segments)
         ):
-            unit, ids = lane.waiting.popleft()
-            units.append(unit)
+            segment, ids = running.waiting.popleft()
+            segments.append(segment)
             sources.append(ids)
-            starts.append(lane.direction.start)
-            lane.tokens[unit] = len(ids)
+            starts.append(running.target.start)
+            running.tokens[segment] = len(ids)
             tokens += len(ids)
-        if units:
-            lane.search.add(units, sources, starts)
-            lane.waited = 0
+        if segments:
+            running.search.add(segments, sources, starts)
+            running.waited = 0
 
     def _fail_lane(self, key: SearchSettings, why: str) -> list[Answer]:
-        """Every request with a line in lane `key` fails with `why`; the lane starts afresh."""
-        lane = self.lanes.pop(key)
-        tickets = {ticket for ticket, _ in lane.tokens} | {
-            ticket for (ticket, _), _ in lane.waiting
+        """Every request with a line in running `key` fails with `why`; the running starts afresh."""
+        running = self.searches.pop(key)
+        request_ids = {request_id for request_id, _ in running.tokens} | {
+            request_id for (request_id, _), _ in running.waiting
         }
         answers = []
-        for ticket in sorted(tickets):
-            if self.requests.pop(ticket, None) is not None:
-                answers.append(self._answer(ticket, None, why))
+        for request_id in sorted(request_ids):
+            if self.requests.pop(request_id, None) is not None:
+                answers.append(self._answer(request_id, None, why))
         return answers
 
 

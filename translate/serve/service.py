@@ -181,7 +181,7 @@ class Service:
                 f"{', '.join(targets)}",
             )
         try:
-            direction = pipeline.direction_for(self.translator, body.target_lang, body.source_lang)
+            target = pipeline.target_tags_for(self.translator, body.target_lang, body.source_lang)
         except (
             UsageError
         ) as fault:  # the checks above should leave none; never the checkpoint's path
@@ -196,7 +196,7 @@ class Service:
                 if body.length_penalty is None
                 else body.length_penalty
             ),
-            target_lang=direction.target_lang,
+            target_lang=target.target_lang,
             source_lang=body.source_lang,
         )
 

@@ -18,8 +18,8 @@ from translate.errors import UsageError
 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 
-# SentencePiece's list calls start a thread per core, some 60-100 us a call: fewer lines than this
-# (a server's request) go one call a line, a few us each (docs/serving.md).
+# SentencePiece's list calls start a thread per core, which costs more than encoding a few lines
+# one call each: fewer lines than this (a server's request) go one call a line (docs/serving.md).
 BATCH_CALL_LINES = 64
 
 

@@ -37,9 +37,8 @@ class Chunks(torch.utils.data.IterableDataset):
         lines = iter_lines(self.source)
         position = 0
         for start, end in self.chunks:
-            chunk = list(
-                islice(lines, start - position, end - position)
-            )  # skips to `start`, reads to `end`
+            # Skips to `start`, reads to `end`.
+            chunk = list(islice(lines, start - position, end - position))
             position = end
             yield chunk
 
@@ -66,9 +65,8 @@ class BatchTranslation(L.LightningModule):
         args, rank, world = self.args, self.global_rank, self.trainer.world_size
         self.translator = load_translator(args.checkpoint, self.device, quantize=args.quantize)
         apply_search_defaults(args, self.translator)
-        pipeline.direction_for(
-            self.translator, args.target_lang, args.source_lang
-        )  # refuse before any work
+        # Refuse before any work.
+        pipeline.target_tags_for(self.translator, args.target_lang, args.source_lang)
         mine = shard(self.chunks, rank, world)
         fingerprint = {
             "checkpoint": file_digest(args.checkpoint),
@@ -84,9 +82,8 @@ class BatchTranslation(L.LightningModule):
             "--quantize": args.quantize,
         }
         self.part = PartialOutput(part_path(self.output, rank, world), fingerprint, args.resume)
-        first = (
-            mine[0][0] if mine else 0
-        )  # the part holds whole chunks: it resumes at a chunk's start
+        # The part holds whole chunks: it resumes at a chunk's start.
+        first = mine[0][0] if mine else 0
         todo = [(start, end) for start, end in mine if start >= first + self.part.lines_done]
         return torch.utils.data.DataLoader(Chunks(args.source, todo), batch_size=None)
 

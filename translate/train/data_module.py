@@ -569,27 +569,32 @@ class TranslationDataModule(L.LightningDataModule):
         vocabularies, whose ids are no common space."""
         if not self.joint_vocab:
             return None
-        if "train" not in self.datasets:
-            self.setup("fit")
-        train = self.datasets["train"]
         size = len(self.vocab.target)
-        parts = train.parts if self.multilingual else [train]
         return PieceUse.from_counts(
-            sum(part.source_token_counts(size) for part in parts),
-            sum(part.target_token_counts(size) for part in parts),
+            sum(part.source_token_counts(size) for part in self._train_parts()),
+            sum(self._target_counts.values()),
             ignored_pieces(self.vocab.target, SENTINEL_PIECES),
         )
 
     def target_tokens_by_language(self) -> dict[str, list[int]]:
         """Per target language, the ids its training targets use."""
+        return {lang: np.flatnonzero(count).tolist() for lang, count in self._target_counts.items()}
+
+    @cached_property
+    def _target_counts(self) -> dict[str, np.ndarray]:
+        """Per target language, how often each id occurs on its training targets (counted once
+        for both `piece_use` and `target_tokens_by_language`)."""
+        counts: dict[str, np.ndarray] = {}
+        for (_, tgt), part in zip(self.directions, self._train_parts()):
+            counts[tgt] = counts.get(tgt, 0) + part.target_token_counts(len(self.vocab.target))
+        return counts
+
+    def _train_parts(self) -> list:
+        """The training data, one part per direction (set up for fitting if it is not yet)."""
         if "train" not in self.datasets:
             self.setup("fit")
         train = self.datasets["train"]
-        parts = train.parts if self.multilingual else [train]
-        counts: dict[str, np.ndarray] = {}
-        for (_, tgt), part in zip(self.directions, parts):
-            counts[tgt] = counts.get(tgt, 0) + part.target_token_counts(len(self.vocab.target))
-        return {lang: np.flatnonzero(count).tolist() for lang, count in counts.items()}
+        return train.parts if self.multilingual else [train]
 
     def _lengths(self, split: str) -> np.ndarray:
         """(examples, 2) lengths as padded: the source with EOS (and a source tag), the target

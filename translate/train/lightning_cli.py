@@ -111,9 +111,8 @@ class TranslateCLI(LightningCLI):
         if ckpt_path and Path(ckpt_path).is_file():
             saved = checkpoint_settings(ckpt_path)
             self.take_data_from_checkpoint(config, ckpt_path, saved.get("data"))
-            saved_run_dir = saved.get(
-                "run_dir"
-            )  # a resumed or evaluated run stays in its directory
+            # A resumed or evaluated run stays in its directory.
+            saved_run_dir = saved.get("run_dir")
         data = config.data
         data.corpus_dir = self.absolute_corpus(data.corpus_dir, data.corpus_format)
         if data.get("directions"):  # a direction's own corpus, too
@@ -147,9 +146,8 @@ class TranslateCLI(LightningCLI):
         if config.trainer.get("enable_progress_bar") is None and not (
             sys.stdout.isatty() and sys.stderr.isatty()
         ):
-            config.trainer.enable_progress_bar = (
-                False  # a bar redrawn in a file shows nothing until the end
-            )
+            # A bar redrawn in a file shows nothing until the end.
+            config.trainer.enable_progress_bar = False
         say(f"run directory {run_dir} (logs, config.yaml, checkpoints)")
 
     def take_data_from_checkpoint(self, config, ckpt_path: str, saved: dict | None) -> None:
@@ -181,9 +179,8 @@ class TranslateCLI(LightningCLI):
         or the first long batch would stop the run."""
         max_length, positions = config.data.max_length, config.model.model.max_positions
         many_to_many = config.data.get("languages") or config.data.get("directions")
-        added = 1 + bool(
-            many_to_many and config.data.get("lang_tag", "source") == "source"
-        )  # EOS or BOS, a tag
+        # EOS or BOS, and a tag.
+        added = 1 + bool(many_to_many and config.data.get("lang_tag", "source") == "source")
         if max_length + added > positions:
             what = "EOS or BOS added" if added == 1 else "EOS and the language tag added"
             raise UsageError(

@@ -20,7 +20,7 @@ import math
 import os
 import sys
 import time
-from dataclasses import asdict, replace
+from dataclasses import replace
 from typing import Literal, get_args
 
 import lightning as L
@@ -32,7 +32,7 @@ from translate.decode.continuous import search_batch
 from translate.decode.engine import new_search
 from translate.decode.settings import SearchPlan
 from translate.errors import UsageError
-from translate.model.checkpoint import ARTIFACT_KEY
+from translate.model.checkpoint import ARTIFACT_KEY, translation_artifact
 from translate.model.transformer import TIE_MODES, ModelConfig, Transformer
 from translate.model.tying import choose_tie
 from translate.text.vocab import PAD_ID, Vocabularies
@@ -249,15 +249,11 @@ class TranslationModule(L.LightningModule):
         self._compiled_loss: CompiledLoss | None = None  # set in on_fit_start where chosen
         self.val_bleu_enabled = val_bleu
         self.run_config: str | None = None  # the resolved CLI config, set by the CLI
-        self.target_tokens: list[int] | None = (
-            None  # ids seen on the target side of the training data
-        )
-        self.target_tokens_by_language: dict[str, list[int]] | None = (
-            None  # the same per target language
-        )
-        self.tag_ids = sorted(
-            vocab.target.tag_ids().values()
-        )  # a many-to-many model's language tags
+        # Ids seen on the target side of the training data, all and per target language.
+        self.target_tokens: list[int] | None = None
+        self.target_tokens_by_language: dict[str, list[int]] | None = None
+        # A many-to-many model's language tags.
+        self.tag_ids = sorted(vocab.target.tag_ids().values())
         self.eval_nll, self.eval_tokens = SumMetric(), SumMetric()
         self.eval_bleu = CorpusBLEU()
         self._update_tokens = 0  # target tokens of the update in progress (this rank)
@@ -360,9 +356,8 @@ class TranslationModule(L.LightningModule):
             [self._update_tokens, self._window_tokens, 0.0], dtype=torch.float64, device=self.device
         )
         update[2] = self._update_nll  # stays on the device: no host sync on steps that do not log
-        update = self.trainer.strategy.reduce(
-            update, reduce_op="sum"
-        )  # one small collective per update
+        # One small collective per update.
+        update = self.trainer.strategy.reduce(update, reduce_op="sum")
         tokens = update[0].clamp(min=1)
         # Lightning divided each micro-batch's loss by accumulate_grad_batches and DDP averaged
         # the gradients over ranks: undo both, then divide by the tokens.
@@ -481,17 +476,15 @@ class TranslationModule(L.LightningModule):
     # --- checkpoint -------------------------------------------------------------------
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         """Store what translation needs, in plain types, so the checkpoint stands alone."""
-        checkpoint[ARTIFACT_KEY] = {
-            "model_config": asdict(self.model_config),
-            "src_vocab_size": self.model.src_vocab_size,
-            "tgt_vocab_size": self.model.tgt_vocab_size,
-            "vocab": self.vocab.state(),
-            "tie_choice": asdict(self.tie_choice),
-            "training_config": self.training_config,
-            "run_config": self.run_config,
-            "target_tokens": self.target_tokens,
-            "target_tokens_by_language": self.target_tokens_by_language,
-        }
+        checkpoint[ARTIFACT_KEY] = translation_artifact(
+            self.model,
+            self.vocab,
+            tie_choice=self.tie_choice,
+            training_config=self.training_config,
+            run_config=self.run_config,
+            target_tokens=self.target_tokens,
+            target_tokens_by_language=self.target_tokens_by_language,
+        )
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         """Resuming with another vocabulary would silently scramble every embedding row."""

@@ -3,7 +3,7 @@
 `label_smoothed_nll` takes the logits of every position, padding included. `projected_nll`
 takes the decoder's states before the output projection instead: it drops the padded
 positions first (the projection onto the vocabulary is the largest product of a small model,
-and padding is 5-10% of a token-budget batch), then projects and scores `chunk` rows at a
+and a token-budget batch holds some padding), then projects and scores `chunk` rows at a
 time under activation checkpointing, so the full (tokens x vocabulary) logits never exist at
 once: one chunk's are kept, the others recomputed in the backward pass.
 """
