@@ -69,3 +69,26 @@ def stop(server: subprocess.Popen) -> None:
     if server.poll() is None:
         server.kill()
         server.wait()
+
+
+def served_metric(base: str, name: str, headers: dict | None = None) -> float:
+    """The value of sample `name` on a server's /metrics (0 where it has none yet)."""
+    import httpx
+
+    text = httpx.get(f"{base}/metrics", headers=headers or {}, timeout=10).text
+    for line in text.splitlines():
+        if line.startswith(f"{name} "):
+            return float(line.split()[-1])
+    return 0.0
+
+
+def wait_until(condition, what: str, polls: int = 1200, interval: float = 0.05) -> None:
+    """Return once `condition()` holds, checked every `interval` seconds; fail the test naming
+    `what` after `polls` checks (an event another process makes happen)."""
+    import time
+
+    for _ in range(polls):
+        if condition():
+            return
+        time.sleep(interval)
+    pytest.fail(f"{what}: not seen within {polls * interval:g} s")

@@ -24,7 +24,7 @@ httpx = pytest.importorskip("httpx")
 hypothesis = pytest.importorskip("hypothesis")
 from fastapi.testclient import TestClient  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
-from processes import process_table, start_server, stop  # noqa: E402
+from processes import process_table, served_metric, start_server, stop, wait_until  # noqa: E402
 from strategies import ANY_TEXT, JSON_VALUES  # noqa: E402
 
 from translate.decode.pipeline import Segments, translate_lines  # noqa: E402
@@ -317,35 +317,39 @@ def test_a_lone_request_does_not_wait_for_company_but_one_after_a_shared_batch_d
         return lines, 0.0
 
     async def scenario():
-        loop = asyncio.get_running_loop()
+        # A wait longer than any test: a request held for it would time out below. Two lines
+        # fill a batch, so a request held after a shared batch goes as soon as one joins it.
         batcher = Batcher(
-            translate, lambda line: 1, batch_tokens=100, max_wait=2.0, max_queued_lines=100
+            translate, lambda line: 1, batch_tokens=2, max_wait=3600.0, max_queued_lines=100
         )
         batcher.start()
         key = SearchSettings(beam=1, length_penalty=0.0)
         try:
-            started = loop.time()
-            await batcher.submit(["a"], key)
-            alone = loop.time() - started
-            await asyncio.gather(
-                batcher.submit(["b"], key), batcher.submit(["c"], key)
-            )  # a batch of two
+            await asyncio.wait_for(batcher.submit(["a"], key), 60)  # not held: no company came
+            # A batch of two.
+            await asyncio.gather(batcher.submit(["b"], key), batcher.submit(["c"], key))
             first = asyncio.ensure_future(batcher.submit(["d"], key))
-            await asyncio.sleep(0.2)  # within max_wait: joins "d" after a shared batch
-            await asyncio.gather(first, batcher.submit(["e"], key))
-            return alone
+            for _ in range(1000):  # until the batcher has taken "d" and waits for company
+                if batcher._queue.empty() and batcher.queued_lines == 1:
+                    break
+                await asyncio.sleep(0)
+            assert batcher._queue.empty() and calls == [1, 2]
+            await asyncio.wait_for(asyncio.gather(first, batcher.submit(["e"], key)), 60)
         finally:
             await batcher.stop()
 
-    assert asyncio.run(scenario()) < 1.0  # not held for the 2 s max_wait
-    assert calls == [1, 2, 2]
+    asyncio.run(scenario())
+    assert calls == [1, 2, 2]  # "d" waited after the shared batch, and "e" joined it
 
 
 def test_a_client_that_left_does_not_break_the_batch(translator):
     async def scenario():
         release = threading.Event()
 
+        started = threading.Event()
+
         def translate(lines, key):
+            started.set()
             release.wait(5)
             return [line.upper() for line in lines], 0.0
 
@@ -356,7 +360,8 @@ def test_a_client_that_left_does_not_break_the_batch(translator):
         key = SearchSettings(beam=1, length_penalty=0.0)
         leaving = asyncio.ensure_future(batcher.submit(["a"], key))
         staying = asyncio.ensure_future(batcher.submit(["b"], key))
-        await asyncio.sleep(0.1)
+        # Both in the batch under way: submitted together, they are collected together.
+        assert await asyncio.get_running_loop().run_in_executor(None, started.wait, 30)
         leaving.cancel()
         release.set()
         result = await staying
@@ -720,7 +725,13 @@ def test_the_real_server_batches_concurrent_clients_and_drains_on_sigterm(
 
         slow = threading.Thread(target=long_request)
         slow.start()
-        time.sleep(0.5)
+        wait_until(
+            lambda: (
+                served_metric(base, "translate_queued_lines", {"X-API-Key": "k"}) > 0
+                or 0 in results
+            ),
+            "the long request reaching the server",
+        )
         server.send_signal(signal.SIGTERM)
         slow.join(120)
         assert results[0] == (200, 200)
@@ -817,13 +828,19 @@ def test_sigterm_answers_in_flight_requests_within_the_drain_and_the_rest_with_5
         threads = [threading.Thread(target=client, args=(index,)) for index in range(16)]
         for thread in threads:
             thread.start()
-        time.sleep(0.5)
-        signalled = time.monotonic()
+        # Every request's lines reached the server: waiting, searched or answered.
+        wait_until(
+            lambda: (
+                served_metric(base, "translate_queued_lines")
+                + served_metric(base, "translate_sentences_total")
+                >= 16 * 48
+            ),
+            "all 16 requests reaching the server",
+        )
         server.send_signal(signal.SIGTERM)
         for thread in threads:
             thread.join(60)
         assert server.wait(30) in (0, -signal.SIGTERM)
-        assert time.monotonic() - signalled < 15
         statuses = sorted(response.status_code for response in answers.values())
         assert len(statuses) == 16 and set(statuses) <= {200, 503}, statuses
         assert 503 in statuses, "every request finished within the drain: give them more work"

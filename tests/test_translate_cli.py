@@ -12,8 +12,16 @@ from tolerances import score_terms, tolerance, within_rounding
 
 import translate.decode.pipeline
 import translate.decode.translator
+from translate.cli.common import split_line_warning
 from translate.cli.translate import main
-from translate.decode.pipeline import split_long, translate_lines, translate_nbest
+from translate.decode.pipeline import (
+    SplitLine,
+    TargetLanguageError,
+    split_long,
+    target_tags_for,
+    translate_lines,
+    translate_nbest,
+)
 from translate.decode.settings import SearchSettings
 from translate.decode.translator import load_translator
 from translate.model.checkpoint import CheckpointError
@@ -205,11 +213,15 @@ def test_an_over_long_line_is_translated_sentence_by_sentence(files, capsys):
     line = " ".join(sentences)
     assert translator.vocab.source.encode([line])[0] == [t for ids in encoded for t in ids]
     limit = max(map(len, encoded))
+    splits = []
     nbest = translate_nbest(
         translator,
         ["Click OK.", line, ""],
         SearchSettings(beam=3, n_best=2, max_input_tokens=limit),
+        on_split=splits.append,
     )
+    assert splits == [SplitLine(2, sum(map(len, encoded)), limit, 4)]
+    split_line_warning(splits[0])
     err = capsys.readouterr().err
     assert f"line 2 has {sum(map(len, encoded))} tokens" in err and "in 4 segments" in err
     expected = one_at_a_time(translator, encoded, beam=3, n_best=2)
@@ -233,14 +245,14 @@ def test_the_default_limit_is_the_longest_training_sentence(files, capsys, tmp_p
     plain = load_translator(files["plain"])
     assert plain.trained_max_length() is None  # no run config: the model's positions (63)
     line = " ".join(["Click OK."] * 5)  # 35 tokens
-    translate_nbest(plain, [line])
+    translate_nbest(plain, [line], on_split=split_line_warning)
     assert "warning" not in capsys.readouterr().err
     source = torch.load(files["plain"], weights_only=True)
     source["translate"]["run_config"] = "data:\n  max_length: 12\n"
     torch.save(source, tmp_path / "trained12.ckpt")
     trained = load_translator(tmp_path / "trained12.ckpt")
     assert trained.trained_max_length() == 12
-    translate_nbest(trained, [line])
+    translate_nbest(trained, [line], on_split=split_line_warning)
     assert "more than the 12 the model was trained on" in capsys.readouterr().err
 
 
@@ -578,3 +590,23 @@ def test_each_translation_lacking_a_protected_token_of_its_source_is_named_on_st
         for number, lost in lacking.items()
     ]
     assert f"translate-cli: {len(lacking)} of 3 translations lack a number" in err
+
+
+def test_a_target_language_the_model_lacks_is_a_typed_error_each_front_end_words(
+    checkpoint_path, capsys, tmp_path
+):
+    """The library carries the facts; translate-cli names its flag and the checkpoint."""
+    translator = load_translator(checkpoint_path)
+    with pytest.raises(TargetLanguageError) as caught:
+        target_tags_for(translator, "fr")
+    error = caught.value
+    assert (error.asked, error.known, error.trained) == ("fr", ["de"], ("en", "de"))
+    assert error.reason("this model") == "this model translates en→de only"
+    assert target_tags_for(translator, "de", "en").zero_shot is False
+    source = tmp_path / "in.en"
+    source.write_text("Click OK.\n")
+    arguments = ["--checkpoint", str(checkpoint_path), "--source", str(source), "--quiet"]
+    assert main([*arguments, "--target-lang", "fr"]) == 2
+    assert f"error: --target-lang fr: {checkpoint_path} translates en→de only" in (
+        capsys.readouterr().err
+    )

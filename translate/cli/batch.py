@@ -24,6 +24,7 @@ from translate.cli.common import (
     add_language_arguments,
     add_search_arguments,
     run_command,
+    split_line_warning,
 )
 from translate.decode.settings import search_settings_error
 from translate.errors import UsageError
@@ -87,7 +88,9 @@ def run(args: argparse.Namespace) -> int:
 
     output = check_writable(args.output)
     lines = sum(1 for _ in iter_lines(args.source))  # counts and checks the UTF-8 before any work
-    module = BatchTranslation(args, chunk_bounds(lines, args.chunk_lines), output)
+    module = BatchTranslation(
+        args, chunk_bounds(lines, args.chunk_lines), output, on_split=split_line_warning
+    )
     devices = int(args.devices) if args.devices.lstrip("-").isdigit() else args.devices
     trainer = L.Trainer(
         accelerator=args.accelerator,

@@ -168,6 +168,42 @@ def given_flags(argv: list[str] | None, flags: tuple[str, ...]) -> list[str]:
     return [flag for flag in flags if any(w == flag or w.startswith(flag + "=") for w in words)]
 
 
+def usage_message(error: Exception) -> str:
+    """A library's error worded for the command line: a typed error with the flag that sets
+    what it names, any other as its own message."""
+    from translate.decode.pipeline import TargetLanguageError
+
+    if isinstance(error, TargetLanguageError):
+        model = str(error.model_path)
+        if error.asked is None:
+            return (
+                f"{model} is a many-to-many model: choose the output language with "
+                f"--target-lang (one of {', '.join(error.known)})"
+            )
+        return f"--target-lang {error.asked}: {error.reason(model)}"
+    return str(error)
+
+
+def zero_shot_warning(checkpoint: str, source_lang: str | None, tags) -> None:
+    """On stderr, where `tags` (`pipeline.TargetTags`) ask for a direction the model was not
+    trained on."""
+    if tags.zero_shot:
+        print(
+            f"warning: {checkpoint} was not trained on {source_lang}→{tags.target_lang}: "
+            "translating zero-shot",
+            file=sys.stderr,
+        )
+
+
+def split_line_warning(split) -> None:
+    """On stderr: an over-long line (`pipeline.SplitLine`) is translated in parts."""
+    print(
+        f"warning: line {split.number} has {split.tokens} tokens, more than the {split.limit} the "
+        f"model was trained on or can read; translating it in {split.parts} segments",
+        file=sys.stderr,
+    )
+
+
 def run_command(prog: str, main: Callable[[], int]) -> int:
     """`main()`, with the failures a user can act on reported in one line (no traceback unless
     TRANSLATE_DEBUG=1): a UsageError as `PROG: error: ...` (status 2), Ctrl-C as status 130, and
@@ -180,7 +216,7 @@ def run_command(prog: str, main: Callable[[], int]) -> int:
     except UsageError as error:
         if debug:
             raise
-        print(f"{prog}: error: {error}", file=sys.stderr)
+        print(f"{prog}: error: {usage_message(error)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         if debug:

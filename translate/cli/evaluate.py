@@ -43,6 +43,8 @@ from translate.cli.common import (
     given_flags,
     resolve_device,
     run_command,
+    split_line_warning,
+    zero_shot_warning,
 )
 from translate.decode.device import autocast, prepare_decoding
 from translate.decode.settings import SearchSettings, apply_search_defaults, search_settings_error
@@ -308,6 +310,9 @@ def translate(translator, sources: list[str], args, device: str, direction) -> l
     multilingual = translator.multilingual()
     target_lang = direction[1] if multilingual else None
     source_lang = direction[0] if multilingual and direction[0] != "?" else None
+    zero_shot_warning(
+        args.checkpoint, source_lang, pipeline.target_tags_for(translator, target_lang, source_lang)
+    )
     if args.restrict_target:
         translator.target_token_mask(target_lang)
     with tqdm(total=len(sources), unit=" lines", file=sys.stderr, mininterval=1.0) as bar:
@@ -320,6 +325,7 @@ def translate(translator, sources: list[str], args, device: str, direction) -> l
                 ),
                 batch_tokens=args.batch_tokens,
                 progress=bar.update,
+                on_split=split_line_warning,
             )
 
 

@@ -33,6 +33,8 @@ from translate.cli.common import (
     add_search_arguments,
     resolve_device,
     run_command,
+    split_line_warning,
+    zero_shot_warning,
 )
 from translate.decode.device import autocast, prepare_decoding
 from translate.decode.settings import SearchSettings, apply_search_defaults, search_settings_error
@@ -236,6 +238,7 @@ def translate_command(args: argparse.Namespace) -> int:
     # Refuse before any work: a language the model lacks, or restricted output without the
     # checkpoint's target tokens.
     tags = pipeline.target_tags_for(translator, args.target_lang, args.source_lang)
+    zero_shot_warning(args.checkpoint, args.source_lang, tags)
     if args.restrict_target:
         translator.target_token_mask(tags.target_lang)
 
@@ -287,6 +290,7 @@ def translate_command(args: argparse.Namespace) -> int:
                     batch_tokens=args.batch_tokens,
                     progress=bar.update,
                     first_line=first + 1,
+                    on_split=split_line_warning,
                 )
             text = (
                 [e[0].text for e in translations]

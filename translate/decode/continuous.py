@@ -106,9 +106,8 @@ class _CohortSearch:
         src_mask = model.source_mask(src_ids, PAD_ID)
         cross = model.cross_keys_values(encode_by_length(model, src_ids, src_mask))
         count = len(sources)
-        if (
-            self.cohorts and self.cache.layers[0].steps[-1].k is None
-        ):  # joined since the last step too
+        # Joined since the last step too.
+        if self.cohorts and self.cache.layers[0].steps[-1].k is None:
             self.cohorts[-1] += count
             self.cache.join_last_cohort(cross, src_mask, count * beam)
         else:
@@ -184,9 +183,8 @@ class _CohortSearch:
         for cohort, count in enumerate(self.cohorts):
             # This cohort's sentences still searched.
             members = [s for s in active if first <= s < first + count]
-            if (
-                len(members) < count
-            ):  # sentences of this cohort left: their encoder keys and values go
+            # Sentences of this cohort left: their encoder keys and values go.
+            if len(members) < count:
                 sentences = torch.tensor(
                     [s - first for s in members], dtype=torch.long, device=self.device
                 )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -21,57 +20,75 @@ from translate.text.vocab import EOS_ID, language_tag
 @dataclass
 class TargetTags:
     """How to ask a model for one output language: a tag before the source (`prefix`) or as the
-    decoder's first token (`start`); the tags it must never produce; its allowed targets."""
+    decoder's first token (`start`); the tags it must never produce; its allowed targets; and
+    whether the asked direction is one the model was not trained on (`zero_shot`: allowed, and
+    each front end says so its own way)."""
 
     prefix: list[int]
     start: int | None
     never: list[int]
     target_lang: str | None
+    zero_shot: bool = False
 
 
-_zero_shot_warned: set[tuple[str | None, str, str]] = set()  # (checkpoint, source, target)
+class TargetLanguageError(UsageError):
+    """A target language the model cannot write (`asked`), or none asked of a many-to-many model
+    that must be told (`asked` None). The facts are fields; each front end names its own field
+    for the language and its own name for the model (`reason`)."""
+
+    def __init__(
+        self,
+        asked: str | None,
+        known: list[str],
+        model_path: str | None,
+        trained: tuple[str, str] | None = None,
+    ) -> None:
+        self.asked, self.known, self.model_path, self.trained = asked, known, model_path, trained
+        reason = self.reason(str(model_path))
+        super().__init__(reason if asked is None else f"target language {asked}: {reason}")
+
+    def reason(self, model: str) -> str:
+        """Why, with the model called `model` (its path, or "this model")."""
+        if self.trained is not None:
+            return f"{model} translates {self.trained[0]}→{self.trained[1]} only"
+        if self.asked is None:
+            return f"{model} is a many-to-many model (target languages {', '.join(self.known)})"
+        return (
+            f"{model} knows the target languages {', '.join(self.known)} "
+            f"(no tag {language_tag(self.asked)} in its vocabulary)"
+        )
 
 
 def target_tags_for(
     translator: Translator, target_lang: str | None, source_lang: str | None = None
 ) -> TargetTags:
-    """The tag settings that make `translator` write `target_lang`; a UsageError for a language
-    it does not know. A direction it was not trained on (zero-shot) is allowed, said once."""
+    """The tag settings that make `translator` write `target_lang`; a TargetLanguageError for a
+    language it does not know. A direction it was not trained on (zero-shot) is allowed and
+    marked."""
     tags = translator.vocab.target.tag_ids()
     if not translator.multilingual():
         trained = translator.languages()
         if target_lang is not None and trained and target_lang != trained[1]:
-            raise UsageError(
-                f"--target-lang {target_lang}: {translator.path} translates "
-                f"{trained[0]}→{trained[1]} only"
-            )
+            raise TargetLanguageError(target_lang, [trained[1]], translator.path, tuple(trained))
         return TargetTags([], None, [], None)
     known = translator.target_languages()
     if target_lang is None:
         if len(known) > 1:
-            raise UsageError(
-                f"{translator.path} is a many-to-many model: choose the output language "
-                f"with --target-lang (one of {', '.join(known)})"
-            )
+            raise TargetLanguageError(None, known, translator.path)
         target_lang = known[0]
     if target_lang not in tags:
-        raise UsageError(
-            f"--target-lang {target_lang}: {translator.path} knows the target languages "
-            f"{', '.join(known)} (no tag {language_tag(target_lang)} in its vocabulary)"
-        )
-    directions = translator.directions()
-    if source_lang is not None and (source_lang, target_lang) not in directions:
-        if (translator.path, source_lang, target_lang) not in _zero_shot_warned:
-            _zero_shot_warned.add((translator.path, source_lang, target_lang))
-            print(
-                f"warning: {translator.path} was not trained on {source_lang}→{target_lang}: "
-                "translating zero-shot",
-                file=sys.stderr,
-            )
+        raise TargetLanguageError(target_lang, known, translator.path)
+    zero_shot = (
+        source_lang is not None and (source_lang, target_lang) not in translator.directions()
+    )
     tag = tags[target_lang]
     at_source = translator.tag_position() == "source"
     return TargetTags(
-        [tag] if at_source else [], None if at_source else tag, sorted(tags.values()), target_lang
+        [tag] if at_source else [],
+        None if at_source else tag,
+        sorted(tags.values()),
+        target_lang,
+        zero_shot,
     )
 
 
@@ -184,6 +201,7 @@ def translate_nbest(
     batch_tokens: int = BATCH_TOKENS,
     progress: Callable[[int], None] | None = None,
     first_line: int = 1,
+    on_split: Callable[[SplitLine], None] | None = None,
 ) -> list[list[Translation]]:
     """Exactly `n_best` translations for every line, best first; nothing is ever dropped.
     A blank line (`is_blank`) gives empty translations and is not decoded.
@@ -194,7 +212,7 @@ def translate_nbest(
     each sentence gets what it gets searched alone. A line over `settings.max_input_tokens`
     (default: the longest training sentence, `data.max_length` of the saved run config; at most
     the model's positions less EOS) is translated in segments, sentence by sentence
-    (`split_long`), joined again, with a warning; entry k of its n-best list joins every
+    (`split_long`), joined again, and told to `on_split`; entry k of its n-best list joins every
     segment's k-th best, with the scores summed. `batch_tokens` budgets source tokens; beam
     search decodes `beam` rows per sentence, and beam 1 is greedy search. `progress` is called
     with the number of lines finished as they finish; `first_line` is the number warnings give
@@ -208,7 +226,9 @@ def translate_nbest(
         raise ValueError(f"n_best must be between 1 and the beam size {beam}, got {n_best}")
     model = translator.model
     target = target_tags_for(translator, settings.target_lang, settings.source_lang)
-    segments = source_segments(translator, lines, target, settings.max_input_tokens, first_line)
+    segments = source_segments(
+        translator, lines, target, settings.max_input_tokens, first_line, on_split
+    )
     line_of = segments.line_of
     # An empty segment (a blank line) is not decoded.
     found: list[list[Found]] = [[([], 0.0, 0.0)] for _ in segments.ids]
@@ -274,6 +294,16 @@ def output_length_rule(
 
 
 @dataclass(frozen=True)
+class SplitLine:
+    """A line longer than the model reads (`limit` tokens), translated in `parts` segments."""
+
+    number: int  # as the caller numbers its lines (`first_line` for the first)
+    tokens: int
+    limit: int
+    parts: int
+
+
+@dataclass(frozen=True)
 class Segments:
     """Lines as the search takes them, in segments: each segment's source ids (a whole line's, or
     a part of an over-long one; none for a blank line), the line each segment belongs to, and each line's
@@ -295,9 +325,10 @@ def source_segments(
     target: TargetTags,
     max_input_tokens: int | None = None,
     first_line: int = 1,
+    on_split: Callable[[SplitLine], None] | None = None,
 ) -> Segments:
     """The segments decoded, each line's ids (none for a blank line) or the parts of an over-long
-    one (`split_long`, with a warning), and the index of the line each segment belongs to; a model
+    one (`split_long`, told to `on_split`), and the index of the line each segment belongs to; a model
     trained with `data.protect_spans` reads each line with its protected spans as sentinels."""
     vocab = translator.vocab
     limit = min(
@@ -315,11 +346,8 @@ def source_segments(
                 vocab.source.processor.id_to_piece(i) for i in range(len(vocab.source))
             ]
             parts = split_long(ids, limit, pieces)
-            print(
-                f"warning: line {number} has {len(ids)} tokens, more than the {limit} the model was "
-                f"trained on or can read; translating it in {len(parts)} segments",
-                file=sys.stderr,
-            )
+            if on_split is not None:
+                on_split(SplitLine(number, len(ids), int(limit), len(parts)))
         segment_ids += parts
         line_of += [number - first_line] * len(parts)
     return Segments(segment_ids, line_of, [m.spans for m in masked])
@@ -349,6 +377,7 @@ def translate_lines(
     settings: SearchSettings = SearchSettings(),
     batch_tokens: int = BATCH_TOKENS,
     progress: Callable[[int], None] | None = None,
+    on_split: Callable[[SplitLine], None] | None = None,
 ) -> list[str]:
     """Translate every line; an empty line gives an empty line and nothing is ever dropped.
 
@@ -356,5 +385,5 @@ def translate_lines(
     line 2, and so on; with `n_best=1`, one translation per line in input order.  See
     `translate_nbest` for the settings, and for the scores.
     """
-    nbest = translate_nbest(translator, lines, settings, batch_tokens, progress)
+    nbest = translate_nbest(translator, lines, settings, batch_tokens, progress, on_split=on_split)
     return [entry.text for entries in nbest for entry in entries]

@@ -170,9 +170,8 @@ def encode_by_length(model: Transformer, src_ids: Tensor, src_mask: Tensor) -> T
     """`model.encode` of a (right-padded) batch, in length groups (`length_groups`) where its
     sources differ much in length (a server's unsorted batch), so that the encoder does not
     work on padding; what a padding position holds differs (the source mask hides it)."""
-    if (
-        src_ids.device.type != "cpu"
-    ):  # a GPU pads for almost nothing; one call launches fewest kernels
+    # A GPU pads for almost nothing; one call launches fewest kernels.
+    if src_ids.device.type != "cpu":
         return model.encode(src_ids, src_mask)
     lengths = src_mask[:, 0, 0].sum(dim=1).tolist()
     groups = length_groups(lengths)

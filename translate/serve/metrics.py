@@ -59,8 +59,7 @@ class Metrics:
         self.model_seconds.inc(seconds)
 
     def request(self, path: str, status: int, seconds: float) -> None:
-        self.requests.labels(
-            path if path in ROUTES else "other", str(status)
-        ).inc()  # bounded label values
+        # Bounded label values: an unknown path counts as "other".
+        self.requests.labels(path if path in ROUTES else "other", str(status)).inc()
         if path == "/translate":
             self.latency.observe(seconds)

@@ -20,7 +20,6 @@ from translate.decode import pipeline
 from translate.decode.settings import SearchSettings
 from translate.decode.translator import Translator
 from translate.defaults import LENGTH_PENALTY_RANGE
-from translate.errors import UsageError
 from translate.serve import continuous, worker
 from translate.serve.batching import Batcher, ContinuousBatcher, QueueFull, ShuttingDown
 from translate.serve.detection import Detector
@@ -68,6 +67,8 @@ class Service:
         self.targets = translator.target_languages()
         directions = translator.directions()
         self.sources = sorted({source for source, _ in directions})
+        # Directions asked for that the model was not trained on, said once each in the log.
+        self.zero_shot_said: set[tuple[str | None, str | None]] = set()
         # LibreTranslate's API: the languages under its codes, detection among them, the rate.
         self.directions = set(directions)
         # In the checkpoint's order (not the set's, which varies between runs): the first language
@@ -182,12 +183,11 @@ class Service:
             )
         try:
             target = pipeline.target_tags_for(self.translator, body.target_lang, body.source_lang)
-        except (
-            UsageError
-        ) as fault:  # the checks above should leave none; never the checkpoint's path
-            raise HTTPException(
-                422, str(fault).replace(str(self.translator.path), "this model")
-            ) from None
+        except pipeline.TargetLanguageError as fault:  # the checks above should leave none
+            field = "target_lang" if fault.asked is None else f"target_lang {fault.asked!r}"
+            raise HTTPException(422, f"{field}: {fault.reason('this model')}") from None
+        if target.zero_shot:
+            self.note_zero_shot(body.source_lang, target.target_lang)
         return replace(
             self.settings.search,
             beam=body.beam or self.defaults["beam"],
@@ -238,11 +238,19 @@ class Service:
         if self.limiter is not None and not self.limiter.allow(client, cost):
             raise HTTPException(429, self.limiter.message())
 
+    def note_zero_shot(self, source: str | None, target: str | None) -> None:
+        """In the log, once a direction: a request for one the model was not trained on."""
+        if (source, target) not in self.zero_shot_said:
+            self.zero_shot_said.add((source, target))
+            log.warning("the model was not trained on %s→%s: translating zero-shot", source, target)
+
     def libre_settings(self, source: str, target: str, n_best: int = 1) -> SearchSettings:
         """The server's search settings for a LibreTranslate call (clients never choose the beam
         or the length penalty; alternatives widen the beam to hold them). A bilingual model's
         settings are the native API's, so both APIs' lines share one running search."""
         languages = {"target_lang": target, "source_lang": source} if self.multilingual else {}
+        if self.multilingual and (source, target) not in self.directions:
+            self.note_zero_shot(source, target)
         return replace(
             self.settings.search,
             beam=max(self.defaults["beam"], n_best),

@@ -9,7 +9,7 @@ order on process 0 once all of them are complete.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from itertools import islice
 from pathlib import Path
 
@@ -44,15 +44,21 @@ class Chunks(torch.utils.data.IterableDataset):
 
 
 class BatchTranslation(L.LightningModule):
-    """Translates this process's chunks; `part` is where they go."""
+    """Translates this process's chunks; `part` is where they go; `on_split` is told of each
+    over-long line translated in parts (`pipeline.SplitLine`)."""
 
     def __init__(
-        self, args: argparse.Namespace, chunks: list[tuple[int, int]], output: Path
+        self,
+        args: argparse.Namespace,
+        chunks: list[tuple[int, int]],
+        output: Path,
+        on_split: Callable | None = None,
     ) -> None:
         super().__init__()
-        self.args, self.chunks, self.output = args, chunks, output
+        self.args, self.chunks, self.output, self.on_split = args, chunks, output, on_split
         self.translator = None
         self.part = None
+        self.todo: list[tuple[int, int]] = []
 
     def predict_dataloader(self):
         """Loaded here, where the process knows its rank and device: the checkpoint, its part
@@ -84,8 +90,8 @@ class BatchTranslation(L.LightningModule):
         self.part = PartialOutput(part_path(self.output, rank, world), fingerprint, args.resume)
         # The part holds whole chunks: it resumes at a chunk's start.
         first = mine[0][0] if mine else 0
-        todo = [(start, end) for start, end in mine if start >= first + self.part.lines_done]
-        return torch.utils.data.DataLoader(Chunks(args.source, todo), batch_size=None)
+        self.todo = [(start, end) for start, end in mine if start >= first + self.part.lines_done]
+        return torch.utils.data.DataLoader(Chunks(args.source, self.todo), batch_size=None)
 
     def predict_step(self, lines: list[str], batch_idx: int) -> tuple[list[str], list[str]]:
         from translate.decode import pipeline
@@ -100,6 +106,8 @@ class BatchTranslation(L.LightningModule):
                 lines,
                 SearchSettings.from_args(args),
                 batch_tokens=args.batch_tokens,
+                first_line=self.todo[batch_idx][0] + 1,
+                on_split=self.on_split,
             )
         return lines, [entries[0].text for entries in found]
 

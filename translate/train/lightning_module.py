@@ -334,9 +334,8 @@ class TranslationModule(L.LightningModule):
         return batch_nll(self.model, batch, smoothing, self.loss_chunk)
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
-        with attention_backend(
-            self.training_attention
-        ):  # chosen in the forward pass; backward follows it
+        # Chosen in the forward pass; the backward pass follows it.
+        with attention_backend(self.training_attention):
             if self._compiled_loss is not None:
                 nll = self._compiled_loss(batch)
             else:
@@ -381,9 +380,8 @@ class TranslationModule(L.LightningModule):
         self._update_tokens, self._update_nll = 0, 0.0
 
     def configure_model(self) -> None:
-        if (
-            self.compile_model
-        ):  # in place: the parameter names, and so the checkpoints, stay the same
+        # In place: the parameter names, and so the checkpoints, stay the same.
+        if self.compile_model:
             self.model.compile(dynamic=True)
 
     def parameter_groups(self) -> list[dict]:
