@@ -35,49 +35,37 @@ def joint_vocab(size: int = 200) -> Vocabularies:
 
 
 # --- random checkpoints -------------------------------------------------------------------
-def random_tied_checkpoint(path: Path, d_model: int, layers: int, **artifact) -> Path:
-    """A random three-way-tied model over `joint_vocab()`, saved as TranslationModule saves it;
-    `artifact` holds further fields of `translation_artifact` (run_config, ...)."""
-    vocab = joint_vocab()
+def seeded_checkpoint(
+    path: Path, vocab: Vocabularies, d_model: int, layers: int, ffn_dim: int, tie: str, **artifact
+) -> Path:
+    """A random model (seed 0) over `vocab`, saved as TranslationModule saves it, with a short
+    output length rule; `artifact` holds further fields of `translation_artifact`."""
     torch.manual_seed(0)
     cfg = ModelConfig(
         d_model=d_model,
         heads=2,
         encoder_layers=layers,
         decoder_layers=layers,
-        ffn_dim=2 * d_model,
+        ffn_dim=ffn_dim,
         dropout=0.0,
-        tie_embeddings="all",
+        tie_embeddings=tie,
         max_positions=64,
     )
-    model = Transformer(cfg, len(vocab.source), len(vocab.target), shared_vocab=True)
+    model = Transformer(cfg, len(vocab.source), len(vocab.target), shared_vocab=vocab.joint)
     write_checkpoint(
         path, model, vocab, training_config={"max_len_a": 1.0, "max_len_b": 5}, **artifact
     )
     return path
 
 
+def random_tied_checkpoint(path: Path, d_model: int, layers: int, **artifact) -> Path:
+    """A random three-way-tied model over `joint_vocab()`."""
+    return seeded_checkpoint(path, joint_vocab(), d_model, layers, 2 * d_model, "all", **artifact)
+
+
 def random_checkpoint(path: Path, vocab: Vocabularies, target_tokens: list[int] | None) -> None:
-    """A random untied model in the format TranslationModule saves (what load_translator reads)."""
-    torch.manual_seed(0)
-    cfg = ModelConfig(
-        d_model=32,
-        heads=2,
-        encoder_layers=1,
-        decoder_layers=1,
-        ffn_dim=32,
-        dropout=0.0,
-        tie_embeddings="none",
-        max_positions=64,
-    )
-    model = Transformer(cfg, len(vocab.source), len(vocab.target), shared_vocab=vocab.joint)
-    write_checkpoint(
-        path,
-        model,
-        vocab,
-        training_config={"max_len_a": 1.0, "max_len_b": 5},
-        target_tokens=target_tokens,
-    )
+    """A small random untied model over `vocab`."""
+    seeded_checkpoint(path, vocab, 32, 1, 32, "none", target_tokens=target_tokens)
 
 
 def en_de_checkpoint(directory: Path) -> Path:
