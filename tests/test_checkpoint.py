@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from translate.decode.translator import Translator, load_translator
-from translate.model import checkpoint as checkpoint_module
 from translate.model.checkpoint import CheckpointError
 from translate.model.transformer import ModelConfig
+from translate.text import run_data as run_data_module
 from translate.train.data_module import TranslationDataModule
 from translate.train.lightning_module import TranslationModule
 
@@ -113,16 +113,16 @@ def test_cli_refuses_invalid_utf8_before_writing(checkpoint, tmp_path):
 
 def test_the_saved_config_is_parsed_once_not_on_every_question(monkeypatch):
     parses = []
-    safe_load = checkpoint_module.yaml.safe_load
+    safe_load = run_data_module.yaml.safe_load
     monkeypatch.setattr(
-        checkpoint_module.yaml, "safe_load", lambda text: parses.append(text) or safe_load(text)
+        run_data_module.yaml, "safe_load", lambda text: parses.append(text) or safe_load(text)
     )
     translator = Translator(None, None, {}, "data:\n  src_lang: en\n  tgt_lang: de\n")
-    assert [translator.languages() for _ in range(3)] == [
+    assert [translator.data.languages for _ in range(3)] == [
         ("en", "de")
-    ] * 3 and translator.directions() == [("en", "de")]
+    ] * 3 and translator.data.directions == (("en", "de"),)
     assert len(parses) == 1
     translator.run_config = (
         "data:\n  src_lang: de\n  tgt_lang: en\n"  # another config is read again
     )
-    assert translator.languages() == ("de", "en") and len(parses) == 2
+    assert translator.data.languages == ("de", "en") and len(parses) == 2

@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from helpers import REPO
+import yaml
+from helpers import REPO, seeded_checkpoint
 from sacrebleu_sets import eval_process, sacrebleu_cache
 from tolerances import within_rounding
 
@@ -236,6 +237,40 @@ def test_a_many_to_many_model_needs_a_joint_vocabulary(tmp_path):
         )
 
 
+# --- a many-to-many model's data around random weights --------------------------------------------
+MANY_TO_MANY = {
+    "corpus_dir": str(MULTIWAY),
+    "corpus_format": "multiway",
+    "src_lang": "en",
+    "tgt_lang": "de",
+    "languages": ["de", "ja"],
+    "vocab_size": 800,
+    "character_coverage": 0.9995,
+    "max_length": 48,
+}
+
+
+@pytest.fixture(scope="module", params=["source", "decoder"])
+def untrained(request, tmp_path_factory) -> Path:
+    """English <-> German and Japanese as a training run records them (vocabulary with tags,
+    languages, tag position, target-side tokens) around random weights: for the tests of
+    choosing, translating and scoring directions, where nothing learnt is under test."""
+    root = tmp_path_factory.mktemp(f"untrained_{request.param}")
+    data = {**MANY_TO_MANY, "lang_tag": request.param}
+    module = TranslationDataModule(**data, cache_dir=str(root / "cache"), encode_workers=1)
+    return seeded_checkpoint(
+        root / "model.ckpt",
+        module.vocab,
+        32,
+        1,
+        32,
+        "all",
+        run_config=yaml.safe_dump({"data": data}),
+        target_tokens=module.target_tokens(),
+        target_tokens_by_language=module.target_tokens_by_language(),
+    )
+
+
 # --- a trained many-to-many model -----------------------------------------------------------------
 @pytest.fixture(scope="module", params=["source", "decoder"])
 def trained(request, tmp_path_factory) -> Path:
@@ -319,9 +354,8 @@ def test_the_tag_chooses_the_output_language(trained, capsys, tmp_path):
     )
 
 
-@pytest.mark.slow  # the two models of `trained`: some 20 s each
-def test_every_direction_is_scored_with_its_tokenizer_and_off_target_rate(trained, capsys):
-    assert eval_main(["--checkpoint", str(trained), "--beam", "1", "--json"]) == 0
+def test_every_direction_is_scored_with_its_tokenizer_and_off_target_rate(untrained, capsys):
+    assert eval_main(["--checkpoint", str(untrained), "--beam", "1", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert [row["direction"] for row in rows] == ["en-de", "de-en", "en-ja", "ja-en"]
     assert all(
@@ -333,13 +367,12 @@ def test_every_direction_is_scored_with_its_tokenizer_and_off_target_rate(traine
     assert tokenizers["en-ja"].startswith("ja-mecab") and tokenizers["en-de"] == "13a"
 
 
-@pytest.mark.slow  # the two models of `trained`: some 20 s each
-def test_a_named_test_set_is_scored_in_the_model_s_direction(trained, capsys, tmp_path):
+def test_a_named_test_set_is_scored_in_the_model_s_direction(untrained, capsys, tmp_path):
     root = sacrebleu_cache(tmp_path / "sacrebleu", "wmt20", "en-ja", MULTIWAY)
     named = eval_process(
         root,
         "--checkpoint",
-        str(trained),
+        str(untrained),
         "--beam",
         "1",
         "--test-set",
@@ -350,7 +383,9 @@ def test_a_named_test_set_is_scored_in_the_model_s_direction(trained, capsys, tm
     )
     assert named.returncode == 0, named.stderr
     assert (
-        eval_main(["--checkpoint", str(trained), "--beam", "1", "--directions", "en-ja", "--json"])
+        eval_main(
+            ["--checkpoint", str(untrained), "--beam", "1", "--directions", "en-ja", "--json"]
+        )
         == 0
     )
     own = json.loads(capsys.readouterr().out)
@@ -363,38 +398,38 @@ def test_a_named_test_set_is_scored_in_the_model_s_direction(trained, capsys, tm
     )
     assert row["bleu_signature"].split("|tok:")[1].startswith("ja-mecab")
     out = tmp_path / "out.txt"
-    assert eval_main(["--checkpoint", str(trained), "--output", str(out)]) == 2
+    assert eval_main(["--checkpoint", str(untrained), "--output", str(out)]) == 2
     assert "--output is for one direction" in capsys.readouterr().err and not out.exists()
 
 
-@pytest.mark.slow  # the two models of `trained`: some 20 s each
-def test_a_direction_not_trained_on_is_translated_zero_shot_and_said(trained, capsys):
+def test_a_direction_not_trained_on_is_translated_zero_shot_and_said(untrained, capsys):
     assert (
-        eval_main(["--checkpoint", str(trained), "--beam", "1", "--directions", "de-ja", "--json"])
+        eval_main(
+            ["--checkpoint", str(untrained), "--beam", "1", "--directions", "de-ja", "--json"]
+        )
         == 0
     )
     captured = capsys.readouterr()
     row = json.loads(captured.out)
     assert row["direction"] == "de-ja" and row["trained"] is False
     assert "was not trained on de→ja: translating zero-shot" in captured.err
-    assert eval_main(["--checkpoint", str(trained), "--directions", "de-ko"]) == 2
+    assert eval_main(["--checkpoint", str(untrained), "--directions", "de-ko"]) == 2
     assert (
         "--directions: 'de-ko' is not SRC-TGT of two languages among de, en, ja"
         in capsys.readouterr().err
     )
 
 
-@pytest.mark.slow  # the two models of `trained`: some 20 s each
-def test_unknown_or_missing_target_languages_are_refused_with_the_known_ones(trained, capsys):
+def test_unknown_or_missing_target_languages_are_refused_with_the_known_ones(untrained, capsys):
     source = str(MULTIWAY / "test.en")
-    assert translate_main(["--checkpoint", str(trained), "--source", source, "--quiet"]) == 2
+    assert translate_main(["--checkpoint", str(untrained), "--source", source, "--quiet"]) == 2
     assert (
         "is a many-to-many model: choose the output language with --target-lang (one of de, en, ja)"
         in capsys.readouterr().err
     )
     assert (
         translate_main(
-            ["--checkpoint", str(trained), "--source", source, "--quiet", "--target-lang", "fr"]
+            ["--checkpoint", str(untrained), "--source", source, "--quiet", "--target-lang", "fr"]
         )
         == 2
     )
@@ -404,9 +439,8 @@ def test_unknown_or_missing_target_languages_are_refused_with_the_known_ones(tra
     )
 
 
-@pytest.mark.slow  # the two models of `trained`: some 20 s each
-def test_restricting_to_a_languages_targets(trained):
-    translator = load_translator(trained)
+def test_restricting_to_a_languages_targets(untrained):
+    translator = load_translator(untrained)
     japanese, german = translator.target_token_mask("ja"), translator.target_token_mask("de")
     kana = translator.vocab.target.encode(["クリック"])[0][-1]
     assert japanese[kana] and not german[kana]

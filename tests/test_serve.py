@@ -994,14 +994,14 @@ def test_the_server_s_own_copy_of_the_checkpoint_holds_no_weights(checkpoint_pat
     bare = load_translator(checkpoint_path, weights=False)
     assert isinstance(bare.model, ModelShape) and not hasattr(bare.model, "parameters")
     assert bare.vocab.source.encode(["Click OK."]) == translator.vocab.source.encode(["Click OK."])
-    assert (bare.languages(), bare.directions(), bare.search_defaults()) == (
-        translator.languages(),
-        translator.directions(),
+    assert (bare.data.languages, bare.data.directions, bare.search_defaults()) == (
+        translator.data.languages,
+        translator.data.directions,
         translator.search_defaults(),
     )
     assert bare.model.cfg == translator.model.cfg
     assert bare.model.tgt_vocab_size == translator.model.tgt_vocab_size
-    assert bare.trained_max_length() == translator.trained_max_length()
+    assert bare.data.max_length == translator.data.max_length
 
 
 def test_the_native_api_names_the_protected_tokens_each_translation_lacks(translator):

@@ -243,7 +243,7 @@ def test_an_over_long_line_is_translated_sentence_by_sentence(files, capsys):
 
 def test_the_default_limit_is_the_longest_training_sentence(files, capsys, tmp_path):
     plain = load_translator(files["plain"])
-    assert plain.trained_max_length() is None  # no run config: the model's positions (63)
+    assert plain.data.max_length is None  # no run config: the model's positions (63)
     line = " ".join(["Click OK."] * 5)  # 35 tokens
     translate_nbest(plain, [line], on_split=split_line_warning)
     assert "warning" not in capsys.readouterr().err
@@ -251,7 +251,7 @@ def test_the_default_limit_is_the_longest_training_sentence(files, capsys, tmp_p
     source["translate"]["run_config"] = "data:\n  max_length: 12\n"
     torch.save(source, tmp_path / "trained12.ckpt")
     trained = load_translator(tmp_path / "trained12.ckpt")
-    assert trained.trained_max_length() == 12
+    assert trained.data.max_length == 12
     translate_nbest(trained, [line], on_split=split_line_warning)
     assert "more than the 12 the model was trained on" in capsys.readouterr().err
 

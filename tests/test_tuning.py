@@ -14,6 +14,7 @@ from translate.cli.translate import main as translate_main
 from translate.cli.tune import main as tune_main
 from translate.decode import tuning
 from translate.decode.translator import load_translator
+from translate.score.scored_text import ScoredText
 
 
 def fake_scores(table: dict):
@@ -50,7 +51,10 @@ def test_the_best_bleu_among_settings_that_do_not_cut_translations_short(
 ):
     monkeypatch.setattr(tuning, "score", fake_scores(table))
     settings = tuning.tune_length_penalty(
-        None, [(("en", "de"), ["a"], ["b"])], beam=4, candidates=list(table)
+        None,
+        [ScoredText(["a"], [["b"]], ["b"], ("en", "de"), "one line")],
+        beam=4,
+        candidates=list(table),
     )
     assert settings["length_penalty"] == chosen and settings["beam"] == 4
     assert [row["length_penalty"] for row in settings["candidates"]] == list(table)

@@ -183,9 +183,10 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(1)
     translator = load_translator(args.checkpoint)
-    (source, target), *_ = translator.directions()
-    sources, references, described = translator.corpus_split("test", (source, target))
-    sources, references = sources[: args.limit], references[: args.limit]
+    (source, target), *_ = translator.data.directions
+    test = translator.data.read("test", (source, target))
+    sources, references = test.sources[: args.limit], test.references[: args.limit]
+    described = test.description
     defaults = translator.search_defaults()
     with tempfile.TemporaryDirectory() as tmp:
         package = export_argos(args.checkpoint, Path(tmp) / "out")[0].path

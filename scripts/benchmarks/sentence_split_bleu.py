@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     defaults = translator.search_defaults()
     settings = SearchSettings(beam=defaults["beam"], length_penalty=defaults["length_penalty"])
     source_path, reference_path = split_paths(
-        Path(args.corpus), args.split, *translator.languages()
+        Path(args.corpus), args.split, *translator.data.languages
     )
     sources = read_lines(source_path)
     splits = [split_text(line) for line in sources]

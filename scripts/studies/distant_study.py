@@ -230,7 +230,7 @@ def foreign_mass(
             tgt = translator.vocab.target.encode(references[start : start + batch])
             padded = collate(
                 [(np.array(s[:250]), np.array(t[:250]), None, tag) for s, t in zip(src, tgt)],
-                translator.tag_position(),
+                translator.data.lang_tag,
             )
             probs = torch.softmax(
                 translator.model(padded["src"], padded["tgt_in"], 0).float(), dim=-1
@@ -261,7 +261,9 @@ def evaluate(
     counts = trained_parameter_counts(translator)
     multilingual = translator.multilingual()
     rows = []
-    for lang in translator.target_languages() if multilingual else [translator.languages()[1]]:
+    for lang in (
+        translator.data.target_languages if multilingual else [translator.data.languages[1]]
+    ):
         started = time.perf_counter()
         target = lang if multilingual else None
         hypotheses = translate_lines(

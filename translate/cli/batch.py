@@ -23,10 +23,11 @@ from translate.cli.common import (
     add_checkpoint_argument,
     add_language_arguments,
     add_search_arguments,
+    apply_search_defaults,
     run_command,
+    search_settings_error,
     split_line_warning,
 )
-from translate.decode.settings import search_settings_error
 from translate.errors import UsageError
 
 CHUNK_LINES = 5000
@@ -83,10 +84,13 @@ def run(args: argparse.Namespace) -> int:
     from translate.train.quiet import quiet_third_party_noise
 
     quiet_third_party_noise()
+    from translate.decode.translator import load_translator
     from translate.files import check_writable
     from translate.text.corpus import iter_lines
 
     output = check_writable(args.output)
+    # The checkpoint's tuned beam and length penalty where not given (all but its weights read).
+    apply_search_defaults(args, load_translator(args.checkpoint, weights=False))
     lines = sum(1 for _ in iter_lines(args.source))  # counts and checks the UTF-8 before any work
     module = BatchTranslation(
         args, chunk_bounds(lines, args.chunk_lines), output, on_split=split_line_warning

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable
 
 from translate.decode.settings import ENGINES
-from translate.defaults import BATCH_TOKENS
+from translate.defaults import BATCH_TOKENS, LENGTH_PENALTY_RANGE
 
 PRECISIONS = ("32-true", "bf16-mixed", "16-mixed")  # spelled as in training (trainer.precision)
 DEBUG_VARIABLE = "TRANSLATE_DEBUG"  # set to 1 for a traceback instead of a one-line error
@@ -141,17 +141,52 @@ SEARCH_FLAGS = (
 )
 
 
+def search_settings_error(args: argparse.Namespace) -> str | None:
+    """What is wrong with the parsed search flags, or None (checked before any work)."""
+    low, high = LENGTH_PENALTY_RANGE
+    if args.beam is not None and args.beam < 1:
+        return f"--beam must be at least 1, got {args.beam}"
+    if args.length_penalty is not None and not low <= args.length_penalty <= high:
+        return f"--length-penalty must be between {low:g} and {high:g}, got {args.length_penalty}"
+    if args.batch_tokens < 1:
+        return f"--batch-tokens must be at least 1, got {args.batch_tokens}"
+    if args.max_input_tokens is not None and args.max_input_tokens < 1:
+        return f"--max-input-tokens must be at least 1, got {args.max_input_tokens}"
+    n_best = getattr(args, "n_best", 1)
+    if n_best < 1 or (args.beam is not None and n_best > args.beam):
+        return f"--n-best {n_best} must be between 1 and the beam size (--beam {args.beam})"
+    if args.precision == "16-mixed" and args.device == "cpu":
+        return "--precision 16-mixed (float16 autocast) needs a CUDA device; on the CPU use bf16-mixed or 32-true"
+    if args.quantize == "int8" and (args.device == "cuda" or args.precision != "32-true"):
+        return "--quantize int8 runs on the CPU in 32-true: add --device cpu and leave --precision at 32-true"
+    return None
+
+
+def apply_search_defaults(args: argparse.Namespace, translator) -> None:
+    """Fill --beam and --length-penalty where not given from the checkpoint's tuned settings
+    (`Translator.search_defaults`), and check the flags again with them."""
+    from translate.errors import UsageError
+
+    defaults = translator.search_defaults()
+    if args.beam is None:
+        args.beam = defaults["beam"]
+    if args.length_penalty is None:
+        args.length_penalty = defaults["length_penalty"]
+    error = search_settings_error(args)
+    if error:
+        raise UsageError(error)
+
+
 def resolve_device(args: argparse.Namespace) -> str:
     """`--device` made concrete (auto: CUDA where torch sees a GPU); a UsageError where the
     device or the precision cannot run here."""
-    import torch
-
+    from translate.decode.device import cuda_available
     from translate.errors import UsageError
 
     device = args.device
     if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    elif device == "cuda" and not torch.cuda.is_available():
+        device = "cuda" if cuda_available() else "cpu"
+    elif device == "cuda" and not cuda_available():
         raise UsageError("--device cuda asked for, but torch sees no CUDA device")
     if args.precision == "16-mixed" and device != "cuda":
         raise UsageError(
@@ -171,9 +206,11 @@ def given_flags(argv: list[str] | None, flags: tuple[str, ...]) -> list[str]:
 def usage_message(error: Exception) -> str:
     """A library's error worded for the command line: a typed error with the flag that sets
     what it names, any other as its own message."""
-    from translate.decode.pipeline import TargetLanguageError
-
-    if isinstance(error, TargetLanguageError):
+    # An error of a module not imported cannot have been raised: nothing is imported to word it.
+    pipeline = sys.modules.get("translate.decode.pipeline")
+    evaluation = sys.modules.get("translate.decode.evaluation")
+    scored_text = sys.modules.get("translate.score.scored_text")
+    if pipeline and isinstance(error, pipeline.TargetLanguageError):
         model = str(error.model_path)
         if error.asked is None:
             return (
@@ -181,6 +218,35 @@ def usage_message(error: Exception) -> str:
                 f"--target-lang (one of {', '.join(error.known)})"
             )
         return f"--target-lang {error.asked}: {error.reason(model)}"
+    if evaluation and isinstance(error, evaluation.UnrecordedDataError):
+        return f"{error}: give --source and --reference (or --test-set)"
+    if evaluation and isinstance(error, evaluation.OwnCorpusError):
+        return (
+            f"{error.error} ({error.model_path} was trained on this corpus; give --source and "
+            "--reference to score other text)"
+        )
+    if evaluation and isinstance(error, evaluation.DirectionError):
+        return f"--directions: {error}"
+    if evaluation and isinstance(error, evaluation.TestSetPairError):
+        return (
+            f"--test-set {error.name}: give --language-pair; the checkpoint does not say its one "
+            "pair of languages"
+        )
+    test_sets = sys.modules.get("translate.score.test_sets")
+    if test_sets and isinstance(error, test_sets.TestSetError):
+        if error.field == "pair":
+            return f"--language-pair {error.pair}: {error.detail}"
+        if error.field == "cache":
+            return f"--test-set {error.name} {error.pair} {error.detail}"
+        return f"--test-set {error.name}: {error.detail}"
+    metrics = sys.modules.get("translate.score.metrics")
+    if metrics and isinstance(error, metrics.SourcesNeededError):
+        return f"--metrics {error} (--source, or --test-set)"
+    if scored_text and isinstance(error, scored_text.LineCountError):
+        return (
+            f"--source {error.source} has {error.lines} lines but --reference {error.reference} "
+            f"has {error.reference_lines}: every line needs one reference"
+        )
     return str(error)
 
 

@@ -32,23 +32,28 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import math
 import sys
-from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from translate.cli.common import (
     SEARCH_FLAGS,
     add_language_arguments,
     add_search_arguments,
+    apply_search_defaults,
     given_flags,
     resolve_device,
     run_command,
+    search_settings_error,
     split_line_warning,
     zero_shot_warning,
 )
 from translate.decode.device import autocast, prepare_decoding
-from translate.decode.settings import SearchSettings, apply_search_defaults, search_settings_error
+from translate.decode.settings import SearchSettings
 from translate.errors import UsageError
+
+if TYPE_CHECKING:
+    from translate.decode.evaluation import TextChoice
+    from translate.score.scored_text import ScoredText
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -186,223 +191,74 @@ def one_direction_flag(args: argparse.Namespace) -> str | None:
     return next((flag for flag, value in given.items() if value), None)
 
 
-@dataclass
-class EvalText:
-    """What systems are scored on: sources (None where only hypotheses are scored), one list of
-    lines per reference, the direction, and how an error or a report names them."""
+def parse_metrics(text: str) -> tuple[str, ...]:
+    """`--metrics bleu,chrf++` → ("bleu", "chrf++"); a UsageError names an unknown one."""
+    from translate.score.metrics import METRICS
 
-    sources: list[str] | None
-    references: list[list[str]]
-    reference_names: list[str]
-    direction: tuple[str, str | None]  # ("?", None): languages not known
-    description: str
-
-    @property
-    def target_lang(self) -> str | None:
-        return self.direction[1]
-
-
-def named_test_set(args: argparse.Namespace, languages: tuple[str, str] | None) -> EvalText:
-    from translate.score.test_sets import load_test_set, sacrebleu_pair
-
-    if args.language_pair:
-        pair = args.language_pair
-    elif languages:
-        pair = sacrebleu_pair(*languages)
-    else:
+    names = tuple(dict.fromkeys(name.strip().lower() for name in text.split(",") if name.strip()))
+    unknown = [name for name in names if name not in METRICS]
+    if unknown or not names:
         raise UsageError(
-            f"--test-set {args.test_set}: give --language-pair; the checkpoint does not say its "
-            "one pair of languages"
+            f"--metrics {text!r}: {'unknown ' + ', '.join(unknown) if unknown else 'no metric'}; "
+            f"choose from {','.join(METRICS)}"
         )
-    test_set = load_test_set(args.test_set, pair)
-    names = [f"{test_set.name} {pair} reference"] * len(test_set.references)
-    return EvalText(
-        test_set.sources,
-        test_set.references,
-        names,
-        tuple(pair.split("-", 1)),
-        test_set.description(),
+    return names
+
+
+def text_choice(args: argparse.Namespace) -> TextChoice:
+    from translate.decode.evaluation import TextChoice
+
+    return TextChoice(
+        test_set=args.test_set,
+        language_pair=args.language_pair,
+        source=args.source,
+        references=tuple(args.reference or ()),
+        split=args.split,
+        directions=tuple(args.directions or ()),
+        source_lang=args.source_lang,
+        target_lang=args.target_lang,
     )
 
 
-def given_files(args: argparse.Namespace, target_lang: str | None) -> EvalText:
-    from translate.text.corpus import read_lines
-
-    sources = read_lines(args.source) if args.source else None
-    references = [read_lines(path) for path in args.reference]
-    if sources is not None:
-        for path, reference in zip(args.reference, references, strict=True):
-            if len(sources) != len(reference):
-                raise UsageError(
-                    f"--source {args.source} has {len(sources)} lines but --reference {path} has "
-                    f"{len(reference)}: every line needs one reference"
-                )
-    against = " and ".join(args.reference)
-    description = f"{args.source} against {against}" if args.source else f"against {against}"
-    return EvalText(
-        sources,
-        references,
-        list(args.reference),
-        (args.source_lang or "?", target_lang),
-        description,
-    )
-
-
-def own_splits(translator, args: argparse.Namespace) -> list[EvalText]:
-    """The directions `--checkpoint` alone scores: the trained ones, or those --directions names,
-    each on the checkpoint's own split."""
-    from translate.text.languages import parse_direction
-
-    trained = translator.directions()
-    if not trained:
-        raise UsageError(
-            f"{translator.path} does not record the corpus and languages it was trained on: "
-            "give --source and --reference (or --test-set)"
-        )
-    directions = trained
-    if args.directions:
-        known = sorted({lang for direction in trained for lang in direction})
-        try:
-            directions = [parse_direction(text, known) for text in args.directions]
-        except ValueError as error:
-            raise UsageError(f"--directions: {error}") from None
-    texts = []
-    for direction in directions:
-        sources, references, description = translator.corpus_split(args.split, direction)
-        texts.append(EvalText(sources, [references], [description], tuple(direction), description))
-    return texts
-
-
-def checkpoint_texts(translator, args: argparse.Namespace) -> list[EvalText]:
-    """What a checkpoint is scored on: a test set, given files, or its own split(s)."""
-    from translate.decode import pipeline
+def hypotheses_text(args: argparse.Namespace) -> ScoredText:
+    """What a hypothesis file is scored on: a test set in --language-pair, or given files."""
+    from translate.score.scored_text import UNKNOWN, files_text, test_set_text
 
     if args.test_set:
-        text = named_test_set(args, translator.languages())
-        if translator.multilingual():  # sacrebleu's zh is the model's zh-CN
-            from translate.text.language_id import base_language
-
-            known = sorted({lang for direction in translator.directions() for lang in direction})
-            text.direction = tuple(
-                next((lang for lang in known if base_language(lang) == code), code)
-                for code in text.direction
+        if not args.language_pair:
+            raise UsageError(
+                f"--test-set {args.test_set}: give --language-pair, the pair of the hypotheses"
             )
-    elif args.source:
-        target = pipeline.target_tags_for(
-            translator, args.target_lang, args.source_lang
-        ).target_lang
-        text = given_files(args, target or (translator.languages() or (None, None))[1])
-        if not translator.multilingual() and translator.languages():
-            text.direction = tuple(translator.languages())
-    else:
-        return own_splits(translator, args)
-    if translator.multilingual() and not args.target_lang:
-        args.target_lang = text.target_lang
-    return [text]
+        return test_set_text(args.test_set, args.language_pair)
+    direction = (args.source_lang or UNKNOWN, args.target_lang)
+    return files_text(args.source, args.reference, direction)
 
 
-def translate(translator, sources: list[str], args, device: str, direction) -> list[str]:
-    """The checkpoint's translations of `sources` under the search flags and its own defaults."""
+def translate(translator, text: ScoredText, args, device: str) -> list[str]:
+    """The checkpoint's translations of the text under the search flags and its own defaults,
+    with a progress bar."""
     from tqdm import tqdm
 
-    from translate.decode import pipeline
+    from translate.decode.evaluation import direction_settings, translate_text
+    from translate.decode.pipeline import target_tags_for
 
-    multilingual = translator.multilingual()
-    target_lang = direction[1] if multilingual else None
-    source_lang = direction[0] if multilingual and direction[0] != "?" else None
-    zero_shot_warning(
-        args.checkpoint, source_lang, pipeline.target_tags_for(translator, target_lang, source_lang)
-    )
-    if args.restrict_target:
-        translator.target_token_mask(target_lang)
-    with tqdm(total=len(sources), unit=" lines", file=sys.stderr, mininterval=1.0) as bar:
+    settings = direction_settings(translator, text, SearchSettings.from_args(args))
+    tags = target_tags_for(translator, settings.target_lang, settings.source_lang)
+    zero_shot_warning(args.checkpoint, settings.source_lang, tags)
+    with tqdm(total=len(text.sources), unit=" lines", file=sys.stderr, mininterval=1.0) as bar:
         with autocast(device, args.precision):
-            return pipeline.translate_lines(
+            return translate_text(
                 translator,
-                sources,
-                replace(
-                    SearchSettings.from_args(args), target_lang=target_lang, source_lang=source_lang
-                ),
-                batch_tokens=args.batch_tokens,
+                text,
+                settings,
+                args.batch_tokens,
                 progress=bar.update,
                 on_split=split_line_warning,
             )
 
 
-def score_row(
-    translator, text: EvalText, hypotheses: list[str], metrics: tuple[str, ...], name: str
-) -> dict:
-    """One direction's scores (as --json prints them), with the off-target rate of a
-    many-to-many model."""
-    from translate.score.metrics import score_corpus
-
-    scores = score_corpus(
-        hypotheses,
-        text.references,
-        metrics,
-        text.target_lang,
-        (name, text.reference_names),
-        text.sources,
-    )
-    row = {
-        "direction": f"{text.direction[0]}-{text.direction[1] or '?'}",
-        "lines": len(hypotheses),
-        "references": len(text.references),
-    }
-    if translator is not None:  # "?": the source language not given
-        row["trained"] = (
-            text.direction[0] == "?" or tuple(text.direction) in translator.directions()
-        )
-    for score in scores:
-        row[score.metric] = score.score
-        row[f"{score.metric}_signature"] = score.signature
-        if score.metric == "bleu":
-            row["bleu_detail"], row["brevity_penalty"] = score.detail, score.brevity_penalty
-        if score.metric == "copy":
-            row["copy"] = None if math.isnan(score.score) else score.score
-            row["copy_detail"] = score.detail
-    if translator is not None and translator.multilingual():
-        from translate.text.language_id import off_target_rate
-
-        row["off_target"] = off_target_rate(
-            hypotheses, text.target_lang, translator.target_languages()
-        )
-    return row
-
-
-def shown(score: float | None) -> str:
-    return "n/a" if score is None else f"{score:.2f}"
-
-
-def report(rows: list[dict], metrics: tuple[str, ...]) -> str:
-    from translate.score.metrics import DISPLAY_NAMES
-
-    if len(rows) == 1 and "off_target" not in rows[0]:
-        row = rows[0]
-        lines = []
-        for metric in metrics:
-            detail = f"  ({row[metric + '_detail']})" if metric in ("bleu", "copy") else ""
-            lines += [
-                f"{DISPLAY_NAMES[metric]} {shown(row[metric])}{detail}",
-                f"  signature: {row[metric + '_signature']}",
-            ]
-        return "\n".join(lines)
-    names = " | ".join(DISPLAY_NAMES[metric] for metric in metrics)
-    lines = [
-        f"| direction | lines | {names} | off-target |",
-        "|---|---:|" + "---:|" * len(metrics) + "---:|",
-    ]
-    for row in rows:
-        note = "" if row.get("trained", True) else " (zero-shot)"
-        off = f"{100 * row['off_target']:.1f}%" if "off_target" in row else ""
-        scores = " | ".join(shown(row[metric]) for metric in metrics)
-        lines.append(f"| {row['direction']}{note} | {row['lines']:,} | {scores} | {off} |")
-    signatures = dict.fromkeys(row[f"{metric}_signature"] for row in rows for metric in metrics)
-    return "\n".join(lines + ["", "Signatures: " + ", ".join(f"`{s}`" for s in signatures)])
-
-
 def write_extras(
-    args: argparse.Namespace, text: EvalText, systems: list[tuple[str, list[str]]], metrics
+    args: argparse.Namespace, text: ScoredText, systems: list[tuple[str, list[str]]], metrics
 ) -> None:
     """--sentence-scores (one system) and --plot (every system), atomically."""
     from translate.files import write_atomic, write_lines_atomic
@@ -440,27 +296,30 @@ def check_outputs(args: argparse.Namespace) -> None:
 
 
 def score_hypotheses(args: argparse.Namespace, metrics: tuple[str, ...]) -> int:
+    from translate.score.scored_text import DirectionScores, scores_table
     from translate.text.corpus import read_lines
 
     check_outputs(args)
-    text = named_test_set(args, None) if args.test_set else given_files(args, args.target_lang)
+    text = hypotheses_text(args)
     hypotheses = read_lines(args.hypotheses)
-    row = score_row(None, text, hypotheses, metrics, args.hypotheses)
+    row = DirectionScores.of(text, hypotheses, metrics, args.hypotheses)
     write_extras(args, text, [(args.hypotheses, hypotheses)], metrics)
-    print(json.dumps(row, indent=2) if args.json else report([row], metrics))
+    print(json.dumps(row.to_json(), indent=2) if args.json else scores_table([row], metrics))
     return 0
 
 
 def score_checkpoint(args: argparse.Namespace, metrics: tuple[str, ...]) -> int:
+    from translate.decode.evaluation import checkpoint_scores, checkpoint_texts
     from translate.decode.translator import load_translator
     from translate.files import write_lines_atomic
+    from translate.score.scored_text import scores_table
 
     check_outputs(args)
     device = resolve_device(args)
     prepare_decoding(device)
     translator = load_translator(args.checkpoint, device, quantize=args.quantize)
     apply_search_defaults(args, translator)
-    texts = checkpoint_texts(translator, args)
+    texts = checkpoint_texts(translator, text_choice(args))
     if len(texts) > 1 and one_direction_flag(args):
         raise UsageError(
             f"{one_direction_flag(args)} is for one direction and {args.checkpoint} was trained on "
@@ -469,15 +328,16 @@ def score_checkpoint(args: argparse.Namespace, metrics: tuple[str, ...]) -> int:
     rows = []
     for text in texts:
         print(f"translate-eval: {text.description} ({len(text.sources):,} lines)", file=sys.stderr)
-        hypotheses = translate(translator, text.sources, args, device, text.direction)
+        hypotheses = translate(translator, text, args, device)
         if args.output:
             write_lines_atomic(args.output, hypotheses)
-        rows.append(score_row(translator, text, hypotheses, metrics, "the translations"))
+        rows.append(checkpoint_scores(translator, text, hypotheses, metrics))
         write_extras(args, text, [(args.checkpoint, hypotheses)], metrics)
+    shown = [row.to_json() for row in rows]
     print(
-        json.dumps(rows if len(rows) > 1 else rows[0], indent=2)
+        json.dumps(shown if len(rows) > 1 else shown[0], indent=2)
         if args.json
-        else report(rows, metrics)
+        else scores_table(rows, metrics)
     )
     return 0
 
@@ -495,6 +355,7 @@ def is_checkpoint(path: str) -> bool:
 def compare_systems(args: argparse.Namespace, metrics: tuple[str, ...]) -> int:
     """Each system's hypotheses (checkpoints translated in turn, each with its own search
     defaults), then sacrebleu's paired tests against the first."""
+    from translate.decode.evaluation import checkpoint_texts
     from translate.score.metrics import check_references
     from translate.score.significance import compare
     from translate.text.corpus import read_lines
@@ -508,10 +369,8 @@ def compare_systems(args: argparse.Namespace, metrics: tuple[str, ...]) -> int:
     kinds = {path: is_checkpoint(path) for path in args.compare}
     checkpoints = [path for path in args.compare if kinds[path]]
     text = None
-    if args.test_set and not checkpoints:
-        text = named_test_set(args, None)
-    elif args.reference and not checkpoints:
-        text = given_files(args, args.target_lang)
+    if not checkpoints and (args.test_set or args.reference):
+        text = hypotheses_text(args)
     elif checkpoints and args.reference and not args.source:
         raise UsageError(
             f"--compare translates {checkpoints[0]}: give --source with --reference (or --test-set)"
@@ -532,7 +391,7 @@ def compare_systems(args: argparse.Namespace, metrics: tuple[str, ...]) -> int:
         system_args = copy.copy(args)  # each checkpoint's own tuned beam and length penalty
         apply_search_defaults(system_args, translator)
         if text is None:
-            texts = checkpoint_texts(translator, system_args)
+            texts = checkpoint_texts(translator, text_choice(system_args))
             if len(texts) > 1:
                 raise UsageError(
                     f"--compare scores one direction; {path} has {len(texts)}: give one of --directions"
@@ -542,9 +401,7 @@ def compare_systems(args: argparse.Namespace, metrics: tuple[str, ...]) -> int:
             f"translate-eval: {path} on {text.description} ({len(text.sources):,} lines)",
             file=sys.stderr,
         )
-        systems.append(
-            (path, translate(translator, text.sources, system_args, device, text.direction))
-        )
+        systems.append((path, translate(translator, text, system_args, device)))
     for name, hypotheses in systems:
         check_references(hypotheses, text.references, (name, text.reference_names))
     print(
@@ -558,8 +415,6 @@ def compare_systems(args: argparse.Namespace, metrics: tuple[str, ...]) -> int:
 
 
 def evaluate(args: argparse.Namespace, argv: list[str] | None) -> int:
-    from translate.score.metrics import parse_metrics
-
     error = arguments_error(args, argv)
     if error:
         raise UsageError(error)

@@ -60,7 +60,7 @@ def export(args: argparse.Namespace) -> int:
     if args.format in ("argos", "ctranslate2"):
         from translate.decode.translator import load_translator
 
-        if load_translator(args.checkpoint, weights=False).protects_spans():
+        if load_translator(args.checkpoint, weights=False).data.protect_spans:
             print(
                 f"translate-export: note: {args.checkpoint} learnt to copy sentinels for numbers, "
                 f"placeholders and the like (data.protect_spans); {args.format} translates text as "

@@ -55,7 +55,7 @@ def report(translator, source_text: str | None = None, target_text: str | None =
     from translate.text.corpus import read_lines
 
     model, vocab = translator.model, translator.vocab
-    src_lang, tgt_lang = translator.languages() or ("source", "target")
+    src_lang, tgt_lang = translator.data.languages or ("source", "target")
     tokens: dict[str, dict] = {}
     if source_text:
         tokens[src_lang] = {

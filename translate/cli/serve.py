@@ -197,9 +197,9 @@ def serve(args: argparse.Namespace) -> int:
     if error:
         raise UsageError(error)
     key = api_key(args.api_key_env)
-    import torch
     import uvicorn
 
+    from translate.decode.device import set_threads
     from translate.decode.settings import SearchSettings
     from translate.decode.translator import load_translator
     from translate.files import file_digest
@@ -209,15 +209,14 @@ def serve(args: argparse.Namespace) -> int:
 
     args.precision = "32-true"
     device = resolve_device(args)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     if args.quantize == "int8" and not quantization_available():
         raise UsageError("--quantize int8: this PyTorch build has no quantized CPU engine")
     # Only for the vocabulary (token counts), the languages and /info: the model process holds
     # the weights and translates, so this copy holds none.
     translator = load_translator(args.checkpoint, weights=False)
     if args.restrict_target:  # refused now, where the checkpoint cannot restrict, not per request
-        for lang in translator.target_languages() if translator.multilingual() else [None]:
+        for lang in translator.data.target_languages if translator.multilingual() else [None]:
             translator.target_token_mask(lang)
     settings = ServeSettings(
         batch_tokens=args.batch_tokens,

@@ -31,13 +31,15 @@ from translate.cli.common import (
     add_checkpoint_argument,
     add_language_arguments,
     add_search_arguments,
+    apply_search_defaults,
     resolve_device,
     run_command,
+    search_settings_error,
     split_line_warning,
     zero_shot_warning,
 )
 from translate.decode.device import autocast, prepare_decoding
-from translate.decode.settings import SearchSettings, apply_search_defaults, search_settings_error
+from translate.decode.settings import SearchSettings
 from translate.errors import UsageError
 
 CHUNK_LINES = 5000  # lines a chunk: a few minutes of CPU work at most, lost to a crash
@@ -208,10 +210,10 @@ def translate_command(args: argparse.Namespace) -> int:
     if error:
         raise UsageError(error)
     # Imported after parsing, so that --help and a mistyped flag answer without loading torch.
-    import torch
     from tqdm import tqdm
 
     from translate.decode import pipeline
+    from translate.decode.device import set_threads
     from translate.decode.engine import engine_for
     from translate.decode.translator import load_translator
     from translate.files import check_writable, file_digest
@@ -219,8 +221,7 @@ def translate_command(args: argparse.Namespace) -> int:
     from translate.text.corpus import read_lines
     from translate.text.line_feed import chunks
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     sources, live, count = read_source(args.source)
     source_name = "<stdin>" if args.source == "-" else args.source
     references = None if args.reference is None else read_lines(args.reference)
@@ -257,7 +258,7 @@ def translate_command(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     if not args.quiet and not interactive:
-        choice = engine_for(args.engine, torch.device(device), args.beam)
+        choice = engine_for(args.engine, device, args.beam)
         print(f"translate-cli: search engine {choice.name}: {choice.reason}", file=sys.stderr)
     lacking = 0  # lines whose translation lacks a protected span of the source
     bar = tqdm(
@@ -273,7 +274,7 @@ def translate_command(args: argparse.Namespace) -> int:
             languages = (
                 f"{args.source_lang or 'any'} → {tags.target_lang}"
                 if tags.target_lang
-                else " → ".join(translator.languages() or ("source", "target"))
+                else " → ".join(translator.data.languages or ("source", "target"))
             )
             print(
                 f"translate-cli: {languages} with {args.checkpoint}; type a line and press Enter "

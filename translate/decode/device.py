@@ -1,9 +1,24 @@
-"""What a decoding process sets up for its device: freed memory kept for reuse on the CPU, and
-the autocast context of a precision."""
+"""What a decoding process sets up for its device: whether CUDA is there, the CPU threads,
+freed memory kept for reuse on the CPU, and the autocast context of a precision. Light to
+import: torch loads when one of these is called."""
 
 from __future__ import annotations
 
 import contextlib
+
+
+def cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def set_threads(threads: int | None) -> None:
+    """The CPU threads torch's operators use (None: torch's own choice)."""
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
 
 
 def prepare_decoding(device: str) -> None:

@@ -37,9 +37,10 @@ class EngineChoice:
     reason: str
 
 
-def engine_for(engine: Engine, device: torch.device, beam: int = 1) -> EngineChoice:
+def engine_for(engine: Engine, device: torch.device | str, beam: int = 1) -> EngineChoice:
     """The engine that searches at `beam` on `device`, and why (the measurements behind the
     choice are in docs/benchmarks.md)."""
+    device = torch.device(device)
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
     if engine != "auto":

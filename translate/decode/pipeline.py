@@ -67,11 +67,11 @@ def target_tags_for(
     marked."""
     tags = translator.vocab.target.tag_ids()
     if not translator.multilingual():
-        trained = translator.languages()
+        trained = translator.data.languages
         if target_lang is not None and trained and target_lang != trained[1]:
             raise TargetLanguageError(target_lang, [trained[1]], translator.path, tuple(trained))
         return TargetTags([], None, [], None)
-    known = translator.target_languages()
+    known = translator.data.target_languages
     if target_lang is None:
         if len(known) > 1:
             raise TargetLanguageError(None, known, translator.path)
@@ -79,10 +79,10 @@ def target_tags_for(
     if target_lang not in tags:
         raise TargetLanguageError(target_lang, known, translator.path)
     zero_shot = (
-        source_lang is not None and (source_lang, target_lang) not in translator.directions()
+        source_lang is not None and (source_lang, target_lang) not in translator.data.directions
     )
     tag = tags[target_lang]
-    at_source = translator.tag_position() == "source"
+    at_source = translator.data.lang_tag == "source"
     return TargetTags(
         [tag] if at_source else [],
         None if at_source else tag,
@@ -332,11 +332,11 @@ def source_segments(
     trained with `data.protect_spans` reads each line with its protected spans as sentinels."""
     vocab = translator.vocab
     limit = min(
-        max_input_tokens or translator.trained_max_length() or math.inf,
+        max_input_tokens or translator.data.max_length or math.inf,
         translator.model.cfg.max_positions - 1 - len(target.prefix),
     )
     texts = ["" if is_blank(line) else line for line in lines]
-    protects = translator.protects_spans()
+    protects = bool(translator.data.protect_spans)
     masked = [mask(text) if protects else Masked(text, ()) for text in texts]
     segment_ids, line_of, pieces = [], [], None
     for number, ids in enumerate(vocab.source.encode([m.text for m in masked]), start=first_line):
@@ -365,7 +365,7 @@ def join_segments(
         per_line[line].append(entries + [unfilled] * (n_best - len(entries)))
     joined = [_join([part[k] for part in parts]) for parts in per_line for k in range(n_best)]
     texts = translator.vocab.target.decode([tokens for tokens, _, _ in joined])
-    if translator.protects_spans():
+    if translator.data.protect_spans:
         texts = [unmask(text, segments.spans[i // n_best]) for i, text in enumerate(texts)]
     flat = [Translation(text, score, log_prob) for text, (_, score, log_prob) in zip(texts, joined)]
     return [flat[i * n_best : (i + 1) * n_best] for i in range(segments.lines)]

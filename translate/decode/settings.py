@@ -1,13 +1,11 @@
-"""Search settings as the commands take them, checked before any work, with a checkpoint's tuned
-defaults filled in. Light: importable before torch (so `--help` stays fast)."""
+"""Search settings as one object (`SearchSettings`), and what a search needs besides the model
+(`SearchPlan`, `SentinelIds`). Light: importable before torch (so `--help` stays fast)."""
 
 from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, get_args
-
-from translate.defaults import LENGTH_PENALTY_RANGE
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -71,43 +69,3 @@ class SearchPlan:
     engine: Engine = "auto"
     # Each sentinel of a source written exactly once, none other (`search.SentinelRule`).
     sentinels: SentinelIds | None = None
-
-
-def search_settings_error(args: argparse.Namespace) -> str | None:
-    """What is wrong with the parsed search settings, or None (checked before any work)."""
-    if args.beam is not None and args.beam < 1:
-        return f"--beam must be at least 1, got {args.beam}"
-    if (
-        args.length_penalty is not None
-        and not LENGTH_PENALTY_RANGE[0] <= args.length_penalty <= LENGTH_PENALTY_RANGE[1]
-    ):
-        return (
-            f"--length-penalty must be between {LENGTH_PENALTY_RANGE[0]:g} and {LENGTH_PENALTY_RANGE[1]:g}, "
-            f"got {args.length_penalty}"
-        )
-    if args.batch_tokens < 1:
-        return f"--batch-tokens must be at least 1, got {args.batch_tokens}"
-    if args.max_input_tokens is not None and args.max_input_tokens < 1:
-        return f"--max-input-tokens must be at least 1, got {args.max_input_tokens}"
-    n_best = getattr(args, "n_best", 1)
-    if n_best < 1 or (args.beam is not None and n_best > args.beam):
-        return f"--n-best {n_best} must be between 1 and the beam size (--beam {args.beam})"
-    if args.precision == "16-mixed" and args.device == "cpu":
-        return "--precision 16-mixed (float16 autocast) needs a CUDA device; on the CPU use bf16-mixed or 32-true"
-    if args.quantize == "int8" and (args.device == "cuda" or args.precision != "32-true"):
-        return "--quantize int8 runs on the CPU in 32-true: add --device cpu and leave --precision at 32-true"
-    return None
-
-
-def apply_search_defaults(args: argparse.Namespace, translator) -> None:
-    """Fill --beam and --length-penalty where not given from the checkpoint's tuned settings."""
-    from translate.errors import UsageError
-
-    defaults = translator.search_defaults()
-    if args.beam is None:
-        args.beam = defaults["beam"]
-    if args.length_penalty is None:
-        args.length_penalty = defaults["length_penalty"]
-    error = search_settings_error(args)
-    if error:
-        raise UsageError(error)

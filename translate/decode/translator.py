@@ -1,7 +1,7 @@
 """A loaded model ready to translate: the model, its vocabularies, and what the run it came from
-says (languages, directions, tags, length limits, tuned search settings), read from the checkpoint
-once when it loads, so that a request flows one way: checkpoint -> translator -> pipeline ->
-search -> text."""
+says (its data as a `RunData`: languages, directions, tags, length limits; its tuned search
+settings), read from the checkpoint once when it loads, so that a request flows one way:
+checkpoint -> translator -> pipeline -> search -> text."""
 
 from __future__ import annotations
 
@@ -11,14 +11,12 @@ from pathlib import Path
 import torch
 
 from translate.decode.settings import SentinelIds
-from translate.errors import UsageError
 from translate.model.checkpoint import (
     ARTIFACT_KEY,
     DEFAULT_BEAM,
     DEFAULT_LENGTH_PENALTY,
     SEARCH_KEY,
     CheckpointError,
-    data_settings,
     read_checkpoint,
 )
 from translate.model.packing import pack_linear_layers
@@ -26,6 +24,7 @@ from translate.model.quantize import quantize_int8
 from translate.model.transformer import ModelConfig, Transformer
 from translate.model.tying import TieChoice
 from translate.text.protected import SENTINELS, SWAPPED_SENTINELS
+from translate.text.run_data import RunData
 from translate.text.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocabularies
 
 
@@ -54,7 +53,7 @@ class Translator:
     target_tokens_by_language: dict[str, list[int]] | None = None  # the same, per target language
     search: dict | None = None  # the search settings tuned for this model (translate-tune)
     tie_choice: TieChoice | None = None  # the tie trained and what chose it (older: None)
-    _data: tuple[str | None, dict] | None = field(
+    _data: tuple[str | None, RunData] | None = field(
         default=None, init=False, repr=False, compare=False
     )
     _masks: dict[str | None, torch.Tensor] = field(
@@ -70,61 +69,20 @@ class Translator:
             "length_penalty": float(tuned.get("length_penalty", DEFAULT_LENGTH_PENALTY)),
         }
 
-    def corpus_split(
-        self, split: str | None, direction: tuple[str, str]
-    ) -> tuple[list[str], list[str], str]:
-        """Source and reference lines of one direction of a split of the corpus the model was
-        trained on, and their description; an error naming the checkpoint where that corpus is
-        not at hand."""
-        from translate.text.corpus import BUNDLED_CORPUS, read_split
-
-        data = self.data_settings()
-        name = data.get(f"{split or 'test'}_split") or split or "test"
-        own = {
-            tuple(d[:2]): d[2] for d in data.get("directions") or [] if len(d) > 2
-        }  # a direction's own corpus
-        corpus = own.get(tuple(direction)) or data.get("corpus_dir") or BUNDLED_CORPUS
-        try:
-            pairs = read_split(
-                corpus, name, *direction, data.get("corpus_format") or "text", data.get("hf_config")
-            )
-        except UsageError as error:
-            raise UsageError(
-                f"{error} ({self.path} was trained on this corpus; give --source and "
-                "--reference to score other text)"
-            ) from None
-        if not pairs:
-            raise UsageError(
-                f"split '{name}' of {corpus} has no {direction[0]}→{direction[1]} pairs"
-            )
-        description = f"{direction[0]}→{direction[1]}, split '{name}' of {corpus}"
-        return [src for src, _ in pairs], [tgt for _, tgt in pairs], description
-
-    def data_settings(self) -> dict:
-        """The `data` section of the run's saved config (corpus, languages, splits, lengths),
-        or {} where the checkpoint does not hold one; parsed once and shared, so only read it."""
+    @property
+    def data(self) -> RunData:
+        """What the run trained on (`RunData`), read from the checkpoint's saved config once and
+        kept while `run_config` stays the same object."""
         # A server asks on every request: parsing the YAML each time was most of its own CPU time.
         if self._data is None or self._data[0] is not self.run_config:
-            self._data = (self.run_config, data_settings(self.run_config))
+            self._data = (self.run_config, RunData.from_run_config(self.run_config))
         return self._data[1]
-
-    def trained_max_length(self) -> int | None:
-        """The longest sentence, in tokens, the run trained on (`data.max_length` of its saved
-        config), or None where the checkpoint does not say."""
-        length = self.data_settings().get("max_length")
-        return length if type(length) is int and length > 0 else None
-
-    def protects_spans(self) -> bool:
-        """Whether the run trained with `data.protect_spans`: then its lines are translated with
-        their protected spans as sentinels (`translate.text.protected.mask`)."""
-        share = self.data_settings().get("protect_spans")
-        return isinstance(share, int | float) and share > 0
 
     def sentinel_ids(self) -> SentinelIds | None:
         """The sentinels the search writes exactly once each (`search.SentinelRule`), or None
         where the model does not protect spans (a vocabulary from before the swapped forms has
         only the plain ones)."""
-        if not self.protects_spans():
+        if not self.data.protect_spans:
             return None
         source = [self.vocab.source.piece_id(piece) for piece in SENTINELS]
         if None in source:
@@ -137,35 +95,9 @@ class Translator:
         ]
         return SentinelIds(tuple(source), tuple(i for i, _ in target), tuple(k for _, k in target))
 
-    def languages(self) -> tuple[str, str] | None:
-        """(source, target) language codes the run trained on, or None where not recorded."""
-        data = self.data_settings()
-        src, tgt = data.get("src_lang"), data.get("tgt_lang")
-        return (src, tgt) if isinstance(src, str) and isinstance(tgt, str) else None
-
-    def directions(self) -> list[tuple[str, str]]:
-        """The (source, target) directions the model was trained on: one for a bilingual model,
-        several for a many-to-many one (which chooses its output language by a tag)."""
-        from translate.text.languages import english_centric
-
-        data = self.data_settings()
-        if data.get("directions"):
-            return [tuple(direction) for direction in data["directions"]]
-        if data.get("languages"):
-            return english_centric(data.get("src_lang") or "en", data["languages"])
-        return [self.languages()] if self.languages() else []
-
     def multilingual(self) -> bool:
-        return bool(self.vocab.target.tag_ids()) and bool(
-            self.data_settings().get("directions") or self.data_settings().get("languages")
-        )
-
-    def tag_position(self) -> str:
-        """Where a many-to-many model reads its target-language tag: "source" or "decoder"."""
-        return self.data_settings().get("lang_tag") or "decoder"
-
-    def target_languages(self) -> list[str]:
-        return list(dict.fromkeys(tgt for _, tgt in self.directions()))
+        """A many-to-many model: one that chooses its output language by a tag."""
+        return bool(self.vocab.target.tag_ids()) and self.data.many_to_many
 
     def target_token_mask(self, lang: str | None = None) -> torch.Tensor:
         """Bool over the target vocabulary: the training targets' ids (of `lang`'s targets, for a

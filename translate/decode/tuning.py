@@ -18,28 +18,21 @@ from translate.decode.translator import Translator
 from translate.defaults import LENGTH_PENALTY_CANDIDATES as CANDIDATES
 from translate.defaults import MIN_BREVITY_PENALTY
 from translate.model.checkpoint import ARTIFACT_KEY, SEARCH_KEY
+from translate.score.scored_text import ScoredText
 
 
-def score(translator: Translator, jobs: list, beam: int, alpha: float, batch_tokens: int) -> dict:
+def score(
+    translator: Translator, texts: list[ScoredText], beam: int, alpha: float, batch_tokens: int
+) -> dict:
     """BLEU, chrF and brevity penalty of one search setting, averaged over the directions."""
-    from translate.decode.pipeline import translate_lines
+    from translate.decode.evaluation import translate_text
     from translate.score.metrics import corpus_scores
 
+    settings = SearchSettings(beam=beam, length_penalty=alpha)
     rows = []
-    for (source_lang, target_lang), sources, references in jobs:
-        target = target_lang if translator.multilingual() else None
-        hypotheses = translate_lines(
-            translator,
-            sources,
-            SearchSettings(
-                beam=beam,
-                length_penalty=alpha,
-                target_lang=target,
-                source_lang=source_lang if target else None,
-            ),
-            batch_tokens=batch_tokens,
-        )
-        rows.append(corpus_scores(hypotheses, references, target_lang=target_lang))
+    for text in texts:
+        hypotheses = translate_text(translator, text, settings, batch_tokens)
+        rows.append(corpus_scores(hypotheses, text.references[0], target_lang=text.target_lang))
     return {
         "beam": beam,
         "length_penalty": alpha,
@@ -51,18 +44,18 @@ def score(translator: Translator, jobs: list, beam: int, alpha: float, batch_tok
 
 def tune_length_penalty(
     translator: Translator,
-    jobs: list,
+    texts: list[ScoredText],
     beam: int = 5,
     candidates: Sequence[float] = CANDIDATES,
     batch_tokens: int = 4096,
     progress: Callable[[str], None] | None = None,
 ) -> dict:
     """The search settings to store: `{"beam", "length_penalty", "greedy", "candidates", ...}`.
-    `jobs` are ((source language, target language), sources, references) of dev sentences."""
-    greedy = score(translator, jobs, 1, 0.0, batch_tokens)
+    `texts` are dev sentences, one reference each (`evaluation.own_texts`)."""
+    greedy = score(translator, texts, 1, 0.0, batch_tokens)
     tried = []
     for alpha in candidates:
-        tried.append(score(translator, jobs, beam, alpha, batch_tokens))
+        tried.append(score(translator, texts, beam, alpha, batch_tokens))
         if progress:
             row = tried[-1]
             progress(
@@ -79,17 +72,8 @@ def tune_length_penalty(
         "length_penalty": best["length_penalty"],
         "greedy": greedy,
         "candidates": tried,
-        "sentences": sum(len(sources) for _, sources, _ in jobs),
+        "sentences": sum(len(text.sources) for text in texts),
     }
-
-
-def dev_jobs(translator: Translator, split: str = "dev", sentences: int | None = 300) -> list:
-    """Up to `sentences` dev pairs of every direction the model was trained on."""
-    jobs = []
-    for direction in translator.directions():
-        sources, references, _ = translator.corpus_split(split, direction)
-        jobs.append((direction, sources[:sentences], references[:sentences]))
-    return jobs
 
 
 def tune_checkpoint(
@@ -104,12 +88,12 @@ def tune_checkpoint(
 ) -> dict:
     """Load the checkpoint at `path`, tune its length penalty on `split` and (with `write`) store
     the result in it: what translate-tune and the end of translate-train fit do."""
+    from translate.decode.evaluation import own_texts
     from translate.decode.translator import load_translator
 
     translator = load_translator(path, device)
-    settings = tune_length_penalty(
-        translator, dev_jobs(translator, split, sentences), beam, candidates, progress=progress
-    )
+    texts = own_texts(translator, split, sentences=sentences)
+    settings = tune_length_penalty(translator, texts, beam, candidates, progress=progress)
     if write:
         store(path, settings)
     return settings

@@ -21,6 +21,7 @@ from pathlib import Path
 from translate.decode.translator import Translator, load_translator
 from translate.export.ctranslate2 import write_ctranslate2
 from translate.export.output import ExportError, prepare_output, staged
+from translate.text.corpus import BUNDLED_CORPUS
 from translate.text.language_codes import argos_code, language_name
 from translate.text.vocab import language_tag
 
@@ -65,13 +66,13 @@ def check_packable(translator: Translator) -> list[tuple[str, str]]:
             "an Argos package holds one SentencePiece model for both sides, and this model has "
             "separate source and target vocabularies; train with data.joint_vocab: true"
         )
-    directions = translator.directions()
+    directions = list(translator.data.directions)
     if not directions:
         raise ExportError(
             f"{translator.path} does not record its languages (data.src_lang and data.tgt_lang), "
             "which an Argos package must name"
         )
-    if translator.multilingual() and translator.tag_position() == "source":
+    if translator.multilingual() and translator.data.lang_tag == "source":
         raise ExportError(
             "this many-to-many model reads its language tag before the source (lang_tag: "
             "source), and Argos adds nothing to the source; train with lang_tag: decoder"
@@ -95,7 +96,6 @@ def readme(translator: Translator, source: str, target: str) -> str:
     """What a package's README says: the model, how to use the package, its scores, its license."""
     cfg = translator.model.cfg
     tuned = translator.search or {}
-    data = translator.data_settings()
     lines = [
         f"# {language_name(source)} → {language_name(target)}",
         "",
@@ -136,7 +136,11 @@ def readme(translator: Translator, source: str, target: str) -> str:
         "## License",
         "",
         "The weights are derived from the training data"
-        + (f" ({data['corpus_dir']})" if data.get("corpus_dir") else " (the bundled corpus)")
+        + (
+            f" ({translator.data.corpus})"
+            if translator.data.corpus != BUNDLED_CORPUS
+            else " (the bundled corpus)"
+        )
         + "; they are distributed under that data's license. "
         "The bundled corpus is LibreOffice's help (The Document Foundation and contributors), "
         "under the Mozilla Public License 2.0.",

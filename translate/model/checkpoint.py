@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import torch
-import yaml
 
 from translate.errors import UsageError
 
@@ -27,21 +26,6 @@ DEFAULT_BEAM, DEFAULT_LENGTH_PENALTY = 5, 1.0  # where a checkpoint holds no tun
 
 class CheckpointError(UsageError):
     """A checkpoint that cannot be used for translation; the message says why."""
-
-
-def run_settings(run_config: str | None) -> dict:
-    """A run's saved config (the YAML translate-train resolved), or {} where there is none."""
-    try:
-        settings = yaml.safe_load(run_config or "")
-    except yaml.YAMLError:
-        return {}
-    return settings if isinstance(settings, dict) else {}
-
-
-def data_settings(run_config: str | None) -> dict:
-    """The `data` section of a run's saved config, or {} where there is none."""
-    data = run_settings(run_config).get("data")
-    return data if isinstance(data, dict) else {}
 
 
 def read_checkpoint(path: str | Path, mmap: bool = False) -> dict:

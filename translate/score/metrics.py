@@ -25,18 +25,6 @@ def bleu_tokenizer(target_lang: str | None) -> str:
     return BLEU_TOKENIZERS.get(base_language(target_lang or ""), "13a")
 
 
-def parse_metrics(text: str) -> tuple[str, ...]:
-    """`--metrics bleu,chrf++` → ("bleu", "chrf++"); a UsageError names an unknown one."""
-    names = tuple(dict.fromkeys(name.strip().lower() for name in text.split(",") if name.strip()))
-    unknown = [name for name in names if name not in METRICS]
-    if unknown or not names:
-        raise UsageError(
-            f"--metrics {text!r}: {'unknown ' + ', '.join(unknown) if unknown else 'no metric'}; "
-            f"choose from {','.join(METRICS)}"
-        )
-    return names
-
-
 def make_metric(name: str, target_lang: str | None, sentence: bool = False):
     """sacrebleu's metric object for `name`, tokenizing as `target_lang` needs; `sentence`:
     BLEU with effective order, as sacrebleu scores a single sentence."""
@@ -84,12 +72,20 @@ def check_references(
         raise UsageError(f"nothing to score: {', '.join(references_names)} has {what}")
 
 
+class SourcesNeededError(UsageError):
+    """A metric (`metric`) that reads the source lines, asked for where there are none."""
+
+    def __init__(self, metric: str) -> None:
+        self.metric = metric
+        super().__init__(
+            f"{metric} looks for the source's protected tokens in the translation: give the "
+            "source lines"
+        )
+
+
 def needs_sources(metrics: tuple[str, ...], sources: list[str] | None) -> None:
     if "copy" in metrics and sources is None:
-        raise UsageError(
-            "--metrics copy looks for the source's protected tokens in the translation: give the "
-            "source lines (--source, or --test-set)"
-        )
+        raise SourcesNeededError("copy")
 
 
 def score_corpus(

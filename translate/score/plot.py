@@ -49,7 +49,9 @@ def length_plot(
     try:
         import matplotlib
     except ImportError:
-        raise UsageError("--plot draws with matplotlib: pip install -e '.[study]'") from None
+        raise UsageError(
+            "the plot is drawn with matplotlib, which is not installed: pip install -e '.[study]'"
+        ) from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

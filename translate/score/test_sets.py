@@ -43,6 +43,20 @@ def fetch_hint(name: str, pair: str) -> str:
     )
 
 
+class TestSetError(UsageError):
+    """A test set that cannot be had: `field` says which part of the request is at fault
+    ("name": sacrebleu knows no such set, "pair": not one of its pairs, "cache": not cached and
+    not downloadable); `detail` is why, and what to do."""
+
+    def __init__(self, name: str, pair: str, field: str, detail: str) -> None:
+        self.name, self.pair, self.field, self.detail = name, pair, field, detail
+        if field == "cache":
+            super().__init__(f"test set {name} {pair} {detail}")
+        else:
+            what = f"language pair {pair}" if field == "pair" else f"test set {name}"
+            super().__init__(f"{what}: {detail}")
+
+
 def load_test_set(name: str, pair: str) -> TestSet:
     """The set's source and reference lines, downloaded into sacrebleu's cache when missing."""
     import logging
@@ -53,25 +67,22 @@ def load_test_set(name: str, pair: str) -> TestSet:
     if name not in DATASETS:
         close = difflib.get_close_matches(name, list(DATASETS), n=3)
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
-        raise UsageError(
-            f"--test-set {name}: sacrebleu knows no test set of that name{hint}; "
-            "`sacrebleu --list` lists them"
-        )
+        detail = f"sacrebleu knows no test set of that name{hint}; `sacrebleu --list` lists them"
+        raise TestSetError(name, pair, "name", detail)
     dataset = DATASETS[name]
     if pair not in dataset.langpairs:
-        raise UsageError(
-            f"--language-pair {pair}: {name} has {', '.join(sorted(dataset.langpairs))}"
-        )
+        raise TestSetError(name, pair, "pair", f"{name} has {', '.join(sorted(dataset.langpairs))}")
     logging.getLogger("sacrebleu").setLevel(logging.ERROR)  # one line of ours, not its log
     try:
         source_file = dataset.get_source_file(pair)
         reference_files = dataset.get_reference_files(pair)
     except (OSError, SystemExit) as error:  # URLError is an OSError; sacrebleu exits on SSL errors
         reason = getattr(error, "reason", None) or error
-        raise UsageError(
-            f"--test-set {name} {pair} is not in sacrebleu's cache {SACREBLEU_DIR} and could not "
-            f"be downloaded ({reason}): {fetch_hint(name, pair)}"
-        ) from None
+        detail = (
+            f"is not in sacrebleu's cache {SACREBLEU_DIR} and could not be downloaded "
+            f"({reason}): {fetch_hint(name, pair)}"
+        )
+        raise TestSetError(name, pair, "cache", detail) from None
 
     def lines(path: str) -> list[str]:
         with smart_open(path) as handle:

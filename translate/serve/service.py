@@ -64,8 +64,8 @@ class Service:
         self.defaults = translator.search_defaults()
         # The checkpoint's languages, read once: requests are checked against them.
         self.multilingual = translator.multilingual()
-        self.targets = translator.target_languages()
-        directions = translator.directions()
+        self.targets = translator.data.target_languages
+        directions = translator.data.directions
         self.sources = sorted({source for source, _ in directions})
         # Directions asked for that the model was not trained on, said once each in the log.
         self.zero_shot_said: set[tuple[str | None, str | None]] = set()
@@ -327,10 +327,10 @@ class Service:
             .replace("\\", "/")
             .rsplit("/", 1)[-1],  # its name, not where it is
             "checkpoint_sha256": settings.checkpoint_digest,
-            "directions": [list(d) for d in translator.directions()],
+            "directions": [list(d) for d in translator.data.directions],
             "target_languages": self.targets
             if self.multilingual
-            else ([translator.languages()[1]] if translator.languages() else []),
+            else ([translator.data.languages[1]] if translator.data.languages else []),
             "multilingual": self.multilingual,
             "tie_embeddings": cfg.tie_embeddings,
             "d_model": cfg.d_model,
@@ -338,7 +338,7 @@ class Service:
             "target_vocab_size": len(translator.vocab.target),
             "joint_vocab": translator.vocab.joint,
             # whether numbers, placeholders and the like are translated as sentinels
-            "protects_spans": translator.protects_spans(),
+            "protects_spans": bool(translator.data.protect_spans),
             "search_defaults": self.defaults,
             "batching": settings.batching,
             "limits": {

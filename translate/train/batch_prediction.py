@@ -45,7 +45,8 @@ class Chunks(torch.utils.data.IterableDataset):
 
 class BatchTranslation(L.LightningModule):
     """Translates this process's chunks; `part` is where they go; `on_split` is told of each
-    over-long line translated in parts (`pipeline.SplitLine`)."""
+    over-long line translated in parts (`pipeline.SplitLine`). `args` are translate-batch's,
+    the checkpoint's search defaults filled in."""
 
     def __init__(
         self,
@@ -64,13 +65,11 @@ class BatchTranslation(L.LightningModule):
         """Loaded here, where the process knows its rank and device: the checkpoint, its part
         (resumed where asked), and the chunks still to translate."""
         from translate.decode import pipeline
-        from translate.decode.settings import apply_search_defaults
         from translate.decode.translator import load_translator
         from translate.partial_output import PartialOutput
 
         args, rank, world = self.args, self.global_rank, self.trainer.world_size
         self.translator = load_translator(args.checkpoint, self.device, quantize=args.quantize)
-        apply_search_defaults(args, self.translator)
         # Refuse before any work.
         pipeline.target_tags_for(self.translator, args.target_lang, args.source_lang)
         mine = shard(self.chunks, rank, world)

@@ -26,7 +26,6 @@ from translate.errors import UsageError
 from translate.files import file_digest, write_atomic
 from translate.model.padding import pad
 from translate.text.corpus import (
-    BUNDLED_CORPUS,
     CorpusError,
     CorpusFormat,
     filter_by_length,
@@ -34,8 +33,9 @@ from translate.text.corpus import (
     load_hf_dataset,
     split_files,
 )
-from translate.text.languages import Direction, TagPosition, direction_name, english_centric
+from translate.text.languages import Direction, TagPosition, direction_name
 from translate.text.protected import SENTINEL_PIECES, hash_share, mask_pair
+from translate.text.run_data import RunData
 from translate.text.vocab import (
     BOS_ID,
     EOS_ID,
@@ -324,31 +324,32 @@ class TranslationDataModule(L.LightningDataModule):
         batch_shapes: BatchShapeMode = "exact",
     ) -> None:
         super().__init__()
-        self.corpus_dir = Path(corpus_dir) if corpus_dir else BUNDLED_CORPUS
-        self.corpus_format = corpus_format
-        self.hf_config, self.hf_streaming = hf_config, hf_streaming
-        self.langs = (src_lang, tgt_lang)
-        self.multilingual = bool(languages or directions)
-        # A direction's own corpus, where `directions` names one (else corpus_dir).
-        self.corpora = {tuple(d[:2]): Path(d[2]) for d in directions or [] if len(d) > 2}
-        if directions:
-            self.directions = [tuple(direction[:2]) for direction in directions]
-        elif languages:
-            self.directions = english_centric(src_lang, languages)
-        else:
-            self.directions = [self.langs]
-        if self.multilingual and not joint_vocab:
+        if lang_tag not in ("source", "decoder"):
+            raise UsageError(f"data.lang_tag must be 'source' or 'decoder', got {lang_tag!r}")
+        self.run_data = RunData.from_settings(
+            {
+                "corpus_dir": corpus_dir,
+                "corpus_format": corpus_format,
+                "hf_config": hf_config,
+                "src_lang": src_lang,
+                "tgt_lang": tgt_lang,
+                "train_split": train_split,
+                "dev_split": dev_split,
+                "test_split": test_split,
+                "languages": languages,
+                "directions": directions,
+                "lang_tag": lang_tag,
+                "max_length": max_length,
+                "protect_spans": protect_spans,
+            }
+        )
+        self.hf_streaming = hf_streaming
+        if self.run_data.many_to_many and not joint_vocab:
             raise UsageError(
                 "a many-to-many model (data.languages or data.directions) needs one joint "
                 "vocabulary: data.joint_vocab true"
             )
-        if lang_tag not in ("source", "decoder"):
-            raise UsageError(f"data.lang_tag must be 'source' or 'decoder', got {lang_tag!r}")
-        self.lang_tag, self.temperature, self.character_coverage = (
-            lang_tag,
-            temperature,
-            character_coverage,
-        )
+        self.temperature, self.character_coverage = temperature, character_coverage
         self.loader_workers = loader_workers
         if not 0.0 <= protect_spans <= 1.0:
             raise UsageError(
@@ -362,7 +363,6 @@ class TranslationDataModule(L.LightningDataModule):
                 f"got {batch_shapes!r}"
             )
         self.batch_shapes = batch_shapes
-        self.splits = {"train": train_split, "dev": dev_split, "test": test_split}
         self.vocab_size, self.vocab_type, self.joint_vocab = vocab_size, vocab_type, joint_vocab
         self.max_tokens, self.max_length, self.max_length_ratio = (
             max_tokens,
@@ -376,21 +376,24 @@ class TranslationDataModule(L.LightningDataModule):
 
     def files(self, split: str, direction: Direction | None = None) -> list[Path]:
         """The files of a split (of every direction, or of one)."""
-        directions = [direction] if direction else self.directions
+        directions = [direction] if direction else self.run_data.directions
         files = [
             f
             for d in directions
-            for f in split_files(self.corpus_of(d), self.splits[split], *d, self.corpus_format)
+            for f in split_files(
+                self.run_data.corpus_of(d),
+                self.run_data.splits[split],
+                *d,
+                self.run_data.corpus_format,
+            )
         ]
         return list(dict.fromkeys(files))
 
-    def corpus_of(self, direction: Direction) -> Path:
-        return self.corpora.get(tuple(direction), self.corpus_dir)
-
     def describe(self, split: str, direction: Direction | None = None) -> str:
         """The split's files, or its dataset, as an error names them."""
-        if self.corpus_format == "hf":
-            return f"dataset {str(self.corpus_dir)!r} (config {self.hf_config!r}, split {self.splits[split]!r})"
+        data = self.run_data
+        if data.corpus_format == "hf":
+            return f"dataset {str(data.corpus)!r} (config {data.hf_config!r}, split {data.splits[split]!r})"
         return " and ".join(map(str, self.files(split, direction)))
 
     def pairs(self, split: str, direction: Direction | None = None) -> Iterator[tuple[str, str]]:
@@ -398,14 +401,14 @@ class TranslationDataModule(L.LightningDataModule):
         or of all of them one after another."""
         return chain.from_iterable(
             iter_split(
-                self.corpus_of(d),
-                self.splits[split],
+                self.run_data.corpus_of(d),
+                self.run_data.splits[split],
                 *d,
-                self.corpus_format,
-                self.hf_config,
+                self.run_data.corpus_format,
+                self.run_data.hf_config,
                 self.hf_streaming,
             )
-            for d in ([direction] if direction else self.directions)
+            for d in ([direction] if direction else self.run_data.directions)
         )
 
     def training_pairs(self, direction: Direction | None = None) -> Iterator[tuple[str, str]]:
@@ -423,11 +426,11 @@ class TranslationDataModule(L.LightningDataModule):
 
     def tags(self) -> dict[str, int]:
         """A many-to-many model's target languages and their tag ids ({} for one direction)."""
-        if not self.multilingual:
+        if not self.run_data.many_to_many:
             return {}
         return {
             lang: self.vocab.target.tag_id(lang)
-            for lang in dict.fromkeys(t for _, t in self.directions)
+            for lang in dict.fromkeys(t for _, t in self.run_data.directions)
         }
 
     def fingerprint(self, split: str) -> str:
@@ -436,25 +439,29 @@ class TranslationDataModule(L.LightningDataModule):
         A local dataset's `_fingerprint` changes with its content; a streamed hub dataset
         cannot be hashed without reading it, so its name, config and split stand for it.
         """
-        if self.corpus_format != "hf":
+        if self.run_data.corpus_format != "hf":
             return file_digest(*self.files(split))
         if self.hf_streaming:
-            return f"hf-stream:{self.corpus_dir}:{self.hf_config}:{self.splits[split]}"
-        dataset = load_hf_dataset(str(self.corpus_dir), self.splits[split], self.hf_config)
+            return f"hf-stream:{self.run_data.corpus}:{self.run_data.hf_config}:{self.run_data.splits[split]}"
+        dataset = load_hf_dataset(
+            str(self.run_data.corpus), self.run_data.splits[split], self.run_data.hf_config
+        )
         return f"hf:{dataset._fingerprint}"
 
     def _load_or_train_vocab(self) -> Vocabularies:
         sharing = "joint" if self.joint_vocab else "separate"
+        data = self.run_data
         settings = (
-            f"{self.langs}-{self.corpus_format}-{self.vocab_size}-{self.vocab_type}-{sharing}"
+            f"{data.languages}-{data.corpus_format}-{self.vocab_size}-{self.vocab_type}-{sharing}"
         )
         tags = (
-            [language_tag(lang) for lang in dict.fromkeys(t for _, t in self.directions)]
-            if self.multilingual
+            [language_tag(lang) for lang in dict.fromkeys(t for _, t in self.run_data.directions)]
+            if self.run_data.many_to_many
             else []
         )
-        if self.multilingual or self.character_coverage != 1.0:
-            settings += f"-{self.directions}-{self.character_coverage}-{tags}-{sorted(self.corpora.items())}"
+        if data.many_to_many or self.character_coverage != 1.0:
+            corpora = sorted(data.own_corpora.items())
+            settings += f"-{list(data.directions)}-{self.character_coverage}-{tags}-{corpora}"
         if self.protect_spans or self.split_digits:
             settings += f"-protect{self.protect_spans}-digits{self.split_digits}"
             settings += f"-sentinels{len(SENTINEL_PIECES)}"
@@ -478,7 +485,9 @@ class TranslationDataModule(L.LightningDataModule):
                     split_digits=self.split_digits,
                 )
             except EmptyTextError as error:
-                raise CorpusError(f"{error}: the {self.splits['train']} split is empty") from None
+                raise CorpusError(
+                    f"{error}: the {self.run_data.splits['train']} split is empty"
+                ) from None
             for name, model_bytes in vocab.state().items():
                 write_atomic(files[name], model_bytes)
             return vocab
@@ -487,14 +496,16 @@ class TranslationDataModule(L.LightningDataModule):
         vocab_digest = hashlib.sha256(b"".join(self.vocab.state().values())).hexdigest()
         files = (
             self.fingerprint("train")
-            if not self.multilingual
+            if not self.run_data.many_to_many
             else file_digest(*self.files("train", direction))
         )
         protect = f"-protect{self.protect_spans}" if self.protect_spans else ""
         key = hashlib.sha256(f"{files}-{direction}-{vocab_digest}{protect}".encode()).hexdigest()[
             :16
         ]
-        name = self.splits["train"] + (f" {direction_name(direction)}" if self.multilingual else "")
+        name = self.run_data.splits["train"] + (
+            f" {direction_name(direction)}" if self.run_data.many_to_many else ""
+        )
         encoded = cached_encoding(
             key,
             self.training_pairs(direction),
@@ -507,7 +518,8 @@ class TranslationDataModule(L.LightningDataModule):
             encoded.src_lengths(), encoded.tgt_lengths(), self.max_length, self.max_length_ratio
         )
         print(
-            f"training data {self.corpus_of(direction)}{' ' + direction_name(direction) if self.multilingual else ''}: "
+            f"training data {self.run_data.corpus_of(direction)}"
+            f"{' ' + direction_name(direction) if self.run_data.many_to_many else ''}: "
             f"{report}",
             file=sys.stderr,
         )
@@ -526,7 +538,7 @@ class TranslationDataModule(L.LightningDataModule):
         )
         if not pairs:
             raise CorpusError(
-                f"{self.describe(split, direction)}: the {self.splits[split]} split is empty; "
+                f"{self.describe(split, direction)}: the {self.run_data.splits[split]} split is empty; "
                 f"there is nothing to {'validate' if split == 'dev' else 'test'} on"
             )
         src_ids = self.vocab.source.encode([src for src, _ in pairs])
@@ -543,17 +555,17 @@ class TranslationDataModule(L.LightningDataModule):
             encode = (
                 self._encode_train if split == "train" else partial(self._encode_evaluation, split)
             )
-            parts = [encode(direction) for direction in self.directions]
+            parts = [encode(direction) for direction in self.run_data.directions]
             tags = self.tags()
-            if self.multilingual and None in tags.values():
+            if self.run_data.many_to_many and None in tags.values():
                 missing = [lang for lang, tag in tags.items() if tag is None]
                 raise UsageError(
                     f"the vocabulary has no tag for {', '.join(missing)}: it was not trained "
                     "for these directions"
                 )
             self.datasets[split] = (
-                TaggedPairs(parts, [tags[t] for _, t in self.directions])
-                if self.multilingual
+                TaggedPairs(parts, [tags[t] for _, t in self.run_data.directions])
+                if self.run_data.many_to_many
                 else parts[0]
             )
 
@@ -585,7 +597,7 @@ class TranslationDataModule(L.LightningDataModule):
         """Per target language, how often each id occurs on its training targets (counted once
         for both `piece_use` and `target_tokens_by_language`)."""
         counts: dict[str, np.ndarray] = {}
-        for (_, tgt), part in zip(self.directions, self._train_parts()):
+        for (_, tgt), part in zip(self.run_data.directions, self._train_parts()):
             counts[tgt] = counts.get(tgt, 0) + part.target_token_counts(len(self.vocab.target))
         return counts
 
@@ -594,17 +606,20 @@ class TranslationDataModule(L.LightningDataModule):
         if "train" not in self.datasets:
             self.setup("fit")
         train = self.datasets["train"]
-        return train.parts if self.multilingual else [train]
+        return train.parts if self.run_data.many_to_many else [train]
 
     def _lengths(self, split: str) -> np.ndarray:
         """(examples, 2) lengths as padded: the source with EOS (and a source tag), the target
         with BOS or EOS."""
         data = self.datasets[split]
-        parts = data.parts if self.multilingual else [data]
+        parts = data.parts if self.run_data.many_to_many else [data]
         lengths = np.concatenate(
             [np.stack([p.src_lengths(), p.tgt_lengths()], axis=1) for p in parts]
         )
-        return lengths + [1 + (self.multilingual and self.lang_tag == "source"), 1]
+        return lengths + [
+            1 + (self.run_data.many_to_many and self.run_data.lang_tag == "source"),
+            1,
+        ]
 
     def training_shapes(self, on_gpu: bool) -> BatchShapes | None:
         """The training batches' fixed shapes (`data.batch_shapes`: `fixed`, or `auto` on a
@@ -623,7 +638,7 @@ class TranslationDataModule(L.LightningDataModule):
             (self.trainer.global_rank, self.trainer.world_size) if self.trainer else (0, 1)
         )
         lengths = self._lengths(split)
-        if shuffle and self.multilingual:
+        if shuffle and self.run_data.many_to_many:
             bounds = self.datasets[split].offsets
             return TemperatureBatchSampler(
                 [lengths[a:b] for a, b in zip(bounds[:-1], bounds[1:])],
@@ -646,7 +661,7 @@ class TranslationDataModule(L.LightningDataModule):
         )
 
     def collate(self, examples: list) -> dict:
-        return collate(examples, self.lang_tag)
+        return collate(examples, self.run_data.lang_tag)
 
     def _loader(self, split: str, shuffle: bool) -> DataLoader:
         sampler = self._sampler(split, shuffle)
@@ -660,7 +675,7 @@ class TranslationDataModule(L.LightningDataModule):
             return DataLoader(
                 PaddedRank(self.datasets[split]),
                 batch_sampler=[[len(self.datasets[split])]],
-                collate_fn=partial(collate_unscored, tag_position=self.lang_tag),
+                collate_fn=partial(collate_unscored, tag_position=self.run_data.lang_tag),
             )
         return DataLoader(self.datasets[split], batch_sampler=sampler, collate_fn=self.collate)
 
@@ -679,7 +694,7 @@ class TranslationDataModule(L.LightningDataModule):
         loader = ResumableLoader(
             self.datasets["train"],
             batch_sampler=sampler,
-            collate_fn=partial(collate, tag_position=self.lang_tag, shapes=shapes),
+            collate_fn=partial(collate, tag_position=self.run_data.lang_tag, shapes=shapes),
             num_workers=self.loader_workers,
             persistent_workers=self.loader_workers > 0,
             pin_memory=on_gpu,

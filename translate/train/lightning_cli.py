@@ -23,6 +23,7 @@ from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
 from lightning.pytorch.utilities import rank_zero_only
 
 from translate.errors import UsageError
+from translate.text.run_data import RunData
 from translate.train.data_module import TranslationDataModule
 from translate.train.lightning_module import TranslationModule
 from translate.train.quiet import quiet_third_party_noise
@@ -178,9 +179,9 @@ class TranslateCLI(LightningCLI):
         """A sentence of data.max_length tokens plus EOS (or BOS) must fit the model's positions,
         or the first long batch would stop the run."""
         max_length, positions = config.data.max_length, config.model.model.max_positions
-        many_to_many = config.data.get("languages") or config.data.get("directions")
+        data = RunData.from_settings(config.data)
         # EOS or BOS, and a tag.
-        added = 1 + bool(many_to_many and config.data.get("lang_tag", "source") == "source")
+        added = 1 + (data.many_to_many and data.lang_tag == "source")
         if max_length + added > positions:
             what = "EOS or BOS added" if added == 1 else "EOS and the language tag added"
             raise UsageError(

@@ -17,9 +17,9 @@ from translate.model.checkpoint import (
     CheckpointError,
     checkpoint_step,
     read_checkpoint,
-    run_settings,
 )
 from translate.text.corpus import BUNDLED_CORPUS
+from translate.text.run_data import run_settings
 
 RUNS = Path("runs")
 # The data settings that say which corpus and direction a model learns.
