@@ -47,8 +47,11 @@ train: corpus
 		| $(BIN)/translate-cli --checkpoint $(CHECKPOINT) --quiet
 
 # Every test. `make test-fast` leaves out the slowest (marked slow), for a quick check while working.
+# The modules run in worker processes, one a core up to four (pytest-xdist); TEST_WORKERS= runs
+# them in this one process.
+TEST_WORKERS ?= -n auto --maxprocesses 4 --dist loadscope
 test: install
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q $(TEST_WORKERS)
 
 test-fast: install
 	$(BIN)/python -m pytest -q -m "not slow"

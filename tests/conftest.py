@@ -8,7 +8,14 @@ from helpers import FIXTURE, REPO, en_de_checkpoint
 # A user's own work: `make test` must leave these as it found them.
 USER_OUTPUTS = (REPO / "runs", REPO / ".cache")
 
-torch.set_num_threads(min(2, os.cpu_count() or 1))
+# Two threads a test process; with pytest-xdist's workers (make test) the cores shared among them.
+# The processes the tests start take as many (OMP_NUM_THREADS): more threads than cores, and
+# OpenMP's waiting threads spin on cores another worker needs.
+WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+THREADS = max(1, min(2, (os.cpu_count() or 1) // WORKERS))
+torch.set_num_threads(THREADS)
+if WORKERS > 1:
+    os.environ.setdefault("OMP_NUM_THREADS", str(THREADS))
 
 
 @pytest.fixture(scope="session")
@@ -29,6 +36,13 @@ def bundled_corpus_cache(tmp_path_factory) -> Path:
     """One vocabulary and id cache for the tests that train on the bundled corpus: the first
     trains the vocabulary and encodes (seconds), the others reuse them as a second run does."""
     return tmp_path_factory.mktemp("bundled-cache")
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """The modules that hold a test marked slow first, each in its own order: pytest-xdist's
+    workers then start the longest modules first and finish together."""
+    slow = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow)
 
 
 def user_outputs() -> dict[str, int]:
