@@ -39,9 +39,9 @@ from libretranslate_env import (  # noqa: E402
 )
 
 from translate.cli.export import main as export_main  # noqa: E402
+from translate.decode.loaded_model import load_model  # noqa: E402
 from translate.decode.pipeline import translate_lines  # noqa: E402
 from translate.decode.settings import SearchSettings  # noqa: E402
-from translate.decode.translator import load_translator  # noqa: E402
 from translate.export.argos import export_argos  # noqa: E402
 from translate.export.output import ExportError  # noqa: E402
 from translate.model.checkpoint import write_checkpoint  # noqa: E402
@@ -110,9 +110,9 @@ def test_one_package_a_direction_laid_out_as_argos_reads_it(exported):
         "code": "translate-en_de",
     }
     assert "License" in readme and "ARGOS_CHUNK_TYPE=SPACY" in readme
-    translator = load_translator(exported / "model.ckpt")
-    assert spm == translator.vocab.source.model_bytes
-    processor = translator.vocab.source.processor
+    loaded = load_model(exported / "model.ckpt")
+    assert spm == loaded.vocab.source.model_bytes
+    processor = loaded.vocab.source.processor
     assert vocabulary == [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
 
 
@@ -120,14 +120,14 @@ def test_the_installed_package_translates_offline_as_translate_cli_does(exported
     """Greedy: equal line for line, but where Argos's sentence splitting cut the line, or its
     decoding writes an underscore as a space. Beam 5 (Argos's length penalty is not ours):
     BLEU within 0.3."""
-    translator = load_translator(exported / "model.ckpt")
+    loaded = load_model(exported / "model.ckpt")
     sources = FIXTURE.joinpath("test.en").read_text(encoding="utf-8").splitlines()[:60]
     references = FIXTURE.joinpath("test.de").read_text(encoding="utf-8").splitlines()[:60]
     package = exported / "out" / "translate-en_de-1_0.argosmodel"
     greedy = argos_translate(package, sources, tmp_path / "greedy", beam=1)
     # Argos leaves CTranslate2's output limit at 256 tokens: ours at the same (EOS counted).
     limit = SearchSettings(beam=1, length_penalty=0.0, max_len_a=0.0, max_len_b=257)
-    ours = translate_lines(translator, sources, limit)
+    ours = translate_lines(loaded, sources, limit)
     found = compare_greedy(sources, ours, greedy)
     print(
         f"greedy: {len(found['compared'])} lines compared, {len(found['split'])} split into "
@@ -138,7 +138,7 @@ def test_the_installed_package_translates_offline_as_translate_cli_does(exported
     assert not different, [(sources[i], ours[i], greedy["translations"][i]) for i in different[:3]]
 
     beam = argos_translate(package, sources, tmp_path / "beam", beam=5)
-    ours_beam = translate_lines(translator, sources, SearchSettings(beam=5, length_penalty=1.0))
+    ours_beam = translate_lines(loaded, sources, SearchSettings(beam=5, length_penalty=1.0))
     theirs = corpus_scores(beam["translations"], references).bleu
     mine = corpus_scores(ours_beam, references).bleu
     assert abs(theirs - mine) <= 0.3, (theirs, mine)
@@ -225,12 +225,12 @@ def test_libretranslate_serves_the_package_offline_as_translate_cli_translates(
     Argos's sentence splitting cut the line or an output holds an underscore; format=html answers
     keep Argos's translation of each text node as it is."""
     venv = libretranslate
-    translator = load_translator(exported / "model.ckpt")
+    loaded = load_model(exported / "model.ckpt")
     sources = FIXTURE.joinpath("test.en").read_text(encoding="utf-8").splitlines()[:60]
     package = exported / "out" / "translate-en_de-1_0.argosmodel"
     greedy = argos_translate(package, sources, tmp_path / "argos", beam=1)
     limit = SearchSettings(beam=1, length_penalty=0.0, max_len_a=0.0, max_len_b=257)
-    ours = translate_lines(translator, sources, limit)
+    ours = translate_lines(loaded, sources, limit)
 
     env = install_packages(venv, [package], tmp_path / "libretranslate", beam=1)
     probe = subprocess.run(

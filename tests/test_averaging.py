@@ -11,7 +11,7 @@ import torch
 from helpers import FIXTURE
 
 from translate.cli.translate import main as translate_main
-from translate.decode.translator import load_translator
+from translate.decode.loaded_model import load_model
 from translate.model.checkpoint import (
     AVERAGED_KEY,
     CheckpointError,
@@ -96,8 +96,8 @@ def test_tied_weights_stay_one_tensor_and_load_as_one_parameter(vocabs, tmp_path
     saved = torch.load(tmp_path / "avg.ckpt", weights_only=True)["state_dict"]
     pointers = {saved[name].untyped_storage().data_ptr() for name in TIED}
     assert len(pointers) == 1  # written once, under all three names
-    translator = load_translator(tmp_path / "avg.ckpt")
-    model = translator.model
+    loaded = load_model(tmp_path / "avg.ckpt")
+    model = loaded.model
     assert model.output.weight is model.src_embed.weight is model.tgt_embed.weight
     assert not torch.equal(model.src_embed.weight, a[TIED[0]])  # it is the mean, not one input
     assert torch.equal(model.src_embed.weight, saved[TIED[0]])

@@ -5,7 +5,7 @@ import pickle
 import pytest
 import torch
 
-from translate.decode.translator import Translator, load_translator
+from translate.decode.loaded_model import LoadedModel, load_model
 from translate.model.checkpoint import CheckpointError
 from translate.model.transformer import ModelConfig
 from translate.text import run_data as run_data_module
@@ -30,11 +30,11 @@ def checkpoint(tmp_path_factory, request):
 
 def test_checkpoint_alone_rebuilds_the_model(checkpoint):
     path, module = checkpoint
-    translator = load_translator(path)
+    loaded = load_model(path)
     for name, value in module.model.state_dict().items():
-        assert torch.equal(value, translator.model.state_dict()[name])
-    assert translator.vocab.state() == module.vocab.state()
-    assert translator.model.output.weight is translator.model.src_embed.weight
+        assert torch.equal(value, loaded.model.state_dict()[name])
+    assert loaded.vocab.state() == module.vocab.state()
+    assert loaded.model.output.weight is loaded.model.src_embed.weight
 
 
 def test_checkpoint_with_another_vocabulary_is_refused(checkpoint, tmp_path, request):
@@ -47,7 +47,7 @@ def test_checkpoint_with_another_vocabulary_is_refused(checkpoint, tmp_path, req
     state["translate"]["vocab"] = other.state()
     torch.save(state, tmp_path / "mixed.ckpt")
     with pytest.raises(CheckpointError, match="does not belong to these weights"):
-        load_translator(tmp_path / "mixed.ckpt")
+        load_model(tmp_path / "mixed.ckpt")
 
 
 def test_pickled_code_is_not_executed(tmp_path):
@@ -59,15 +59,15 @@ def test_pickled_code_is_not_executed(tmp_path):
     with open(path, "wb") as handle:
         pickle.dump({"state_dict": Exploit()}, handle)
     with pytest.raises(CheckpointError, match="not a loadable checkpoint"):
-        load_translator(path)
+        load_model(path)
 
 
 def test_foreign_and_missing_files_are_named(tmp_path):
     torch.save({"state_dict": {}}, tmp_path / "plain.pt")
     with pytest.raises(CheckpointError, match="not a translation checkpoint"):
-        load_translator(tmp_path / "plain.pt")
+        load_model(tmp_path / "plain.pt")
     with pytest.raises(CheckpointError, match="absent.ckpt: no such checkpoint file"):
-        load_translator(tmp_path / "absent.ckpt")
+        load_model(tmp_path / "absent.ckpt")
 
 
 def run_cli(checkpoint_path, data: bytes, *args: str):
@@ -117,12 +117,10 @@ def test_the_saved_config_is_parsed_once_not_on_every_question(monkeypatch):
     monkeypatch.setattr(
         run_data_module.yaml, "safe_load", lambda text: parses.append(text) or safe_load(text)
     )
-    translator = Translator(None, None, {}, "data:\n  src_lang: en\n  tgt_lang: de\n")
-    assert [translator.data.languages for _ in range(3)] == [
+    loaded = LoadedModel(None, None, {}, "data:\n  src_lang: en\n  tgt_lang: de\n")
+    assert [loaded.data.languages for _ in range(3)] == [
         ("en", "de")
-    ] * 3 and translator.data.directions == (("en", "de"),)
+    ] * 3 and loaded.data.directions == (("en", "de"),)
     assert len(parses) == 1
-    translator.run_config = (
-        "data:\n  src_lang: de\n  tgt_lang: en\n"  # another config is read again
-    )
-    assert translator.data.languages == ("de", "en") and len(parses) == 2
+    loaded.run_config = "data:\n  src_lang: de\n  tgt_lang: en\n"  # another config is read again
+    assert loaded.data.languages == ("de", "en") and len(parses) == 2

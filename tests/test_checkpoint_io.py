@@ -12,7 +12,7 @@ import torch
 from helpers import FIXTURE, REPO
 from lightning.pytorch.callbacks import ModelCheckpoint
 
-from translate.decode.translator import load_translator
+from translate.decode.loaded_model import load_model
 from translate.model.checkpoint import read_checkpoint
 from translate.model.transformer import ModelConfig
 from translate.train.checkpoint_io import AtomicCheckpointIO
@@ -123,6 +123,6 @@ def test_trainer_with_the_plugin_saves_loadable_checkpoints(tmp_path):
     names = sorted(p.name for p in directory.iterdir())
     assert names == ["last.ckpt", "step1.ckpt", "step2.ckpt", "step3.ckpt"]
     assert read_checkpoint(directory / "step2.ckpt")["global_step"] == 2
-    translator = load_translator(directory / "last.ckpt")
+    loaded = load_model(directory / "last.ckpt")
     for name, value in module.model.state_dict().items():
-        assert torch.equal(translator.model.state_dict()[name], value), name
+        assert torch.equal(loaded.model.state_dict()[name], value), name

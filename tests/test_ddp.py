@@ -19,7 +19,7 @@ from search_oracle import greedy_search
 from tolerances import transformer_terms, within_rounding
 from training_runs import logged, overlay, read_records, train
 
-from translate.decode.translator import load_translator
+from translate.decode.loaded_model import load_model
 from translate.model.transformer import ModelConfig
 from translate.score.metrics import corpus_scores
 from translate.text.vocab import PAD_ID
@@ -123,8 +123,8 @@ def test_validation_bleu_equals_single_process_figure_on_the_whole_dev_set(ddp_r
     loss = logged(run_dir, "val_loss")
     assert list(bleu) == list(loss) == [STEPS - 1]
 
-    translator = load_translator(run_dir / "checkpoints" / "last.ckpt")
-    config = translator.training_config
+    loaded = load_model(run_dir / "checkpoints" / "last.ckpt")
+    config = loaded.training_config
     data = TranslationDataModule(
         corpus_dir=str(FIXTURE),
         cache_dir=str(cache),
@@ -140,11 +140,11 @@ def test_validation_bleu_equals_single_process_figure_on_the_whole_dev_set(ddp_r
     with torch.no_grad():
         for batch in data.val_dataloader():  # the same batches as the ranks, all in one process
             batches.append(batch)
-            logits = translator.model(batch["src"], batch["tgt_in"], PAD_ID)
+            logits = loaded.model(batch["src"], batch["tgt_in"], PAD_ID)
             nll += float(label_smoothed_nll(logits, batch["tgt_out"], 0.0))
             tokens += int((batch["tgt_out"] != PAD_ID).sum())
             output = greedy_search(
-                translator.model, batch["src"], config["max_len_a"], config["max_len_b"]
+                loaded.model, batch["src"], config["max_len_a"], config["max_len_b"]
             )
             hypotheses += data.vocab.target.decode(output)
             references += batch["references"]
@@ -156,7 +156,7 @@ def test_validation_bleu_equals_single_process_figure_on_the_whole_dev_set(ddp_r
     assert bleu[STEPS - 1] == within_rounding(
         expected, torch.float32, 1
     )  # the same counts' BLEU, logged as float32
-    terms = validation_loss_terms(translator.model.cfg, batches, len(data.vocab.target))
+    terms = validation_loss_terms(loaded.model.cfg, batches, len(data.vocab.target))
     assert loss[STEPS - 1] == within_rounding(nll / tokens, torch.float32, terms)
     assert math.isfinite(loss[STEPS - 1])
 
@@ -182,7 +182,7 @@ def test_a_rank_without_dev_sentences_still_validates(tmp_path):
     bleu, loss = logged(run_dir, "val_bleu"), logged(run_dir, "val_loss")
     assert list(bleu) == list(loss) == [1]
 
-    translator = load_translator(run_dir / "checkpoints" / "last.ckpt")
+    loaded = load_model(run_dir / "checkpoints" / "last.ckpt")
     data = TranslationDataModule(
         corpus_dir=str(FIXTURE),
         cache_dir=str(tmp_path / "cache"),
@@ -194,9 +194,9 @@ def test_a_rank_without_dev_sentences_still_validates(tmp_path):
     data.setup("validate")
     [batch] = list(data.val_dataloader())
     with torch.no_grad():
-        logits = translator.model(batch["src"], batch["tgt_in"], PAD_ID)
+        logits = loaded.model(batch["src"], batch["tgt_in"], PAD_ID)
     expected = float(label_smoothed_nll(logits, batch["tgt_out"], 0.0)) / batch["tgt_tokens"]
-    terms = validation_loss_terms(translator.model.cfg, [batch], len(data.vocab.target))
+    terms = validation_loss_terms(loaded.model.cfg, [batch], len(data.vocab.target))
     assert loss[1] == within_rounding(expected, torch.float32, terms), (
         "the stand-in batch must not be scored"
     )
@@ -240,11 +240,11 @@ def test_shared_rows_trains_alike_on_both_ranks_and_loads_for_translation(tmp_pa
         torch.load(run_dir / f"record.rank{rank}.params.pt", weights_only=True) for rank in (0, 1)
     ]
     assert torch.equal(params[0], params[1]), "parameters differ between ranks"
-    translator = load_translator(run_dir / "checkpoints" / "last.ckpt")
-    model = translator.model
-    assert translator.tie_choice.mode == "shared_rows"
-    apart = translator.tie_choice.target_only_pieces
-    assert 0 < apart < len(translator.vocab.target)
+    loaded = load_model(run_dir / "checkpoints" / "last.ckpt")
+    model = loaded.model
+    assert loaded.tie_choice.mode == "shared_rows"
+    apart = loaded.tie_choice.target_only_pieces
+    assert 0 < apart < len(loaded.vocab.target)
     differing = (model.tgt_embed.weight != model.src_embed.weight).any(-1)
     assert int(differing.sum()) == apart  # exactly the target-only rows are the decoder's own
     assert torch.equal(model.tgt_embed.weight[~differing], model.output.weight[~differing])

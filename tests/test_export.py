@@ -282,7 +282,7 @@ def test_ctranslate2_export_gives_our_scores_and_greedy_output(
     assert out.joinpath("source.spm").read_bytes() == vocab.source.model_bytes
     assert out.joinpath("target.spm").read_bytes() == vocab.target.model_bytes
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ct2", "model.ckpt"]
-    translator = ctranslate2.Translator(str(out), device="cpu")
+    ct2 = ctranslate2.Translator(str(out), device="cpu")
 
     source_pieces = [vocab.source.pieces(line) for line in SENTENCES]  # EOS is added by the model
     src = pad_batch([ids + [EOS_ID] for ids in vocab.source.encode(SENTENCES)])
@@ -292,7 +292,7 @@ def test_ctranslate2_export_gives_our_scores_and_greedy_output(
     tgt_in = pad_batch([[BOS_ID] + ids for ids in targets])
     with torch.no_grad():  # the reference, in float64
         log_probs = copy.deepcopy(model).double()(src, tgt_in, PAD_ID).log_softmax(-1)
-    scored = translator.score_batch(
+    scored = ct2.score_batch(
         source_pieces, [[vocab.target.processor.id_to_piece(i) for i in ids] for ids in targets]
     )
     terms = transformer_terms(model.cfg, max(src.shape[1], tgt_in.shape[1]), len(vocab.target))
@@ -308,11 +308,11 @@ def test_ctranslate2_export_gives_our_scores_and_greedy_output(
         source_pieces, hypotheses, (src != PAD_ID).sum(1).tolist()
     ):
         limit = min(int(length * 1.5 + 10), model.cfg.max_positions)
-        result = translator.translate_batch([pieces], beam_size=1, max_decoding_length=limit - 1)
+        result = ct2.translate_batch([pieces], beam_size=1, max_decoding_length=limit - 1)
         assert [
             vocab.target.processor.piece_to_id(p) for p in result[0].hypotheses[0]
         ] == hypothesis
-    batched = translator.translate_batch(source_pieces, beam_size=1, max_decoding_length=20)
+    batched = ct2.translate_batch(source_pieces, beam_size=1, max_decoding_length=20)
     for result, hypothesis in zip(batched, hypotheses):
         assert [vocab.target.processor.piece_to_id(p) for p in result.hypotheses[0]] == hypothesis[
             :20

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from helpers import joint_vocab, random_checkpoint
 
-import translate.decode.translator
+import translate.decode.loaded_model
 from translate.cli.evaluate import main as eval_main
 from translate.cli.translate import main
-from translate.decode.translator import load_translator
+from translate.decode.loaded_model import load_model
 
 SENTENCES = ["Click OK.", "Select the cells that you want to copy.", "Last line."]
 
@@ -55,7 +55,7 @@ def run_module(module: str, *args: str, data: bytes = b"", **kwargs) -> subproce
 
 # --- what reaches the model -----------------------------------------------------------------------
 def test_a_byte_order_mark_is_dropped_from_input_and_references(ckpt, capsys, tmp_path):
-    vocab = load_translator(ckpt).vocab.source
+    vocab = load_model(ckpt).vocab.source
     assert vocab.encode(["\ufeffClick OK."]) != vocab.encode(["Click OK."]), (
         "the mark would reach the model"
     )
@@ -84,7 +84,7 @@ def test_a_byte_order_mark_is_dropped_from_input_and_references(ckpt, capsys, tm
 
 def test_blank_lines_of_any_kind_give_empty_lines(ckpt, capsys, tmp_path):
     blanks = ["\t", "\x00", "   ", "\u3000", "\u00a0\t", "\u200b", "\x00\x00 \t"]
-    vocab = load_translator(ckpt).vocab.source
+    vocab = load_model(ckpt).vocab.source
     assert all(vocab.encode([b])[0] for b in ["\t", "\x00", "\u3000", "\u200b"]), (
         "they would be decoded"
     )
@@ -138,7 +138,7 @@ def test_an_unwritable_output_is_refused_before_any_work(ckpt, capsys, tmp_path,
     def no_work(*args, **kwargs):
         raise AssertionError("the checkpoint was loaded before the output was checked")
 
-    monkeypatch.setattr(translate.decode.translator, "load_translator", no_work)
+    monkeypatch.setattr(translate.decode.loaded_model, "load_model", no_work)
     (tmp_path / "dir.de").mkdir()
     code, _, err = cli(ckpt, capsys, "--source", str(source), "--output", str(tmp_path / "dir.de"))
     assert code == 2

@@ -21,9 +21,9 @@ from hypothesis import strategies as st  # noqa: E402
 from processes import start_server, stop  # noqa: E402
 from strategies import ANY_TEXT, JSON_VALUES  # noqa: E402
 
+from translate.decode.loaded_model import load_model  # noqa: E402
 from translate.decode.pipeline import translate_lines  # noqa: E402
 from translate.decode.settings import SearchSettings  # noqa: E402
-from translate.decode.translator import load_translator  # noqa: E402
 from translate.serve import libretranslate  # noqa: E402
 from translate.serve.app import ServeSettings, create_app  # noqa: E402
 from translate.serve.libretranslate import FORMATS  # noqa: E402
@@ -38,26 +38,26 @@ GERMAN = "Klicken Sie auf die Schaltfläche, um den Dialog zu schließen."
 
 
 @pytest.fixture(scope="module")
-def translator(checkpoint_path):
-    return load_translator(checkpoint_path)
+def loaded(checkpoint_path):
+    return load_model(checkpoint_path)
 
 
 @pytest.fixture(scope="module")
-def client(translator):
-    with TestClient(create_app(translator, ServeSettings(max_lines=4, char_limit=200))) as c:
+def client(loaded):
+    with TestClient(create_app(loaded, ServeSettings(max_lines=4, char_limit=200))) as c:
         yield c
 
 
-def cli(translator, lines, settings=SERVER):
+def cli(loaded, lines, settings=SERVER):
     """What translate-cli writes for `lines` under the server's search settings."""
-    return translate_lines(translator, lines, settings)
+    return translate_lines(loaded, lines, settings)
 
 
 @pytest.mark.parametrize(
     "how",
     ["json", "json-list", "form", "form-repeated", "multipart", "query", "query-repeated"],
 )
-def test_every_way_of_sending_the_fields_gives_translate_clis_translation(client, translator, how):
+def test_every_way_of_sending_the_fields_gives_translate_clis_translation(client, loaded, how):
     fields = {"source": "en", "target": "de"}
     one, many = ENGLISH[0], ENGLISH
     sent = {
@@ -71,15 +71,15 @@ def test_every_way_of_sending_the_fields_gives_translate_clis_translation(client
     }[how]
     response = client.post("/translate", **sent)
     assert response.status_code == 200, response.text
-    expected = cli(translator, many if how.endswith(("list", "repeated")) else [one])
+    expected = cli(loaded, many if how.endswith(("list", "repeated")) else [one])
     assert response.json() == {"translatedText": expected if len(expected) > 1 else expected[0]}
 
 
 def test_a_texts_lines_are_translated_each_and_a_forms_line_breaks_as_libretranslate_reads_them(
-    client, translator
+    client, loaded
 ):
     text = f"{ENGLISH[0]}\n\n{ENGLISH[1]}"
-    lines = cli(translator, text.split("\n"))
+    lines = cli(loaded, text.split("\n"))
     answer = client.post("/translate", json={"q": text, "source": "en", "target": "de"}).json()
     assert answer == {"translatedText": "\n".join(lines)} and lines[1] == ""
     form = client.post(
@@ -90,10 +90,10 @@ def test_a_texts_lines_are_translated_each_and_a_forms_line_breaks_as_libretrans
 
 
 @pytest.mark.parametrize("batching", ["continuous", "batch"])
-def test_alternatives_are_the_beams_other_hypotheses_without_repeats(translator, batching):
+def test_alternatives_are_the_beams_other_hypotheses_without_repeats(loaded, batching):
     """n-best lists through either batcher: the first the translation, the others its
     alternatives, less the empty ones, the repeats and the translation itself."""
-    with TestClient(create_app(translator, ServeSettings(batching=batching))) as client:
+    with TestClient(create_app(loaded, ServeSettings(batching=batching))) as client:
         answer = client.post(
             "/translate", json={"q": ENGLISH, "source": "en", "target": "de", "alternatives": 3}
         ).json()
@@ -101,7 +101,7 @@ def test_alternatives_are_the_beams_other_hypotheses_without_repeats(translator,
             "/translate",
             data={"q": ENGLISH[0], "source": "en", "target": "de", "alternatives": "1"},
         ).json()
-    nbest = cli(translator, ENGLISH, SearchSettings(beam=5, length_penalty=1.0, n_best=4))
+    nbest = cli(loaded, ENGLISH, SearchSettings(beam=5, length_penalty=1.0, n_best=4))
     for index in range(len(ENGLISH)):
         mine = nbest[index * 4 : (index + 1) * 4]
         assert answer["translatedText"][index] == mine[0]
@@ -111,17 +111,17 @@ def test_alternatives_are_the_beams_other_hypotheses_without_repeats(translator,
                 expected.append(text)
         assert answer["alternatives"][index] == expected
     assert any(answer["alternatives"])  # some hypotheses differ, so the lists are tested
-    assert single["translatedText"] == cli(translator, ENGLISH[:1])[0]
+    assert single["translatedText"] == cli(loaded, ENGLISH[:1])[0]
     assert set(single) == {"translatedText", "alternatives"} and len(single["alternatives"]) <= 1
 
 
 def test_auto_detects_each_texts_language_and_text_already_in_the_target_comes_back_as_it_is(
-    client, translator
+    client, loaded
 ):
     answer = client.post(
         "/translate", json={"q": [ENGLISH[0], GERMAN], "source": "auto", "target": "de"}
     ).json()
-    assert answer["translatedText"] == [cli(translator, ENGLISH[:1])[0], GERMAN]
+    assert answer["translatedText"] == [cli(loaded, ENGLISH[:1])[0], GERMAN]
     assert [found["language"] for found in answer["detectedLanguage"]] == ["en", "de"]
     assert all(0 < found["confidence"] <= 100 for found in answer["detectedLanguage"])
     single = client.post("/translate", json={"q": GERMAN, "source": "auto", "target": "de"}).json()
@@ -142,7 +142,7 @@ def test_detect_and_the_other_routes_answer_as_libretranslate_does(client):
     assert client.get("/languages").json() == expected == client.post("/languages").json()
     settings = client.get("/frontend/settings").json()
     assert settings["charLimit"] == 200 and settings["keyRequired"] is False
-    with TestClient(create_app(client.app.state.service.translator, ServeSettings())) as open_:
+    with TestClient(create_app(client.app.state.service.loaded, ServeSettings())) as open_:
         assert open_.get("/frontend/settings").json()["charLimit"] == -1  # LibreTranslate's none
     assert settings["filesTranslation"] is False and settings["suggestions"] is False
     assert settings["language"] == {
@@ -277,8 +277,8 @@ def test_invalid_json_is_a_400_saying_where(client):
         assert response.json()["error"].startswith("the body is not valid JSON (at character 10")
 
 
-def test_the_key_comes_from_the_field_missing_is_400_and_wrong_is_403(translator):
-    with TestClient(create_app(translator, ServeSettings(api_key="s3cret"))) as keyed:
+def test_the_key_comes_from_the_field_missing_is_400_and_wrong_is_403(loaded):
+    with TestClient(create_app(loaded, ServeSettings(api_key="s3cret"))) as keyed:
         call = {"q": "a", "source": "en", "target": "de"}
         missing = keyed.post("/translate", json=call)
         assert (missing.status_code, missing.json()) == (
@@ -298,13 +298,13 @@ def test_the_key_comes_from_the_field_missing_is_400_and_wrong_is_403(translator
         )
         assert keyed.get("/frontend/settings").json()["keyRequired"] is True
         assert keyed.get("/languages").status_code == 200  # open, as LibreTranslate's
-    with TestClient(create_app(translator, ServeSettings())) as open_server:
+    with TestClient(create_app(loaded, ServeSettings())) as open_server:
         for key in ("", None, "anything"):
             assert open_server.post("/translate", json={**call, "api_key": key}).status_code == 200
 
 
-def test_the_rate_is_counted_per_key_or_address_in_texts_and_refused_with_429(translator):
-    with TestClient(create_app(translator, ServeSettings(req_limit=3))) as limited:
+def test_the_rate_is_counted_per_key_or_address_in_texts_and_refused_with_429(loaded):
+    with TestClient(create_app(loaded, ServeSettings(req_limit=3))) as limited:
         call = {"q": ["a", "b"], "source": "en", "target": "de"}
         assert limited.post("/translate", json=call).status_code == 200
         refused = limited.post("/translate", json=call)
@@ -328,8 +328,8 @@ def test_the_rate_limiter_forgets_what_left_its_window():
     assert set(limiter.spent) == {"d"}  # idle clients forgotten
 
 
-def test_every_answer_carries_libretranslates_cors_headers_and_a_preflight_needs_no_key(translator):
-    with TestClient(create_app(translator, ServeSettings(api_key="k"))) as keyed:
+def test_every_answer_carries_libretranslates_cors_headers_and_a_preflight_needs_no_key(loaded):
+    with TestClient(create_app(loaded, ServeSettings(api_key="k"))) as keyed:
         preflight = keyed.options(
             "/translate",
             headers={"Origin": "https://example.org", "Access-Control-Request-Method": "POST"},
@@ -347,12 +347,12 @@ def test_both_apis_lines_share_one_search_setting_so_they_are_batched_together(c
     assert service.libre_settings("en", "de") == native
 
 
-def test_html_keeps_the_markup_and_translates_every_text_node(client, translator):
+def test_html_keeps_the_markup_and_translates_every_text_node(client, loaded):
     post = '<p>Click <b>OK</b> to close.<br>Tom &amp; Jerry &lt;3 <code>x = 1</code></p><script>var a = "b";</script>'
     answer = client.post(
         "/translate", json={"q": post, "source": "en", "target": "de", "format": "html"}
     ).json()["translatedText"]
-    texts = cli(translator, ["Click", "OK", "to close.", "Tom & Jerry <3"])
+    texts = cli(loaded, ["Click", "OK", "to close.", "Tom & Jerry <3"])
     escaped = [t.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;") for t in texts]
     assert answer == (
         f"<p>{escaped[0]} <b>{escaped[1]}</b> {escaped[2]}<br>{escaped[3]} <code>x = 1</code></p>"
@@ -365,13 +365,13 @@ def escaped(texts: list[str]) -> list[str]:
 
 
 def test_each_line_and_sentence_is_translated_apart_and_the_whitespace_between_is_kept(
-    client, translator
+    client, loaded
 ):
     """format text and html alike: a text's lines and each sentence of a line are translated
     each; line breaks, blank lines, indentation and the spaces between sentences come back as
     written (a text of only whitespace comes back as it is)."""
     sentences = ["Click OK.", "Save the file.", "Select the cells that you want to copy.", "Done!"]
-    t = cli(translator, sentences)
+    t = cli(loaded, sentences)
     text = f"  {sentences[0]}  {sentences[1]}\n\n\t{sentences[2]}  \r\n{sentences[3]}\n"
     call = {"source": "en", "target": "de"}
     answer = client.post("/translate", json={"q": text, **call}).json()
@@ -389,7 +389,7 @@ def test_each_line_and_sentence_is_translated_apart_and_the_whitespace_between_i
 
 
 def test_a_long_text_is_translated_sentence_by_sentence_in_chunks_never_refused_for_length(
-    translator,
+    loaded,
 ):
     """No text limit by default (as LibreTranslate's): a one-line text of many sentences goes to
     the batches a request's --max-lines at a time, within a queue that could not hold it whole; a
@@ -397,33 +397,33 @@ def test_a_long_text_is_translated_sentence_by_sentence_in_chunks_never_refused_
     sentences = [f"Select cell {n}." for n in range(40)]
     long_sentence = "Click " + " ".join(["the button"] * 6) + " now."
     with TestClient(
-        create_app(translator, ServeSettings(max_lines=4, max_queued_lines=8, max_line_chars=40))
+        create_app(loaded, ServeSettings(max_lines=4, max_queued_lines=8, max_line_chars=40))
     ) as small:
         answer = small.post(
             "/translate", json={"q": " ".join(sentences), "source": "en", "target": "de"}
         )
         assert answer.status_code == 200, answer.text
-        assert answer.json()["translatedText"] == " ".join(cli(translator, sentences))
+        assert answer.json()["translatedText"] == " ".join(cli(loaded, sentences))
         cut = small.post("/translate", json={"q": long_sentence, "source": "en", "target": "de"})
         pieces = ["Click the button the button the button", "the button the button the button now."]
         assert all(len(piece) <= 40 for piece in pieces)
-        assert cut.json()["translatedText"] == " ".join(cli(translator, pieces))
+        assert cut.json()["translatedText"] == " ".join(cli(loaded, pieces))
     post = "<p>" + " ".join(["Click the OK button to close the dialog."] * 110) + "</p>"
     assert len(post) > 4500
-    with TestClient(create_app(translator, ServeSettings())) as defaults:
+    with TestClient(create_app(loaded, ServeSettings())) as defaults:
         answer = defaults.post(
             "/translate", data={"q": post, "source": "en", "target": "de", "format": "html"}
         )
         assert answer.status_code == 200, answer.text
 
 
-def test_alternatives_over_the_beam_are_fewer_not_refused(client, translator):
+def test_alternatives_over_the_beam_are_fewer_not_refused(client, loaded):
     answer = client.post(
         "/translate", json={"q": ENGLISH[0], "source": "en", "target": "de", "alternatives": 20}
     )
     assert answer.status_code == 200, answer.text
     widest = SearchSettings(beam=16, length_penalty=1.0, n_best=16)  # --max-beam's
-    assert answer.json()["translatedText"] == cli(translator, ENGLISH[:1], widest)[0]
+    assert answer.json()["translatedText"] == cli(loaded, ENGLISH[:1], widest)[0]
     assert len(answer.json()["alternatives"]) <= 15
 
 
@@ -459,7 +459,7 @@ def first(markup: str, name: str) -> str | None:
     return next(value for key, value in reader.found[0] if key == name)
 
 
-def test_duplicate_attributes_and_comments_are_read_as_browsers_read_them(client, translator):
+def test_duplicate_attributes_and_comments_are_read_as_browsers_read_them(client, loaded):
     """Markup comes back as it was written, only its text translated: of duplicate attributes a
     browser still reads the first (the last would make inert markup active), and a comment
     still ends where a browser ends it (at --!>; <!--> is an empty one)."""
@@ -474,15 +474,15 @@ def test_duplicate_attributes_and_comments_are_read_as_browsers_read_them(client
     ):
         answer = client.post("/translate", json={"q": markup, **call}).json()["translatedText"]
         assert first(answer, name) == inert, answer
-    word = escaped(cli(translator, ["Click OK."]))[0]
+    word = escaped(cli(loaded, ["Click OK."]))[0]
     answer = client.post("/translate", json={"q": "<!-- a --!>Click OK.", **call}).json()
     assert answer["translatedText"] == f"<!-- a --!>{word}"
-    shown = escaped(cli(translator, ["Click OK.-->"]))[0]
+    shown = escaped(cli(loaded, ["Click OK.-->"]))[0]
     answer = client.post("/translate", json={"q": "<!-->Click OK.-->", **call}).json()
     assert answer["translatedText"] == f"<!-->{shown}"
 
 
-def test_html_is_parsed_off_the_event_loop_within_stated_caps(translator, monkeypatch):
+def test_html_is_parsed_off_the_event_loop_within_stated_caps(loaded, monkeypatch):
     """Markup is read in a worker thread (the event loop keeps answering meanwhile), and markup
     past a cap is a 413 naming it: 1 MB of nested elements stops at the depth cap."""
     seen = []
@@ -494,7 +494,7 @@ def test_html_is_parsed_off_the_event_loop_within_stated_caps(translator, monkey
 
     monkeypatch.setattr(libretranslate, "read_items", recording)
     call = {"source": "en", "target": "de", "format": "html"}
-    with TestClient(create_app(translator, ServeSettings())) as client:
+    with TestClient(create_app(loaded, ServeSettings())) as client:
         assert client.post("/translate", json={"q": "<p>a</p>", **call}).status_code == 200
         assert seen == [False]
         deep = client.post("/translate", json={"q": "<b> " * 250_000, **call})
@@ -507,10 +507,10 @@ def test_html_is_parsed_off_the_event_loop_within_stated_caps(translator, monkey
     assert wide.status_code == 413 and str(MAX_NODES) in wide.json()["error"]
 
 
-def test_a_request_that_can_never_fit_is_a_413_naming_the_limit_never_503(translator):
+def test_a_request_that_can_never_fit_is_a_413_naming_the_limit_never_503(loaded):
     """Lines of a text and HTML text nodes count against --max-lines: 3 texts of 2,000 lines, or
     4,800 text nodes, are refused for what they are, not told to retry."""
-    with TestClient(create_app(translator, ServeSettings())) as defaults:
+    with TestClient(create_app(loaded, ServeSettings())) as defaults:
         call = {"source": "en", "target": "de"}
         lines = defaults.post("/translate", json={"q": ["Click OK.\n" * 2000] * 3, **call})
         nodes = defaults.post("/translate", json={"q": "<p>a</p>" * 4800, "format": "html", **call})
@@ -522,8 +522,8 @@ def test_a_request_that_can_never_fit_is_a_413_naming_the_limit_never_503(transl
         }
 
 
-def test_lines_and_text_nodes_are_charged_against_the_rate(translator):
-    with TestClient(create_app(translator, ServeSettings(req_limit=60))) as limited:
+def test_lines_and_text_nodes_are_charged_against_the_rate(loaded):
+    with TestClient(create_app(loaded, ServeSettings(req_limit=60))) as limited:
         call = {"source": "en", "target": "de"}
         assert limited.post("/translate", json={"q": "a.\n" * 51, **call}).status_code == 200
         html_call = {"q": "<p>a</p>" * 9, "format": "html", **call}
@@ -533,7 +533,7 @@ def test_lines_and_text_nodes_are_charged_against_the_rate(translator):
             429,
             {"error": "Slowdown: 60 per 1 minute"},
         )
-    with TestClient(create_app(translator, ServeSettings(req_limit=60))) as native:
+    with TestClient(create_app(loaded, ServeSettings(req_limit=60))) as native:
         assert native.post("/translate", json={"text": ["\n".join(["a"] * 60)]}).status_code == 200
         assert native.post("/translate", json={"text": ["a"]}).status_code == 429
 
@@ -699,19 +699,19 @@ def server(checkpoint_path):
     stop(process)
 
 
-def test_libretranslatepy_translates_detects_and_lists_languages(server, translator):
+def test_libretranslatepy_translates_detects_and_lists_languages(server, loaded):
     libretranslatepy = pytest.importorskip("libretranslatepy")
     api = libretranslatepy.LibreTranslateAPI(server, api_key="k3y")
-    assert api.translate(ENGLISH[0], "en", "de") == cli(translator, ENGLISH[:1])[0]
+    assert api.translate(ENGLISH[0], "en", "de") == cli(loaded, ENGLISH[:1])[0]
     assert api.detect(GERMAN)[0]["language"] == "de"
     assert [language["code"] for language in api.languages()] == ["en", "de"]
 
 
-def test_libretranslate_aio_sync_and_async_batches(server, translator):
+def test_libretranslate_aio_sync_and_async_batches(server, loaded):
     aio = pytest.importorskip("libretranslate_aio")
     with aio.LibreTranslate(server, api_key="k3y") as api:
         result = api.translate(ENGLISH, "en", "de")
-        assert result.translated_text == cli(translator, ENGLISH)
+        assert result.translated_text == cli(loaded, ENGLISH)
         assert api.frontend_settings().key_required is True
         assert api.health()
 
@@ -720,13 +720,13 @@ def test_libretranslate_aio_sync_and_async_batches(server, translator):
             return await api.translate(ENGLISH[0], "auto", "de", alternatives=2)
 
     result = asyncio.run(batch())
-    assert result.translated_text == cli(translator, ENGLISH[:1])[0]
+    assert result.translated_text == cli(loaded, ENGLISH[:1])[0]
     assert result.detected_language.language == "en"
     with aio.LibreTranslate(server, api_key="wrong") as api, pytest.raises(aio.ForbiddenError):
         api.translate("a", "en", "de")
 
 
-def test_a_mastodon_style_batch_of_html_posts_with_source_auto(server, translator):
+def test_a_mastodon_style_batch_of_html_posts_with_source_auto(server, loaded):
     """Mastodon's LibreTranslate client: JSON, q a list of HTML posts, source auto, format html,
     the key in the body; it reads translatedText[i] and detectedLanguage[i].language."""
     posts = [
@@ -744,7 +744,7 @@ def test_a_mastodon_style_batch_of_html_posts_with_source_auto(server, translato
     answer = response.json()
     assert [found["language"] for found in answer["detectedLanguage"]] == ["en", "en"]
     texts = cli(
-        translator,
+        loaded,
         [
             "Select the cells that you want to copy.",
             "@",

@@ -31,16 +31,16 @@ from app_requests import (  # noqa: E402
     weblate,
 )
 
+from translate.decode.loaded_model import load_model  # noqa: E402
 from translate.decode.pipeline import translate_lines  # noqa: E402
 from translate.decode.settings import SearchSettings  # noqa: E402
-from translate.decode.translator import load_translator  # noqa: E402
 
 SERVER = SearchSettings(beam=5, length_penalty=1.0)  # the checkpoint's defaults: the server's
 
 
 @pytest.fixture(scope="module")
-def translator(checkpoint_path):
-    return load_translator(checkpoint_path)
+def loaded(checkpoint_path):
+    return load_model(checkpoint_path)
 
 
 @pytest.fixture(scope="module")
@@ -50,16 +50,16 @@ def base(checkpoint_path):
     stop(process)
 
 
-def cli(translator, sentences: list[str]) -> list[str]:
-    return translate_lines(translator, sentences, SERVER)
+def cli(loaded, sentences: list[str]) -> list[str]:
+    return translate_lines(loaded, sentences, SERVER)
 
 
-def escaped(translator, sentences: list[str]) -> list[str]:
+def escaped(loaded, sentences: list[str]) -> list[str]:
     """translate-cli's translations as they stand in HTML (&, < and > escaped)."""
-    return [html.escape(text, quote=False) for text in cli(translator, sentences)]
+    return [html.escape(text, quote=False) for text in cli(loaded, sentences)]
 
 
-def test_nextcloud_sends_plain_lines_as_html_multipart_and_gets_every_line_back(base, translator):
+def test_nextcloud_sends_plain_lines_as_html_multipart_and_gets_every_line_back(base, loaded):
     """Its connection test (POST /, 405, ignored), the settings (no char limit: -1), /languages
     twice (en and de listed, else its provider fails to start), /detect from the query, then the
     three lines, each translated, on three lines again."""
@@ -69,13 +69,11 @@ def test_nextcloud_sends_plain_lines_as_html_multipart_and_gets_every_line_back(
     assert answers[2].json() == answers[3].json()
     assert {"en", "de"} <= {item["code"] for item in answers[2].json()}
     assert answers[4].json()[0]["language"] == "en"
-    expected = "\n".join(escaped(translator, NEXTCLOUD_LINES))
+    expected = "\n".join(escaped(loaded, NEXTCLOUD_LINES))
     assert answers[5].json() == {"translatedText": expected}
 
 
-def test_discourse_sends_a_5000_character_cooked_post_as_a_form_and_it_is_translated(
-    base, translator
-):
+def test_discourse_sends_a_5000_character_cooked_post_as_a_form_and_it_is_translated(base, loaded):
     """/detect of the raw text, /languages (en and de), then the 5,000-character cooked post:
     every sentence translated in its place, the markup and the code block as they were."""
     post, sentences = discourse_post(5000)
@@ -85,14 +83,14 @@ def test_discourse_sends_a_5000_character_cooked_post_as_a_form_and_it_is_transl
     assert answers[0].json()[0]["language"] == "en"
     assert {"en", "de"} <= {item["code"] for item in answers[1].json()}
     unique = [*dict.fromkeys([s for pair in DISCOURSE_PAIRS for s in pair] + [DISCOURSE_LINK])]
-    translated = dict(zip(unique, escaped(translator, unique)))
+    translated = dict(zip(unique, escaped(loaded, unique)))
     expected = post
     for sentence in sorted(translated, key=len, reverse=True):
         expected = expected.replace(sentence, translated[sentence])
     assert answers[2].json() == {"translatedText": expected}
 
 
-def test_mastodon_sends_a_list_of_html_posts_with_source_auto_and_a_null_key(base, translator):
+def test_mastodon_sends_a_list_of_html_posts_with_source_auto_and_a_null_key(base, loaded):
     """/languages with `targets` (en into de), then the post and its content warning: each text
     node's sentences translated, the line break, the untranslated emoji and the entity kept;
     detectedLanguage a list, one a text."""
@@ -101,7 +99,7 @@ def test_mastodon_sends_a_list_of_html_posts_with_source_auto_and_a_null_key(bas
     targets = {item["code"]: set(item["targets"]) - {item["code"]} for item in answers[0].json()}
     assert targets["en"] == {"de"}
     t = escaped(
-        translator,
+        loaded,
         [
             "Select the cells that you want to copy.",
             "Click the OK button.",
@@ -118,14 +116,14 @@ def test_mastodon_sends_a_list_of_html_posts_with_source_auto_and_a_null_key(bas
     assert all(0 < found["confidence"] <= 100 for found in answer["detectedLanguage"])
 
 
-def test_weblate_sends_a_batch_of_strings_with_placeholders_and_no_format(base, translator):
+def test_weblate_sends_a_batch_of_strings_with_placeholders_and_no_format(base, loaded):
     """/languages, then the batch: translatedText a list as long as q, each string's sentences
     translated, the placeholders sent through the model as any text."""
     answers = replay(base, weblate(WEBLATE_STRINGS))
     assert [answer.status_code for answer in answers] == [200, 200], answers[-1].text
     assert {"en", "de"} <= {item["code"] for item in answers[0].json()}
     pieces = cli(
-        translator,
+        loaded,
         [
             WEBLATE_STRINGS[0],
             "Click the OK button.",

@@ -19,9 +19,9 @@ from tolerances import within_rounding
 from translate.cli.evaluate import main as eval_main
 from translate.cli.train import main as train_main
 from translate.cli.translate import main as translate_main
+from translate.decode.loaded_model import load_model
 from translate.decode.pipeline import translate_lines
 from translate.decode.settings import SearchSettings
-from translate.decode.translator import load_translator
 from translate.score.metrics import bleu_tokenizer, corpus_scores
 from translate.serve.continuous import EngineLoop, Join, finish, prepare
 from translate.text.corpus import CorpusError
@@ -440,11 +440,11 @@ def test_unknown_or_missing_target_languages_are_refused_with_the_known_ones(unt
 
 
 def test_restricting_to_a_languages_targets(untrained):
-    translator = load_translator(untrained)
-    japanese, german = translator.target_token_mask("ja"), translator.target_token_mask("de")
-    kana = translator.vocab.target.encode(["クリック"])[0][-1]
+    loaded = load_model(untrained)
+    japanese, german = loaded.target_token_mask("ja"), loaded.target_token_mask("de")
+    kana = loaded.vocab.target.encode(["クリック"])[0][-1]
     assert japanese[kana] and not german[kana]
-    assert not any(japanese[i] for i in translator.vocab.target.tag_ids().values())
+    assert not any(japanese[i] for i in loaded.vocab.target.tag_ids().values())
 
 
 # --- scoring ---------------------------------------------------------------------------------------
@@ -499,17 +499,17 @@ def test_continuous_batching_writes_each_request_s_language(trained):
     """translate-serve's running searches, one per output language, interleaved step by step:
     each request gets what translate-cli gives its lines in that language (tag at the source or
     as the decoder's first token)."""
-    translator = load_translator(trained)
+    loaded = load_model(trained)
     sources = (MULTIWAY / "test.en").read_text().splitlines()[:6]
     requests = [
         (sources[i : i + 2], SearchSettings(beam=2, length_penalty=1.0, target_lang=lang))
         for i in (0, 2, 4)
         for lang in ("de", "ja")
     ]
-    engine = EngineLoop(translator, batch_tokens=4096)
+    engine = EngineLoop(loaded, batch_tokens=4096)
     answers, segments = {}, {}
     for request_id, (lines, key) in enumerate(requests):  # two new requests a step
-        segments[request_id] = prepare(translator, lines, key)
+        segments[request_id] = prepare(loaded, lines, key)
         found = engine.take(Join(request_id, segments[request_id].ids, key))
         found += engine.step() if request_id % 2 else []
         answers.update((answer.request_id, answer) for answer in found)
@@ -518,12 +518,12 @@ def test_continuous_batching_writes_each_request_s_language(trained):
             break
         answers.update((answer.request_id, answer) for answer in engine.step())
     answers = {
-        request_id: finish(translator, segments[request_id], answer.found, 1)
+        request_id: finish(loaded, segments[request_id], answer.found, 1)
         for request_id, answer in answers.items()
     }
     for request_id, (lines, key) in enumerate(requests):
         assert answers[request_id] == translate_lines(
-            translator,
+            loaded,
             lines,
             SearchSettings(beam=2, length_penalty=1.0, target_lang=key.target_lang),
         )
@@ -538,9 +538,9 @@ def test_the_server_writes_the_language_each_request_asks_for(trained):
 
     from translate.serve.app import ServeSettings, create_app
 
-    translator = load_translator(trained)
+    loaded = load_model(trained)
     lines = (MULTIWAY / "test.en").read_text().splitlines()[:3]
-    with TestClient(create_app(translator, ServeSettings())) as client:
+    with TestClient(create_app(loaded, ServeSettings())) as client:
         for lang in ("de", "ja"):
             response = client.post(
                 "/translate", json={"text": lines, "target_lang": lang, "beam": 2}
@@ -548,8 +548,8 @@ def test_the_server_writes_the_language_each_request_asks_for(trained):
             assert response.status_code == 200, response.text
             body = response.json()
             assert body["target_lang"] == lang
-            defaults = translator.search_defaults()
+            defaults = loaded.search_defaults()
             settings = SearchSettings(
                 beam=2, length_penalty=defaults["length_penalty"], target_lang=lang
             )
-            assert body["translations"] == translate_lines(translator, lines, settings)
+            assert body["translations"] == translate_lines(loaded, lines, settings)

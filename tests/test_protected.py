@@ -12,8 +12,8 @@ from helpers import REPO, fixture_lines
 
 from translate.cli.evaluate import main as eval_main
 from translate.decode import pipeline
+from translate.decode.loaded_model import load_model
 from translate.decode.settings import SearchSettings
-from translate.decode.translator import load_translator
 from translate.model.checkpoint import write_checkpoint
 from translate.model.transformer import ModelConfig, Transformer
 from translate.score.copy_rate import copy_score, line_copy
@@ -346,12 +346,12 @@ def test_a_model_trained_with_protected_spans_reads_sentinels_and_writes_the_spa
         path = tmp_path / f"{protects}.ckpt"
         run = "data:\n  protect_spans: 0.5\n" if protects else "data:\n  src_lang: en\n"
         write_checkpoint(path, model, vocab, run_config=run)
-        translator = load_translator(path)
-        target = pipeline.target_tags_for(translator, None)
-        segments = pipeline.source_segments(translator, lines, target)
+        loaded = load_model(path)
+        target = pipeline.target_tags_for(loaded, None)
+        segments = pipeline.source_segments(loaded, lines, target)
         sentinel = vocab.source.processor.piece_to_id("⦅1⦆")
         # the search writes each sentinel of a line once: ⦅k⦆ or ⦅k,⦆ for sentinel k
-        ids = pipeline.search_plan(translator, SearchSettings(), target).sentinels
+        ids = pipeline.search_plan(loaded, SearchSettings(), target).sentinels
         assert (ids is not None) is protects
         if protects:
             assert ids.source[0] == sentinel and len(ids.target) == 2 * MAX_SENTINELS
@@ -363,6 +363,6 @@ def test_a_model_trained_with_protected_spans_reads_sentinels_and_writes_the_spa
         assert segments.spans == ([("36",), (), ()] if protects else [(), (), ()])
         written = vocab.target.encode(["Klicken Sie auf ⦅1⦆.", "", "Öffnen."])
         found = [[(ids, 0.0, 0.0)] for ids in written]
-        texts = [entry.text for [entry] in pipeline.join_segments(translator, segments, found)]
+        texts = [entry.text for [entry] in pipeline.join_segments(loaded, segments, found)]
         first = "Klicken Sie auf 36." if protects else "Klicken Sie auf ⦅1⦆."
         assert texts == [first, "", "Öffnen."]

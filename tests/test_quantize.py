@@ -8,7 +8,7 @@ from helpers import random_tied_checkpoint
 from torch import nn
 
 from translate.cli.translate import main
-from translate.decode.translator import load_translator
+from translate.decode.loaded_model import load_model
 from translate.model.quantize import linear_bytes, quantization_available
 from translate.model.transformer import FeedForward
 
@@ -27,8 +27,8 @@ def checkpoint_path(tmp_path_factory) -> Path:
 
 @pytest.mark.numerical
 def test_every_linear_layer_becomes_int8_and_the_logits_stay_close(checkpoint_path):
-    fp32 = load_translator(checkpoint_path, pack=False)
-    int8 = load_translator(checkpoint_path, quantize="int8")
+    fp32 = load_model(checkpoint_path, pack=False)
+    int8 = load_model(checkpoint_path, quantize="int8")
     assert not any(type(m) is nn.Linear for m in int8.model.modules())
     quantized = [
         m for m in int8.model.modules() if isinstance(m, torch.ao.nn.quantized.dynamic.Linear)
@@ -53,13 +53,13 @@ def test_every_linear_layer_becomes_int8_and_the_logits_stay_close(checkpoint_pa
 
 @pytest.mark.numerical
 def test_the_feed_forward_relu_runs_inside_the_int8_product_with_the_same_result(checkpoint_path):
-    int8 = load_translator(checkpoint_path, quantize="int8")
+    int8 = load_model(checkpoint_path, quantize="int8")
     blocks = [m for m in int8.model.modules() if isinstance(m, FeedForward)]
     assert blocks and all(
         isinstance(b.linear1, torch.ao.nn.intrinsic.quantized.dynamic.LinearReLU) for b in blocks
     )
     # the reference: PyTorch's dynamic quantization of the plain model, ReLU a pass of its own
-    plain = load_translator(checkpoint_path, pack=False).model
+    plain = load_model(checkpoint_path, pack=False).model
     reference = torch.ao.quantization.quantize_dynamic(plain, {nn.Linear}, dtype=torch.qint8)
     assert all(
         isinstance(b.activation, nn.ReLU) for b in reference.modules() if isinstance(b, FeedForward)

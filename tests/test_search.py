@@ -325,7 +325,7 @@ def test_pad_and_bos_are_never_produced():
     """A model that prefers PAD and BOS to every other token: no search produces them, and
     each gives what it gives when they are explicitly disallowed; a checkpoint's target-token
     mask leaves them out too."""
-    from translate.decode.translator import Translator
+    from translate.decode.loaded_model import LoadedModel
 
     model = tiny_model(9)
     with torch.no_grad():
@@ -353,7 +353,7 @@ def test_pad_and_bos_are_never_produced():
     }
     assert produced and not produced & {PAD_ID, BOS_ID}
     assert free == search(others)
-    mask = Translator(
+    mask = LoadedModel(
         model, None, {}, None, target_tokens=list(range(TINY_VOCAB))
     ).target_token_mask()
     assert not mask[PAD_ID] and not mask[BOS_ID] and mask[4:].all()

@@ -27,9 +27,9 @@ from hypothesis import strategies as st  # noqa: E402
 from processes import process_table, served_metric, start_server, stop, wait_until  # noqa: E402
 from strategies import ANY_TEXT, JSON_VALUES  # noqa: E402
 
+from translate.decode.loaded_model import ModelShape, load_model  # noqa: E402
 from translate.decode.pipeline import Segments, translate_lines  # noqa: E402
 from translate.decode.settings import SearchSettings  # noqa: E402
-from translate.decode.translator import ModelShape, load_translator  # noqa: E402
 from translate.files import file_digest  # noqa: E402
 from translate.serve.app import ServeSettings, create_app  # noqa: E402
 from translate.serve.batching import Batcher, ContinuousBatcher, QueueFull  # noqa: E402
@@ -53,40 +53,40 @@ LINES = ["Click OK.", "", "Choose Tools - Options.", "\t", "Last line of the tes
 
 
 @pytest.fixture(scope="module")
-def translator(checkpoint_path):
-    return load_translator(checkpoint_path)
+def loaded(checkpoint_path):
+    return load_model(checkpoint_path)
 
 
-def client_for(translator, **settings) -> TestClient:
-    return TestClient(create_app(translator, ServeSettings(**settings)))
+def client_for(loaded, **settings) -> TestClient:
+    return TestClient(create_app(loaded, ServeSettings(**settings)))
 
 
-def alone(translator, line: str, beam: int = 5) -> str:
+def alone(loaded, line: str, beam: int = 5) -> str:
     """What translate-cli gives one line on its own (checkpoint defaults: beam 5, alpha 1)."""
-    return translate_lines(translator, [line], SearchSettings(beam=beam, length_penalty=1.0))[0]
+    return translate_lines(loaded, [line], SearchSettings(beam=beam, length_penalty=1.0))[0]
 
 
-def test_translations_come_back_in_order_one_per_line(translator):
-    with client_for(translator) as client:
+def test_translations_come_back_in_order_one_per_line(loaded):
+    with client_for(loaded) as client:
         assert client.get("/ready").json() == {"status": "ready"}
         assert client.get("/health").status_code == 200
         response = client.post("/translate", json={"text": LINES})
         assert response.status_code == 200, response.text
         body = response.json()
         assert body["beam"] == 5 and body["target_lang"] is None
-        assert body["translations"] == [alone(translator, line) for line in LINES]
+        assert body["translations"] == [alone(loaded, line) for line in LINES]
         assert body["translations"][1] == body["translations"][3] == ""
         greedy = client.post("/translate", json={"text": LINES[:1], "beam": 1}).json()
-        assert greedy["translations"] == [alone(translator, LINES[0], beam=1)]
+        assert greedy["translations"] == [alone(loaded, LINES[0], beam=1)]
 
 
-def test_concurrent_requests_share_batches_and_match_lines_translated_alone(translator):
+def test_concurrent_requests_share_batches_and_match_lines_translated_alone(loaded):
     calls = []
 
     def translate(lines, key):
         calls.append(len(lines))
         return translate_lines(
-            translator, lines, SearchSettings(beam=key.beam, length_penalty=key.length_penalty)
+            loaded, lines, SearchSettings(beam=key.beam, length_penalty=key.length_penalty)
         ), 0.0
 
     async def scenario():
@@ -105,11 +105,11 @@ def test_concurrent_requests_share_batches_and_match_lines_translated_alone(tran
             await batcher.stop()
 
     results = asyncio.run(scenario())
-    assert [r[0] for r in results] == [alone(translator, line) for line in LINES]
+    assert [r[0] for r in results] == [alone(loaded, line) for line in LINES]
     assert calls == [len(LINES)]  # one batch for the five requests
 
 
-def test_continuous_batching_answers_each_request_as_translate_cli_does_alone(translator):
+def test_continuous_batching_answers_each_request_as_translate_cli_does_alone(loaded):
     """Requests that arrive while others are being searched join them; each is answered with
     what translate-cli gives its lines (blank lines, over-long lines cut, several settings)."""
     long_line = " ".join(
@@ -131,10 +131,10 @@ def test_continuous_batching_answers_each_request_as_translate_cli_does_alone(tr
         (LINES, SearchSettings(beam=3, length_penalty=1.0, engine="slots")),
         (LINES, SearchSettings(beam=1, length_penalty=1.0, engine="slots")),
     ]
-    engine = EngineLoop(translator, batch_tokens=40)  # a small budget: some lines wait their turn
+    engine = EngineLoop(loaded, batch_tokens=40)  # a small budget: some lines wait their turn
     answers, steps, segments = {}, 0, {}
     for request_id, (lines, key) in enumerate(requests):  # two new requests a step
-        segments[request_id] = prepare(translator, lines, key)
+        segments[request_id] = prepare(loaded, lines, key)
         found = engine.take(Join(request_id, segments[request_id].ids, key))
         if request_id % 2:
             found += engine.step()
@@ -146,21 +146,21 @@ def test_continuous_batching_answers_each_request_as_translate_cli_does_alone(tr
         steps += 1
         assert steps < 500
     for request_id, (lines, key) in enumerate(requests):
-        texts = finish(translator, segments[request_id], answers[request_id].found, key.n_best)
-        assert texts == translate_lines(translator, lines, key), key
+        texts = finish(loaded, segments[request_id], answers[request_id].found, key.n_best)
+        assert texts == translate_lines(loaded, lines, key), key
     assert not engine.requests and not engine.searches  # idle searches are let go
 
 
-def test_the_engine_loop_takes_requests_between_steps_and_answers_each(translator):
+def test_the_engine_loop_takes_requests_between_steps_and_answers_each(loaded):
     """`run_engine` over a queue, as the model process runs it: requests sent while others are
     searched, a cancel for a request it does not hold, and the end (None), which it answers with
     None before it returns."""
     key = SearchSettings(beam=2, length_penalty=1.0)
     inbox, answers = queue.Queue(), queue.Queue()
-    engine = EngineLoop(translator, batch_tokens=4096)
+    engine = EngineLoop(loaded, batch_tokens=4096)
     thread = threading.Thread(target=run_engine, args=(engine, inbox, answers.put))
     thread.start()
-    sent = {request_id: prepare(translator, [line], key) for request_id, line in enumerate(LINES)}
+    sent = {request_id: prepare(loaded, [line], key) for request_id, line in enumerate(LINES)}
     for request_id, segments in sent.items():
         inbox.put(Join(request_id, segments.ids, key))
     inbox.put(Cancel(len(LINES)))  # a request the engine does not hold: nothing happens
@@ -172,26 +172,24 @@ def test_the_engine_loop_takes_requests_between_steps_and_answers_each(translato
     assert sorted(answer.request_id for answer in received) == list(range(len(LINES)))
     for answer in received[:-1]:
         [line] = [LINES[answer.request_id]]
-        assert finish(translator, sent[answer.request_id], answer.found, 1) == [
-            alone(translator, line, 2)
-        ]
+        assert finish(loaded, sent[answer.request_id], answer.found, 1) == [alone(loaded, line, 2)]
 
 
-def test_both_engines_translate_alike(translator):
+def test_both_engines_translate_alike(loaded):
     """translate-cli's lines, an over-long one cut, greedy and beam, through either engine."""
     lines = LINES + [" ".join(["Choose Tools - Options."] * 12)]
     for beam in (1, 4):
         outputs = [
-            translate_lines(translator, lines, SearchSettings(beam=beam, engine=engine), 30)
+            translate_lines(loaded, lines, SearchSettings(beam=beam, engine=engine), 30)
             for engine in ("cohorts", "slots")
         ]
         assert outputs[0] == outputs[1]
 
 
-def test_continuous_batching_fails_only_the_requests_a_bad_setting_touches(translator):
-    engine = EngineLoop(translator, batch_tokens=4096)
+def test_continuous_batching_fails_only_the_requests_a_bad_setting_touches(loaded):
+    engine = EngineLoop(loaded, batch_tokens=4096)
     good = SearchSettings(beam=5, length_penalty=1.0)
-    segments = prepare(translator, ["Click OK."], good)
+    segments = prepare(loaded, ["Click OK."], good)
     [failed] = engine.take(Join(1, segments.ids, replace(good, target_lang="fr")))
     assert failed.request_id == 1 and failed.found is None and "fr" in failed.error
     assert engine.take(Join(2, segments.ids, good)) == []
@@ -199,7 +197,7 @@ def test_continuous_batching_fails_only_the_requests_a_bad_setting_touches(trans
     while engine.busy:
         answers += engine.step()
     [answer] = answers
-    assert finish(translator, segments, answer.found, 1) == [alone(translator, "Click OK.")]
+    assert finish(loaded, segments, answer.found, 1) == [alone(loaded, "Click OK.")]
 
 
 class FakeEngine:
@@ -342,7 +340,7 @@ def test_a_lone_request_does_not_wait_for_company_but_one_after_a_shared_batch_d
     assert calls == [1, 2, 2]  # "d" waited after the shared batch, and "e" joined it
 
 
-def test_a_client_that_left_does_not_break_the_batch(translator):
+def test_a_client_that_left_does_not_break_the_batch(loaded):
     async def scenario():
         release = threading.Event()
 
@@ -470,9 +468,9 @@ def test_a_dead_worker_fails_its_batch_and_is_replaced():
     ],
 )
 def test_bad_requests_are_refused_in_one_shape_naming_the_field_or_limit(
-    translator, checkpoint_path, body, status, words
+    loaded, checkpoint_path, body, status, words
 ):
-    with client_for(translator, max_lines=3, max_line_chars=50) as client:
+    with client_for(loaded, max_lines=3, max_line_chars=50) as client:
         response = client.post(
             "/translate", content=body.encode(), headers={"content-type": "application/json"}
         )
@@ -481,18 +479,18 @@ def test_bad_requests_are_refused_in_one_shape_naming_the_field_or_limit(
         assert str(checkpoint_path.parent) not in response.text  # no path of the server's
 
 
-def test_a_length_penalty_in_range_and_a_known_source_language_are_taken(translator):
-    with client_for(translator) as client:
+def test_a_length_penalty_in_range_and_a_known_source_language_are_taken(loaded):
+    with client_for(loaded) as client:
         body = {"text": LINES[:1], "length_penalty": 5, "source_lang": "en"}
         response = client.post("/translate", json=body)
         assert response.status_code == 200 and response.json()["length_penalty"] == 5.0
         assert response.json()["translations"] == translate_lines(
-            translator, LINES[:1], SearchSettings(beam=5, length_penalty=5.0)
+            loaded, LINES[:1], SearchSettings(beam=5, length_penalty=5.0)
         )
 
 
-def test_errors_of_every_route_come_in_one_shape_and_every_status_is_counted(translator):
-    with client_for(translator, max_body_bytes=100) as client:
+def test_errors_of_every_route_come_in_one_shape_and_every_status_is_counted(loaded):
+    with client_for(loaded, max_body_bytes=100) as client:
         assert client.get("/nowhere").json() == {"error": "Not Found"}
         assert client.get("/translate").json() == {"error": "Method Not Allowed"}
         response = client.post("/translate", json={"text": ["a" * 200]})
@@ -503,9 +501,9 @@ def test_errors_of_every_route_come_in_one_shape_and_every_status_is_counted(tra
 
 
 def test_an_unexpected_fault_is_a_counted_500_in_the_one_shape_without_its_traceback(
-    translator, monkeypatch
+    loaded, monkeypatch
 ):
-    with client_for(translator) as client:
+    with client_for(loaded) as client:
         service = client.app.state.service
         monkeypatch.setattr(service, "check_lines", lambda text: 1 / 0)
         response = client.post("/translate", json={"text": ["a"]})
@@ -537,10 +535,10 @@ BODIES = (
 )
 
 
-def test_no_request_body_gets_a_5xx_but_503(translator):
+def test_no_request_body_gets_a_5xx_but_503(loaded):
     """Arbitrary JSON (NaN, huge numbers, lone surrogates, wrong types, deep lists) and bytes at
     /translate: a 2xx or 4xx in the one error shape, or 503; never another 5xx."""
-    with client_for(translator, max_lines=5, max_line_chars=30, max_beam=8) as client:
+    with client_for(loaded, max_lines=5, max_line_chars=30, max_beam=8) as client:
 
         @hypothesis.settings(
             max_examples=200,
@@ -564,10 +562,10 @@ def test_no_request_body_gets_a_5xx_but_503(translator):
         no_server_error()
 
 
-def test_a_full_queue_answers_503_with_retry_after(translator):
+def test_a_full_queue_answers_503_with_retry_after(loaded):
     """503 only where the queue holds other requests' lines now: a request that fits an idle
     server is never told to retry for its size."""
-    with client_for(translator, max_queued_lines=4, max_lines=4) as client:
+    with client_for(loaded, max_queued_lines=4, max_lines=4) as client:
         batcher = client.app.state.service.batcher
         batcher.queued_lines = 3  # other requests' lines, waiting
         response = client.post("/translate", json={"text": ["a", "b"]})
@@ -576,13 +574,13 @@ def test_a_full_queue_answers_503_with_retry_after(translator):
         assert client.post("/translate", json={"text": ["a", "b", "c", "d"]}).status_code == 200
 
 
-def test_an_items_lines_are_translated_each_and_its_line_breaks_kept(translator):
+def test_an_items_lines_are_translated_each_and_its_line_breaks_kept(loaded):
     """An item with line breaks is translated line by line as translate-cli translates lines,
     its breaks (LF, CRLF, blank lines) back where they were; each line counts against the rate."""
     lines = ["Click OK.", "Choose Tools - Options.", "", "Last line of the test."]
     item = f"{lines[0]}\r\n{lines[1]}\n{lines[2]}\n{lines[3]}"
-    expected = translate_lines(translator, lines, SearchSettings(beam=5, length_penalty=1.0))
-    with client_for(translator, req_limit=5) as client:
+    expected = translate_lines(loaded, lines, SearchSettings(beam=5, length_penalty=1.0))
+    with client_for(loaded, req_limit=5) as client:
         response = client.post("/translate", json={"text": [item, "Click OK."]})
         assert response.status_code == 200, response.text
         assert response.json()["translations"] == [
@@ -593,8 +591,8 @@ def test_an_items_lines_are_translated_each_and_its_line_breaks_kept(translator)
         assert client.post("/translate", json={"text": ["a"]}).status_code == 429  # 5 spent
 
 
-def test_the_api_key_is_required_where_set(translator):
-    with client_for(translator, api_key="s3cret") as client:
+def test_the_api_key_is_required_where_set(loaded):
+    with client_for(loaded, api_key="s3cret") as client:
         assert client.post("/translate", json={"text": ["a"]}).status_code == 401
         assert (
             client.post(
@@ -614,8 +612,8 @@ def test_the_api_key_is_required_where_set(translator):
         assert "keyRequired = true" in client.get("/").text
 
 
-def test_info_metrics_and_the_page(translator, checkpoint_path):
-    with client_for(translator, checkpoint_digest=file_digest(checkpoint_path)) as client:
+def test_info_metrics_and_the_page(loaded, checkpoint_path):
+    with client_for(loaded, checkpoint_digest=file_digest(checkpoint_path)) as client:
         info = client.get("/info").json()
         assert (
             info["tie_embeddings"] == "all"
@@ -650,8 +648,8 @@ def test_info_metrics_and_the_page(translator, checkpoint_path):
         assert client.get("/docs").status_code == 200
 
 
-def test_the_api_page_loads_its_assets_from_the_server(translator):
-    with client_for(translator) as client:
+def test_the_api_page_loads_its_assets_from_the_server(loaded):
+    with client_for(loaded) as client:
         page = client.get("/docs")
         assets = re.findall(r'(?:src|href)="([^"]+)"', page.text)
         assert page.status_code == 200 and len(assets) >= 2
@@ -671,9 +669,7 @@ def test_serving_does_not_load_the_training_stack():
     assert result.stdout.strip() == "[]", result.stderr
 
 
-def test_the_real_server_batches_concurrent_clients_and_drains_on_sigterm(
-    checkpoint_path, translator
-):
+def test_the_real_server_batches_concurrent_clients_and_drains_on_sigterm(checkpoint_path, loaded):
     server, base = start_server(
         checkpoint_path,
         "--api-key-env",
@@ -699,7 +695,7 @@ def test_the_real_server_batches_concurrent_clients_and_drains_on_sigterm(
             thread.join(60)
         assert len(results) == 8
         for lines, translations in results.values():
-            assert translations == [alone(translator, line) for line in lines]
+            assert translations == [alone(loaded, line) for line in lines]
         metrics = httpx.get(f"{base}/metrics", headers={"X-API-Key": "k"}).text
         # Lines of several clients were searched at once: some turn held more than the 4 non-blank
         # lines a request has at most.
@@ -887,7 +883,7 @@ def test_the_model_process_starts_with_onednn_caches_bounded(checkpoint_path, mo
     not Path("/proc/self/stat").exists(), reason="finds the model process through /proc"
 )
 def test_a_killed_model_process_is_replaced_and_a_killed_server_leaves_none(
-    checkpoint_path, translator
+    checkpoint_path, loaded
 ):
     server, base = start_server(checkpoint_path)
     try:
@@ -903,7 +899,7 @@ def test_a_killed_model_process_is_replaced_and_a_killed_server_leaves_none(
             assert answered.headers["retry-after"] == "5"
             assert "model process stopped" in answered.json()["error"]
         assert answered.status_code == 200
-        assert answered.json()["translations"] == [alone(translator, LINES[0])]
+        assert answered.json()["translations"] == [alone(loaded, LINES[0])]
         [replacement] = model_processes(server)
         assert replacement != worker
     finally:
@@ -923,7 +919,7 @@ CHROMIUM = next(
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (.ci/run installs it)")
-def test_the_page_translates_in_a_real_browser(checkpoint_path, translator, tmp_path):
+def test_the_page_translates_in_a_real_browser(checkpoint_path, loaded, tmp_path):
     playwright = pytest.importorskip("playwright.sync_api")
     server, base = start_server(checkpoint_path)
     try:
@@ -951,8 +947,8 @@ def test_the_page_translates_in_a_real_browser(checkpoint_path, translator, tmp_
             finally:
                 browser.close()
         assert output.split("\n") == [
-            alone(translator, "Click OK."),
-            alone(translator, "Choose Tools - Options."),
+            alone(loaded, "Click OK."),
+            alone(loaded, "Choose Tools - Options."),
         ]
         assert (tmp_path / "page.png").stat().st_size > 0
         assert "/translate" in operations and requested
@@ -988,25 +984,25 @@ def test_a_restriction_the_checkpoint_cannot_make_is_refused_at_start(checkpoint
     assert result.stderr.strip().count("\n") == 0 and "restrict" in result.stderr, result.stderr
 
 
-def test_the_server_s_own_copy_of_the_checkpoint_holds_no_weights(checkpoint_path, translator):
+def test_the_server_s_own_copy_of_the_checkpoint_holds_no_weights(checkpoint_path, loaded):
     """translate-serve's process reads the vocabulary and the run's settings; the model process
     holds the one copy of the weights."""
-    bare = load_translator(checkpoint_path, weights=False)
+    bare = load_model(checkpoint_path, weights=False)
     assert isinstance(bare.model, ModelShape) and not hasattr(bare.model, "parameters")
-    assert bare.vocab.source.encode(["Click OK."]) == translator.vocab.source.encode(["Click OK."])
+    assert bare.vocab.source.encode(["Click OK."]) == loaded.vocab.source.encode(["Click OK."])
     assert (bare.data.languages, bare.data.directions, bare.search_defaults()) == (
-        translator.data.languages,
-        translator.data.directions,
-        translator.search_defaults(),
+        loaded.data.languages,
+        loaded.data.directions,
+        loaded.search_defaults(),
     )
-    assert bare.model.cfg == translator.model.cfg
-    assert bare.model.tgt_vocab_size == translator.model.tgt_vocab_size
-    assert bare.data.max_length == translator.data.max_length
+    assert bare.model.cfg == loaded.model.cfg
+    assert bare.model.tgt_vocab_size == loaded.model.tgt_vocab_size
+    assert bare.data.max_length == loaded.data.max_length
 
 
-def test_the_native_api_names_the_protected_tokens_each_translation_lacks(translator):
+def test_the_native_api_names_the_protected_tokens_each_translation_lacks(loaded):
     texts = ["Click button 36.", "Open the file.", "Press Ctrl+S.\nSelect cell 15."]
-    with client_for(translator) as client:
+    with client_for(loaded) as client:
         body = client.post("/translate", json={"text": texts}).json()
     expected = []
     for text, translation in zip(texts, body["translations"]):

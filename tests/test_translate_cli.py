@@ -10,10 +10,11 @@ from helpers import joint_vocab, random_checkpoint
 from search_oracle import beam_search
 from tolerances import score_terms, tolerance, within_rounding
 
+import translate.decode.loaded_model
 import translate.decode.pipeline
-import translate.decode.translator
 from translate.cli.common import split_line_warning
 from translate.cli.translate import main
+from translate.decode.loaded_model import load_model
 from translate.decode.pipeline import (
     SplitLine,
     TargetLanguageError,
@@ -23,7 +24,6 @@ from translate.decode.pipeline import (
     translate_nbest,
 )
 from translate.decode.settings import SearchSettings
-from translate.decode.translator import load_translator
 from translate.model.checkpoint import CheckpointError
 from translate.score.metrics import corpus_scores
 from translate.text.protected import describe, lost_spans
@@ -93,15 +93,13 @@ def test_n_best_gives_n_scored_lines_per_input_line(files, capsys, tmp_path):
 
 
 def test_pipeline_keeps_order_and_n_best_per_line(files):
-    translator = load_translator(files["ckpt"])
-    flat = translate_lines(translator, LINES, SearchSettings(beam=3, n_best=2))
+    loaded = load_model(files["ckpt"])
+    flat = translate_lines(loaded, LINES, SearchSettings(beam=3, n_best=2))
     assert len(flat) == 2 * len(LINES) and flat[2:4] == ["", ""]
-    alone = [
-        translate_lines(translator, [line], SearchSettings(beam=3, n_best=2)) for line in LINES
-    ]
+    alone = [translate_lines(loaded, [line], SearchSettings(beam=3, n_best=2)) for line in LINES]
     assert flat == [text for texts in alone for text in texts]
-    assert translate_lines(translator, LINES) == [
-        entries[0].text for entries in translate_nbest(translator, LINES, SearchSettings(beam=1))
+    assert translate_lines(loaded, LINES) == [
+        entries[0].text for entries in translate_nbest(loaded, LINES, SearchSettings(beam=1))
     ]
 
 
@@ -179,21 +177,21 @@ def test_split_long_cuts_at_sentence_ends_then_word_starts():
         assert all(1 <= len(segment) <= limit for segment in segments)
 
 
-def two_searches_terms(translator) -> int:
+def two_searches_terms(loaded) -> int:
     """The terms behind the difference of two float32 searches' scores, each up to the model's last position."""
-    cfg = translator.model.cfg
-    return 2 * score_terms(cfg, cfg.max_positions, len(translator.vocab.target), cfg.max_positions)
+    cfg = loaded.model.cfg
+    return 2 * score_terms(cfg, cfg.max_positions, len(loaded.vocab.target), cfg.max_positions)
 
 
 def one_at_a_time(
-    translator, segments: list[list[int]], beam: int, n_best: int
+    loaded, segments: list[list[int]], beam: int, n_best: int
 ) -> list[tuple[list[int], float]]:
     """The reference: each segment searched alone (a batch of one), hypotheses joined by rank."""
     found = []
     for ids in segments:
         src = torch.tensor([ids + [EOS_ID]])
         with torch.inference_mode():
-            found.append(beam_search(translator.model, src, beam, 1.0, n_best, 1.0, 5)[0])
+            found.append(beam_search(loaded.model, src, beam, 1.0, n_best, 1.0, 5)[0])
     return [
         ([t for hyps in found for t in hyps[k].tokens], sum(hyps[k].score for hyps in found))
         for k in range(n_best)
@@ -202,20 +200,20 @@ def one_at_a_time(
 
 @pytest.mark.numerical
 def test_an_over_long_line_is_translated_sentence_by_sentence(files, capsys):
-    translator = load_translator(files["plain"])
+    loaded = load_model(files["plain"])
     sentences = [
         "Click OK.",
         "Choose Tools - Macros - Organize Dialogs.",
         "Last line!",
         "Click Save.",
     ]
-    encoded = translator.vocab.source.encode(sentences)
+    encoded = loaded.vocab.source.encode(sentences)
     line = " ".join(sentences)
-    assert translator.vocab.source.encode([line])[0] == [t for ids in encoded for t in ids]
+    assert loaded.vocab.source.encode([line])[0] == [t for ids in encoded for t in ids]
     limit = max(map(len, encoded))
     splits = []
     nbest = translate_nbest(
-        translator,
+        loaded,
         ["Click OK.", line, ""],
         SearchSettings(beam=3, n_best=2, max_input_tokens=limit),
         on_split=splits.append,
@@ -224,16 +222,16 @@ def test_an_over_long_line_is_translated_sentence_by_sentence(files, capsys):
     split_line_warning(splits[0])
     err = capsys.readouterr().err
     assert f"line 2 has {sum(map(len, encoded))} tokens" in err and "in 4 segments" in err
-    expected = one_at_a_time(translator, encoded, beam=3, n_best=2)
-    assert [entry.text for entry in nbest[1]] == translator.vocab.target.decode(
+    expected = one_at_a_time(loaded, encoded, beam=3, n_best=2)
+    assert [entry.text for entry in nbest[1]] == loaded.vocab.target.decode(
         [t for t, _ in expected]
     )
-    terms = two_searches_terms(translator)
+    terms = two_searches_terms(loaded)
     # the 4 segments' scores summed: all of one sign, so their errors stay relative to the sum
     assert [entry.score for entry in nbest[1]] == within_rounding(
         [score for _, score in expected], torch.float32, terms + 4
     )
-    alone = translate_nbest(translator, ["Click OK."], SearchSettings(beam=3, n_best=2))[0]
+    alone = translate_nbest(loaded, ["Click OK."], SearchSettings(beam=3, n_best=2))[0]
     assert [e.text for e in nbest[0]] == [e.text for e in alone]
     assert [e.score for e in nbest[0]] == within_rounding(
         [e.score for e in alone], torch.float32, terms
@@ -242,7 +240,7 @@ def test_an_over_long_line_is_translated_sentence_by_sentence(files, capsys):
 
 
 def test_the_default_limit_is_the_longest_training_sentence(files, capsys, tmp_path):
-    plain = load_translator(files["plain"])
+    plain = load_model(files["plain"])
     assert plain.data.max_length is None  # no run config: the model's positions (63)
     line = " ".join(["Click OK."] * 5)  # 35 tokens
     translate_nbest(plain, [line], on_split=split_line_warning)
@@ -250,7 +248,7 @@ def test_the_default_limit_is_the_longest_training_sentence(files, capsys, tmp_p
     source = torch.load(files["plain"], weights_only=True)
     source["translate"]["run_config"] = "data:\n  max_length: 12\n"
     torch.save(source, tmp_path / "trained12.ckpt")
-    trained = load_translator(tmp_path / "trained12.ckpt")
+    trained = load_model(tmp_path / "trained12.ckpt")
     assert trained.data.max_length == 12
     translate_nbest(trained, [line], on_split=split_line_warning)
     assert "more than the 12 the model was trained on" in capsys.readouterr().err
@@ -313,7 +311,7 @@ def test_reference_with_another_line_count_is_refused_before_translating(
     def no_work(*args, **kwargs):
         raise AssertionError("work was done before the reference was checked")
 
-    monkeypatch.setattr(translate.decode.translator, "load_translator", no_work)
+    monkeypatch.setattr(translate.decode.loaded_model, "load_model", no_work)
     monkeypatch.setattr(translate.decode.pipeline, "translate_nbest", no_work)
     reference = tmp_path / "short.de"
     reference.write_text("eins\nzwei\n", encoding="utf-8")
@@ -342,9 +340,9 @@ def test_n_best_larger_than_beam_is_refused(files, capsys, tmp_path):
 
 
 def test_restrict_target_produces_only_training_target_tokens(files, capsys):
-    translator = load_translator(files["ckpt"])
-    mask = translator.target_token_mask()
-    expected = torch.zeros(len(translator.vocab.target), dtype=torch.bool)
+    loaded = load_model(files["ckpt"])
+    mask = loaded.target_token_mask()
+    expected = torch.zeros(len(loaded.vocab.target), dtype=torch.bool)
     expected[files["words"] + [UNK_ID, EOS_ID]] = True
     assert torch.equal(mask, expected) and not mask[PAD_ID] and not mask[BOS_ID]
 
@@ -360,9 +358,9 @@ def test_restrict_target_produces_only_training_target_tokens(files, capsys):
 
 
 def test_restrict_target_without_recorded_tokens_is_a_clear_error(files, capsys, tmp_path):
-    assert load_translator(files["plain"]).target_tokens is None
+    assert load_model(files["plain"]).target_tokens is None
     with pytest.raises(CheckpointError, match="does not record its target-side tokens"):
-        load_translator(files["plain"]).target_token_mask()
+        load_model(files["plain"]).target_token_mask()
     code = main(
         [
             "--checkpoint",
@@ -497,11 +495,11 @@ def test_a_stopped_run_resumes_where_it_stopped_and_gives_one_run_s_output(
     translated = []
     original = translate.decode.pipeline.translate_nbest
 
-    def stops_on_second_chunk(translator, lines, *args, **kwargs):
+    def stops_on_second_chunk(loaded, lines, *args, **kwargs):
         if len(translated) == 5:
             raise KeyboardInterrupt
         translated.extend(lines)
-        return original(translator, lines, *args, **kwargs)
+        return original(loaded, lines, *args, **kwargs)
 
     monkeypatch.setattr(translate.decode.pipeline, "translate_nbest", stops_on_second_chunk)
     code, _, err = run(files, capsys, *settings, "--chunk-lines", "5", "--output", str(out))
@@ -528,9 +526,9 @@ def test_a_stopped_run_resumes_where_it_stopped_and_gives_one_run_s_output(
     )
     assert code == 2 and "another --beam than" in err
 
-    def counts_lines(translator, lines, *args, **kwargs):
+    def counts_lines(loaded, lines, *args, **kwargs):
         translated.extend(lines)
-        return original(translator, lines, *args, **kwargs)
+        return original(loaded, lines, *args, **kwargs)
 
     monkeypatch.setattr(translate.decode.pipeline, "translate_nbest", counts_lines)
     translated.clear()
@@ -543,7 +541,7 @@ def test_a_stopped_run_resumes_where_it_stopped_and_gives_one_run_s_output(
     assert [row[:2] for row in resumed] == [row[:2] for row in whole]
     # printed with 4 decimals: searched again in other batches, a score may print one unit apart
     scores = [row[2] for row in whole]
-    rounding = tolerance(torch.float32, two_searches_terms(load_translator(files["ckpt"]))) * max(
+    rounding = tolerance(torch.float32, two_searches_terms(load_model(files["ckpt"]))) * max(
         map(abs, scores)
     )
     assert [row[2] for row in resumed] == pytest.approx(scores, abs=1e-4 + rounding)
@@ -596,13 +594,13 @@ def test_a_target_language_the_model_lacks_is_a_typed_error_each_front_end_words
     checkpoint_path, capsys, tmp_path
 ):
     """The library carries the facts; translate-cli names its flag and the checkpoint."""
-    translator = load_translator(checkpoint_path)
+    loaded = load_model(checkpoint_path)
     with pytest.raises(TargetLanguageError) as caught:
-        target_tags_for(translator, "fr")
+        target_tags_for(loaded, "fr")
     error = caught.value
     assert (error.asked, error.known, error.trained) == ("fr", ["de"], ("en", "de"))
     assert error.reason("this model") == "this model translates en→de only"
-    assert target_tags_for(translator, "de", "en").zero_shot is False
+    assert target_tags_for(loaded, "de", "en").zero_shot is False
     source = tmp_path / "in.en"
     source.write_text("Click OK.\n")
     arguments = ["--checkpoint", str(checkpoint_path), "--source", str(source), "--quiet"]

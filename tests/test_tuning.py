@@ -13,14 +13,14 @@ from translate.cli.train import main as train_main
 from translate.cli.translate import main as translate_main
 from translate.cli.tune import main as tune_main
 from translate.decode import tuning
-from translate.decode.translator import load_translator
+from translate.decode.loaded_model import load_model
 from translate.score.scored_text import ScoredText
 
 
 def fake_scores(table: dict):
     """`score` that reads (BLEU, brevity penalty) of each alpha from `table`; greedy gets (15, 1)."""
 
-    def score(translator, jobs, beam, alpha, batch_tokens):
+    def score(loaded, jobs, beam, alpha, batch_tokens):
         bleu, bp = table[alpha] if beam > 1 else (15.0, 1.0)
         return {
             "beam": beam,
@@ -91,7 +91,7 @@ def test_fit_ends_with_the_tuned_search_in_the_last_checkpoint(trained, capfd):
     search = torch.load(trained, weights_only=True)["translate"]["search"]
     assert search["beam"] == 5 and search["length_penalty"] in tuning.CANDIDATES
     assert search["sentences"] == 40 and len(search["candidates"]) == len(tuning.CANDIDATES)
-    assert load_translator(trained).search_defaults() == {
+    assert load_model(trained).search_defaults() == {
         "beam": 5,
         "length_penalty": search["length_penalty"],
     }
@@ -116,7 +116,7 @@ def test_translate_tune_writes_the_choice_that_translate_cli_then_uses(trained, 
         == 0
     )
     assert "| beam 3, alpha 3.0 (chosen) |" in capsys.readouterr().out
-    assert load_translator(checkpoint).search_defaults() == {"beam": 3, "length_penalty": 3.0}
+    assert load_model(checkpoint).search_defaults() == {"beam": 3, "length_penalty": 3.0}
     source = tmp_path / "in.en"
     source.write_text(
         "".join(line + "\n" for line in (FIXTURE / "test.en").read_text().splitlines()[:12])

@@ -27,7 +27,7 @@ from tolerances import assert_within_rounding, tolerance, transformer_terms, wit
 
 from translate.cli import inspect as inspect_cli
 from translate.decode.cache import SearchCache
-from translate.decode.translator import load_translator
+from translate.decode.loaded_model import load_model
 from translate.export.ctranslate2 import ctranslate2_spec
 from translate.export.huggingface import huggingface_architecture
 from translate.export.output import ExportError
@@ -391,10 +391,8 @@ def test_inspect_reports_shared_layers_in_text_and_json(vocab, tmp_path, capsys)
         share_encoder_decoder_layers=True,
         embedding_adapter=True,
     )
-    translator = load_translator(path)
-    assert (
-        translator.model.decoder_layers[2].self_attn is translator.model.encoder_layers[0].self_attn
-    )
+    loaded = load_model(path)
+    assert loaded.model.decoder_layers[2].self_attn is loaded.model.encoder_layers[0].self_attn
     assert inspect_cli.main(["--checkpoint", str(path), "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
     assert {frozenset(n) for n in info["shared_tensors"]} == storage_groups_in_file(path)
@@ -502,34 +500,29 @@ def test_tying_study_smoke_writes_the_table_and_plot(tmp_path, bundled_corpus_ca
 @pytest.mark.slow  # twelve trainings
 def test_distant_pair_study_smoke_writes_the_table_and_plot(tmp_path):
     out = tmp_path / "distant"
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "scripts" / "studies" / "distant_study.py"),
-            "--smoke",
-            "--out",
-            str(out),
-            "--seeds",
-            "1",
-            "2",
-            "--corpus",
-            str(REPO / "tests" / "fixtures" / "libreoffice_multiway"),
-            "--langs",
-            "de",
-            "ja",
-            "--cells",
-            "none",
-            "all",
-            "separate-decoder",
-            "multilingual",
-            "--cache-dir",
-            str(tmp_path / "cache"),
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    result_args = [
+        sys.executable,
+        str(REPO / "scripts" / "studies" / "distant_study.py"),
+        "--smoke",
+        "--out",
+        str(out),
+        "--seeds",
+        "1",
+        "2",
+        "--corpus",
+        str(REPO / "tests" / "fixtures" / "libreoffice_multiway"),
+        "--langs",
+        "de",
+        "ja",
+        "--cells",
+        "none",
+        "all",
+        "separate-decoder",
+        "multilingual",
+        "--cache-dir",
+        str(tmp_path / "cache"),
+    ]
+    result = subprocess.run(result_args, cwd=REPO, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     rows = json.loads((out / "results.json").read_text())
     assert sorted({(r["lang"], r["cell"]) for r in rows}) == [
@@ -576,6 +569,19 @@ def test_distant_pair_study_smoke_writes_the_table_and_plot(tmp_path):
     row = next(line for line in table.splitlines() if line.startswith("| ja | 1, 2 | BLEU |"))
     assert row.split(" | ")[3] == f"{gain:+.2f}" and ", p " in row
     assert (out / "results.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # a run that stopped at its time cap before its updates is not counted
+    cut = out / "none-de-seed2" / "result.json"
+    result = json.loads(cut.read_text())
+    for stopped in result["rows"]:
+        stopped["updates"] = 1
+    cut.write_text(json.dumps(result))
+    again = subprocess.run(
+        [*result_args, "--resume", "--report-only"], cwd=REPO, capture_output=True, text=True
+    )
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "none-de-seed2 stopped at 1 of 2 updates (trainer.max_time): not counted" in again.stderr
+    runs = {r["run"] for r in json.loads((out / "results.json").read_text())}
+    assert "none-de-seed2" not in runs and "none-de-seed1" in runs
 
 
 # --- shared_rows and tie_embeddings auto ------------------------------------------------------

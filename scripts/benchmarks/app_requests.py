@@ -125,7 +125,7 @@ def discourse_post(characters: int) -> tuple[str, list[str]]:
 
 
 def discourse(post: str, raw: str, api_key: str = "") -> list[Exchange]:
-    """discourse-translator: /detect (a form: the raw text cut to 1,000 characters, then its tags
+    """discourse-loaded: /detect (a form: the raw text cut to 1,000 characters, then its tags
     stripped; api_key sent empty when unset), /languages, then /translate as a form: the cooked
     HTML (cut at 5,000 characters by default), the detected source, format html."""
     form = {"headers": {**EMPTY_FORM, "User-Agent": "excon/1.2.5"}}

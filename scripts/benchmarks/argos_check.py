@@ -174,27 +174,27 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
+    from translate.decode.loaded_model import load_model
     from translate.decode.pipeline import translate_lines
     from translate.decode.settings import SearchSettings
-    from translate.decode.translator import load_translator
     from translate.export.argos import export_argos
     from translate.score.metrics import corpus_scores
     from translate.text.language_codes import argos_code
 
     torch.set_num_threads(1)
-    translator = load_translator(args.checkpoint)
-    (source, target), *_ = translator.data.directions
-    test = translator.data.read("test", (source, target))
+    loaded = load_model(args.checkpoint)
+    (source, target), *_ = loaded.data.directions
+    test = loaded.data.read("test", (source, target))
     sources, references = test.sources[: args.limit], test.references[: args.limit]
     described = test.description
-    defaults = translator.search_defaults()
+    defaults = loaded.search_defaults()
     with tempfile.TemporaryDirectory() as tmp:
         package = export_argos(args.checkpoint, Path(tmp) / "out")[0].path
         codes = (argos_code(source), argos_code(target))
         print(f"{described}: {len(sources)} lines; {package.name}", flush=True)
         greedy = argos_translate(package, sources, Path(tmp) / "greedy", 1, codes)
         limit = SearchSettings(beam=1, length_penalty=0.0, max_len_a=0.0, max_len_b=257)
-        ours = translate_lines(translator, sources, limit)
+        ours = translate_lines(loaded, sources, limit)
         found = compare_greedy(sources, ours, greedy)
         print(
             f"greedy: {len(found['compared']) - len(found['different'])} of {len(found['compared'])} "
@@ -235,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
                 )
         beam = argos_translate(package, sources, Path(tmp) / "beam", defaults["beam"], codes)
     ours_beam = translate_lines(
-        translator,
+        loaded,
         sources,
         SearchSettings(beam=defaults["beam"], length_penalty=defaults["length_penalty"]),
     )

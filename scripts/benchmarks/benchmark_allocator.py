@@ -30,22 +30,22 @@ def measure(checkpoint: str, limit: int, repeats: int, keep: bool) -> dict:
     import torch
 
     from translate.decode.allocator import keep_freed_memory
+    from translate.decode.loaded_model import load_model
     from translate.decode.pipeline import translate_nbest
-    from translate.decode.translator import load_translator
     from translate.text.corpus import BUNDLED_CORPUS, read_lines, split_paths
 
     kept = keep_freed_memory() if keep else False
     torch.set_num_threads(1)
-    translator = load_translator(checkpoint)
+    loaded = load_model(checkpoint)
     sources = read_lines(split_paths(BUNDLED_CORPUS, "test", "en", "de")[0])[:limit]
     result = {"kept": kept}
     for beam in (1, 5):
-        translate_nbest(translator, sources, SearchSettings(beam=beam, length_penalty=0.0))  # warm
+        translate_nbest(loaded, sources, SearchSettings(beam=beam, length_penalty=0.0))  # warm
         faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         times = []
         for _ in range(repeats):
             start = time.perf_counter()
-            translate_nbest(translator, sources, SearchSettings(beam=beam, length_penalty=0.0))
+            translate_nbest(loaded, sources, SearchSettings(beam=beam, length_penalty=0.0))
             times.append(time.perf_counter() - start)
         result[f"beam {beam}"] = (
             min(times),

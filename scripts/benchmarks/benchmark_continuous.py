@@ -24,32 +24,32 @@ sys.path.insert(0, str(REPO))
 import torch  # noqa: E402
 
 from translate.decode import continuous  # noqa: E402
+from translate.decode.loaded_model import load_model  # noqa: E402
 from translate.decode.pipeline import translate_lines  # noqa: E402
 from translate.decode.settings import SearchSettings  # noqa: E402
-from translate.decode.translator import load_translator  # noqa: E402
 from translate.serve import continuous as serve_continuous  # noqa: E402
 from translate.text.corpus import BUNDLED_CORPUS, read_lines, split_paths  # noqa: E402
 
 
 def closed_loop(
-    translator, lines: list[str], key: SearchSettings, clients: int
+    loaded, lines: list[str], key: SearchSettings, clients: int
 ) -> tuple[float, float, list[str]]:
     """Seconds to answer every line with `clients` in flight, the mean lines a step searched, and
     the translations: the engine loop of translate-serve's model process, stepped here, each
     answer followed at once by that client's next line."""
-    engine = serve_continuous.EngineLoop(translator, batch_tokens=4096)
+    engine = serve_continuous.EngineLoop(loaded, batch_tokens=4096)
     waiting, in_flight, steps, held, answers, segments = list(range(len(lines))), 0, 0, 0, {}, {}
     started = time.perf_counter()
     while waiting or in_flight:
         while waiting and in_flight < clients:
             index = waiting.pop()
-            segments[index] = serve_continuous.prepare(translator, [lines[index]], key)
+            segments[index] = serve_continuous.prepare(loaded, [lines[index]], key)
             engine.take(serve_continuous.Join(index, segments[index].ids, key))
             in_flight += 1
         for answer in engine.step():
             in_flight -= 1
             answers[answer.request_id] = serve_continuous.finish(
-                translator, segments[answer.request_id], answer.found, key.n_best
+                loaded, segments[answer.request_id], answer.found, key.n_best
             )[0]
         steps, held = (
             steps + 1,
@@ -73,18 +73,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--join", default="8", help="JOIN_FRACTION values (default: 8)")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    translator = load_translator(args.checkpoint, torch.device("cpu"))
+    loaded = load_model(args.checkpoint, torch.device("cpu"))
     lines = read_lines(split_paths(BUNDLED_CORPUS, "test", "en", "de")[0])
     random.Random(0).shuffle(lines)
     lines = lines[: args.sentences]
-    defaults = translator.search_defaults()
+    defaults = loaded.search_defaults()
     key = SearchSettings(beam=defaults["beam"], length_penalty=defaults["length_penalty"])
     translate_lines(
-        translator, lines[:50], SearchSettings(beam=key.beam, length_penalty=key.length_penalty)
+        loaded, lines[:50], SearchSettings(beam=key.beam, length_penalty=key.length_penalty)
     )  # warm
     started = time.perf_counter()
     expected = translate_lines(
-        translator, lines, SearchSettings(beam=key.beam, length_penalty=key.length_penalty)
+        loaded, lines, SearchSettings(beam=key.beam, length_penalty=key.length_penalty)
     )
     cli = time.perf_counter() - started
     print(
@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         for cohorts in map(int, args.cohorts.split(",")):
             for join in map(int, args.join.split(",")):
                 continuous.MAX_COHORTS, serve_continuous.JOIN_FRACTION = cohorts, join
-                seconds, held, outputs = closed_loop(translator, lines, key, clients)
+                seconds, held, outputs = closed_loop(loaded, lines, key, clients)
                 same = sum(output == reference for output, reference in zip(outputs, expected))
                 print(
                     f"| {clients} | {cohorts} | 1/{join} | {len(lines) / seconds:.1f} | {cli / seconds:.2f}x | "

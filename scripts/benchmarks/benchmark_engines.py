@@ -26,9 +26,9 @@ import torch  # noqa: E402
 
 from translate.decode import pipeline  # noqa: E402
 from translate.decode.device import autocast, prepare_decoding  # noqa: E402
+from translate.decode.loaded_model import load_model  # noqa: E402
 from translate.decode.settings import SearchSettings  # noqa: E402
 from translate.decode.slots import SlotSearch  # noqa: E402
-from translate.decode.translator import load_translator  # noqa: E402
 from translate.text.vocab import EOS_ID  # noqa: E402
 
 TEST = REPO / "translate" / "corpora" / "libreoffice_help_en_de" / "test.en.gz"
@@ -47,28 +47,28 @@ def parse_args() -> argparse.Namespace:
     return parser.parse_args()
 
 
-def timed(translator, lines: list[str], settings: SearchSettings, batch_tokens: int):
-    sync = torch.cuda.synchronize if translator.model.output.weight.is_cuda else (lambda: None)
+def timed(loaded, lines: list[str], settings: SearchSettings, batch_tokens: int):
+    sync = torch.cuda.synchronize if loaded.model.output.weight.is_cuda else (lambda: None)
     sync()
     started = time.perf_counter()
-    out = pipeline.translate_lines(translator, lines, settings, batch_tokens)
+    out = pipeline.translate_lines(loaded, lines, settings, batch_tokens)
     sync()
     return time.perf_counter() - started, out
 
 
-def syncs_per_step(translator, lines: list[str], beam: int, steps: int = 24) -> dict:
+def syncs_per_step(loaded, lines: list[str], beam: int, steps: int = 24) -> dict:
     """Steps of a full slot table with no read in between, under sync debug mode 'warn' counted
     by a handler: how many host syncs the steps make."""
     import warnings
 
-    target = pipeline.target_tags_for(translator, None)
-    plan = pipeline.search_plan(translator, SearchSettings(beam=beam), target)
-    search = SlotSearch(translator.model, plan, poll_every=10**6)
-    sources = [target.prefix + ids + [EOS_ID] for ids in translator.vocab.source.encode(lines[:64])]
+    target = pipeline.target_tags_for(loaded, None)
+    plan = pipeline.search_plan(loaded, SearchSettings(beam=beam), target)
+    search = SlotSearch(loaded.model, plan, poll_every=10**6)
+    sources = [target.prefix + ids + [EOS_ID] for ids in loaded.vocab.source.encode(lines[:64])]
     search.add(range(len(sources)), sources)
     search._fill()  # the join (not counted)
     in_use = max(i for i, o in enumerate(search.occupants) if o is not None) + 1
-    cuda = translator.model.output.weight.is_cuda
+    cuda = loaded.model.output.weight.is_cuda
     if cuda:
         torch.cuda.synchronize()
     with warnings.catch_warnings(record=True) as caught:
@@ -91,7 +91,7 @@ def syncs_per_step(translator, lines: list[str], beam: int, steps: int = 24) -> 
 def main() -> int:
     args = parse_args()
     prepare_decoding(args.device)
-    translator = load_translator(args.checkpoint, args.device)
+    loaded = load_model(args.checkpoint, args.device)
     with gzip.open(TEST, "rt", encoding="utf-8") as handle:
         lines = handle.read().splitlines()
     if args.lines:
@@ -103,12 +103,12 @@ def main() -> int:
         for beam in [int(b) for b in args.beams.split(",")]:
             base = SearchSettings(beam=beam, length_penalty=1.0)
             best, outputs = {}, {}
-            timed(translator, lines[:64], replace(base, engine="slots"), args.batch_tokens)
-            timed(translator, lines[:64], replace(base, engine="cohorts"), args.batch_tokens)
+            timed(loaded, lines[:64], replace(base, engine="slots"), args.batch_tokens)
+            timed(loaded, lines[:64], replace(base, engine="cohorts"), args.batch_tokens)
             for _ in range(args.repeats):
                 for engine in ("cohorts", "slots"):
                     seconds, out = timed(
-                        translator, lines, replace(base, engine=engine), args.batch_tokens
+                        loaded, lines, replace(base, engine=engine), args.batch_tokens
                     )
                     best[engine] = min(best.get(engine, float("inf")), seconds)
                     outputs[engine] = out
@@ -123,7 +123,7 @@ def main() -> int:
             rows.append(row)
             print(json.dumps(row), flush=True)
         if args.device == "cuda" or args.lines:  # on the CPU only as a check of the path
-            report["syncs"] = [syncs_per_step(translator, lines, beam) for beam in (1, 5)]
+            report["syncs"] = [syncs_per_step(loaded, lines, beam) for beam in (1, 5)]
             print(json.dumps(report["syncs"]), flush=True)
     report["rows"] = rows
     if args.json:

@@ -343,20 +343,20 @@ def random_batches(
     what a closed loop of `size` single-sentence clients offers at best (printed as JSON)."""
     import torch
 
+    from translate.decode.loaded_model import load_model
     from translate.decode.pipeline import translate_lines
-    from translate.decode.translator import load_translator
     from translate.defaults import BATCH_TOKENS
 
     torch.set_num_threads(threads)
-    translator = load_translator(checkpoint)
-    search = translator.search_defaults()
+    loaded = load_model(checkpoint)
+    search = loaded.search_defaults()
     throughput = {}
     for size in sizes:
         draw = random.Random(0)
 
         def translate() -> None:
             translate_lines(
-                translator,
+                loaded,
                 draw.sample(sentences, size),
                 SearchSettings(beam=search["beam"], length_penalty=search["length_penalty"]),
                 batch_tokens=BATCH_TOKENS,

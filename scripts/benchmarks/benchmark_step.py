@@ -34,15 +34,15 @@ import torch  # noqa: E402
 
 from translate.decode.continuous import ContinuousGreedySearch, search_batch  # noqa: E402
 from translate.decode.device import prepare_decoding  # noqa: E402
-from translate.decode.translator import load_translator  # noqa: E402
+from translate.decode.loaded_model import load_model  # noqa: E402
 from translate.text.corpus import BUNDLED_CORPUS, read_lines, split_paths  # noqa: E402
 from translate.text.vocab import EOS_ID  # noqa: E402
 
 
-def source_tokens(translator, count: int) -> list[int]:
+def source_tokens(loaded, count: int) -> list[int]:
     """The first test sentence of at least `count` tokens, cut to `count`."""
     for line in read_lines(split_paths(BUNDLED_CORPUS, "test", "en", "de")[0]):
-        ids = translator.vocab.source.encode([line])[0]
+        ids = loaded.vocab.source.encode([line])[0]
         if len(ids) >= count:
             return ids[:count]
     raise SystemExit(f"--source-tokens {count}: no test sentence is that long")
@@ -58,25 +58,23 @@ def best_of(repeats: int, run) -> float:
     return min(times)
 
 
-def ours_step_ms(
-    translator, ids: list[int], rows: int, short: int, long: int, repeats: int
-) -> float:
+def ours_step_ms(loaded, ids: list[int], rows: int, short: int, long: int, repeats: int) -> float:
     src = [ids + [EOS_ID]] * rows
 
     def run(
         steps: int,
     ):  # EOS is never chosen: every row decodes `steps` steps, the last one forced to EOS
-        search = ContinuousGreedySearch(translator.model, 0.0, steps, never=[EOS_ID])
+        search = ContinuousGreedySearch(loaded.model, 0.0, steps, never=[EOS_ID])
         return lambda: search_batch(search, src)
 
     return (best_of(repeats, run(long)) - best_of(repeats, run(short))) / (long - short) * 1e3
 
 
-def products_ms(translator, rows: int, repeats: int, passes: int = 50) -> float:
+def products_ms(loaded, rows: int, repeats: int, passes: int = 50) -> float:
     """One step's linear layers alone (each decoder layer's query, key, value and output products of
     self-attention, query and output of cross-attention, the feed-forward pair, then the output
     projection), called as decoding calls them on `rows` rows: the floor of our step."""
-    model = translator.model
+    model = loaded.model
     layers = [
         module
         for layer in model.decoder_layers
@@ -107,14 +105,14 @@ def ctranslate2_worker(connection, ct2_dir: str, compute: str, threads: int) -> 
     pieces, longest output, repeats) with seconds, as ours are measured."""
     from benchmark_translate import ctranslate2_translator
 
-    translator = ctranslate2_translator(ct2_dir, "cpu", compute, threads)
+    ct2 = ctranslate2_translator(ct2_dir, "cpu", compute, threads)
     while (job := connection.recv()) is not None:
         if job[0] == "batch":
             _, sentences, longest, repeats = job  # its lengths leave out the EOS that ours count
             connection.send(
                 best_of(
                     repeats,
-                    lambda: translator.translate_batch(
+                    lambda: ct2.translate_batch(
                         sentences, beam_size=1, max_decoding_length=longest - 1, max_batch_size=0
                     ),
                 )
@@ -123,7 +121,7 @@ def ctranslate2_worker(connection, ct2_dir: str, compute: str, threads: int) -> 
         _, pieces, rows, short, long, repeats = job
 
         def run(steps: int):
-            return lambda: translator.translate_batch(
+            return lambda: ct2.translate_batch(
                 [pieces] * rows,
                 beam_size=1,
                 min_decoding_length=steps - 1,
@@ -136,7 +134,7 @@ def ctranslate2_worker(connection, ct2_dir: str, compute: str, threads: int) -> 
         )
 
 
-def by_batch(translator, connection, sentences: int, repeats: int) -> None:
+def by_batch(loaded, connection, sentences: int, repeats: int) -> None:
     """Each of translate-cli's length-sorted batches of the first `sentences` test sentences,
     decoded greedily alone by ours and by CTranslate2 (one length limit a batch, as in
     scripts/benchmarks/benchmark_translate.py); then ours over the same batches joined, as translate-cli."""
@@ -146,11 +144,11 @@ def by_batch(translator, connection, sentences: int, repeats: int) -> None:
     from translate.decode.pipeline import length_batches
     from translate.defaults import BATCH_TOKENS
 
-    config = translator.training_config
+    config = loaded.training_config
     a, b = config.get("max_len_a", 1.5), config.get("max_len_b", 10)
     lines = read_lines(split_paths(BUNDLED_CORPUS, "test", "en", "de")[0])[:sentences]
-    encoded = translator.vocab.source.encode(lines)
-    piece = translator.vocab.source.processor.id_to_piece
+    encoded = loaded.vocab.source.encode(lines)
+    piece = loaded.vocab.source.processor.id_to_piece
     print(
         "| batch | sentences | longest source | ours s | CTranslate2 s | ours / CTranslate2 (speed) |\n"
         "|---:|---:|---:|---:|---:|---:|"
@@ -159,13 +157,13 @@ def by_batch(translator, connection, sentences: int, repeats: int) -> None:
     for number, batch in enumerate(length_batches([len(ids) for ids in encoded], BATCH_TOKENS), 1):
         src = [encoded[i] + [EOS_ID] for i in batch]
         mine = best_of(
-            repeats, lambda: search_batch(ContinuousGreedySearch(translator.model, a, b), src)
+            repeats, lambda: search_batch(ContinuousGreedySearch(loaded.model, a, b), src)
         )
         connection.send(
             (
                 "batch",
                 [[piece(t) for t in encoded[i]] for i in batch],
-                batch_limits(translator, encoded, batch),
+                batch_limits(loaded, encoded, batch),
                 repeats,
             )
         )
@@ -182,7 +180,7 @@ def by_batch(translator, connection, sentences: int, repeats: int) -> None:
     batches = length_batches([len(ids) for ids in encoded], BATCH_TOKENS)
 
     def joined():  # as translate-cli searches them: one running search, longest first
-        search = ContinuousGreedySearch(translator.model, a, b)
+        search = ContinuousGreedySearch(loaded.model, a, b)
         sources = ((batch, [encoded[i] + [EOS_ID] for i in batch]) for batch in reversed(batches))
         for _ in search_joined(search, sources, BATCH_TOKENS):
             pass
@@ -195,7 +193,7 @@ def by_batch(translator, connection, sentences: int, repeats: int) -> None:
     for batch in batches:
         src = [encoded[i] + [EOS_ID] for i in batch]
         totals[0] += best_of(
-            repeats, lambda: search_batch(ContinuousGreedySearch(translator.model, 0.0, 1), src)
+            repeats, lambda: search_batch(ContinuousGreedySearch(loaded.model, 0.0, 1), src)
         )
         connection.send(("batch", [[piece(t) for t in encoded[i]] for i in batch], 2, repeats))
         totals[1] += connection.recv()
@@ -242,10 +240,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--short must be positive and below --long")
     torch.set_num_threads(args.threads)
     prepare_decoding("cpu")  # as translate-cli does
-    translator = load_translator(args.checkpoint, quantize=args.quantize)
-    if args.long > translator.model.cfg.max_positions:
+    loaded = load_model(args.checkpoint, quantize=args.quantize)
+    if args.long > loaded.model.cfg.max_positions:
         parser.error(
-            f"--long {args.long}: the model covers {translator.model.cfg.max_positions} positions"
+            f"--long {args.long}: the model covers {loaded.model.cfg.max_positions} positions"
         )
     compute = "int8" if args.quantize == "int8" else "float32"
 
@@ -266,10 +264,10 @@ def main(argv: list[str] | None = None) -> int:
                 f"the first {args.batches} test sentences in translate-cli's batches, greedy, {args.threads} "
                 f"thread(s), {compute}, best of {args.repeats}; torch {torch.__version__}"
             )
-            by_batch(translator, connection, args.batches, args.repeats)
+            by_batch(loaded, connection, args.batches, args.repeats)
         else:
-            ids = source_tokens(translator, args.source_tokens)
-            pieces = [translator.vocab.source.processor.id_to_piece(token) for token in ids]
+            ids = source_tokens(loaded, args.source_tokens)
+            pieces = [loaded.vocab.source.processor.id_to_piece(token) for token in ids]
             print(
                 f"{args.source_tokens} source tokens, steps {args.short} to {args.long}, {args.threads} thread(s), "
                 f"{compute}, best of {args.repeats}; torch {torch.__version__}"
@@ -279,8 +277,8 @@ def main(argv: list[str] | None = None) -> int:
                 "|---:|---:|---:|---:|---:|"
             )
             for rows in (int(r) for r in args.rows.split(",")):
-                mine = ours_step_ms(translator, ids, rows, args.short, args.long, args.repeats)
-                floor = products_ms(translator, rows, args.repeats)
+                mine = ours_step_ms(loaded, ids, rows, args.short, args.long, args.repeats)
+                floor = products_ms(loaded, rows, args.repeats)
                 connection.send(("step", pieces, rows, args.short, args.long, args.repeats))
                 theirs = connection.recv()
                 print(

@@ -8,7 +8,7 @@ The checkpoint is exported to a temporary Hugging Face directory and a CTranslat
 (`translate.export`), then the bundled test split is translated by
   - ours: `translate_nbest`, what translate-cli runs (tokenize, search, detokenize), in a process
     set up as translate-cli's (`translate.decode.allocator`);
-  - ours-unpacked: the same with plain `nn.Linear` layers (`load_translator(pack=False)`),
+  - ours-unpacked: the same with plain `nn.Linear` layers (`load_model(pack=False)`),
     which shows what packing the weights (`translate/model/packing.py`) gains;
   - ours-int8: the same with int8 linear layers (`translate-cli --quantize int8`);
   - ours-int8-unfused: int8 with each feed-forward ReLU a pass of its own (plain
@@ -55,9 +55,9 @@ sys.path.insert(0, str(REPO))
 import torch  # noqa: E402
 
 from translate.decode.device import autocast, prepare_decoding  # noqa: E402
+from translate.decode.loaded_model import LoadedModel, load_model  # noqa: E402
 from translate.decode.pipeline import BATCH_TOKENS, length_batches, translate_nbest  # noqa: E402
 from translate.decode.settings import SearchSettings  # noqa: E402
-from translate.decode.translator import Translator, load_translator  # noqa: E402
 from translate.export.ctranslate2 import COMPUTE_TYPES  # noqa: E402
 from translate.model.padding import pad  # noqa: E402
 from translate.model.quantize import linear_bytes  # noqa: E402
@@ -97,24 +97,22 @@ class Row:
     sentences: int
 
 
-def batch_limits(translator: Translator, encoded: list[list[int]], batch: list[int]) -> int:
+def batch_limits(loaded: LoadedModel, encoded: list[list[int]], batch: list[int]) -> int:
     """The longest output (EOS included) our search allows any sentence of `batch`."""
-    config = translator.training_config
+    config = loaded.training_config
     a, b = config.get("max_len_a", 1.5), config.get("max_len_b", 10)
-    limit = translator.model.cfg.max_positions
+    limit = loaded.model.cfg.max_positions
     return max(min(int((len(encoded[i]) + 1) * a + b), limit) for i in batch)
 
 
-def ours(
-    translator: Translator, lines: list[str], setting: Setting, batch_tokens: int
-) -> list[str]:
+def ours(loaded: LoadedModel, lines: list[str], setting: Setting, batch_tokens: int) -> list[str]:
     # Every line whole, as the other systems read it (no sentence-by-sentence over-long lines).
     nbest = translate_nbest(
-        translator,
+        loaded,
         lines,
         SearchSettings(
             beam=setting.beam,
-            max_input_tokens=translator.model.cfg.max_positions - 1,
+            max_input_tokens=loaded.model.cfg.max_positions - 1,
             length_penalty=setting.length_penalty,
             restrict_to_target=setting.restrict,
         ),
@@ -123,7 +121,7 @@ def ours(
     return [entries[0].text for entries in nbest]
 
 
-def transformers_runner(hf_model, translator: Translator, encoded, batches) -> Callable:
+def transformers_runner(hf_model, loaded: LoadedModel, encoded, batches) -> Callable:
     device = next(hf_model.parameters()).device
 
     def run(setting: Setting) -> list[str]:
@@ -138,19 +136,19 @@ def transformers_runner(hf_model, translator: Translator, encoded, batches) -> C
                     do_sample=False,
                     length_penalty=setting.length_penalty,
                     early_stopping=False,
-                    max_new_tokens=batch_limits(translator, encoded, batch),
+                    max_new_tokens=batch_limits(loaded, encoded, batch),
                     num_return_sequences=1,
                 )
                 rows = [[t for t in row if t > EOS_ID] for row in generated[:, 1:].tolist()]
-                for index, text in zip(batch, translator.vocab.target.decode(rows)):
+                for index, text in zip(batch, loaded.vocab.target.decode(rows)):
                     outputs[index] = text
         return outputs
 
     return run
 
 
-def ctranslate2_runner(ct2_translator, translator: Translator, encoded, batches) -> Callable:
-    source, target = translator.vocab.source.processor, translator.vocab.target.processor
+def ctranslate2_runner(ct2_translator, loaded: LoadedModel, encoded, batches) -> Callable:
+    source, target = loaded.vocab.source.processor, loaded.vocab.target.processor
     pieces = [[source.id_to_piece(t) for t in ids] for ids in encoded]
 
     def run(setting: Setting) -> list[str]:
@@ -161,7 +159,7 @@ def ctranslate2_runner(ct2_translator, translator: Translator, encoded, batches)
                 beam_size=setting.beam,
                 length_penalty=setting.length_penalty,
                 # CTranslate2 does not count the EOS that our limit counts.
-                max_decoding_length=batch_limits(translator, encoded, batch) - 1,
+                max_decoding_length=batch_limits(loaded, encoded, batch) - 1,
                 max_batch_size=0,
             )
             for index, result in zip(batch, results):
@@ -184,7 +182,7 @@ def export_both(
     device: str,
     precision: str,
     skip: set[str],
-    translator: Translator,
+    loaded: LoadedModel,
     encoded: list[list[int]],
     batches: list[list[int]],
     in_process: bool = False,
@@ -215,7 +213,7 @@ def export_both(
             if in_process:
                 ct2[name] = ctranslate2_runner(
                     ctranslate2_translator(ct2_dir, device, compute, torch.get_num_threads()),
-                    translator,
+                    loaded,
                     encoded,
                     batches,
                 )
@@ -291,9 +289,9 @@ def _ctranslate2_worker(
     torch.set_num_threads(
         1
     )  # this process's torch only reads the checkpoint: no thread pool of its own
-    translator = load_translator(checkpoint, pack=False)
+    loaded = load_model(checkpoint, pack=False)
     run = ctranslate2_runner(
-        ctranslate2_translator(ct2_dir, device, compute, threads), translator, encoded, batches
+        ctranslate2_translator(ct2_dir, device, compute, threads), loaded, encoded, batches
     )
     connection.send("ready")
     while (setting := connection.recv()) is not None:
@@ -302,13 +300,13 @@ def _ctranslate2_worker(
 
 def int8_unfused(checkpoint: str):
     """The checkpoint with PyTorch's plain dynamic int8 linear layers: no feed-forward ReLU fused."""
-    translator = load_translator(checkpoint, pack=False)
+    loaded = load_model(checkpoint, pack=False)
     with warnings.catch_warnings():  # torch.ao's notice of its move to torchao
         warnings.simplefilter("ignore")
-        translator.model = torch.ao.quantization.quantize_dynamic(
-            translator.model, {torch.nn.Linear}, dtype=torch.qint8
+        loaded.model = torch.ao.quantization.quantize_dynamic(
+            loaded.model, {torch.nn.Linear}, dtype=torch.qint8
         )
-    return translator
+    return loaded
 
 
 def markdown(rows: list[Row]) -> str:
@@ -397,16 +395,16 @@ def main(argv: list[str] | None = None) -> int:
     sources, references = read_lines(src_path), read_lines(ref_path)
     if args.limit:
         sources, references = sources[: args.limit], references[: args.limit]
-    translator = load_translator(args.checkpoint, args.device)
+    loaded = load_model(args.checkpoint, args.device)
     batch_tokens = args.batch_tokens or BATCH_TOKENS
-    encoded = translator.vocab.source.encode(sources)
+    encoded = loaded.vocab.source.encode(sources)
     batches = length_batches([len(ids) for ids in encoded], batch_tokens)
     beams = [int(b) for b in args.beams.split(",")]
     skip = set(filter(None, args.skip.split(",")))
     if args.device == "cuda":  # packing and int8 are CPU paths
         skip |= {"ours-unpacked", "ours-int8", "ours-int8-unfused"}
-    unpacked = None if "ours-unpacked" in skip else load_translator(args.checkpoint, pack=False)
-    int8 = None if "ours-int8" in skip else load_translator(args.checkpoint, quantize="int8")
+    unpacked = None if "ours-unpacked" in skip else load_model(args.checkpoint, pack=False)
+    int8 = None if "ours-int8" in skip else load_model(args.checkpoint, quantize="int8")
     unfused = None if "ours-int8-unfused" in skip else int8_unfused(args.checkpoint)
 
     settings = []
@@ -430,7 +428,7 @@ def main(argv: list[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory(prefix="benchmark_translate.") as tmp:
         runners: dict[str, Callable[[Setting], list[str]]] = {
-            "ours": lambda setting: ours(translator, sources, setting, batch_tokens),
+            "ours": lambda setting: ours(loaded, sources, setting, batch_tokens),
             "ours-unpacked": lambda setting: ours(unpacked, sources, setting, batch_tokens),
             "ours-int8": lambda setting: ours(int8, sources, setting, batch_tokens),
             "ours-int8-unfused": lambda setting: ours(unfused, sources, setting, batch_tokens),
@@ -443,15 +441,13 @@ def main(argv: list[str] | None = None) -> int:
                 args.device,
                 args.precision,
                 skip,
-                translator,
+                loaded,
                 encoded,
                 batches,
                 args.ct2_in_process,
             )
             if hf_model is not None:
-                runners["transformers"] = transformers_runner(
-                    hf_model, translator, encoded, batches
-                )
+                runners["transformers"] = transformers_runner(hf_model, loaded, encoded, batches)
             runners.update(ct2)
         best: dict[str, float] = {}
         outputs: dict[str, list[str]] = {}
@@ -478,11 +474,11 @@ def main(argv: list[str] | None = None) -> int:
             if isinstance(worker, IsolatedCTranslate2):
                 worker.close()
 
-    limits = [batch_limits(translator, encoded, [i]) for i in range(len(encoded))]
+    limits = [batch_limits(loaded, encoded, [i]) for i in range(len(encoded))]
     rows = []
     for setting in settings:
         texts = outputs[setting.label]
-        tokens = sum(len(ids) + 1 for ids in translator.vocab.target.encode(texts))
+        tokens = sum(len(ids) + 1 for ids in loaded.vocab.target.encode(texts))
         scores = corpus_scores(texts, references)
         mine = outputs[Setting("ours", setting.beam, setting.length_penalty).label]
         compared = not (setting.system == "ours" and not setting.restrict)
@@ -490,9 +486,7 @@ def main(argv: list[str] | None = None) -> int:
         at_limit = (
             sum(
                 a != b and len(ids) + 1 >= limit
-                for a, b, ids, limit in zip(
-                    texts, mine, translator.vocab.target.encode(mine), limits
-                )
+                for a, b, ids, limit in zip(texts, mine, loaded.vocab.target.encode(mine), limits)
             )
             if compared
             else None
@@ -522,7 +516,7 @@ def main(argv: list[str] | None = None) -> int:
     print(markdown(rows))
     print(f"BLEU signature: {scores.bleu_signature}")
     print(
-        f"model in memory: float32 {linear_bytes(translator.model) / 2**20:.1f} MiB"
+        f"model in memory: float32 {linear_bytes(loaded.model) / 2**20:.1f} MiB"
         + ("" if int8 is None else f", int8 {linear_bytes(int8.model) / 2**20:.1f} MiB")
         + f"; checkpoint on disk {Path(args.checkpoint).stat().st_size / 2**20:.1f} MiB"
     )

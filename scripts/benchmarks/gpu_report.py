@@ -411,8 +411,8 @@ def probe_ctranslate2(checkpoint: str, device: str) -> dict:
 
         with tempfile.TemporaryDirectory() as tmp:
             directory = export_ctranslate2(Path(checkpoint), Path(tmp) / "ct2")
-            translator = ctranslate2.Translator(str(directory), device=device)
-            translator.translate_batch([["▁a"]], max_decoding_length=4)
+            ct2 = ctranslate2.Translator(str(directory), device=device)
+            ct2.translate_batch([["▁a"]], max_decoding_length=4)
         return {
             "usable": True,
             "version": ctranslate2.__version__,

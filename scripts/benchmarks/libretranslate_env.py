@@ -223,7 +223,7 @@ def install_checkpoint(
     """`checkpoint` exported into `workdir`/packages as Argos packages (`translate-export
     --format argos`) and installed (install_packages) with the checkpoint's beam: the environment
     to start LibreTranslate in."""
-    from translate.decode.translator import load_translator
+    from translate.decode.loaded_model import load_model
 
     packages = workdir / "packages"
     subprocess.run(
@@ -241,7 +241,7 @@ def install_checkpoint(
         check=True,
         cwd=REPO,
     )
-    beam = load_translator(checkpoint, pack=False).search_defaults()["beam"]
+    beam = load_model(checkpoint, pack=False).search_defaults()["beam"]
     return install_packages(venv, sorted(packages.iterdir()), workdir, beam, threads)
 
 

@@ -17,12 +17,12 @@ class TranslateAPI(ls.LitAPI):
     def setup(self, device) -> None:
         import torch
 
-        from translate.decode.translator import load_translator
+        from translate.decode.loaded_model import load_model
 
         torch.set_num_threads(self.threads)
         # Packed, with oneDNN's caches bounded as translate-serve's model process (the same model path).
-        self.translator = load_translator(self.checkpoint, torch.device("cpu"))
-        self.search = self.translator.search_defaults()
+        self.loaded = load_model(self.checkpoint, torch.device("cpu"))
+        self.search = self.loaded.search_defaults()
 
     def decode_request(self, request: dict) -> str:
         return request["text"][0]
@@ -32,7 +32,7 @@ class TranslateAPI(ls.LitAPI):
         from translate.defaults import BATCH_TOKENS
 
         return translate_lines(
-            self.translator,
+            self.loaded,
             list(lines),
             SearchSettings(beam=self.search["beam"], length_penalty=self.search["length_penalty"]),
             batch_tokens=BATCH_TOKENS,

@@ -25,9 +25,9 @@ sys.path.insert(0, str(REPO))
 import torch  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
+from translate.decode.loaded_model import load_model  # noqa: E402
 from translate.decode.pipeline import translate_lines  # noqa: E402
 from translate.decode.settings import SearchSettings  # noqa: E402
-from translate.decode.translator import load_translator  # noqa: E402
 from translate.model.transformer import MultiHeadAttention  # noqa: E402
 from translate.text.corpus import BUNDLED_CORPUS, read_lines, split_paths  # noqa: E402
 
@@ -55,15 +55,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    translator = load_translator(args.checkpoint, torch.device("cpu"), quantize=args.quantize)
+    loaded = load_model(args.checkpoint, torch.device("cpu"), quantize=args.quantize)
     sources = read_lines(split_paths(BUNDLED_CORPUS, "test", "en", "de")[0])[: args.limit]
     if args.by_rows:
-        return by_rows(translator, sources, args)
+        return by_rows(loaded, sources, args)
 
     def run() -> float:
         started = time.perf_counter()
         translate_lines(
-            translator, sources, SearchSettings(beam=args.beam, length_penalty=args.length_penalty)
+            loaded, sources, SearchSettings(beam=args.beam, length_penalty=args.length_penalty)
         )
         return time.perf_counter() - started
 
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def by_rows(translator, sources: list[str], args) -> int:
+def by_rows(loaded, sources: list[str], args) -> int:
     """Encoder seconds, and decoding steps and seconds by rows decoded (buckets of 16)."""
     if args.batch:
         sources = random.Random(0).sample(sources, len(sources))
@@ -95,7 +95,7 @@ def by_rows(translator, sources: list[str], args) -> int:
         if args.batch
         else [sources]
     )
-    model = translator.model
+    model = loaded.model
     plain_decode, plain_encode = model.decode, model.encode
     plain_blocks = MultiHeadAttention._attend_blocks
     steps: dict[int, list] = defaultdict(lambda: [0, 0.0])  # bucket of 16 rows: [steps, seconds]
@@ -132,7 +132,7 @@ def by_rows(translator, sources: list[str], args) -> int:
         started = time.perf_counter()
         for chunk in chunks:
             translate_lines(
-                translator,
+                loaded,
                 chunk,
                 SearchSettings(beam=args.beam, length_penalty=args.length_penalty),
             )

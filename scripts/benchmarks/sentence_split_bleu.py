@@ -19,9 +19,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from translate.decode.loaded_model import load_model  # noqa: E402
 from translate.decode.pipeline import translate_lines  # noqa: E402
 from translate.decode.settings import SearchSettings  # noqa: E402
-from translate.decode.translator import load_translator  # noqa: E402
 from translate.text.corpus import BUNDLED_CORPUS, read_lines, split_paths  # noqa: E402
 from translate.text.sentences import split_text  # noqa: E402
 
@@ -39,12 +39,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--split", default="test")
     parser.add_argument("--out", default="runs/sentence-split", help="where the hypotheses go")
     args = parser.parse_args(argv)
-    translator = load_translator(args.checkpoint)
-    defaults = translator.search_defaults()
+    loaded = load_model(args.checkpoint)
+    defaults = loaded.search_defaults()
     settings = SearchSettings(beam=defaults["beam"], length_penalty=defaults["length_penalty"])
-    source_path, reference_path = split_paths(
-        Path(args.corpus), args.split, *translator.data.languages
-    )
+    source_path, reference_path = split_paths(Path(args.corpus), args.split, *loaded.data.languages)
     sources = read_lines(source_path)
     splits = [split_text(line) for line in sources]
     pieces = [piece for split in splits for piece in split.pieces]
@@ -53,11 +51,11 @@ def main(argv: list[str] | None = None) -> int:
         f"{len(pieces)} sentences",
         flush=True,
     )
-    translated = iter(translate_lines(translator, pieces, settings))
+    translated = iter(translate_lines(loaded, pieces, settings))
     joined = [split.join(list(islice(translated, len(split.pieces)))) for split in splits]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    whole = translate_lines(translator, sources, settings)
+    whole = translate_lines(loaded, sources, settings)
     for name, lines in (("lines", whole), ("sentences", joined)):
         (out / f"{name}.hyp").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     return subprocess.run(

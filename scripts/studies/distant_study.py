@@ -191,18 +191,18 @@ def piece_ids(vocab, lines: list[str]) -> set[int]:
     return {i for ids in vocab.encode(lines) for i in ids}
 
 
-def foreign_pieces(translator, target_text: list[str]) -> list[int]:
+def foreign_pieces(loaded, target_text: list[str]) -> list[int]:
     """Pieces of the target softmax that the target language's training text never uses (the
     source language's, or another target's): ordinary pieces only, not specials or tags."""
     from translate.text.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
-    vocab = translator.vocab.target
+    vocab = loaded.vocab.target
     never = {PAD_ID, UNK_ID, BOS_ID, EOS_ID, *vocab.tag_ids().values()}
     return sorted(set(range(len(vocab))) - piece_ids(vocab, target_text) - never)
 
 
 def foreign_mass(
-    translator,
+    loaded,
     sources: list[str],
     references: list[str],
     foreign: list[int],
@@ -219,22 +219,20 @@ def foreign_mass(
 
     if not foreign:
         return 0.0
-    target = target_tags_for(translator, target_lang)
+    target = target_tags_for(loaded, target_lang)
     tag = target.prefix[0] if target.prefix else target.start
-    mask = torch.zeros(translator.model.tgt_vocab_size, dtype=torch.bool)
+    mask = torch.zeros(loaded.model.tgt_vocab_size, dtype=torch.bool)
     mask[foreign] = True
     total, count = 0.0, 0
     with torch.inference_mode():
         for start in range(0, len(sources), batch):
-            src = translator.vocab.source.encode(sources[start : start + batch])
-            tgt = translator.vocab.target.encode(references[start : start + batch])
+            src = loaded.vocab.source.encode(sources[start : start + batch])
+            tgt = loaded.vocab.target.encode(references[start : start + batch])
             padded = collate(
                 [(np.array(s[:250]), np.array(t[:250]), None, tag) for s, t in zip(src, tgt)],
-                translator.data.lang_tag,
+                loaded.data.lang_tag,
             )
-            probs = torch.softmax(
-                translator.model(padded["src"], padded["tgt_in"], 0).float(), dim=-1
-            )
+            probs = torch.softmax(loaded.model(padded["src"], padded["tgt_in"], 0).float(), dim=-1)
             real = padded["tgt_out"] != 0
             total += float(probs[..., mask].sum(-1)[real].sum())
             count += int(real.sum())
@@ -249,48 +247,44 @@ def evaluate(
     train_text: dict[str, list[str]],
 ) -> list[dict]:
     """One row per target language the run's model translates into."""
+    from translate.decode.loaded_model import load_model
     from translate.decode.pipeline import translate_lines
-    from translate.decode.translator import load_translator
     from translate.model.analysis import asymmetry, direct_path
     from translate.model.checkpoint import read_checkpoint
     from translate.score.metrics import corpus_scores
     from translate.text.language_id import off_target_rate
 
     checkpoint = run_dir / "checkpoints" / "last.ckpt"
-    translator = load_translator(checkpoint)
-    counts = trained_parameter_counts(translator)
-    multilingual = translator.multilingual()
+    loaded = load_model(checkpoint)
+    counts = trained_parameter_counts(loaded)
+    multilingual = loaded.multilingual()
     rows = []
-    for lang in (
-        translator.data.target_languages if multilingual else [translator.data.languages[1]]
-    ):
+    for lang in loaded.data.target_languages if multilingual else [loaded.data.languages[1]]:
         started = time.perf_counter()
         target = lang if multilingual else None
         hypotheses = translate_lines(
-            translator, sources, SearchSettings(beam=1, target_lang=target, source_lang="en")
+            loaded, sources, SearchSettings(beam=1, target_lang=target, source_lang="en")
         )
         write_atomic(run_dir / f"test.{lang}.hyp", "".join(h + "\n" for h in hypotheses).encode())
         scores = corpus_scores(hypotheses, references[lang], target_lang=lang)
-        foreign = foreign_pieces(translator, train_text[lang])
+        foreign = foreign_pieces(loaded, train_text[lang])
         rows.append(
             {
                 "lang": lang,
                 "updates": read_checkpoint(checkpoint, mmap=True).get("global_step"),
                 "parameters": counts["total"],
                 "embedding_parameters": counts.get("in_embeddings"),
-                "joint_vocab": translator.vocab.joint,
-                "target_vocab": translator.model.tgt_vocab_size,
+                "joint_vocab": loaded.vocab.joint,
+                "target_vocab": loaded.model.tgt_vocab_size,
                 "bleu": scores.bleu,
                 "chrf": scores.chrf,
                 "bleu_signature": scores.bleu_signature,
                 "chrf_signature": scores.chrf_signature,
                 "off_target": off_target_rate(hypotheses, lang, ["en", *langs]),
-                "foreign_share": len(foreign) / translator.model.tgt_vocab_size,
-                "foreign_mass": foreign_mass(
-                    translator, sources, references[lang], foreign, target
-                ),
-                "asymmetry": asymmetry(direct_path(translator.model).cpu()),
-                "shared_mass": translator.tie_choice.shared_mass if translator.tie_choice else None,
+                "foreign_share": len(foreign) / loaded.model.tgt_vocab_size,
+                "foreign_mass": foreign_mass(loaded, sources, references[lang], foreign, target),
+                "asymmetry": asymmetry(direct_path(loaded.model).cpu()),
+                "shared_mass": loaded.tie_choice.shared_mass if loaded.tie_choice else None,
                 "decode_seconds": time.perf_counter() - started,
                 "test_sentences": len(sources),
             }
@@ -652,6 +646,26 @@ def plot(results: list[dict], langs: list[str], cells: list[str], path: Path) ->
     write_atomic(path, buffer.getvalue())
 
 
+def finished_rows(result_path: Path, config: dict) -> list[dict] | None:
+    """The result rows of a run that finished with `config`, or None: one that stopped before
+    its updates (at its time cap, trainer.max_time) is not counted, and trains again."""
+    if not result_path.is_file():
+        return None
+    result = json.loads(result_path.read_text())
+    if result.get("config") != config:
+        return None
+    wanted = config["trainer"]["max_steps"]
+    short = [row["updates"] for row in result["rows"] if (row.get("updates") or wanted) < wanted]
+    if short:
+        print(
+            f"distant study: {result_path.parent.name} stopped at {short[0]:,} of {wanted:,} "
+            "updates (trainer.max_time): not counted",
+            file=sys.stderr,
+        )
+        return None
+    return result["rows"]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -763,12 +777,9 @@ def main(argv: list[str] | None = None) -> int:
         run_dir = args.out / name
         config = run_config(base, cell, lang, args.langs, seed, run_dir, args.lang_tag)
         result_path = run_dir / "result.json"
-        if (
-            args.resume
-            and result_path.is_file()
-            and json.loads(result_path.read_text()).get("config") == config
-        ):
-            results += json.loads(result_path.read_text())["rows"]
+        finished = finished_rows(result_path, config) if args.resume else None
+        if finished is not None:
+            results += finished
             continue
         if args.report_only or (args.train_langs and lang not in args.train_langs):
             continue

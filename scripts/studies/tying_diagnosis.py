@@ -93,7 +93,7 @@ def vocabulary_split(data_config: dict, data_dir: Path, lang: str) -> dict:
     }
 
 
-def reference_losses(translator, sources: list[str], references: list[str], batch: int = 64):
+def reference_losses(loaded, sources: list[str], references: list[str], batch: int = 64):
     """(piece id, loss) of every reference token, EOS included, teacher-forced."""
     import torch
 
@@ -102,12 +102,12 @@ def reference_losses(translator, sources: list[str], references: list[str], batc
     ids, losses = [], []
     with torch.inference_mode():
         for start in range(0, len(sources), batch):
-            src = translator.vocab.source.encode(sources[start : start + batch])
-            tgt = translator.vocab.target.encode(references[start : start + batch])
+            src = loaded.vocab.source.encode(sources[start : start + batch])
+            tgt = loaded.vocab.target.encode(references[start : start + batch])
             padded = collate(
                 [(np.array(s[:250]), np.array(t[:250]), None) for s, t in zip(src, tgt)]
             )
-            logits = translator.model(padded["src"], padded["tgt_in"], 0).float()
+            logits = loaded.model(padded["src"], padded["tgt_in"], 0).float()
             nll = torch.nn.functional.cross_entropy(
                 logits.transpose(1, 2), padded["tgt_out"], reduction="none"
             )
@@ -135,14 +135,14 @@ def repetition(vocab, hypotheses: list[str]) -> dict:
 def run_measures(run_dir: Path, lang: str, split: dict, sources, references) -> dict:
     import torch
 
-    from translate.decode.translator import load_translator
+    from translate.decode.loaded_model import load_model
     from translate.model.analysis import direct_path, self_preference
     from translate.text.corpus import read_lines
     from translate.text.vocab_overlap import PieceClass
 
-    translator = load_translator(run_dir / "checkpoints" / "last.ckpt")
+    loaded = load_model(run_dir / "checkpoints" / "last.ckpt")
     used = torch.from_numpy(np.flatnonzero(split["target_counts"]))
-    ids, losses = reference_losses(translator, sources, references)
+    ids, losses = reference_losses(loaded, sources, references)
     classes, counts = split["classes"][ids], split["target_counts"][ids]
     by_class = {
         c.name.lower(): (float(losses[classes == c].sum()), int((classes == c).sum()))
@@ -162,9 +162,9 @@ def run_measures(run_dir: Path, lang: str, split: dict, sources, references) -> 
         "by_class": by_class,
         "by_band": by_band,
         "length_ratio": characters(hypotheses) / max(characters(references), 1),
-        "self_preference": self_preference(direct_path(translator.model), used),
-        **repetition(translator.vocab.target, hypotheses),
-        "reference": repetition(translator.vocab.target, references),
+        "self_preference": self_preference(direct_path(loaded.model), used),
+        **repetition(loaded.vocab.target, hypotheses),
+        "reference": repetition(loaded.vocab.target, references),
     }
 
 

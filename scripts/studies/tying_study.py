@@ -186,16 +186,16 @@ def logged_metrics(metrics_csv: Path) -> dict:
     }
 
 
-def trained_parameter_counts(translator) -> dict:
+def trained_parameter_counts(loaded) -> dict:
     """`parameter_counts` of the model as trained: a `shared_rows` model is loaded with its
     decoder input and output folded into full matrices, but trained one tied matrix and, per
     target-only piece, an input row and an output row."""
     from translate.model.transformer import TIE_MODES
 
-    counts = parameter_counts(translator.model)
-    choice = translator.tie_choice
+    counts = parameter_counts(loaded.model)
+    choice = loaded.tie_choice
     if choice is not None and TIE_MODES[choice.mode]["target_rows_apart"]:
-        model = translator.model
+        model = loaded.model
         folded = 2 * (model.tgt_vocab_size - choice.target_only_pieces) * model.cfg.d_model
         counts["total"] -= folded
         counts["in_embeddings"] -= folded
@@ -211,22 +211,22 @@ def evaluate_run(
     device: str = "cpu",
 ) -> dict:
     """Test-split scores (decoded on `device`) and direct-path measures of the run's last checkpoint."""
+    from translate.decode.loaded_model import load_model
     from translate.decode.pipeline import translate_lines
-    from translate.decode.translator import load_translator
     from translate.files import write_lines_atomic
     from translate.model.checkpoint import read_checkpoint
     from translate.score.metrics import corpus_scores
 
     checkpoint = run_dir / "checkpoints" / "last.ckpt"
     updates = read_checkpoint(checkpoint).get("global_step")  # fewer than max_steps if max_time hit
-    translator = load_translator(checkpoint, device)
+    loaded = load_model(checkpoint, device)
     started = time.perf_counter()
-    hypotheses = translate_lines(translator, sources, batch_tokens=batch_tokens)
+    hypotheses = translate_lines(loaded, sources, batch_tokens=batch_tokens)
     decode_seconds = time.perf_counter() - started
     write_lines_atomic(run_dir / "test.hyp", hypotheses)
     scores = corpus_scores(hypotheses, references)
-    path = direct_path(translator.model).cpu()
-    counts = trained_parameter_counts(translator)
+    path = direct_path(loaded.model).cpu()
+    counts = trained_parameter_counts(loaded)
     return {
         "updates": updates,
         "parameters": counts["total"],

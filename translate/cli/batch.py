@@ -84,13 +84,13 @@ def run(args: argparse.Namespace) -> int:
     from translate.train.quiet import quiet_third_party_noise
 
     quiet_third_party_noise()
-    from translate.decode.translator import load_translator
+    from translate.decode.loaded_model import load_model
     from translate.files import check_writable
     from translate.text.corpus import iter_lines
 
     output = check_writable(args.output)
     # The checkpoint's tuned beam and length penalty where not given (all but its weights read).
-    apply_search_defaults(args, load_translator(args.checkpoint, weights=False))
+    apply_search_defaults(args, load_model(args.checkpoint, weights=False))
     lines = sum(1 for _ in iter_lines(args.source))  # counts and checks the UTF-8 before any work
     module = BatchTranslation(
         args, chunk_bounds(lines, args.chunk_lines), output, on_split=split_line_warning

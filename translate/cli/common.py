@@ -162,12 +162,12 @@ def search_settings_error(args: argparse.Namespace) -> str | None:
     return None
 
 
-def apply_search_defaults(args: argparse.Namespace, translator) -> None:
+def apply_search_defaults(args: argparse.Namespace, loaded) -> None:
     """Fill --beam and --length-penalty where not given from the checkpoint's tuned settings
-    (`Translator.search_defaults`), and check the flags again with them."""
+    (`LoadedModel.search_defaults`), and check the flags again with them."""
     from translate.errors import UsageError
 
-    defaults = translator.search_defaults()
+    defaults = loaded.search_defaults()
     if args.beam is None:
         args.beam = defaults["beam"]
     if args.length_penalty is None:

@@ -234,7 +234,7 @@ def hypotheses_text(args: argparse.Namespace) -> ScoredText:
     return files_text(args.source, args.reference, direction)
 
 
-def translate(translator, text: ScoredText, args, device: str) -> list[str]:
+def translate(loaded, text: ScoredText, args, device: str) -> list[str]:
     """The checkpoint's translations of the text under the search flags and its own defaults,
     with a progress bar."""
     from tqdm import tqdm
@@ -242,13 +242,13 @@ def translate(translator, text: ScoredText, args, device: str) -> list[str]:
     from translate.decode.evaluation import direction_settings, translate_text
     from translate.decode.pipeline import target_tags_for
 
-    settings = direction_settings(translator, text, SearchSettings.from_args(args))
-    tags = target_tags_for(translator, settings.target_lang, settings.source_lang)
+    settings = direction_settings(loaded, text, SearchSettings.from_args(args))
+    tags = target_tags_for(loaded, settings.target_lang, settings.source_lang)
     zero_shot_warning(args.checkpoint, settings.source_lang, tags)
     with tqdm(total=len(text.sources), unit=" lines", file=sys.stderr, mininterval=1.0) as bar:
         with autocast(device, args.precision):
             return translate_text(
-                translator,
+                loaded,
                 text,
                 settings,
                 args.batch_tokens,
@@ -310,16 +310,16 @@ def score_hypotheses(args: argparse.Namespace, metrics: tuple[str, ...]) -> int:
 
 def score_checkpoint(args: argparse.Namespace, metrics: tuple[str, ...]) -> int:
     from translate.decode.evaluation import checkpoint_scores, checkpoint_texts
-    from translate.decode.translator import load_translator
+    from translate.decode.loaded_model import load_model
     from translate.files import write_lines_atomic
     from translate.score.scored_text import scores_table
 
     check_outputs(args)
     device = resolve_device(args)
     prepare_decoding(device)
-    translator = load_translator(args.checkpoint, device, quantize=args.quantize)
-    apply_search_defaults(args, translator)
-    texts = checkpoint_texts(translator, text_choice(args))
+    loaded = load_model(args.checkpoint, device, quantize=args.quantize)
+    apply_search_defaults(args, loaded)
+    texts = checkpoint_texts(loaded, text_choice(args))
     if len(texts) > 1 and one_direction_flag(args):
         raise UsageError(
             f"{one_direction_flag(args)} is for one direction and {args.checkpoint} was trained on "
@@ -328,10 +328,10 @@ def score_checkpoint(args: argparse.Namespace, metrics: tuple[str, ...]) -> int:
     rows = []
     for text in texts:
         print(f"translate-eval: {text.description} ({len(text.sources):,} lines)", file=sys.stderr)
-        hypotheses = translate(translator, text, args, device)
+        hypotheses = translate(loaded, text, args, device)
         if args.output:
             write_lines_atomic(args.output, hypotheses)
-        rows.append(checkpoint_scores(translator, text, hypotheses, metrics))
+        rows.append(checkpoint_scores(loaded, text, hypotheses, metrics))
         write_extras(args, text, [(args.checkpoint, hypotheses)], metrics)
     shown = [row.to_json() for row in rows]
     print(
@@ -385,13 +385,13 @@ def compare_systems(args: argparse.Namespace, metrics: tuple[str, ...]) -> int:
         if not kinds[path]:
             systems.append((path, read_lines(path)))
             continue
-        from translate.decode.translator import load_translator
+        from translate.decode.loaded_model import load_model
 
-        translator = load_translator(path, device, quantize=args.quantize)
+        loaded = load_model(path, device, quantize=args.quantize)
         system_args = copy.copy(args)  # each checkpoint's own tuned beam and length penalty
-        apply_search_defaults(system_args, translator)
+        apply_search_defaults(system_args, loaded)
         if text is None:
-            texts = checkpoint_texts(translator, text_choice(system_args))
+            texts = checkpoint_texts(loaded, text_choice(system_args))
             if len(texts) > 1:
                 raise UsageError(
                     f"--compare scores one direction; {path} has {len(texts)}: give one of --directions"
@@ -401,7 +401,7 @@ def compare_systems(args: argparse.Namespace, metrics: tuple[str, ...]) -> int:
             f"translate-eval: {path} on {text.description} ({len(text.sources):,} lines)",
             file=sys.stderr,
         )
-        systems.append((path, translate(translator, text, system_args, device)))
+        systems.append((path, translate(loaded, text, system_args, device)))
     for name, hypotheses in systems:
         check_references(hypotheses, text.references, (name, text.reference_names))
     print(

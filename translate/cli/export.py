@@ -58,9 +58,9 @@ def export(args: argparse.Namespace) -> int:
     from translate.export.huggingface import export_huggingface
 
     if args.format in ("argos", "ctranslate2"):
-        from translate.decode.translator import load_translator
+        from translate.decode.loaded_model import load_model
 
-        if load_translator(args.checkpoint, weights=False).data.protect_spans:
+        if load_model(args.checkpoint, weights=False).data.protect_spans:
             print(
                 f"translate-export: note: {args.checkpoint} learnt to copy sentinels for numbers, "
                 f"placeholders and the like (data.protect_spans); {args.format} translates text as "

@@ -42,8 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def report(translator, source_text: str | None = None, target_text: str | None = None) -> dict:
-    """Everything `translate-inspect` shows, as plain types, for a loaded `Translator`."""
+def report(loaded, source_text: str | None = None, target_text: str | None = None) -> dict:
+    """Everything `translate-inspect` shows, as plain types, for a `LoadedModel`."""
     from translate.model.analysis import (
         asymmetry,
         direct_path,
@@ -54,8 +54,8 @@ def report(translator, source_text: str | None = None, target_text: str | None =
     )
     from translate.text.corpus import read_lines
 
-    model, vocab = translator.model, translator.vocab
-    src_lang, tgt_lang = translator.data.languages or ("source", "target")
+    model, vocab = loaded.model, loaded.vocab
+    src_lang, tgt_lang = loaded.data.languages or ("source", "target")
     tokens: dict[str, dict] = {}
     if source_text:
         tokens[src_lang] = {
@@ -67,13 +67,13 @@ def report(translator, source_text: str | None = None, target_text: str | None =
             "used": distinct_ids(vocab.target, read_lines(target_text)),
             "from": target_text,
         }
-    elif translator.target_tokens is not None:
+    elif loaded.target_tokens is not None:
         tokens[tgt_lang] = {
-            "used": len(set(translator.target_tokens)),
+            "used": len(set(loaded.target_tokens)),
             "from": "recorded training targets",
         }
     return {
-        "checkpoint": translator.path,
+        "checkpoint": loaded.path,
         "parameters": parameter_counts(model),
         "shared_modules": shared_modules(model),
         "shared_tensors": shared_tensors(model),
@@ -85,10 +85,10 @@ def report(translator, source_text: str | None = None, target_text: str | None =
             "tokens_used": tokens,
         },
         "direct_path_asymmetry": asymmetry(direct_path(model)),
-        "tie_choice": asdict(translator.tie_choice) if translator.tie_choice else None,
+        "tie_choice": asdict(loaded.tie_choice) if loaded.tie_choice else None,
         "model_config": asdict(model.cfg),
-        "training_config": translator.training_config,
-        "run_config": translator.run_config,
+        "training_config": loaded.training_config,
+        "run_config": loaded.run_config,
     }
 
 
@@ -141,9 +141,9 @@ def format_report(info: dict) -> str:
 
 
 def inspect(args: argparse.Namespace) -> int:
-    from translate.decode.translator import load_translator
+    from translate.decode.loaded_model import load_model
 
-    info = report(load_translator(args.checkpoint), args.source, args.reference)
+    info = report(load_model(args.checkpoint), args.source, args.reference)
     print(json.dumps(info, indent=2) if args.json else format_report(info))
     return 0
 

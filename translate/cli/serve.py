@@ -200,8 +200,8 @@ def serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from translate.decode.device import set_threads
+    from translate.decode.loaded_model import load_model
     from translate.decode.settings import SearchSettings
-    from translate.decode.translator import load_translator
     from translate.files import file_digest
     from translate.model.quantize import quantization_available
     from translate.serve.app import DrainingServer, ServeSettings, create_app
@@ -214,10 +214,10 @@ def serve(args: argparse.Namespace) -> int:
         raise UsageError("--quantize int8: this PyTorch build has no quantized CPU engine")
     # Only for the vocabulary (token counts), the languages and /info: the model process holds
     # the weights and translates, so this copy holds none.
-    translator = load_translator(args.checkpoint, weights=False)
+    loaded = load_model(args.checkpoint, weights=False)
     if args.restrict_target:  # refused now, where the checkpoint cannot restrict, not per request
-        for lang in translator.data.target_languages if translator.multilingual() else [None]:
-            translator.target_token_mask(lang)
+        for lang in loaded.data.target_languages if loaded.multilingual() else [None]:
+            loaded.target_token_mask(lang)
     settings = ServeSettings(
         batch_tokens=args.batch_tokens,
         max_wait_ms=args.max_wait_ms,
@@ -243,7 +243,7 @@ def serve(args: argparse.Namespace) -> int:
     model_process = ModelSettings(
         args.checkpoint, str(device), args.quantize, args.threads, args.batch_tokens
     )
-    app = create_app(translator, settings, model_process)
+    app = create_app(loaded, settings, model_process)
     print(
         f"translate-serve: {args.checkpoint} on {device}; http://{args.host}:{args.port}/ "
         f"(API docs at /docs){'; API key required' if key else ''}",

@@ -215,7 +215,7 @@ def translate_command(args: argparse.Namespace) -> int:
     from translate.decode import pipeline
     from translate.decode.device import set_threads
     from translate.decode.engine import engine_for
-    from translate.decode.translator import load_translator
+    from translate.decode.loaded_model import load_model
     from translate.files import check_writable, file_digest
     from translate.partial_output import PartialOutput
     from translate.text.corpus import read_lines
@@ -234,14 +234,14 @@ def translate_command(args: argparse.Namespace) -> int:
     target = check_writable(args.output) if to_file else None
     device = resolve_device(args)
     prepare_decoding(device)
-    translator = load_translator(args.checkpoint, device, quantize=args.quantize)
-    apply_search_defaults(args, translator)
+    loaded = load_model(args.checkpoint, device, quantize=args.quantize)
+    apply_search_defaults(args, loaded)
     # Refuse before any work: a language the model lacks, or restricted output without the
     # checkpoint's target tokens.
-    tags = pipeline.target_tags_for(translator, args.target_lang, args.source_lang)
+    tags = pipeline.target_tags_for(loaded, args.target_lang, args.source_lang)
     zero_shot_warning(args.checkpoint, args.source_lang, tags)
     if args.restrict_target:
-        translator.target_token_mask(tags.target_lang)
+        loaded.target_token_mask(tags.target_lang)
 
     keep = references is not None
     if to_file:
@@ -274,7 +274,7 @@ def translate_command(args: argparse.Namespace) -> int:
             languages = (
                 f"{args.source_lang or 'any'} → {tags.target_lang}"
                 if tags.target_lang
-                else " → ".join(translator.data.languages or ("source", "target"))
+                else " → ".join(loaded.data.languages or ("source", "target"))
             )
             print(
                 f"translate-cli: {languages} with {args.checkpoint}; type a line and press Enter "
@@ -285,7 +285,7 @@ def translate_command(args: argparse.Namespace) -> int:
             first = output.lines_done
             with autocast(device, args.precision):
                 translations = pipeline.translate_nbest(
-                    translator,
+                    loaded,
                     chunk,
                     SearchSettings.from_args(args),
                     batch_tokens=args.batch_tokens,

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from translate.decode.loaded_model import LoadedModel
 from translate.decode.settings import SearchSettings
-from translate.decode.translator import Translator
 from translate.errors import UsageError
 from translate.score.scored_text import (
     UNKNOWN,
@@ -74,7 +74,7 @@ class TextChoice:
 
 
 def own_texts(
-    translator: Translator,
+    loaded: LoadedModel,
     split: str | None = None,
     directions: tuple[str, ...] = (),
     sentences: int | None = None,
@@ -82,9 +82,9 @@ def own_texts(
     """A split of the checkpoint's own corpus (the test split where None), every direction it
     was trained on or those `directions` names (zero-shot ones too), each cut to its first
     `sentences` lines where given."""
-    data = translator.data
+    data = loaded.data
     if not data.directions:
-        raise UnrecordedDataError(translator.path)
+        raise UnrecordedDataError(loaded.path)
     chosen = list(data.directions)
     if directions:
         known = data.known_languages
@@ -98,7 +98,7 @@ def own_texts(
         try:
             split_text = data.read(split, direction)
         except CorpusError as error:
-            raise OwnCorpusError(error, translator.path) from None
+            raise OwnCorpusError(error, loaded.path) from None
         texts.append(
             ScoredText(
                 split_text.sources[:sentences],
@@ -119,55 +119,53 @@ def _parses(text: str, known: list[str]) -> bool:
     return True
 
 
-def checkpoint_texts(translator: Translator, choice: TextChoice) -> list[ScoredText]:
+def checkpoint_texts(loaded: LoadedModel, choice: TextChoice) -> list[ScoredText]:
     """What a checkpoint is scored on (`TextChoice`), its directions in the model's own codes."""
     from translate.score.test_sets import sacrebleu_pair
 
-    languages = translator.data.languages
+    languages = loaded.data.languages
     if choice.test_set:
         if choice.language_pair:
             pair = choice.language_pair
         elif languages:
             pair = sacrebleu_pair(*languages)
         else:
-            raise TestSetPairError(choice.test_set, translator.path)
+            raise TestSetPairError(choice.test_set, loaded.path)
         text = test_set_text(choice.test_set, pair)
-        if translator.multilingual():
-            text.direction = tuple(model_code(translator, code) for code in text.direction)
+        if loaded.multilingual():
+            text.direction = tuple(model_code(loaded, code) for code in text.direction)
         return [text]
     if choice.source:
         from translate.decode.pipeline import target_tags_for
 
         # A language the model cannot write fails here, before any file is read.
-        tags = target_tags_for(translator, choice.target_lang, choice.source_lang)
-        if translator.multilingual():
+        tags = target_tags_for(loaded, choice.target_lang, choice.source_lang)
+        if loaded.multilingual():
             direction = (choice.source_lang or UNKNOWN, tags.target_lang)
         else:
             direction = languages or (choice.source_lang or UNKNOWN, choice.target_lang)
         return [files_text(choice.source, list(choice.references), direction)]
-    return own_texts(translator, choice.split, choice.directions)
+    return own_texts(loaded, choice.split, choice.directions)
 
 
-def model_code(translator: Translator, code: str) -> str:
+def model_code(loaded: LoadedModel, code: str) -> str:
     """sacrebleu's language `code` as the model writes it (zh → zh-CN), else as it is."""
     from translate.text.language_id import base_language
 
-    return next(
-        (lang for lang in translator.data.known_languages if base_language(lang) == code), code
-    )
+    return next((lang for lang in loaded.data.known_languages if base_language(lang) == code), code)
 
 
 def direction_settings(
-    translator: Translator, text: ScoredText, settings: SearchSettings
+    loaded: LoadedModel, text: ScoredText, settings: SearchSettings
 ) -> SearchSettings:
     """`settings` for the text's direction: a many-to-many model is told both languages."""
-    if not translator.multilingual():
+    if not loaded.multilingual():
         return replace(settings, target_lang=None, source_lang=None)
     return replace(settings, target_lang=text.target_lang, source_lang=text.source_lang)
 
 
 def translate_text(
-    translator: Translator,
+    loaded: LoadedModel,
     text: ScoredText,
     settings: SearchSettings,
     batch_tokens: int,
@@ -177,11 +175,11 @@ def translate_text(
     """The checkpoint's translations of the text's sources under `settings`, in its direction."""
     from translate.decode.pipeline import translate_lines
 
-    settings = direction_settings(translator, text, settings)
+    settings = direction_settings(loaded, text, settings)
     if settings.restrict_to_target:
-        translator.target_token_mask(settings.target_lang)  # a checkpoint without them fails first
+        loaded.target_token_mask(settings.target_lang)  # a checkpoint without them fails first
     return translate_lines(
-        translator,
+        loaded,
         text.sources,
         settings,
         batch_tokens=batch_tokens,
@@ -191,7 +189,7 @@ def translate_text(
 
 
 def checkpoint_scores(
-    translator: Translator,
+    loaded: LoadedModel,
     text: ScoredText,
     hypotheses: list[str],
     metrics: tuple[str, ...],
@@ -199,13 +197,13 @@ def checkpoint_scores(
 ) -> DirectionScores:
     """The scores of a checkpoint's translations, with whether it was trained on the direction
     and, for a many-to-many model, the off-target rate."""
-    trained = text.source_lang is None or tuple(text.direction) in translator.data.directions
-    multilingual = translator.multilingual()
+    trained = text.source_lang is None or tuple(text.direction) in loaded.data.directions
+    multilingual = loaded.multilingual()
     return DirectionScores.of(
         text,
         hypotheses,
         metrics,
         name,
         trained=trained,
-        target_languages=translator.data.target_languages if multilingual else None,
+        target_languages=loaded.data.target_languages if multilingual else None,
     )

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 from translate.decode.continuous import search_joined
 from translate.decode.engine import new_search
+from translate.decode.loaded_model import LoadedModel
 from translate.decode.settings import SearchPlan, SearchSettings
-from translate.decode.translator import Translator
 from translate.defaults import BATCH_TOKENS
 from translate.errors import UsageError
 from translate.text.protected import Masked, mask, unmask
@@ -60,29 +60,27 @@ class TargetLanguageError(UsageError):
 
 
 def target_tags_for(
-    translator: Translator, target_lang: str | None, source_lang: str | None = None
+    loaded: LoadedModel, target_lang: str | None, source_lang: str | None = None
 ) -> TargetTags:
-    """The tag settings that make `translator` write `target_lang`; a TargetLanguageError for a
+    """The tag settings that make `loaded` write `target_lang`; a TargetLanguageError for a
     language it does not know. A direction it was not trained on (zero-shot) is allowed and
     marked."""
-    tags = translator.vocab.target.tag_ids()
-    if not translator.multilingual():
-        trained = translator.data.languages
+    tags = loaded.vocab.target.tag_ids()
+    if not loaded.multilingual():
+        trained = loaded.data.languages
         if target_lang is not None and trained and target_lang != trained[1]:
-            raise TargetLanguageError(target_lang, [trained[1]], translator.path, tuple(trained))
+            raise TargetLanguageError(target_lang, [trained[1]], loaded.path, tuple(trained))
         return TargetTags([], None, [], None)
-    known = translator.data.target_languages
+    known = loaded.data.target_languages
     if target_lang is None:
         if len(known) > 1:
-            raise TargetLanguageError(None, known, translator.path)
+            raise TargetLanguageError(None, known, loaded.path)
         target_lang = known[0]
     if target_lang not in tags:
-        raise TargetLanguageError(target_lang, known, translator.path)
-    zero_shot = (
-        source_lang is not None and (source_lang, target_lang) not in translator.data.directions
-    )
+        raise TargetLanguageError(target_lang, known, loaded.path)
+    zero_shot = source_lang is not None and (source_lang, target_lang) not in loaded.data.directions
     tag = tags[target_lang]
-    at_source = translator.data.lang_tag == "source"
+    at_source = loaded.data.lang_tag == "source"
     return TargetTags(
         [tag] if at_source else [],
         None if at_source else tag,
@@ -195,7 +193,7 @@ def _join(parts: list[Found]) -> Found:
 
 
 def translate_nbest(
-    translator: Translator,
+    loaded: LoadedModel,
     lines: list[str],
     settings: SearchSettings = SearchSettings(),
     batch_tokens: int = BATCH_TOKENS,
@@ -224,10 +222,10 @@ def translate_nbest(
         raise ValueError(f"beam must be at least 1, got {beam}")
     if not 1 <= n_best <= beam:
         raise ValueError(f"n_best must be between 1 and the beam size {beam}, got {n_best}")
-    model = translator.model
-    target = target_tags_for(translator, settings.target_lang, settings.source_lang)
+    model = loaded.model
+    target = target_tags_for(loaded, settings.target_lang, settings.source_lang)
     segments = source_segments(
-        translator, lines, target, settings.max_input_tokens, first_line, on_split
+        loaded, lines, target, settings.max_input_tokens, first_line, on_split
     )
     line_of = segments.line_of
     # An empty segment (a blank line) is not decoded.
@@ -246,7 +244,7 @@ def translate_nbest(
         return int(segments_left[line_of[index]] == 0)
 
     # One running search, each batch joining as the one before ends, longest first.
-    search = new_search(model, search_plan(translator, settings, target))
+    search = new_search(model, search_plan(loaded, settings, target))
     sources = (
         (batch, [target.prefix + segments.ids[i] + [EOS_ID] for i in batch])
         for batch in reversed(batches)
@@ -255,17 +253,15 @@ def translate_nbest(
         found[index] = as_found(result, beam)
         if progress:
             progress(decoded(index))
-    return join_segments(translator, segments, found, n_best)
+    return join_segments(loaded, segments, found, n_best)
 
 
-def search_plan(translator: Translator, settings: SearchSettings, target: TargetTags) -> SearchPlan:
-    """The search `settings` ask of `translator` for `target`, every default filled in: the
+def search_plan(loaded: LoadedModel, settings: SearchSettings, target: TargetTags) -> SearchPlan:
+    """The search `settings` ask of `loaded` for `target`, every default filled in: the
     output length rule, the target restriction, the tags never written."""
-    max_len_a, max_len_b = output_length_rule(translator, settings.max_len_a, settings.max_len_b)
+    max_len_a, max_len_b = output_length_rule(loaded, settings.max_len_a, settings.max_len_b)
     allowed = (
-        translator.target_token_mask(target.target_lang).to(
-            next(translator.model.parameters()).device
-        )
+        loaded.target_token_mask(target.target_lang).to(next(loaded.model.parameters()).device)
         if settings.restrict_to_target
         else None
     )
@@ -278,15 +274,15 @@ def search_plan(translator: Translator, settings: SearchSettings, target: Target
         allowed,
         tuple(target.never),
         settings.engine,
-        translator.sentinel_ids(),
+        loaded.sentinel_ids(),
     )
 
 
 def output_length_rule(
-    translator: Translator, max_len_a: float | None = None, max_len_b: int | None = None
+    loaded: LoadedModel, max_len_a: float | None = None, max_len_b: int | None = None
 ) -> tuple[float, int]:
     """(a, b) of the `a * source_length + b` output limit: the given ones, else the run config's."""
-    config = translator.training_config
+    config = loaded.training_config
     return (
         config.get("max_len_a", 1.5) if max_len_a is None else max_len_a,
         config.get("max_len_b", 10) if max_len_b is None else max_len_b,
@@ -320,7 +316,7 @@ class Segments:
 
 
 def source_segments(
-    translator: Translator,
+    loaded: LoadedModel,
     lines: list[str],
     target: TargetTags,
     max_input_tokens: int | None = None,
@@ -330,13 +326,13 @@ def source_segments(
     """The segments decoded, each line's ids (none for a blank line) or the parts of an over-long
     one (`split_long`, told to `on_split`), and the index of the line each segment belongs to; a model
     trained with `data.protect_spans` reads each line with its protected spans as sentinels."""
-    vocab = translator.vocab
+    vocab = loaded.vocab
     limit = min(
-        max_input_tokens or translator.data.max_length or math.inf,
-        translator.model.cfg.max_positions - 1 - len(target.prefix),
+        max_input_tokens or loaded.data.max_length or math.inf,
+        loaded.model.cfg.max_positions - 1 - len(target.prefix),
     )
     texts = ["" if is_blank(line) else line for line in lines]
-    protects = bool(translator.data.protect_spans)
+    protects = bool(loaded.data.protect_spans)
     masked = [mask(text) if protects else Masked(text, ()) for text in texts]
     segment_ids, line_of, pieces = [], [], None
     for number, ids in enumerate(vocab.source.encode([m.text for m in masked]), start=first_line):
@@ -354,7 +350,7 @@ def source_segments(
 
 
 def join_segments(
-    translator: Translator, segments: Segments, found: list[list[Found]], n_best: int = 1
+    loaded: LoadedModel, segments: Segments, found: list[list[Found]], n_best: int = 1
 ) -> list[list[Translation]]:
     """Each line's n-best list from its segments' hypotheses (`found`, in `segments.line_of` order):
     segments joined (`_join`), detokenized, sentinels replaced by the line's spans; lists the
@@ -364,15 +360,15 @@ def join_segments(
     for line, entries in zip(segments.line_of, found):
         per_line[line].append(entries + [unfilled] * (n_best - len(entries)))
     joined = [_join([part[k] for part in parts]) for parts in per_line for k in range(n_best)]
-    texts = translator.vocab.target.decode([tokens for tokens, _, _ in joined])
-    if translator.data.protect_spans:
+    texts = loaded.vocab.target.decode([tokens for tokens, _, _ in joined])
+    if loaded.data.protect_spans:
         texts = [unmask(text, segments.spans[i // n_best]) for i, text in enumerate(texts)]
     flat = [Translation(text, score, log_prob) for text, (_, score, log_prob) in zip(texts, joined)]
     return [flat[i * n_best : (i + 1) * n_best] for i in range(segments.lines)]
 
 
 def translate_lines(
-    translator: Translator,
+    loaded: LoadedModel,
     lines: list[str],
     settings: SearchSettings = SearchSettings(),
     batch_tokens: int = BATCH_TOKENS,
@@ -385,5 +381,5 @@ def translate_lines(
     line 2, and so on; with `n_best=1`, one translation per line in input order.  See
     `translate_nbest` for the settings, and for the scores.
     """
-    nbest = translate_nbest(translator, lines, settings, batch_tokens, progress, on_split=on_split)
+    nbest = translate_nbest(loaded, lines, settings, batch_tokens, progress, on_split=on_split)
     return [entry.text for entries in nbest for entry in entries]

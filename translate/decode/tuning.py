@@ -13,8 +13,8 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable, Sequence
 
+from translate.decode.loaded_model import LoadedModel
 from translate.decode.settings import SearchSettings
-from translate.decode.translator import Translator
 from translate.defaults import LENGTH_PENALTY_CANDIDATES as CANDIDATES
 from translate.defaults import MIN_BREVITY_PENALTY
 from translate.model.checkpoint import ARTIFACT_KEY, SEARCH_KEY
@@ -22,7 +22,7 @@ from translate.score.scored_text import ScoredText
 
 
 def score(
-    translator: Translator, texts: list[ScoredText], beam: int, alpha: float, batch_tokens: int
+    loaded: LoadedModel, texts: list[ScoredText], beam: int, alpha: float, batch_tokens: int
 ) -> dict:
     """BLEU, chrF and brevity penalty of one search setting, averaged over the directions."""
     from translate.decode.evaluation import translate_text
@@ -31,7 +31,7 @@ def score(
     settings = SearchSettings(beam=beam, length_penalty=alpha)
     rows = []
     for text in texts:
-        hypotheses = translate_text(translator, text, settings, batch_tokens)
+        hypotheses = translate_text(loaded, text, settings, batch_tokens)
         rows.append(corpus_scores(hypotheses, text.references[0], target_lang=text.target_lang))
     return {
         "beam": beam,
@@ -43,7 +43,7 @@ def score(
 
 
 def tune_length_penalty(
-    translator: Translator,
+    loaded: LoadedModel,
     texts: list[ScoredText],
     beam: int = 5,
     candidates: Sequence[float] = CANDIDATES,
@@ -52,10 +52,10 @@ def tune_length_penalty(
 ) -> dict:
     """The search settings to store: `{"beam", "length_penalty", "greedy", "candidates", ...}`.
     `texts` are dev sentences, one reference each (`evaluation.own_texts`)."""
-    greedy = score(translator, texts, 1, 0.0, batch_tokens)
+    greedy = score(loaded, texts, 1, 0.0, batch_tokens)
     tried = []
     for alpha in candidates:
-        tried.append(score(translator, texts, beam, alpha, batch_tokens))
+        tried.append(score(loaded, texts, beam, alpha, batch_tokens))
         if progress:
             row = tried[-1]
             progress(
@@ -89,11 +89,11 @@ def tune_checkpoint(
     """Load the checkpoint at `path`, tune its length penalty on `split` and (with `write`) store
     the result in it: what translate-tune and the end of translate-train fit do."""
     from translate.decode.evaluation import own_texts
-    from translate.decode.translator import load_translator
+    from translate.decode.loaded_model import load_model
 
-    translator = load_translator(path, device)
-    texts = own_texts(translator, split, sentences=sentences)
-    settings = tune_length_penalty(translator, texts, beam, candidates, progress=progress)
+    loaded = load_model(path, device)
+    texts = own_texts(loaded, split, sentences=sentences)
+    settings = tune_length_penalty(loaded, texts, beam, candidates, progress=progress)
     if write:
         store(path, settings)
     return settings

@@ -18,7 +18,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from translate.decode.translator import Translator, load_translator
+from translate.decode.loaded_model import LoadedModel, load_model
 from translate.export.ctranslate2 import write_ctranslate2
 from translate.export.output import ExportError, prepare_output, staged
 from translate.text.corpus import BUNDLED_CORPUS
@@ -59,28 +59,28 @@ def metadata(source: str, target: str) -> dict:
     }
 
 
-def check_packable(translator: Translator) -> list[tuple[str, str]]:
+def check_packable(loaded: LoadedModel) -> list[tuple[str, str]]:
     """The directions to package; ExportError where Argos cannot run the model as trained."""
-    if not translator.vocab.joint:
+    if not loaded.vocab.joint:
         raise ExportError(
             "an Argos package holds one SentencePiece model for both sides, and this model has "
             "separate source and target vocabularies; train with data.joint_vocab: true"
         )
-    directions = list(translator.data.directions)
+    directions = list(loaded.data.directions)
     if not directions:
         raise ExportError(
-            f"{translator.path} does not record its languages (data.src_lang and data.tgt_lang), "
+            f"{loaded.path} does not record its languages (data.src_lang and data.tgt_lang), "
             "which an Argos package must name"
         )
-    if translator.multilingual() and translator.data.lang_tag == "source":
+    if loaded.multilingual() and loaded.data.lang_tag == "source":
         raise ExportError(
             "this many-to-many model reads its language tag before the source (lang_tag: "
             "source), and Argos adds nothing to the source; train with lang_tag: decoder"
         )
-    if translator.model.cfg.max_positions <= ARGOS_MAX_OUTPUT:
+    if loaded.model.cfg.max_positions <= ARGOS_MAX_OUTPUT:
         raise ExportError(
             f"Argos lets CTranslate2 write up to {ARGOS_MAX_OUTPUT} tokens, and this model has "
-            f"positions for {translator.model.cfg.max_positions} (model.max_positions): a long "
+            f"positions for {loaded.model.cfg.max_positions} (model.max_positions): a long "
             "output would fail; train with max_positions above that"
         )
     names = [package_name(*direction) for direction in directions]
@@ -92,15 +92,15 @@ def check_packable(translator: Translator) -> list[tuple[str, str]]:
     return directions
 
 
-def readme(translator: Translator, source: str, target: str) -> str:
+def readme(loaded: LoadedModel, source: str, target: str) -> str:
     """What a package's README says: the model, how to use the package, its scores, its license."""
-    cfg = translator.model.cfg
-    tuned = translator.search or {}
+    cfg = loaded.model.cfg
+    tuned = loaded.search or {}
     lines = [
         f"# {language_name(source)} → {language_name(target)}",
         "",
         f"A Transformer ({cfg.encoder_layers}+{cfg.decoder_layers} layers, d_model {cfg.d_model}, "
-        f"tie_embeddings {cfg.tie_embeddings}) exported from {Path(translator.path or '').name} "
+        f"tie_embeddings {cfg.tie_embeddings}) exported from {Path(loaded.path or '').name} "
         f"by translate-export --format argos.",
         "",
         "Sentences are split by the blank spaCy pipeline in spacy/: set ARGOS_CHUNK_TYPE=SPACY "
@@ -137,8 +137,8 @@ def readme(translator: Translator, source: str, target: str) -> str:
         "",
         "The weights are derived from the training data"
         + (
-            f" ({translator.data.corpus})"
-            if translator.data.corpus != BUNDLED_CORPUS
+            f" ({loaded.data.corpus})"
+            if loaded.data.corpus != BUNDLED_CORPUS
             else " (the bundled corpus)"
         )
         + "; they are distributed under that data's license. "
@@ -166,24 +166,24 @@ def export_argos(
     """Write one `.argosmodel` a direction into `out_dir` (absent or empty, or `overwrite`)."""
     out_dir = Path(out_dir)
     prepare_output(out_dir, overwrite)
-    translator = load_translator(checkpoint_path, pack=False)
-    directions = check_packable(translator)
+    loaded = load_model(checkpoint_path, pack=False)
+    directions = check_packable(loaded)
     packages = []
     with staged(out_dir, overwrite) as tmp:
         build = tmp / "build"
-        write_ctranslate2(translator, build / "model")
+        write_ctranslate2(loaded, build / "model")
         spacy_pipeline(build / "spacy")
         for source, target in directions:
             root = build / package_name(source, target)
             shutil.copytree(build / "model", root / "model")
-            if translator.multilingual():
+            if loaded.multilingual():
                 config = json.loads((root / "model" / "config.json").read_text())
                 config["decoder_start_token"] = language_tag(target)
                 (root / "model" / "config.json").write_text(json.dumps(config, indent=2))
             shutil.copytree(build / "spacy", root / "spacy")
-            (root / "sentencepiece.model").write_bytes(translator.vocab.source.model_bytes)
+            (root / "sentencepiece.model").write_bytes(loaded.vocab.source.model_bytes)
             (root / "metadata.json").write_text(json.dumps(metadata(source, target), indent=2))
-            (root / "README.md").write_text(readme(translator, source, target))
+            (root / "README.md").write_text(readme(loaded, source, target))
             path = tmp / f"{root.name}.argosmodel"
             with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
                 for file in sorted(root.rglob("*")):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from torch import Tensor, nn
 
-from translate.decode.translator import Translator, load_translator
+from translate.decode.loaded_model import LoadedModel, load_model
 from translate.export.output import ExportError, prepare_output, refuse_sharing_variants, staged
 from translate.model.transformer import MultiHeadAttention, Transformer
 from translate.text.vocab import BOS_ID, EOS_ID, SentencePieceVocab, Vocabularies
@@ -134,24 +134,24 @@ def export_ctranslate2(
     ctranslate2 = _require_ctranslate2()
     out_dir = Path(out_dir)
     prepare_output(out_dir, overwrite)
-    translator = load_translator(checkpoint_path)
+    loaded = load_model(checkpoint_path)
     with staged(out_dir, overwrite) as tmp:
-        write_ctranslate2(translator, tmp, quantization)
-        (tmp / "source.spm").write_bytes(translator.vocab.source.model_bytes)
-        (tmp / "target.spm").write_bytes(translator.vocab.target.model_bytes)
+        write_ctranslate2(loaded, tmp, quantization)
+        (tmp / "source.spm").write_bytes(loaded.vocab.source.model_bytes)
+        (tmp / "target.spm").write_bytes(loaded.vocab.target.model_bytes)
         ctranslate2.Translator(str(tmp), device="cpu")  # loads, or fails here and not for the user
     return out_dir
 
 
 def write_ctranslate2(
-    translator: Translator, directory: Path, quantization: str | None = None
+    loaded: LoadedModel, directory: Path, quantization: str | None = None
 ) -> None:
-    """CTranslate2's files for `translator`'s model (model.bin, config.json, vocabularies)
+    """CTranslate2's files for `loaded`'s model (model.bin, config.json, vocabularies)
     written into `directory`, which may exist."""
     _require_ctranslate2()
     from ctranslate2.converters.converter import Converter
 
-    spec = ctranslate2_spec(translator.model, translator.vocab)
+    spec = ctranslate2_spec(loaded.model, loaded.vocab)
 
     class _SpecConverter(Converter):
         def _load(self):

@@ -42,7 +42,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from translate.decode.translator import load_translator
+from translate.decode.loaded_model import load_model
 from translate.export.output import ExportError, prepare_output, refuse_sharing_variants, staged
 from translate.model.transformer import TIE_MODES, MultiHeadAttention, Transformer
 from translate.text.vocab import BOS_ID, EOS_ID, PAD_ID, SentencePieceVocab, Vocabularies
@@ -327,12 +327,12 @@ def export_huggingface(
     transformers = _require_transformers()
     out_dir = Path(out_dir)
     prepare_output(out_dir, overwrite)
-    translator = load_translator(checkpoint_path)
-    model = translator.model
+    loaded = load_model(checkpoint_path)
+    model = loaded.model
     hf_model = to_huggingface(model)
     with staged(out_dir, overwrite) as tmp:
         save_huggingface(hf_model, tmp)
-        _write_tokenizer(translator.vocab, tmp, model.cfg.max_positions)
+        _write_tokenizer(loaded.vocab, tmp, model.cfg.max_positions)
         # What users will load, checked against ours before it is published.
         check_same_logits(
             model, transformers.AutoModelForSeq2SeqLM.from_pretrained(str(tmp)).eval()

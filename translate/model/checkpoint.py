@@ -59,7 +59,7 @@ def translation_artifact(
     target_tokens_by_language: dict[str, list[int]] | None = None,
 ) -> dict:
     """The checkpoint's `ARTIFACT_KEY` entry: what translation needs beside the weights, in
-    plain types, so the checkpoint stands alone (what `load_translator` reads)."""
+    plain types, so the checkpoint stands alone (what `load_model` reads)."""
     artifact = {
         "model_config": asdict(model.cfg),
         "src_vocab_size": model.src_vocab_size,

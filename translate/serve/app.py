@@ -22,7 +22,7 @@ from prometheus_client import (
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException as AnyHTTPException
 
-from translate.decode.translator import Translator
+from translate.decode.loaded_model import LoadedModel
 from translate.serve import libretranslate
 from translate.serve.guard import RequestGuard
 from translate.serve.schema import (
@@ -136,13 +136,13 @@ async def lifespan(app: FastAPI):
 
 
 def create_app(
-    translator: Translator,
+    loaded: LoadedModel,
     settings: ServeSettings,
     model_process: ModelSettings | None = None,
 ) -> FastAPI:
     """The application: the routes above over one `Service` (`app.state.service`);
     `model_process` (how to load the model there) moves the model into a process of its own,
-    else a thread of this one translates with `translator`."""
+    else a thread of this one translates with `loaded`."""
     app = FastAPIOffline(
         title="translate-serve",
         lifespan=lifespan,
@@ -150,7 +150,7 @@ def create_app(
         description="Translation with the checkpoint's model; sentences of concurrent requests "
         'are batched. Every error is {"error": message}.',
     )
-    app.state.service = Service(translator, settings, model_process)
+    app.state.service = Service(loaded, settings, model_process)
     app.add_middleware(RequestGuard, service=app.state.service)
     app.add_exception_handler(AnyHTTPException, http_error)
     app.add_exception_handler(RequestValidationError, invalid_request)

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 
 from translate.decode import pipeline
 from translate.decode.engine import Search, new_search
+from translate.decode.loaded_model import LoadedModel
 from translate.decode.settings import SearchSettings
-from translate.decode.translator import Translator
 from translate.text.vocab import EOS_ID
 
 # Waiting lines join a running search once they are an eighth of it, or have waited this many
@@ -33,18 +33,16 @@ JOIN_FRACTION = 8
 JOIN_AFTER_STEPS = 4
 
 
-def prepare(translator: Translator, lines: list[str], key: SearchSettings) -> pipeline.Segments:
+def prepare(loaded: LoadedModel, lines: list[str], key: SearchSettings) -> pipeline.Segments:
     """A request's lines cut, tagged and tokenised as translate-cli does (`pipeline.source_segments`),
     by the server, once."""
-    target = pipeline.target_tags_for(translator, key.target_lang, key.source_lang)
-    return pipeline.source_segments(translator, lines, target, key.max_input_tokens)
+    target = pipeline.target_tags_for(loaded, key.target_lang, key.source_lang)
+    return pipeline.source_segments(loaded, lines, target, key.max_input_tokens)
 
 
-def finish(
-    translator: Translator, segments: pipeline.Segments, found: list, n_best: int
-) -> list[str]:
+def finish(loaded: LoadedModel, segments: pipeline.Segments, found: list, n_best: int) -> list[str]:
     """An answer's hypotheses as `translate_lines` gives them: each line's n-best texts."""
-    nbest = pipeline.join_segments(translator, segments, found, n_best)
+    nbest = pipeline.join_segments(loaded, segments, found, n_best)
     return [entry.text for entries in nbest for entry in entries]
 
 
@@ -96,8 +94,8 @@ class _RunningSearch:
 class EngineLoop:
     """The requests in the model's hands, and a running search per search setting."""
 
-    def __init__(self, translator: Translator, batch_tokens: int) -> None:
-        self.translator = translator
+    def __init__(self, loaded: LoadedModel, batch_tokens: int) -> None:
+        self.loaded = loaded
         self.batch_tokens = batch_tokens  # source tokens a search holds (one longer line alone)
         self.requests: dict[int, _Request] = {}
         self.searches: dict[SearchSettings, _RunningSearch] = {}
@@ -188,9 +186,9 @@ class EngineLoop:
 
     def _running_search(self, key: SearchSettings) -> _RunningSearch:
         if key not in self.searches:
-            target = pipeline.target_tags_for(self.translator, key.target_lang, key.source_lang)
-            plan = pipeline.search_plan(self.translator, key, target)
-            self.searches[key] = _RunningSearch(new_search(self.translator.model, plan), target)
+            target = pipeline.target_tags_for(self.loaded, key.target_lang, key.source_lang)
+            plan = pipeline.search_plan(self.loaded, key, target)
+            self.searches[key] = _RunningSearch(new_search(self.loaded.model, plan), target)
         return self.searches[key]
 
     def _join(self, running: _RunningSearch) -> None:

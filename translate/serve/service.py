@@ -17,8 +17,8 @@ from fastapi import HTTPException
 from starlette.datastructures import Headers
 
 from translate.decode import pipeline
+from translate.decode.loaded_model import LoadedModel
 from translate.decode.settings import SearchSettings
-from translate.decode.translator import Translator
 from translate.defaults import LENGTH_PENALTY_RANGE
 from translate.serve import continuous, worker
 from translate.serve.batching import Batcher, ContinuousBatcher, QueueFull, ShuttingDown
@@ -47,25 +47,25 @@ def header_key(headers: Headers) -> str:
 
 
 class Service:
-    """What the routes share: the model's translator, the settings, the metrics, the batcher,
+    """What the routes share: the model's loaded, the settings, the metrics, the batcher,
     and where the server is in its life (loading, ready, draining)."""
 
     def __init__(
         self,
-        translator: Translator,
+        loaded: LoadedModel,
         settings: ServeSettings,
         model_process: worker.ModelSettings | None,
     ) -> None:
-        self.translator, self.settings = translator, settings
+        self.loaded, self.settings = loaded, settings
         self.model_process = model_process
         page = resources.files("translate.serve").joinpath("web", "index.html").read_text("utf-8")
         self.page = page.replace("__API_KEY_REQUIRED__", "true" if settings.api_key else "false")
         self.metrics = Metrics()
-        self.defaults = translator.search_defaults()
+        self.defaults = loaded.search_defaults()
         # The checkpoint's languages, read once: requests are checked against them.
-        self.multilingual = translator.multilingual()
-        self.targets = translator.data.target_languages
-        directions = translator.data.directions
+        self.multilingual = loaded.multilingual()
+        self.targets = loaded.data.target_languages
+        directions = loaded.data.directions
         self.sources = sorted({source for source, _ in directions})
         # Directions asked for that the model was not trained on, said once each in the log.
         self.zero_shot_said: set[tuple[str | None, str | None]] = set()
@@ -90,10 +90,10 @@ class Service:
                 (
                     partial(worker.start_engine, model)
                     if model
-                    else partial(worker.EngineThread, self.translator, settings.batch_tokens)
+                    else partial(worker.EngineThread, self.loaded, settings.batch_tokens)
                 ),
-                partial(continuous.prepare, self.translator),
-                partial(continuous.finish, self.translator),
+                partial(continuous.prepare, self.loaded),
+                partial(continuous.finish, self.loaded),
                 settings.max_queued_lines,
                 on_batch=self.metrics.batch,
             )
@@ -136,10 +136,10 @@ class Service:
         )
 
     def translate_here(self, lines: list[str], key: SearchSettings) -> tuple[list[str], float]:
-        return worker.translate_with(self.translator, lines, key, self.settings.batch_tokens)
+        return worker.translate_with(self.loaded, lines, key, self.settings.batch_tokens)
 
     def count_tokens(self, line: str) -> int:
-        return len(self.translator.vocab.source.processor.encode(line)) + 1
+        return len(self.loaded.vocab.source.processor.encode(line)) + 1
 
     def key_accepted(self, headers: Headers) -> bool:
         """Whether the headers (X-API-Key or Authorization: Bearer) hold the key, or none is set."""
@@ -182,7 +182,7 @@ class Service:
                 f"{', '.join(targets)}",
             )
         try:
-            target = pipeline.target_tags_for(self.translator, body.target_lang, body.source_lang)
+            target = pipeline.target_tags_for(self.loaded, body.target_lang, body.source_lang)
         except pipeline.TargetLanguageError as fault:  # the checks above should leave none
             field = "target_lang" if fault.asked is None else f"target_lang {fault.asked!r}"
             raise HTTPException(422, f"{field}: {fault.reason('this model')}") from None
@@ -320,25 +320,25 @@ class Service:
             ) from None
 
     def info(self) -> dict:
-        translator, settings = self.translator, self.settings
-        cfg = translator.model.cfg
+        loaded, settings = self.loaded, self.settings
+        cfg = loaded.model.cfg
         return {
-            "checkpoint": (translator.path or "")
+            "checkpoint": (loaded.path or "")
             .replace("\\", "/")
             .rsplit("/", 1)[-1],  # its name, not where it is
             "checkpoint_sha256": settings.checkpoint_digest,
-            "directions": [list(d) for d in translator.data.directions],
+            "directions": [list(d) for d in loaded.data.directions],
             "target_languages": self.targets
             if self.multilingual
-            else ([translator.data.languages[1]] if translator.data.languages else []),
+            else ([loaded.data.languages[1]] if loaded.data.languages else []),
             "multilingual": self.multilingual,
             "tie_embeddings": cfg.tie_embeddings,
             "d_model": cfg.d_model,
-            "source_vocab_size": len(translator.vocab.source),
-            "target_vocab_size": len(translator.vocab.target),
-            "joint_vocab": translator.vocab.joint,
+            "source_vocab_size": len(loaded.vocab.source),
+            "target_vocab_size": len(loaded.vocab.target),
+            "joint_vocab": loaded.vocab.joint,
             # whether numbers, placeholders and the like are translated as sentinels
-            "protects_spans": bool(translator.data.protect_spans),
+            "protects_spans": bool(loaded.data.protect_spans),
             "search_defaults": self.defaults,
             "batching": settings.batching,
             "limits": {

@@ -33,37 +33,37 @@ class ModelSettings:
     batch_tokens: int
 
     def load(self):
-        """The translator, in the process that runs it."""
+        """The loaded, in the process that runs it."""
         import torch
 
-        from translate.decode.translator import load_translator
+        from translate.decode.loaded_model import load_model
 
         if self.threads:
             torch.set_num_threads(self.threads)
-        return load_translator(self.checkpoint, torch.device(self.device), quantize=self.quantize)
+        return load_model(self.checkpoint, torch.device(self.device), quantize=self.quantize)
 
 
 class ModelState:
     """What the model process holds for `--batching batch`, created in that process."""
 
     def __init__(self, settings: ModelSettings) -> None:
-        self.translator = settings.load()
+        self.loaded = settings.load()
         self.batch_tokens = settings.batch_tokens
 
     def translate(self, lines: list[str], key: SearchSettings) -> tuple[list[str], float]:
         """A batch, translated to its end."""
-        return translate_with(self.translator, lines, key, self.batch_tokens)
+        return translate_with(self.loaded, lines, key, self.batch_tokens)
 
 
 def translate_with(
-    translator, lines: list[str], key: SearchSettings, batch_tokens: int
+    loaded, lines: list[str], key: SearchSettings, batch_tokens: int
 ) -> tuple[list[str], float]:
     """One batch of the server's lines, as translate-cli translates them (in either worker), and
     the seconds it took: timed here, the model's own time leaves out the trip to its process."""
     from translate.decode import pipeline
 
     started = time.perf_counter()
-    outputs = pipeline.translate_lines(translator, lines, key, batch_tokens=batch_tokens)
+    outputs = pipeline.translate_lines(loaded, lines, key, batch_tokens=batch_tokens)
     return outputs, time.perf_counter() - started
 
 
@@ -158,7 +158,7 @@ class ModelProcess(Executor):
 
 
 def _run_engine(inbox, sender, settings: ModelSettings) -> None:
-    """The engine's process: the translator loaded, then `continuous.run_engine` until the server
+    """The engine's process: the model loaded, then `continuous.run_engine` until the server
     sends None (or goes: `exit_with_parent`)."""
     from translate.serve.continuous import EngineLoop, run_engine
 
@@ -199,14 +199,14 @@ class EngineProcess:
 
 class EngineThread:
     """The same engine loop in a thread of this process (tests, or a server without a model
-    process), over `translator`."""
+    process), over `loaded`."""
 
-    def __init__(self, translator, batch_tokens: int) -> None:
+    def __init__(self, loaded, batch_tokens: int) -> None:
         from translate.serve.continuous import EngineLoop, run_engine
 
         self._inbox: queue.Queue = queue.Queue()
         self._answers: queue.Queue = queue.Queue()
-        engine = EngineLoop(translator, batch_tokens)
+        engine = EngineLoop(loaded, batch_tokens)
 
         def main() -> None:
             try:

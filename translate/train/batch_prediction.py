@@ -57,7 +57,7 @@ class BatchTranslation(L.LightningModule):
     ) -> None:
         super().__init__()
         self.args, self.chunks, self.output, self.on_split = args, chunks, output, on_split
-        self.translator = None
+        self.loaded = None
         self.part = None
         self.todo: list[tuple[int, int]] = []
 
@@ -65,13 +65,13 @@ class BatchTranslation(L.LightningModule):
         """Loaded here, where the process knows its rank and device: the checkpoint, its part
         (resumed where asked), and the chunks still to translate."""
         from translate.decode import pipeline
-        from translate.decode.translator import load_translator
+        from translate.decode.loaded_model import load_model
         from translate.partial_output import PartialOutput
 
         args, rank, world = self.args, self.global_rank, self.trainer.world_size
-        self.translator = load_translator(args.checkpoint, self.device, quantize=args.quantize)
+        self.loaded = load_model(args.checkpoint, self.device, quantize=args.quantize)
         # Refuse before any work.
-        pipeline.target_tags_for(self.translator, args.target_lang, args.source_lang)
+        pipeline.target_tags_for(self.loaded, args.target_lang, args.source_lang)
         mine = shard(self.chunks, rank, world)
         fingerprint = {
             "checkpoint": file_digest(args.checkpoint),
@@ -101,7 +101,7 @@ class BatchTranslation(L.LightningModule):
         args = self.args
         with autocast(self.device.type, args.precision):
             found = pipeline.translate_nbest(
-                self.translator,
+                self.loaded,
                 lines,
                 SearchSettings.from_args(args),
                 batch_tokens=args.batch_tokens,

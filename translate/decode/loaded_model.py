@@ -1,7 +1,7 @@
 """A loaded model ready to translate: the model, its vocabularies, and what the run it came from
 says (its data as a `RunData`: languages, directions, tags, length limits; its tuned search
 settings), read from the checkpoint once when it loads, so that a request flows one way:
-checkpoint -> translator -> pipeline -> search -> text."""
+checkpoint -> loaded model -> pipeline -> search -> text."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ class ModelShape:
 
 
 @dataclass
-class Translator:
+class LoadedModel:
     """A loaded model with its vocabularies and the settings it was trained with (`model` a
     `ModelShape` where it was loaded without its weights)."""
 
@@ -134,13 +134,13 @@ class Translator:
         return mask
 
 
-def load_translator(
+def load_model(
     path: str | Path,
     device: str | torch.device = "cpu",
     pack: bool = True,
     quantize: str = "none",
     weights: bool = True,
-) -> Translator:
+) -> LoadedModel:
     """A checkpoint ready to decode on `device`: weights checked against the vocabulary, the
     model in eval mode and, on the CPU with `pack`, its linear layers packed for speed
     (`translate.model.packing`; the same results, 1e-5), or with `quantize="int8"` made int8
@@ -164,7 +164,7 @@ def load_translator(
         artifact["tgt_vocab_size"],
     )
     if not weights:
-        return _translator(ModelShape(*sizes), vocab, artifact, path)
+        return _loaded_model(ModelShape(*sizes), vocab, artifact, path)
     state = {
         name.removeprefix("model."): value
         for name, value in checkpoint["state_dict"].items()
@@ -185,12 +185,12 @@ def load_translator(
         model = quantize_int8(model)
     elif pack:
         pack_linear_layers(model)  # a no-op off the CPU or without oneDNN
-    return _translator(model, vocab, artifact, path)
+    return _loaded_model(model, vocab, artifact, path)
 
 
-def _translator(
+def _loaded_model(
     model: Transformer | ModelShape, vocab: Vocabularies, artifact: dict, path: str | Path
-) -> Translator:
+) -> LoadedModel:
     """The checkpoint's `artifact` (its run, target-side tokens, tuned search) around `model`."""
     target_tokens = artifact.get("target_tokens")
     if isinstance(target_tokens, torch.Tensor):
@@ -204,7 +204,7 @@ def _translator(
         if isinstance(by_language, dict)
         else None
     )
-    return Translator(
+    return LoadedModel(
         model,
         vocab,
         artifact.get("training_config", {}),
