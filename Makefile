@@ -54,7 +54,7 @@ test: install
 	$(BIN)/python -m pytest -q $(TEST_WORKERS)
 
 test-fast: install
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -m "not slow" $(TEST_WORKERS)
 
 # ruff (lint and format, as configured in pyproject.toml), and the floors of translate/ as import
 # contracts (inference never imports the training stack, no package imports one above it, no cycles).
@@ -67,7 +67,7 @@ lint: install
 # their tolerances come from the dtype, so they hold on either (.ci/run runs this after make test).
 AVX2 := ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2
 test-avx2: install
-	$(AVX2) $(BIN)/python -m pytest -q -m numerical
+	$(AVX2) $(BIN)/python -m pytest -q -m numerical $(TEST_WORKERS)
 
 # The GPU figures in one command, on a CUDA machine after `make install TORCH=torch`: each step
 # under its own time cap, into runs/gpu-report/ (report.json, report.md, plots); `make gpu-docs`

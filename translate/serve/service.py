@@ -99,7 +99,7 @@ class Service:
             )
         else:
             self.batcher = Batcher(
-                worker.ModelState.translate if model else self.translate_here,
+                worker.ModelState.translate if model else self.translate_in_server,
                 self.count_tokens,
                 settings.batch_tokens,
                 settings.max_wait_ms / 1000,
@@ -135,8 +135,9 @@ class Service:
             self.settings.drain_seconds, self.batcher.fail_all, ShuttingDown(message)
         )
 
-    def translate_here(self, lines: list[str], key: SearchSettings) -> tuple[list[str], float]:
-        return worker.translate_with(self.loaded, lines, key, self.settings.batch_tokens)
+    def translate_in_server(self, lines: list[str], key: SearchSettings) -> tuple[list[str], float]:
+        """A batch translated in the server's own process, where no model process runs."""
+        return worker.timed_translation(self.loaded, lines, key, self.settings.batch_tokens)
 
     def count_tokens(self, line: str) -> int:
         return len(self.loaded.vocab.source.processor.encode(line)) + 1

@@ -52,10 +52,10 @@ class ModelState:
 
     def translate(self, lines: list[str], key: SearchSettings) -> tuple[list[str], float]:
         """A batch, translated to its end."""
-        return translate_with(self.loaded, lines, key, self.batch_tokens)
+        return timed_translation(self.loaded, lines, key, self.batch_tokens)
 
 
-def translate_with(
+def timed_translation(
     loaded, lines: list[str], key: SearchSettings, batch_tokens: int
 ) -> tuple[list[str], float]:
     """One batch of the server's lines, as translate-cli translates them (in either worker), and
