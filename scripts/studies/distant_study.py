@@ -655,7 +655,8 @@ def finished_rows(result_path: Path, config: dict) -> list[dict] | None:
     if result.get("config") != config:
         return None
     wanted = config["trainer"]["max_steps"]
-    short = [row["updates"] for row in result["rows"] if (row.get("updates") or wanted) < wanted]
+    updates = [row.get("updates") for row in result["rows"]]
+    short = [done for done in updates if done is not None and done < wanted]
     if short:
         print(
             f"distant study: {result_path.parent.name} stopped at {short[0]:,} of {wanted:,} "

@@ -87,12 +87,7 @@ def own_texts(
         raise UnrecordedDataError(loaded.path)
     chosen = list(data.directions)
     if directions:
-        known = data.known_languages
-        try:
-            chosen = [parse_direction(text, known) for text in directions]
-        except ValueError:
-            bad = next(t for t in directions if not _parses(t, known))
-            raise DirectionError(bad, known) from None
+        chosen = [_direction(text, data.known_languages) for text in directions]
     texts = []
     for direction in chosen:
         try:
@@ -111,12 +106,11 @@ def own_texts(
     return texts
 
 
-def _parses(text: str, known: list[str]) -> bool:
+def _direction(text: str, known: list[str]) -> tuple[str, str]:
     try:
-        parse_direction(text, known)
+        return parse_direction(text, known)
     except ValueError:
-        return False
-    return True
+        raise DirectionError(text, known) from None
 
 
 def checkpoint_texts(loaded: LoadedModel, choice: TextChoice) -> list[ScoredText]:
