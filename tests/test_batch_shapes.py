@@ -77,11 +77,11 @@ def test_ddp_ranks_get_disjoint_equal_shares_of_shaped_batches():
             assert len(batch) <= shapes.shape(int(lengths[batch].max()))[0]
 
 
-def examples_of(seed: int, count: int, vocab: int) -> list[tuple]:
+def examples_of(seed: int, count: int, vocab: int, source_up_to: int = 12) -> list[tuple]:
     rng = np.random.default_rng(seed)
     return [
         (
-            rng.integers(4, vocab, rng.integers(1, 12)),
+            rng.integers(4, vocab, rng.integers(1, source_up_to)),
             rng.integers(4, vocab, rng.integers(1, 12)),
             None,
         )
@@ -91,21 +91,22 @@ def examples_of(seed: int, count: int, vocab: int) -> list[tuple]:
 
 def test_a_batch_padded_to_its_shape_has_its_pairs_loss():
     """Against each pair's loss alone (no padding at all), summed in float64: the exact batch
-    and the batch padded to its fixed shape (rows and positions added) both give it."""
+    and the batch padded to its fixed shape (rows and positions added, each side to its own
+    length) both give it."""
     vocab = 40
     cfg = ModelConfig(
         d_model=32, heads=4, encoder_layers=2, decoder_layers=2, ffn_dim=64, dropout=0.0
     )
     torch.manual_seed(0)
     model = Transformer(cfg, vocab, vocab, shared_vocab=True).eval()
-    examples = examples_of(4, 7, vocab)
+    examples = examples_of(4, 7, vocab, source_up_to=6)  # sources shorter than targets
     shapes = BatchShapes.for_lengths(200, 13)
     exact, shaped = collate(examples), collate(examples, shapes=shapes)
     rows, length = shapes.shape(max(exact["src"].shape[1], exact["tgt_in"].shape[1]))
-    assert (
-        shaped["src"].shape == shaped["tgt_in"].shape == shaped["tgt_out"].shape == (rows, length)
-    )
-    assert rows > len(examples) and length > exact["src"].shape[1]
+    source = shapes.length(exact["src"].shape[1])
+    assert shaped["tgt_in"].shape == shaped["tgt_out"].shape == (rows, length)
+    assert shaped["src"].shape == (rows, source) and source < length
+    assert rows > len(examples) and source >= exact["src"].shape[1]
     filler = slice(len(examples), None)
     assert (shaped["src"][filler, 0] == EOS_ID).all() and (
         shaped["src"][filler, 1:] == PAD_ID

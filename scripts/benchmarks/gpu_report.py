@@ -261,15 +261,16 @@ def training_step_name(config: str, tokens: int, shaped: bool = False) -> str:
 
 def training_step(config: str, tokens: int, shaped: bool = False) -> Step:
     """Training throughput and MFU of ours against transformers' Marian on the same batches, each
-    speed switch a row of its own; `shaped`: the fixed batch shapes, eager and with the step
-    compiled once per shape (a step of its own: compiling every shape may take the whole cap)."""
+    speed switch a row of its own; `shaped`: ours on the fixed batch shapes, eager and with the
+    compiled step, beside ours as configured (a step of its own, so that a compile that takes
+    the cap leaves the other rows measured)."""
 
     name = training_step_name(config, tokens, shaped)
 
     def plan(context: Context) -> list[Command]:
         scale = context.scale
         switches = (
-            ("--fixed-shapes",)
+            ("--fixed-shapes", "--rows", "ours,ours-shaped,ours-captured")
             if shaped
             else (
                 "--compile",

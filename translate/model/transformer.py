@@ -182,7 +182,11 @@ class MultiHeadAttention(nn.Module):
         if blocks is not None:
             return self.out_proj(self._merge(self._attend_blocks(q, query, blocks, static_kv)))
         k, v = self.keys_values(query if key_value is None else key_value)
-        is_causal = causal and q.shape[2] > 1
+        # a branch, not `causal and length > 1`: where the length is symbolic (a step compiled
+        # for every batch shape) the comparison is no bool, the branch guards it into one
+        is_causal = False
+        if causal and q.shape[2] > 1:
+            is_causal = True
         return self.out_proj(self._merge(self._attend(q, k, v, mask, is_causal, cached=False)))
 
     def _attend(
@@ -190,7 +194,9 @@ class MultiHeadAttention(nn.Module):
     ) -> Tensor:
         """Attention of (B, H, L, D) queries over keys and values with B or B / group rows."""
         batch, heads, length, dim = q.shape
-        group, rest = divmod(batch, k.shape[0])
+        # `//` and `%`, not divmod: dynamo traces them on symbolic sizes (a step compiled once
+        # for every batch shape)
+        group, rest = batch // k.shape[0], batch % k.shape[0]
         if rest:
             raise ValueError(
                 f"{batch} query rows cannot share {k.shape[0]} key rows: each key row "

@@ -193,9 +193,10 @@ def collate(
     example's target-language tag goes before the source (`tag_position` "source") or takes
     BOS's place as the decoder's first token ("decoder").
     `tgt_tokens` (the predicted tokens, EOS included) is counted here, on the host, so the loss
-    normalisation never waits on the device for it. With `shapes`, both sides are padded to the
-    batch's fixed shape: the rows added read EOS and predict nothing (their targets are PAD,
-    which the loss leaves out), so the loss is the examples' own.
+    normalisation never waits on the device for it. With `shapes`, each side is padded to its
+    fixed length and the rows to the shape's (`BatchShapes.sides`): the rows added read EOS and
+    predict nothing (their targets are PAD, which the loss leaves out), so the loss is the
+    examples' own.
     """
     sources = [example[0] for example in examples]
     targets = [example[1] for example in examples]
@@ -216,10 +217,10 @@ def collate(
             if tag is not None:
                 batch["tgt_in"][row, 0] = tag
     if shapes is not None:
-        rows, length = shapes.shape(max(batch["src"].shape[1], batch["tgt_in"].shape[1]))
-        batch["src"] = _to_shape(batch["src"], rows, length, EOS_ID)
-        batch["tgt_in"] = _to_shape(batch["tgt_in"], rows, length, BOS_ID)
-        batch["tgt_out"] = _to_shape(batch["tgt_out"], rows, length, None)
+        rows, source, target = shapes.sides(batch["src"].shape[1], batch["tgt_in"].shape[1])
+        batch["src"] = _to_shape(batch["src"], rows, source, EOS_ID)
+        batch["tgt_in"] = _to_shape(batch["tgt_in"], rows, target, BOS_ID)
+        batch["tgt_out"] = _to_shape(batch["tgt_out"], rows, target, None)
     if examples and examples[0][2] is not None:
         batch["references"] = [example[2] for example in examples]
     return batch
@@ -623,7 +624,7 @@ class TranslationDataModule(L.LightningDataModule):
 
     def training_shapes(self, on_gpu: bool) -> BatchShapes | None:
         """The training batches' fixed shapes (`data.batch_shapes`: `fixed`, or `auto` on a
-        GPU, where a step compiled or captured per shape pays), or None (`exact`, the default
+        GPU, where a step compiled once and captured for each shape pays), or None (`exact`, the default
         until a GPU has measured the fixed shapes): each batch as long as its longest pair."""
         if self.batch_shapes == "exact" or (self.batch_shapes == "auto" and not on_gpu):
             return None
@@ -717,8 +718,8 @@ class TranslationDataModule(L.LightningDataModule):
             )
         return (
             f"batch shapes fixed ({len(shapes.lengths)} lengths from {shapes.lengths[0]} to "
-            f"{shapes.lengths[-1]} tokens, max_tokens // length rows; {padded:.1%} of positions "
-            f"padding, {padding_share(lengths, batches):.1%} exact)"
+            f"{shapes.lengths[-1]} tokens for each side, max_tokens // length rows; {padded:.1%} "
+            f"of positions padding, {padding_share(lengths, batches):.1%} exact)"
         )
 
     def val_dataloader(self) -> DataLoader:

@@ -160,8 +160,8 @@ class TranslationModule(L.LightningModule):
         fused_optimizer: the fused optimizer kernel (default: on a GPU, unless gradients are clipped
             under mixed precision, which Lightning cannot do for a fused optimizer).
         compile: torch.compile the model's forward pass (the training step; search is not compiled).
-        step: the training step's loss `compiled` once per batch shape (fixed batch shapes,
-            `data.batch_shapes`; CUDA graphs on a GPU: translate/train/compiled_step.py), or
+        step: the training step's loss `compiled` once for every batch shape (fixed batch shapes,
+            `data.batch_shapes`; a CUDA graph a shape on a GPU: translate/train/compiled_step.py), or
             `eager` (the default until a GPU has measured the compiled step); `auto` compiles
             on CUDA where the batches have fixed shapes.
         training_attention: the `scaled_dot_product_attention` backend of the training steps:

@@ -38,8 +38,10 @@ def length_steps(longest: int) -> tuple[int, ...]:
 @dataclass(frozen=True)
 class BatchShapes:
     """Fixed batch shapes under a token budget: a batch whose longest side (as padded) is n
-    takes the first of `lengths` at least n, and `max_tokens // length` rows (at least one);
-    rows it lacks are filled with pairs that the loss does not count (`train.data_module.collate`)."""
+    takes `max_tokens // length` rows (at least one), `length` the first of `lengths` at least
+    n; each side is padded to the first of `lengths` at least its own longest (a German target
+    need not make its English source as long). Rows it lacks are filled with pairs that the loss
+    does not count (`train.data_module.collate`)."""
 
     max_tokens: int
     lengths: tuple[int, ...]
@@ -61,6 +63,11 @@ class BatchShapes:
         """(rows, length) of a batch whose longest side is `longest`."""
         length = self.length(longest)
         return self.rows(length), length
+
+    def sides(self, source: int, target: int) -> tuple[int, int, int]:
+        """(rows, source length, target length) of a batch whose longest source and target
+        are `source` and `target` long: the rows of the longer side's shape."""
+        return self.shape(max(source, target))[0], self.length(source), self.length(target)
 
 
 def budget_bounds(
@@ -107,8 +114,8 @@ def padding_share(
     lengths: np.ndarray, batches: list[np.ndarray], shapes: BatchShapes | None = None
 ) -> float:
     """The share of the batches' positions (source and target, as padded: each side to the
-    batch's longest of that side, or both to its fixed shape with its rows filled) that hold
-    padding."""
+    batch's longest of that side, or to that side's fixed length with the shape's rows filled)
+    that hold padding."""
     lengths = np.asarray(lengths, dtype=np.int64).reshape(-1, 2)
     real, positions = 0, 0
     for batch in batches:
@@ -116,7 +123,7 @@ def padding_share(
         if shapes is None:
             positions += len(batch) * int(longest.sum())
         else:
-            rows, length = shapes.shape(int(longest.max()))
-            positions += 2 * rows * length
+            rows, source, target = shapes.sides(int(longest[0]), int(longest[1]))
+            positions += rows * (source + target)
         real += int(lengths[batch].sum())
     return 1 - real / positions if positions else 0.0
