@@ -612,6 +612,9 @@ def plot(results: list[dict], langs: list[str], cells: list[str], path: Path) ->
     import matplotlib.pyplot as plt
     import numpy as np
 
+    # only what has runs: a study still training leaves no empty places
+    langs = [lang for lang in langs if any(r["lang"] == lang for r in results)] or langs
+    cells = [cell for cell in cells if any(r["cell"] == cell for r in results)] or cells
     measures = [
         ("test BLEU", "bleu", 1),
         ("test chrF", "chrf", 1),
