@@ -128,17 +128,13 @@ def training(report: dict) -> str:
         for rows in result["results"].values():
             # the fixed-shape rows against ours on the exact batches of the same run, the
             # others against Marian
-            base = "ours" if result.get("shaped") else "marian"
+            base, label = ("ours", "ours") if result.get("shaped") else ("marian", "Marian")
             against = rows.get(base, {}).get("tokens_per_s")
             for name, row in rows.items():
                 if result.get("shaped") and name in ("ours", "ours-postnorm", "marian"):
                     continue  # the step's own baselines
                 mfu = f"{row['tflops'] / row['peak_tflops']:.1%}" if row.get("peak_tflops") else ""
-                versus = (
-                    f"{row['tokens_per_s'] / against:.2f}x {'ours' if base == 'ours' else 'Marian'}"
-                    if against
-                    else ""
-                )
+                versus = f"{row['tokens_per_s'] / against:.2f}x {label}" if against else ""
                 first = row.get("first_round_tokens_per_s", (row.get("rounds") or [None])[0])
                 lines.append(
                     f"| {result['config']} | {result['max_tokens']:,} | "

@@ -25,27 +25,27 @@ class StepChoice:
     reason: str
 
 
-def step_choice(mode: StepMode, device_type: str, shapes: int | None) -> StepChoice:
+def step_choice(mode: StepMode, device_type: str, lengths: int | None) -> StepChoice:
     """Whether the training step is compiled, and why: `auto` compiles on CUDA where the batches
-    have fixed shapes (`shapes`: their number of lengths; None: exact batches); `compiled`
-    wherever they do."""
+    have fixed shapes (`lengths`: how many lengths a side may take; None: exact batches);
+    `compiled` wherever they do."""
     if mode == "eager":
         return StepChoice(False, "as asked")
-    if shapes is None:
+    if lengths is None:
         return StepChoice(False, "the batches have no fixed shapes (data.batch_shapes exact)")
     if mode == "auto" and device_type != "cuda":
         return StepChoice(False, f"on {device_type} the eager step is the default")
     graphs = ", a CUDA graph recorded for each" if device_type == "cuda" else ""
     return StepChoice(
-        True, f"compiled once for every batch shape ({shapes} lengths a side){graphs}"
+        True, f"compiled once for every batch shape ({lengths} lengths a side){graphs}"
     )
 
 
 class CompiledLoss:
     """`loss.batch_nll` of fixed-shape batches, compiled once over symbolic sizes. Only the id
     tensors enter the compiled function (a batch's Python token count would be a new constant
-    each step). A size of 1 (a batch of one row) is specialised by torch, so up to `shapes`
-    recompiles are allowed, beyond torch's default limit."""
+    each step). A size of 1 (a batch of one row) is specialised by torch, so up to `lengths`
+    (the fixed lengths a side may take) recompiles are allowed, beyond torch's default limit."""
 
     def __init__(
         self,
@@ -53,9 +53,9 @@ class CompiledLoss:
         smoothing: float,
         chunk: int | None,
         device_type: str,
-        shapes: int,
+        lengths: int,
     ) -> None:
-        self.model, self.smoothing, self.chunk, self.shapes = model, smoothing, chunk, shapes
+        self.model, self.smoothing, self.chunk, self.lengths = model, smoothing, chunk, lengths
         mode = "reduce-overhead" if device_type == "cuda" else None
         self.compiled = torch.compile(self._loss, dynamic=True, mode=mode)
 
@@ -64,7 +64,7 @@ class CompiledLoss:
         return batch_nll(self.model, batch, self.smoothing, self.chunk)
 
     def __call__(self, batch: dict) -> torch.Tensor:
-        limit = self.shapes + 1
+        limit = self.lengths + 1
         # Without duck shapes: a first batch whose source and target are equally long would
         # otherwise give both one size, and the first that differ would compile again.
         with (
