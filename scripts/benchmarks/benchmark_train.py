@@ -20,7 +20,9 @@ step (training reads it back only on logging steps). `--compile` adds a row of o
 `torch.compile`, `--loss-chunk` one with the chunked loss, `--math-attention` one with
 attention as plain products. The machine is shared and noisy, so timing is in rounds of `--steps` steps per model, the models
 interleaved (their order rotated every round), and each model's figure is the median over
-rounds of target (non-pad) tokens per second.
+the rounds after the first of target (non-pad) tokens per second; the first round, where the
+shapes are met first, is given apart. With `--steps` equal to `--batches`, a round is one pass
+over every batch.
 
 Utilisation. Each batch's model FLOPs are counted from the architecture (`translate.model.flops`:
 every matrix product of forward and backward, attention scores and the output projection
@@ -67,10 +69,11 @@ LABELS = {
     "ours-math": "ours, math attention (model.training_attention math)",
     "ours-unfused-adam": "ours, plain Adam (model.fused_optimizer false)",
     "ours-shaped": "ours, fixed batch shapes (data.batch_shapes fixed)",
+    "ours-shaped-compiled": "ours, fixed shapes + compiled step without CUDA graphs",
     "ours-captured": "ours, fixed shapes + compiled step (model.step compiled; CUDA graphs on a GPU)",
 }
 # The rows trained on fixed-shape batches (the same pairs, cut and padded to the shapes).
-SHAPED = ("ours-shaped", "ours-captured")
+SHAPED = ("ours-shaped", "ours-shaped-compiled", "ours-captured")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -89,7 +92,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--steps", type=int, default=10, help="timed steps per model and round (default 10)"
     )
     parser.add_argument(
-        "--rounds", type=int, default=7, help="timing rounds; the median is reported (default 7)"
+        "--rounds",
+        type=int,
+        default=7,
+        help="timing rounds; the median of those after the first is reported (default 7)",
     )
     parser.add_argument(
         "--warmup", type=int, default=3, help="untimed steps per model first (default 3)"
@@ -111,8 +117,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--fixed-shapes",
         action="store_true",
-        help="add two rows: ours on fixed batch shapes (data.batch_shapes fixed), eager and with "
-        "the step compiled once per shape (model.step compiled); their TFLOP/s count the exact "
+        help="add three rows: ours on fixed batch shapes (data.batch_shapes fixed), eager, with "
+        "the step compiled once for every shape without CUDA graphs, and as model.step compiled "
+        "runs it (a CUDA graph a shape on a GPU); their TFLOP/s count the exact "
         "batches' work per target token, not the padding",
     )
     parser.add_argument(
@@ -287,11 +294,16 @@ class Trainee:
         self.label_smoothing = config["label_smoothing"]
         self.loss_chunk = loss_chunk if name == "ours-projected" else None
         self.compiled = None
-        if name == "ours-captured":  # what model.step compiled does in training
+        if name in ("ours-captured", "ours-shaped-compiled"):  # model.step compiled's loss
             from translate.train.compiled_step import CompiledLoss
 
             self.compiled = CompiledLoss(
-                self.model, self.label_smoothing, None, device.type, max(lengths, 1)
+                self.model,
+                self.label_smoothing,
+                None,
+                device.type,
+                max(lengths, 1),
+                cuda_graphs=name == "ours-captured",
             )
 
     def step(self, batch: dict, precision: str) -> tuple[int, torch.Tensor]:
@@ -387,8 +399,10 @@ def synchronize(device: torch.device) -> None:
 def time_models(
     args, config, vocab, batches, precision: str, device: torch.device, shaped=((), 0)
 ) -> dict:
-    """Median target tokens/s of each model over interleaved rounds (the first round also apart:
-    the shapes met first), and the first losses. `shaped`: the fixed-shape batches and how many
+    """Target tokens/s of each model over interleaved rounds: the first round apart (the shapes
+    met first; a CUDA graph is recorded at a shape's second meeting), the steady state the
+    median of the rounds after it (of the one round where there is one). Rounds of as many steps
+    as batches go over every batch once each. Also the first losses. `shaped`: the fixed-shape batches and how many
     lengths a side may take, for the `SHAPED` rows."""
     shaped_batches, lengths = shaped
     trainees = {
@@ -434,13 +448,14 @@ def time_models(
             file=sys.stderr,
         )
     tokens_total = sum(b["tokens"] for b in batches)
+    steady = slice(1, None) if args.rounds > 1 else slice(None)
     return {
         name: {
             "label": LABELS[name],
-            "tokens_per_s": statistics.median(rates[name]),
+            "tokens_per_s": statistics.median(rates[name][steady]),
             "first_round_tokens_per_s": rates[name][0],
             "rounds": rates[name],
-            "tflops": statistics.median(flop_rates[name]) / 1e12,
+            "tflops": statistics.median(flop_rates[name][steady]) / 1e12,
             "flops_per_token": sum(flops) / tokens_total,
             "first_loss": first_loss[name],
             "parameters": sum(

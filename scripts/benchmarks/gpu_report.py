@@ -49,6 +49,7 @@ class Scale:
     train_configs: tuple[str, ...]
     batch_tokens: tuple[int, ...]
     train_timing: tuple[str, ...]  # benchmark_train.py's rounds, steps, batches
+    shaped_rows: str  # the train-shaped-* steps' rows (without CUDA graphs, two are one)
     loss_chunk: int
     precisions: tuple[str, ...]
     decode_limit: tuple[str, ...]  # benchmark_translate.py's sentence limit and repeats
@@ -65,7 +66,8 @@ GPU = Scale(
     device="cuda",
     train_configs=("base", "big"),
     batch_tokens=(32768, 8192, 16384, 65536),  # 32k first: the size the configs' figures use
-    train_timing=("--rounds", "3", "--steps", "8", "--warmup", "3", "--batches", "16"),
+    train_timing=("--rounds", "5", "--steps", "16", "--warmup", "3", "--batches", "16"),
+    shaped_rows="ours,ours-shaped,ours-shaped-compiled,ours-captured",
     loss_chunk=8192,
     precisions=("bf16-mixed", "32-true", "16-mixed"),
     decode_limit=("--repeats", "2", "--batch-tokens", "16384"),
@@ -89,6 +91,7 @@ DRY = Scale(
     train_configs=("tiny",),
     batch_tokens=(512, 1024),
     train_timing=("--rounds", "1", "--steps", "2", "--warmup", "1", "--batches", "2"),
+    shaped_rows="ours,ours-shaped,ours-captured",
     loss_chunk=128,
     precisions=("bf16-mixed", "32-true", "16-mixed"),
     decode_limit=("--limit", "24", "--repeats", "1"),
@@ -262,7 +265,7 @@ def training_step_name(config: str, tokens: int, shaped: bool = False) -> str:
 def training_step(config: str, tokens: int, shaped: bool = False) -> Step:
     """Training throughput and MFU of ours against transformers' Marian on the same batches, each
     speed switch a row of its own; `shaped`: ours on the fixed batch shapes, eager and with the
-    compiled step, beside ours as configured (a step of its own, so that a compile that takes
+    compiled step (with and without CUDA graphs on a GPU), beside ours as configured (a step of its own, so that a compile that takes
     the cap leaves the other rows measured)."""
 
     name = training_step_name(config, tokens, shaped)
@@ -270,7 +273,7 @@ def training_step(config: str, tokens: int, shaped: bool = False) -> Step:
     def plan(context: Context) -> list[Command]:
         scale = context.scale
         switches = (
-            ("--fixed-shapes", "--rows", "ours,ours-shaped,ours-captured")
+            ("--fixed-shapes", "--rows", scale.shaped_rows)
             if shaped
             else (
                 "--compile",

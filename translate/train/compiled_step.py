@@ -44,8 +44,10 @@ def step_choice(mode: StepMode, device_type: str, lengths: int | None) -> StepCh
 class CompiledLoss:
     """`loss.batch_nll` of fixed-shape batches, compiled once over symbolic sizes. Only the id
     tensors enter the compiled function (a batch's Python token count would be a new constant
-    each step). A size of 1 (a batch of one row) is specialised by torch, so up to `lengths`
-    (the fixed lengths a side may take) recompiles are allowed, beyond torch's default limit."""
+    each step). `cuda_graphs` False compiles without recording graphs (what they add is
+    measured apart: benchmark_train.py's `ours-shaped-compiled` row). A size of 1 (a batch of
+    one row) is specialised by torch, so up to `lengths` (the fixed lengths a side may take)
+    recompiles are allowed, beyond torch's default limit."""
 
     def __init__(
         self,
@@ -54,9 +56,10 @@ class CompiledLoss:
         chunk: int | None,
         device_type: str,
         lengths: int,
+        cuda_graphs: bool = True,
     ) -> None:
         self.model, self.smoothing, self.chunk, self.lengths = model, smoothing, chunk, lengths
-        mode = "reduce-overhead" if device_type == "cuda" else None
+        mode = "reduce-overhead" if device_type == "cuda" and cuda_graphs else None
         self.compiled = torch.compile(self._loss, dynamic=True, mode=mode)
 
     def _loss(self, src: torch.Tensor, tgt_in: torch.Tensor, tgt_out: torch.Tensor) -> torch.Tensor:

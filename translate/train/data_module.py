@@ -624,9 +624,9 @@ class TranslationDataModule(L.LightningDataModule):
 
     def training_shapes(self, on_gpu: bool) -> BatchShapes | None:
         """The training batches' fixed shapes (`data.batch_shapes`: `fixed`, or `auto` on a
-        GPU, where a step compiled once and captured for each shape pays), or None (`exact`,
-        the default until a GPU has measured the fixed shapes): each batch as long as its
-        longest pair."""
+        GPU), or None (`exact`, the default: measured on a GPU, fixed shapes were no faster
+        once every batch had been met, docs/benchmarks.md): each batch as long as its longest
+        pair."""
         if self.batch_shapes == "exact" or (self.batch_shapes == "auto" and not on_gpu):
             return None
         return BatchShapes.for_lengths(self.max_tokens, int(self._lengths("train").max()))
