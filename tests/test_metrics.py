@@ -107,3 +107,47 @@ def test_validation_bleu_metric_equals_sacrebleu_over_parts(fixture_dir):
         # summed, an exp and a percentage
         assert float(metric.compute()) == within_rounding(whole, torch.float64, 2 * 4 + 4)
         assert 0 < whole < 100
+
+
+CHINESE = [
+    "点击工具栏上的图标以插入表格。",
+    "选择要删除的行，然后按删除键。",
+    "此命令打开对话框，您可以在其中更改字体。",
+    "文档保存为新文件时，原文件保持不变。",
+    "单元格的内容可以复制到剪贴板。",
+    "如果没有选中的文本，此命令不可用。",
+]
+
+
+@pytest.mark.numerical
+def test_validation_bleu_tokenizes_each_sentence_as_its_language(fixture_dir):
+    """Validation BLEU tokenizes as translate-eval does (zh for Chinese), also when one set
+    mixes target languages: against one corpus score of the sentences tokenized beforehand,
+    each by its own language's sacrebleu tokenizer."""
+    from sacrebleu.metrics import BLEU
+    from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
+    from sacrebleu.tokenizers.tokenizer_zh import TokenizerZh
+
+    german = read_lines(fixture_dir / "dev.de")[: 3 * len(CHINESE)]
+    chinese_hyps = [line[: len(line) * 2 // 3] + line[-1] for line in CHINESE]
+    metric = CorpusBLEU()
+    metric.update(chinese_hyps, CHINESE, ["zh-CN"] * len(CHINESE))
+    alone = corpus_scores(chinese_hyps, CHINESE, target_lang="zh-CN").bleu
+    assert float(metric.compute()) == within_rounding(alone, torch.float64, 2 * 4 + 4)
+    untokenized = corpus_scores(chinese_hyps, CHINESE).bleu  # 13a leaves the lines whole
+    assert abs(alone - untokenized) > 10
+
+    hyps, refs = degrade(german) + chinese_hyps, german + CHINESE
+    languages = ["de"] * len(german) + ["zh-CN"] * len(CHINESE)
+    mixed = CorpusBLEU()
+    order = list(range(0, len(refs), 2)) + list(range(1, len(refs), 2))  # batches mix them
+    for part in (order[: len(order) // 2], order[len(order) // 2 :]):
+        mixed.update([hyps[i] for i in part], [refs[i] for i in part], [languages[i] for i in part])
+    tokenizers = {"de": Tokenizer13a(), "zh-CN": TokenizerZh()}
+    tokenized = [
+        [tokenizers[lang](line) for line, lang in zip(lines, languages, strict=True)]
+        for lines in (hyps, refs)
+    ]
+    whole = BLEU(tokenize="none").corpus_score(tokenized[0], [tokenized[1]]).score
+    assert float(mixed.compute()) == within_rounding(whole, torch.float64, 2 * 4 + 4)
+    assert 0 < whole < 100

@@ -271,6 +271,31 @@ def untrained(request, tmp_path_factory) -> Path:
     )
 
 
+@pytest.mark.parametrize("lang_tag", ["source", "decoder"])
+def test_validation_bleu_tokenizes_each_row_as_its_tag_s_language(tmp_path, lang_tag):
+    """Validation reads each dev row's target language from its tag, wherever the tag sits:
+    every direction's dev sentences are counted under their own target language, and the
+    Japanese rows are those whose references are written in Japanese."""
+    from translate.model.transformer import ModelConfig
+    from translate.train.lightning_module import TranslationModule
+
+    data = {**MANY_TO_MANY, "lang_tag": lang_tag, "dev_max_sentences": 6}
+    datamodule = TranslationDataModule(**data, cache_dir=str(tmp_path), encode_workers=1)
+    datamodule.setup("validate")
+    module = TranslationModule(
+        datamodule.vocab, ModelConfig(d_model=16, ffn_dim=32, encoder_layers=1, decoder_layers=1)
+    )
+    languages, references = [], []
+    for batch in datamodule.val_dataloader():
+        languages += module._target_languages(batch)
+        references += batch["references"]
+    expected = Counter(target for _, target in datamodule.run_data.directions)
+    assert Counter(languages) == {lang: 6 * count for lang, count in expected.items()}
+    assert set(languages) == {"en", "de", "ja"}
+    for language, reference in zip(languages, references, strict=True):
+        assert (japanese_share(reference) > 0) == (language == "ja"), (language, reference)
+
+
 # --- a trained many-to-many model -----------------------------------------------------------------
 @pytest.fixture(scope="module", params=["source", "decoder"])
 def trained(request, tmp_path_factory) -> Path:

@@ -46,6 +46,30 @@ def make_metric(name: str, target_lang: str | None, sentence: bool = False):
     raise UsageError(f"unknown metric {name!r}; choose from {','.join(SACREBLEU_METRICS)}")
 
 
+def bleu_statistics(metric, hypotheses: list[str], references: list[str]) -> list[int]:
+    """sacrebleu's sufficient statistics of corpus BLEU against one reference, from a BLEU
+    `metric` of `make_metric` (so tokenized as its language needs): n-gram matches and totals
+    of each order, then the hypotheses' and the references' lengths. Summed over parts of a
+    corpus (batches, ranks) they give `bleu_of_statistics` the corpus's own BLEU."""
+    score = metric.corpus_score(hypotheses, [references])
+    return [*score.counts, *score.totals, score.sys_len, score.ref_len]
+
+
+def bleu_of_statistics(metric, statistics: list[int]) -> float:
+    """Corpus BLEU from summed `bleu_statistics`, smoothed as `metric` smooths."""
+    order = (len(statistics) - 2) // 2
+    return metric.compute_bleu(
+        statistics[:order],
+        statistics[order : 2 * order],
+        statistics[-2],
+        statistics[-1],
+        smooth_method=metric.smooth_method,
+        smooth_value=metric.smooth_value,
+        effective_order=metric.effective_order,
+        max_ngram_order=order,
+    ).score
+
+
 @dataclass(frozen=True)
 class MetricScore:
     metric: str  # as --metrics spells it

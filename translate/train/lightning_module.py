@@ -25,7 +25,6 @@ from typing import Literal, get_args
 
 import lightning as L
 import torch
-from sacrebleu.metrics import BLEU
 from torchmetrics import Metric, SumMetric
 
 from translate.decode.continuous import search_batch
@@ -35,6 +34,7 @@ from translate.errors import UsageError
 from translate.model.checkpoint import ARTIFACT_KEY, translation_artifact
 from translate.model.transformer import TIE_MODES, ModelConfig, Transformer
 from translate.model.tying import choose_tie
+from translate.score.metrics import bleu_of_statistics, bleu_statistics, make_metric
 from translate.text.vocab import PAD_ID, Vocabularies
 from translate.text.vocab_overlap import PieceUse
 from translate.train.compiled_step import CompiledLoss, StepMode, step_choice
@@ -44,43 +44,51 @@ from translate.train.loss import batch_nll
 class CorpusBLEU(Metric):
     """sacrebleu's corpus BLEU as a torchmetrics Metric, for validation under DDP.
 
-    The state is sacrebleu's own sufficient statistics (n-gram matches and totals, hypothesis
-    and reference lengths), summed over batches and over ranks; the score is computed from the
-    sums by sacrebleu, so it equals `corpus_scores` on all the sentences at once, smoothing
-    included.
+    The state is sacrebleu's own sufficient statistics (`score.metrics.bleu_statistics`: n-gram
+    matches and totals, hypothesis and reference lengths), summed over batches and over ranks;
+    the score is computed from the sums by sacrebleu, so it equals `corpus_scores` on all the
+    sentences at once, smoothing included. Each sentence is tokenized as its target language
+    needs (`score.metrics.make_metric`, as translate-eval tokenizes): zh for Chinese, ja-mecab
+    for Japanese, 13a for most languages.
     """
 
     full_state_update = False
 
     def __init__(self) -> None:
         super().__init__()
-        self._bleu = BLEU()
-        order = self._bleu.max_ngram_order
+        self._metrics: dict[str | None, object] = {}  # sacrebleu's BLEU, by target language
+        size = 2 * self._metric(None).max_ngram_order + 2
         self.add_state(
-            "counts", default=torch.zeros(order, dtype=torch.float64), dist_reduce_fx="sum"
+            "statistics", default=torch.zeros(size, dtype=torch.float64), dist_reduce_fx="sum"
         )
-        self.add_state(
-            "totals", default=torch.zeros(order, dtype=torch.float64), dist_reduce_fx="sum"
-        )
-        self.add_state("lengths", default=torch.zeros(2, dtype=torch.float64), dist_reduce_fx="sum")
 
-    def update(self, hypotheses: list[str], references: list[str]) -> None:
-        score = self._bleu.corpus_score(hypotheses, [references])
-        self.counts += torch.tensor(score.counts, dtype=torch.float64, device=self.counts.device)
-        self.totals += torch.tensor(score.totals, dtype=torch.float64, device=self.totals.device)
-        self.lengths += torch.tensor(
-            [score.sys_len, score.ref_len], dtype=torch.float64, device=self.lengths.device
-        )
+    def _metric(self, language: str | None):
+        if language not in self._metrics:
+            self._metrics[language] = make_metric("bleu", language)
+        return self._metrics[language]
+
+    def update(
+        self,
+        hypotheses: list[str],
+        references: list[str],
+        languages: list[str | None] | None = None,
+    ) -> None:
+        """Adds the sentences' statistics; `languages`: each one's target language (None: 13a)."""
+        languages = languages or [None] * len(hypotheses)
+        for language in dict.fromkeys(languages):
+            rows = [i for i, lang in enumerate(languages) if lang == language]
+            counts = bleu_statistics(
+                self._metric(language),
+                [hypotheses[i] for i in rows],
+                [references[i] for i in rows],
+            )
+            self.statistics += torch.tensor(
+                counts, dtype=torch.float64, device=self.statistics.device
+            )
 
     def compute(self) -> torch.Tensor:
-        score = BLEU.compute_bleu(
-            [int(c) for c in self.counts],
-            [int(t) for t in self.totals],
-            int(self.lengths[0]),
-            int(self.lengths[1]),
-            smooth_method="exp",
-        )
-        return torch.tensor(score.score, dtype=torch.float64)
+        statistics = [int(value) for value in self.statistics]
+        return torch.tensor(bleu_of_statistics(self._metric(None), statistics), dtype=torch.float64)
 
 
 def inverse_sqrt_schedule(warmup_steps: int):
@@ -253,7 +261,8 @@ class TranslationModule(L.LightningModule):
         self.target_tokens: list[int] | None = None
         self.target_tokens_by_language: dict[str, list[int]] | None = None
         # A many-to-many model's language tags.
-        self.tag_ids = sorted(vocab.target.tag_ids().values())
+        self._tag_languages = {index: lang for lang, index in vocab.target.tag_ids().items()}
+        self.tag_ids = sorted(self._tag_languages)
         self.eval_nll, self.eval_tokens = SumMetric(), SumMetric()
         self.eval_bleu = CorpusBLEU()
         self._update_tokens = 0  # target tokens of the update in progress (this rank)
@@ -445,7 +454,20 @@ class TranslationModule(L.LightningModule):
             hypotheses = self.vocab.target.decode(
                 search_batch(search, sources, batch["tgt_in"][:, 0].tolist())
             )
-            self.eval_bleu.update(hypotheses, batch["references"])
+            self.eval_bleu.update(hypotheses, batch["references"], self._target_languages(batch))
+
+    def _target_languages(self, batch: dict) -> list[str | None]:
+        """Each row's target language, which BLEU's tokenizer follows: a many-to-many model's
+        row carries its tag (at the decoder's start, or at the source's: its vocabulary is
+        joint); a bilingual run's language is its data's (None without a data module: 13a)."""
+        if self._tag_languages:
+            return [
+                self._tag_languages.get(int(tgt), self._tag_languages.get(int(src)))
+                for tgt, src in zip(batch["tgt_in"][:, 0], batch["src"][:, 0], strict=True)
+            ]
+        run_data = getattr(getattr(self.trainer, "datamodule", None), "run_data", None)
+        targets = run_data.target_languages if run_data is not None else []
+        return [targets[0] if len(targets) == 1 else None] * len(batch["src"])
 
     def _evaluation_epoch_end(self, prefix: str) -> None:
         # The metrics' compute() already sums over all ranks, so every rank logs the same
