@@ -57,12 +57,13 @@ class CorpusBLEU(Metric):
     def __init__(self) -> None:
         super().__init__()
         self._metrics: dict[str | None, object] = {}  # sacrebleu's BLEU, by target language
-        size = 2 * self._metric(None).max_ngram_order + 2
+        size = 2 * self.metric(None).max_ngram_order + 2
         self.add_state(
             "statistics", default=torch.zeros(size, dtype=torch.float64), dist_reduce_fx="sum"
         )
 
-    def _metric(self, language: str | None):
+    def metric(self, language: str | None):
+        """sacrebleu's BLEU for `language`, made once (a missing tokenizer package fails here)."""
         if language not in self._metrics:
             self._metrics[language] = make_metric("bleu", language)
         return self._metrics[language]
@@ -78,7 +79,7 @@ class CorpusBLEU(Metric):
         for language in dict.fromkeys(languages):
             rows = [i for i, lang in enumerate(languages) if lang == language]
             counts = bleu_statistics(
-                self._metric(language),
+                self.metric(language),
                 [hypotheses[i] for i in rows],
                 [references[i] for i in rows],
             )
@@ -88,7 +89,7 @@ class CorpusBLEU(Metric):
 
     def compute(self) -> torch.Tensor:
         statistics = [int(value) for value in self.statistics]
-        return torch.tensor(bleu_of_statistics(self._metric(None), statistics), dtype=torch.float64)
+        return torch.tensor(bleu_of_statistics(self.metric(None), statistics), dtype=torch.float64)
 
 
 def inverse_sqrt_schedule(warmup_steps: int):
@@ -280,6 +281,10 @@ class TranslationModule(L.LightningModule):
             self.target_tokens = sorted(
                 {i for ids in self.target_tokens_by_language.values() for i in ids}
             )
+        run_data = getattr(datamodule, "run_data", None)
+        if self.val_bleu_enabled and run_data is not None:
+            for language in run_data.target_languages:  # a tokenizer's package missing: now
+                self.eval_bleu.metric(language)
         self._compiled_loss = self._choose_step(datamodule)
         if self.trainer.is_global_zero:
             print(f"translate-train: model {self.summary()}", file=sys.stderr, flush=True)
