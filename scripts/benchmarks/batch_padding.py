@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
         settings["cache_dir"] = args.cache_dir
     data = TranslationDataModule(**settings)
     data.setup("fit")
-    lengths = data._lengths("train")
+    lengths = data.padded_lengths("train")
     print(f"{args.config}: {len(lengths):,} training pairs")
     print(
         "| `data.max_tokens` | batches, exact → fixed | shapes met | positions padding, exact → fixed |"

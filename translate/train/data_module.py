@@ -609,7 +609,7 @@ class TranslationDataModule(L.LightningDataModule):
         train = self.datasets["train"]
         return train.parts if self.run_data.many_to_many else [train]
 
-    def _lengths(self, split: str) -> np.ndarray:
+    def padded_lengths(self, split: str) -> np.ndarray:
         """(examples, 2) lengths as padded: the source with EOS (and a source tag), the target
         with BOS or EOS."""
         data = self.datasets[split]
@@ -629,7 +629,7 @@ class TranslationDataModule(L.LightningDataModule):
         pair."""
         if self.batch_shapes == "exact" or (self.batch_shapes == "auto" and not on_gpu):
             return None
-        return BatchShapes.for_lengths(self.max_tokens, int(self._lengths("train").max()))
+        return BatchShapes.for_lengths(self.max_tokens, int(self.padded_lengths("train").max()))
 
     def _sampler(self, split: str, shuffle: bool, shapes: BatchShapes | None = None) -> Sampler:
         """This rank's batches: training shards are equal in number, evaluation shards disjoint
@@ -639,7 +639,7 @@ class TranslationDataModule(L.LightningDataModule):
         rank, world = (
             (self.trainer.global_rank, self.trainer.world_size) if self.trainer else (0, 1)
         )
-        lengths = self._lengths(split)
+        lengths = self.padded_lengths(split)
         if shuffle and self.run_data.many_to_many:
             bounds = self.datasets[split].offsets
             return TemperatureBatchSampler(
@@ -707,7 +707,7 @@ class TranslationDataModule(L.LightningDataModule):
 
     def describe_shapes(self, sampler: Sampler, shapes: BatchShapes | None) -> str:
         """One line: the training batches' shapes and the share of their positions padded."""
-        lengths = self._lengths("train")
+        lengths = self.padded_lengths("train")
         batches = sampler.batches  # a many-to-many model's: one list a direction
         if batches and isinstance(batches[0], list):
             batches = [batch for part in batches for batch in part]
