@@ -396,6 +396,33 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize()
 
 
+def cuda_graph_work(device: torch.device) -> str:
+    """What inductor's CUDA graph trees did on `device` so far, in words: graphs recorded,
+    recordings made again, the allocator's state restored (each switch to a graph recorded
+    on another path), and graphs skipped. Read from torch's internals, so best effort: the
+    counts say whether a slow captured row records, switches or replays."""
+    from torch._dynamo.utils import counters
+
+    try:
+        from torch._inductor.cudagraph_trees import get_manager
+
+        manager = get_manager(device.index or 0, create_if_none_exists=False)
+    except (ImportError, AttributeError):
+        manager = None
+    skipped = counters["inductor"]["cudagraph_skips"]
+    if manager is None:
+        return f"no CUDA graph tree; {skipped} graphs skipped"
+    try:
+        recorded = int(repr(manager.graph_counter)[6:-1])  # itertools.count(n): n made so far
+        again, restored = manager.debug_fail_counter, manager.debug_checkpointing_counter
+    except (AttributeError, ValueError) as error:
+        return f"CUDA graph tree counts unreadable in this torch ({error}); {skipped} skipped"
+    return (
+        f"{recorded} graphs recorded, {again} recordings made again, "
+        f"{restored} allocator states restored, {skipped} skipped"
+    )
+
+
 def time_models(
     args, config, vocab, batches, precision: str, device: torch.device, shaped=((), 0)
 ) -> dict:
@@ -447,6 +474,8 @@ def time_models(
             + ", ".join(f"{name} {rates[name][-1]:,.0f}" for name in args.models),
             file=sys.stderr,
         )
+    if "ours-captured" in trainees and device.type == "cuda":
+        print(f"  {precision} ours-captured: {cuda_graph_work(device)}", file=sys.stderr)
     tokens_total = sum(b["tokens"] for b in batches)
     steady = slice(1, None) if args.rounds > 1 else slice(None)
     return {
