@@ -518,6 +518,7 @@ def test_distant_pair_study_smoke_writes_the_table_and_plot(tmp_path):
         "none",
         "all",
         "separate-decoder",
+        "src_tgt",
         "multilingual",
         "--cache-dir",
         str(tmp_path / "cache"),
@@ -528,9 +529,9 @@ def test_distant_pair_study_smoke_writes_the_table_and_plot(tmp_path):
     assert sorted({(r["lang"], r["cell"]) for r in rows}) == [
         (lang, cell)
         for lang in ("de", "ja")
-        for cell in ("all", "multilingual", "none", "separate-decoder")
+        for cell in ("all", "multilingual", "none", "separate-decoder", "src_tgt")
     ]
-    assert len(rows) == 16, "two seeds of every cell"
+    assert len(rows) == 20, "two seeds of every cell"
     by = {(r["lang"], r["cell"], r["seed"]): r for r in rows}
     assert (
         by[("ja", "all", 1)]["foreign_share"] > by[("ja", "separate-decoder", 1)]["foreign_share"]
