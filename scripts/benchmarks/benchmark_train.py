@@ -230,8 +230,8 @@ def read_config(path: Path) -> dict:
 def load_batches(config: dict, count: int, fixed_shapes: bool = False):
     """The vocabulary and the first `count` batches of the shuffled first training epoch (with
     `fixed_shapes`, cut and padded to them), each with its target token count (counted here, so
-    that the timed steps need no host sync), and how many lengths a side may take (0 without). The tie of
-    `config["model"]` is set to the one `tie_embeddings` chooses for the data."""
+    that the timed steps need no host sync), and how many lengths a side may take (0 without).
+    The tie of `config["model"]` is set to the one `tie_embeddings` chooses for the data."""
     from translate.model.tying import choose_tie
     from translate.text.vocab import PAD_ID
     from translate.train.data_module import TranslationDataModule
@@ -428,9 +428,9 @@ def time_models(
 ) -> dict:
     """Target tokens/s of each model over interleaved rounds: the first round apart (the shapes
     met first; a CUDA graph is recorded at a shape's second meeting), the steady state the
-    median of the rounds after it (of the one round where there is one). Rounds of as many steps
-    as batches go over every batch once each. Also the first losses. `shaped`: the fixed-shape batches and how many
-    lengths a side may take, for the `SHAPED` rows."""
+    median of the rounds after it (the only round, where there is one). Rounds of as many steps
+    as batches go over every batch once each. Also the first losses. `shaped`: the fixed-shape
+    batches and how many lengths a side may take, for the `SHAPED` rows."""
     shaped_batches, lengths = shaped
     trainees = {
         name: Trainee(name, config, vocab, device, args.loss_chunk, lengths) for name in args.models

@@ -265,8 +265,8 @@ def training_step_name(config: str, tokens: int, shaped: bool = False) -> str:
 def training_step(config: str, tokens: int, shaped: bool = False) -> Step:
     """Training throughput and MFU of ours against transformers' Marian on the same batches, each
     speed switch a row of its own; `shaped`: ours on the fixed batch shapes, eager and with the
-    compiled step (with and without CUDA graphs on a GPU), beside ours as configured (a step of its own, so that a compile that takes
-    the cap leaves the other rows measured)."""
+    compiled step (with and without CUDA graphs on a GPU), beside ours as configured (a step of
+    its own, so that a compile that takes the cap leaves the other rows measured)."""
 
     name = training_step_name(config, tokens, shaped)
 

@@ -6,8 +6,8 @@ joint vocabulary spend much of their mass on the same pieces and hurts where the
 The rule measures that share on the training data (`PieceUse.shared_mass`, the sum over pieces
 of the smaller of the two sides' shares) and ties three ways at or above `SHARED_MASS_THRESHOLD`;
 below it, it takes `BELOW_THRESHOLD`, which keeps the source-target tie and leaves the output
-projection, where the three-way tie's loss comes from, its own. Separate vocabularies have no common id space to measure
-and cannot tie the encoder to the decoder: they get no tie.
+projection, where the three-way tie's loss comes from, its own. Separate vocabularies have no
+common id space to measure and cannot tie the encoder to the decoder: they get no tie.
 """
 
 from __future__ import annotations
