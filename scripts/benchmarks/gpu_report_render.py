@@ -116,7 +116,10 @@ def training(report: dict) -> str:
     if not results:
         return with_gaps(["No training throughput was measured."], report, "train-")
     lines = [
-        "Target (non-pad) tokens per second, the median over the rounds after the first (the first round, where shapes are met first, apart), each row on the same batches; MFU is "
+        "Target (non-pad) tokens per second, the median over rounds (where a round is one pass "
+        "over the batches, `--steps 16 --batches 16`, over the rounds after the first, which is "
+        "given apart; in the earlier steps' `--steps 8`, over all of them), each row on the same "
+        "batches; MFU is "
         "the model FLOPs counted from the architecture over the device's bf16 peak "
         "(`scripts/benchmarks/benchmark_train.py`).",
         "",
