@@ -86,6 +86,12 @@ def test_the_dry_run_records_every_step_with_its_figures(dry_run):
     assert [updates for updates, _ in converge["dev_bleu"]] == [4, 8] and converge["updates"] == 8
     assert converge["test"]["lines"] == converge["test_greedy"]["lines"] > 1000
     assert converge["test"]["bleu_signature"].startswith("nrefs:1|")
+    # the same run with fixed shapes and the step `auto` chooses (eager on the CPU), same cap
+    fast = steps[gpu_report.FAST_PATH]["result"]
+    assert fast["fast_path"] == " ".join(gpu_report.DRY.fast_path) and not converge["fast_path"]
+    assert fast["command"].endswith(fast["fast_path"]) and fast["updates"] == 8
+    assert fast["test"]["lines"] == converge["test"]["lines"]
+    assert (dry_run / "steps" / gpu_report.FAST_PATH / "run" / "checkpoints").is_dir()
 
     decoded = {
         step["result"]["precision"]: step["result"]["rows"]
@@ -194,6 +200,9 @@ def test_the_docs_fill_from_the_report_between_their_markers_only(dry_run, tmp_p
     assert json.loads((docs / "gpu-report" / "report.json").read_text()) == report
     converge = report["steps"]["converge"]["result"]["test"]
     assert f"**{converge['bleu']:.2f} BLEU / {converge['chrf']:.2f} chrF2**" in training
+    fast = report["steps"][gpu_report.FAST_PATH]["result"]
+    assert f"| {fast['fast_path']} | {fast['updates']:,} |" in training
+    assert f"{fast['test']['bleu']:.2f} / {fast['test']['chrf']:.2f}" in training
     assert (docs / "images" / "gpu-report" / "converge-dev-bleu.png").read_bytes().startswith(PNG)
     again = script(
         "gpu_report_docs.py",
@@ -377,6 +386,7 @@ def test_the_gpu_plan_has_every_step_the_dry_run_proves_at_full_size():
     } <= set(names)
     assert {
         "converge",
+        gpu_report.FAST_PATH,
         "ctranslate2",
         "decode-bf16",
         "decode-fp32",

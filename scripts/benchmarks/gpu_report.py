@@ -54,6 +54,8 @@ class Scale:
     precisions: tuple[str, ...]
     decode_limit: tuple[str, ...]  # benchmark_translate.py's sentence limit and repeats
     converge: tuple[str, ...]  # translate-train settings over the converge config
+    # the settings a second converge run adds, under the same cap: fixed shapes, compiled step
+    fast_path: tuple[str, ...]
     checkpoint: str  # which checkpoint of the converge run decoding and serving use
     serve: tuple[str, ...]
     ddp: tuple[str, ...]  # translate-train settings of the DDP runs
@@ -72,6 +74,7 @@ GPU = Scale(
     precisions=("bf16-mixed", "32-true", "16-mixed"),
     decode_limit=("--repeats", "2", "--batch-tokens", "16384"),
     converge=("--config", "configs/converge.yaml", "--trainer.max_time", "00:00:06:00"),
+    fast_path=("--data.batch_shapes", "fixed", "--model.step", "compiled"),
     checkpoint="best.ckpt",
     serve=("--clients", "32,128", "--seconds", "30"),
     ddp=(
@@ -116,6 +119,8 @@ DRY = Scale(
         "--model.max_len_b",
         "8",
     ),
+    # `auto` keeps the CPU's eager step: what is tested here is the run's path and its figures
+    fast_path=("--data.batch_shapes", "fixed", "--model.step", "auto"),
     checkpoint="last.ckpt",
     serve=("--clients", "2,4", "--seconds", "1", "--sentences", "64"),
     ddp=(
@@ -337,18 +342,33 @@ def series(rows: list[dict], name: str) -> list[tuple[int, float]]:
     ]
 
 
-def converge_step() -> Step:
-    """make train's model on the GPU with the converge config, capped; its dev-BLEU curve and test scores."""
+FAST_PATH = "converge-fixed-compiled"  # the converge run with the scale's fast_path settings
+
+
+def converge_step(name: str = "converge") -> Step:
+    """make train's model on the GPU with the converge config, capped; its dev-BLEU curve and
+    test scores. `FAST_PATH`: the same run with fixed batch shapes and the compiled step under
+    the same cap (its checkpoint measures nothing else)."""
+
+    def settings(context: Context) -> tuple[str, ...]:
+        return context.scale.fast_path if name == FAST_PATH else ()
 
     def plan(context: Context) -> list[Command]:
-        run_dir = context.directory("converge") / "run"
-        train = (PYTHON, "-m", "translate.cli.train", "fit", *context.scale.converge)
+        run_dir = context.directory(name) / "run"
+        train = (
+            PYTHON,
+            "-m",
+            "translate.cli.train",
+            "fit",
+            *context.scale.converge,
+            *settings(context),
+        )
         evaluate = (
             PYTHON,
             "-m",
             "translate.cli.evaluate",
             "--checkpoint",
-            str(context.checkpoint()),
+            str(run_dir / "checkpoints" / context.scale.checkpoint),
         )
         evaluate += ("--json", "--device", context.scale.device)
         return [
@@ -361,7 +381,8 @@ def converge_step() -> Step:
         rows = metric_rows(directory / "run")
         rates = [rate for _, rate in series(rows, "train_tgt_tokens_per_sec")]
         return {
-            "command": " ".join(context.scale.converge),
+            "command": " ".join((*context.scale.converge, *settings(context))),
+            "fast_path": " ".join(settings(context)),
             "dev_bleu": series(rows, "val_bleu"),
             "dev_ppl": series(rows, "val_ppl"),
             "updates": updates(rows),
@@ -371,7 +392,7 @@ def converge_step() -> Step:
             "test_greedy": json.loads((directory / "test-greedy.json").read_text()),
         }
 
-    return Step("converge", "converge", plan, read, needs_device)
+    return Step(name, "converge", plan, read, needs_device)
 
 
 def needs_checkpoint(context: Context) -> str:
@@ -594,6 +615,7 @@ def steps(scale: Scale) -> list[Step]:
         *(training_step(config, first, shaped=True) for config in scale.train_configs),
         *(training_step(config, first) for config in scale.train_configs),
         converge_step(),
+        converge_step(FAST_PATH),
         ctranslate2_step(),
         *(decoding_step(precision) for precision in scale.precisions),
         serving_step(),

@@ -58,6 +58,16 @@ def with_gaps(lines: list[str], report: dict, prefix: str) -> str:
     return "\n".join(lines)
 
 
+def converge_runs(report: dict) -> tuple[list[dict], list[dict]]:
+    """The converge runs as configured (whose checkpoint the decoding and serving steps measure)
+    and those with the fast path's settings (fixed shapes, compiled step), each in run order."""
+    results = done(report, "converge")
+    return (
+        [run for run in results if not run.get("fast_path")],
+        [run for run in results if run.get("fast_path")],
+    )
+
+
 def converge_run(converge: dict) -> dict:
     """What names a converge run, from its result: the checkpoint of each step that measured it
     records this, so a rerun of converge (a new checkpoint) shows which figures are older."""
@@ -67,7 +77,7 @@ def converge_run(converge: dict) -> dict:
 def earlier_checkpoint(report: dict, result: dict) -> str:
     """'' when `result` measured the converge section's checkpoint; else which run's it measured
     (a rerun converge step replaces the checkpoint, the steps measured before keep their figures)."""
-    converge = done(report, "converge")
+    converge = converge_runs(report)[0]
     current = converge_run(converge[0]) if converge else {}
     theirs = result.get("checkpoint")
     if theirs == current:
@@ -178,7 +188,7 @@ def training(report: dict) -> str:
 
 
 def converge(report: dict) -> str:
-    results = done(report, "converge")
+    results, fast = converge_runs(report)
     if not results:
         return with_gaps(["The converge run did not finish."], report, "converge")
     run = results[0]
@@ -205,7 +215,30 @@ def converge(report: dict) -> str:
             f"- test, {label}: **{test['bleu']:.2f} BLEU / {test['chrf']:.2f} chrF2** "
             f"({test['lines']:,} lines; `{test['bleu_signature']}`)"
         )
+    if fast:
+        lines += ["", *fast_path_lines(run, fast[0])]
     return with_gaps(lines, report, "converge")
+
+
+def fast_path_lines(run: dict, fast: dict) -> list[str]:
+    """The converge run beside the same run with fixed shapes and the compiled step, same cap."""
+
+    def row(label: str, result: dict) -> str:
+        rate = result.get("tokens_per_s")
+        test, greedy = result["test"], result["test_greedy"]
+        return (
+            f"| {label} | {result['updates']:,} | {f'{rate:,.0f}' if rate else '-'} | "
+            f"{test['bleu']:.2f} / {test['chrf']:.2f} | {greedy['bleu']:.2f} / {greedy['chrf']:.2f} |"
+        )
+
+    return [
+        f"The same run with `{fast['fast_path']}`, under the same cap (its compile counted in it):",
+        "",
+        "| run | updates | target tokens/s | test BLEU / chrF2 (its search) | greedy |",
+        "|---|---:|---:|---:|---:|",
+        row("as configured", run),
+        row(fast["fast_path"], fast),
+    ]
 
 
 def decoding(report: dict) -> str:
@@ -390,10 +423,13 @@ def render_plots(report: dict, out: Path) -> dict[str, Path]:
         plots["training"] = out / PLOTS["training"]
         figure.savefig(plots["training"], dpi=110)
         plt.close(figure)
-    runs = done(report, "converge")
+    runs, fast = converge_runs(report)
     if runs and runs[0]["dev_bleu"]:
         figure, axis = plt.subplots(figsize=(5.5, 3.5))
-        axis.plot(*zip(*runs[0]["dev_bleu"]), marker="o")
+        axis.plot(*zip(*runs[0]["dev_bleu"]), marker="o", label="as configured")
+        if fast and fast[0]["dev_bleu"]:
+            axis.plot(*zip(*fast[0]["dev_bleu"]), marker="s", label=fast[0]["fast_path"])
+            axis.legend(fontsize=7)
         axis.set_xlabel("updates")
         axis.set_ylabel("dev BLEU (greedy)")
         axis.set_title(f"configs/converge.yaml\n{provenance(report).replace('`', '')}", fontsize=8)
