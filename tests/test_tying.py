@@ -3,6 +3,7 @@
 import copy
 import json
 import math
+import shutil
 import subprocess
 import sys
 from collections import Counter
@@ -583,6 +584,20 @@ def test_distant_pair_study_smoke_writes_the_table_and_plot(tmp_path):
     assert "none-de-seed2 stopped at 1 of 2 updates (trainer.max_time): not counted" in again.stderr
     runs = {r["run"] for r in json.loads((out / "results.json").read_text())}
     assert "none-de-seed2" not in runs and "none-de-seed1" in runs
+    # the runs' results and outputs alone, copied to another directory, make the same report
+    moved = tmp_path / "moved"
+    for run in runs:
+        (moved / run).mkdir(parents=True)
+        for name in ["result.json", *(f"test.{lang}.hyp" for lang in ("de", "ja"))]:
+            if (out / run / name).is_file():
+                shutil.copy(out / run / name, moved / run / name)
+    there = [*result_args[: result_args.index("--out") + 1], str(moved)]
+    there += result_args[result_args.index("--out") + 2 :]
+    copied = subprocess.run(
+        [*there, "--resume", "--report-only"], cwd=REPO, capture_output=True, text=True
+    )
+    assert copied.returncode == 0, copied.stderr[-3000:]
+    assert (moved / "results.md").read_text() == (out / "results.md").read_text()
 
 
 # --- shared_rows and tie_embeddings auto ------------------------------------------------------

@@ -649,13 +649,21 @@ def plot(results: list[dict], langs: list[str], cells: list[str], path: Path) ->
     write_atomic(path, buffer.getvalue())
 
 
+def portable(config: dict) -> str:
+    """A run's config with the study's directory (its run directory's parent) replaced by one
+    name, so that runs copied elsewhere (their result.json and outputs) are recognised there."""
+    out = str(Path(config["run_dir"]).parent)
+    return json.dumps(config, sort_keys=True).replace(json.dumps(out)[1:-1], "<out>")
+
+
 def finished_rows(result_path: Path, config: dict) -> list[dict] | None:
-    """The result rows of a run that finished with `config`, or None: one that stopped before
-    its updates (at its time cap, trainer.max_time) is not counted, and trains again."""
+    """The result rows of a run that finished with `config` (in this study's directory or
+    another), or None: one that stopped before its updates (at its time cap, trainer.max_time)
+    is not counted, and trains again."""
     if not result_path.is_file():
         return None
     result = json.loads(result_path.read_text())
-    if result.get("config") != config:
+    if "config" not in result or portable(result["config"]) != portable(config):
         return None
     wanted = config["trainer"]["max_steps"]
     updates = [row.get("updates") for row in result["rows"]]
