@@ -585,6 +585,7 @@ def test_distant_pair_study_smoke_writes_the_table_and_plot(tmp_path):
     runs = {r["run"] for r in json.loads((out / "results.json").read_text())}
     assert "none-de-seed2" not in runs and "none-de-seed1" in runs
     # the runs' results and outputs alone, copied to another directory, make the same report
+    # there with another cache
     moved = tmp_path / "moved"
     for run in runs:
         (moved / run).mkdir(parents=True)
@@ -592,7 +593,8 @@ def test_distant_pair_study_smoke_writes_the_table_and_plot(tmp_path):
             if (out / run / name).is_file():
                 shutil.copy(out / run / name, moved / run / name)
     there = [*result_args[: result_args.index("--out") + 1], str(moved)]
-    there += result_args[result_args.index("--out") + 2 :]
+    there += result_args[result_args.index("--out") + 2 : result_args.index("--cache-dir")]
+    there += ["--cache-dir", str(tmp_path / "another-cache")]
     copied = subprocess.run(
         [*there, "--resume", "--report-only"], cwd=REPO, capture_output=True, text=True
     )

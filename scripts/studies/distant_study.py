@@ -651,9 +651,12 @@ def plot(results: list[dict], langs: list[str], cells: list[str], path: Path) ->
 
 def portable(config: dict) -> str:
     """A run's config with the study's directory (its run directory's parent) replaced by one
-    name, so that runs copied elsewhere (their result.json and outputs) are recognised there."""
+    name and without the cache's place, so that runs copied elsewhere (their result.json and
+    outputs) are recognised there, whatever cache they used."""
     out = str(Path(config["run_dir"]).parent)
-    return json.dumps(config, sort_keys=True).replace(json.dumps(out)[1:-1], "<out>")
+    data = {key: value for key, value in config["data"].items() if key != "cache_dir"}
+    text = json.dumps({**config, "data": data}, sort_keys=True)
+    return text.replace(json.dumps(out)[1:-1], "<out>")
 
 
 def finished_rows(result_path: Path, config: dict) -> list[dict] | None:
