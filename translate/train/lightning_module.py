@@ -171,8 +171,9 @@ class TranslationModule(L.LightningModule):
         compile: torch.compile the model's forward pass (the training step; search is not compiled).
         step: the training step's loss `compiled` once for every batch shape (fixed batch
             shapes, `data.batch_shapes`; a CUDA graph a shape on a GPU:
-            translate/train/compiled_step.py), or `eager` (the default: faster on a GPU,
-            docs/benchmarks.md); `auto` compiles on CUDA where the batches have fixed shapes.
+            translate/train/compiled_step.py), or `eager` (the default until a whole training
+            run has been measured compiled; the compiled step's speed: docs/benchmarks.md);
+            `auto` compiles on CUDA where the batches have fixed shapes.
         training_attention: the `scaled_dot_product_attention` backend of the training steps:
             `default` (PyTorch's choice), or `math` (plain products and softmax, whose backward
             pass is faster than the CPU's fused kernel in bf16; validation and search unchanged).
