@@ -55,7 +55,7 @@ def main() -> None:
         rows = {
             tie: {"tie_embeddings": tie}
             for tie, places in TIE_MODES.items()
-            if not places["target_rows_apart"]
+            if not places.target_rows_apart
         }
         if args.sharing:
             rows.update(

@@ -194,7 +194,7 @@ def trained_parameter_counts(loaded) -> dict:
 
     counts = parameter_counts(loaded.model)
     choice = loaded.tie_choice
-    if choice is not None and TIE_MODES[choice.mode]["target_rows_apart"]:
+    if choice is not None and TIE_MODES[choice.mode].target_rows_apart:
         model = loaded.model
         folded = 2 * (model.tgt_vocab_size - choice.target_only_pieces) * model.cfg.d_model
         counts["total"] -= folded

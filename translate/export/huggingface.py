@@ -44,7 +44,7 @@ from torch import Tensor, nn
 
 from translate.decode.loaded_model import load_model
 from translate.export.output import ExportError, prepare_output, refuse_sharing_variants, staged
-from translate.model.transformer import TIE_MODES, MultiHeadAttention, Transformer
+from translate.model.transformer import TIE_MODES, MultiHeadAttention, Ties, Transformer
 from translate.text.vocab import BOS_ID, EOS_ID, PAD_ID, SentencePieceVocab, Vocabularies
 
 INSTALL_HINT = "pip install transformers safetensors (or, in the project directory, pip install -e '.[export]')"
@@ -75,7 +75,7 @@ def huggingface_architecture(model: Transformer) -> str:
         )
     if not cfg.norm_first:
         return "MarianMTModel"
-    if not exported_tie(cfg)["src_tgt"]:
+    if not exported_tie(cfg).src_tgt:
         raise ExportError(
             f"a pre-norm model (norm_first: true) exports as PegasusForConditionalGeneration, "
             f"whose encoder and decoder always share one token embedding, but this model has "
@@ -86,11 +86,11 @@ def huggingface_architecture(model: Transformer) -> str:
     return "PegasusForConditionalGeneration"
 
 
-def exported_tie(cfg) -> dict[str, bool]:
+def exported_tie(cfg) -> Ties:
     """The ties the exported matrices keep: `shared_rows` leaves three matrices that differ in
     the target-only rows, which transformers holds as an untied model's."""
     tie = TIE_MODES[cfg.tie_embeddings]
-    return TIE_MODES["none"] if tie["target_rows_apart"] else tie
+    return TIE_MODES["none"] if tie.target_rows_apart else tie
 
 
 def huggingface_config(model: Transformer, architecture: str):
@@ -118,14 +118,14 @@ def huggingface_config(model: Transformer, architecture: str):
         decoder_start_token_id=BOS_ID,
         # Generation settings belong to generation_config.json; None overrides Marian's default 0.
         forced_eos_token_id=None,
-        tie_word_embeddings=tie["tgt_output"],
+        tie_word_embeddings=tie.tgt_output,
         architectures=[architecture],
     )
     if architecture == "MarianMTModel":
         return transformers.MarianConfig(
             vocab_size=model.src_vocab_size,
             decoder_vocab_size=model.tgt_vocab_size,
-            share_encoder_decoder_embeddings=tie["src_tgt"],
+            share_encoder_decoder_embeddings=tie.src_tgt,
             **common,
         )
     return transformers.PegasusConfig(vocab_size=model.src_vocab_size, **common)
@@ -180,7 +180,7 @@ def huggingface_state_dict(model: Transformer) -> dict[str, Tensor]:
 
     state["model.encoder.embed_tokens.weight"] = reads(model.src_embed.weight)
     state["model.decoder.embed_tokens.weight"] = reads(model.tgt_embed.weight)
-    if exported_tie(model.cfg)["src_tgt"]:
+    if exported_tie(model.cfg).src_tgt:
         state["model.shared.weight"] = reads(model.src_embed.weight)
     state["lm_head.weight"] = reads(model.output.weight)
     return {name: value.detach().clone().contiguous() for name, value in state.items()}

@@ -19,16 +19,26 @@ from torch.nn.utils import parametrize
 
 TieMode = Literal["none", "decoder", "src_tgt", "all", "shared_rows"]
 
-# Which places share one matrix.  "decoder": decoder input = pre-softmax projection;
-# "src_tgt": encoder input = decoder input; "all": the three-way tie of Vaswani et al.;
-# "shared_rows": the three-way tie, but the pieces only the target side uses get decoder-input
-# and output rows of their own ("target_rows_apart"; `TargetRows`).
-TIE_MODES: dict[str, dict[str, bool]] = {
-    "none": {"src_tgt": False, "tgt_output": False, "target_rows_apart": False},
-    "decoder": {"src_tgt": False, "tgt_output": True, "target_rows_apart": False},
-    "src_tgt": {"src_tgt": True, "tgt_output": False, "target_rows_apart": False},
-    "all": {"src_tgt": True, "tgt_output": True, "target_rows_apart": False},
-    "shared_rows": {"src_tgt": True, "tgt_output": True, "target_rows_apart": True},
+
+@dataclass(frozen=True)
+class Ties:
+    """Which places share one matrix under one `TieMode`."""
+
+    src_tgt: bool  # encoder input = decoder input
+    tgt_output: bool  # decoder input = pre-softmax projection
+    # the pieces only the target side uses keep decoder-input and output rows of their own
+    target_rows_apart: bool
+
+
+# "decoder": decoder input = pre-softmax projection; "src_tgt": encoder input = decoder input;
+# "all": the three-way tie of Vaswani et al.; "shared_rows": the three-way tie, but the pieces
+# only the target side uses get decoder-input and output rows of their own.
+TIE_MODES: dict[str, Ties] = {
+    "none": Ties(src_tgt=False, tgt_output=False, target_rows_apart=False),
+    "decoder": Ties(src_tgt=False, tgt_output=True, target_rows_apart=False),
+    "src_tgt": Ties(src_tgt=True, tgt_output=False, target_rows_apart=False),
+    "all": Ties(src_tgt=True, tgt_output=True, target_rows_apart=False),
+    "shared_rows": Ties(src_tgt=True, tgt_output=True, target_rows_apart=True),
 }
 
 
@@ -403,14 +413,14 @@ class Transformer(nn.Module):
                 f"{sorted(TIE_MODES)} before the model is built (translate.model.tying)"
             )
         tie = TIE_MODES[cfg.tie_embeddings]
-        if tie["src_tgt"] and not shared_vocab:
+        if tie.src_tgt and not shared_vocab:
             raise ValueError(
                 f"tie_embeddings={cfg.tie_embeddings!r} makes the encoder and decoder share one "
                 f"embedding matrix, which needs one joint vocabulary, but this model has separate "
                 f"source ({src_vocab_size} tokens) and target ({tgt_vocab_size} tokens) vocabularies. "
                 "Train a joint vocabulary or choose tie_embeddings 'decoder' or 'none'."
             )
-        if tie["target_rows_apart"] and target_only_ids is None:
+        if tie.target_rows_apart and target_only_ids is None:
             raise ValueError(
                 "tie_embeddings 'shared_rows' needs the ids of the pieces only the target side "
                 "uses (target_only_ids)"
@@ -422,12 +432,12 @@ class Transformer(nn.Module):
 
         self.src_embed = nn.Embedding(src_vocab_size, cfg.d_model)
         self.tgt_embed = (
-            self.src_embed if tie["src_tgt"] else nn.Embedding(tgt_vocab_size, cfg.d_model)
+            self.src_embed if tie.src_tgt else nn.Embedding(tgt_vocab_size, cfg.d_model)
         )
         self.output = nn.Linear(cfg.d_model, tgt_vocab_size, bias=False)
-        if tie["tgt_output"]:
+        if tie.tgt_output:
             self.output.weight = self.tgt_embed.weight
-        if tie["target_rows_apart"]:
+        if tie.target_rows_apart:
             # modules of their own around the one tied Parameter, each parametrized apart
             self.tgt_embed = nn.Embedding(tgt_vocab_size, cfg.d_model)
             self.tgt_embed.weight = self.src_embed.weight

@@ -48,7 +48,7 @@ class TieChoice:
         )
 
     def _rows(self) -> str:
-        if not TIE_MODES[self.mode]["target_rows_apart"] or self.target_only_pieces is None:
+        if not TIE_MODES[self.mode].target_rows_apart or self.target_only_pieces is None:
             return ""
         return f", {self.target_only_pieces:,} target-only rows apart"
 

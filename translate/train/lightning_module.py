@@ -219,7 +219,7 @@ class TranslationModule(L.LightningModule):
         self.model_config = replace(asked, tie_embeddings=self.tie_choice.mode)
         target_only = (
             piece_use.target_only_ids()
-            if TIE_MODES[self.tie_choice.mode]["target_rows_apart"] and piece_use is not None
+            if TIE_MODES[self.tie_choice.mode].target_rows_apart and piece_use is not None
             else None
         )
         self.model = Transformer(
