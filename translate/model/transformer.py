@@ -30,9 +30,7 @@ class Ties:
     target_rows_apart: bool
 
 
-# "decoder": decoder input = pre-softmax projection; "src_tgt": encoder input = decoder input;
-# "all": the three-way tie of Vaswani et al.; "shared_rows": the three-way tie, but the pieces
-# only the target side uses get decoder-input and output rows of their own.
+# "all" is the three-way tie of Vaswani et al.; "shared_rows" the same, with target-only rows apart.
 TIE_MODES: dict[str, Ties] = {
     "none": Ties(src_tgt=False, tgt_output=False, target_rows_apart=False),
     "decoder": Ties(src_tgt=False, tgt_output=True, target_rows_apart=False),
