@@ -31,7 +31,7 @@ class Recorder(L.Callback):
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
         loader = trainer.train_dataloader
-        planned = loader.batch_sampler._rank_batches()[batch_idx].tolist()
+        planned = loader.batch_sampler.rank_batches()[batch_idx].tolist()
         expected = collate([loader.dataset[i] for i in planned])
         digest = hashlib.sha256()
         for key in ("src", "tgt_in", "tgt_out"):

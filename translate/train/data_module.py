@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import random
 import sys
-import warnings
 from collections.abc import Callable, Iterator
 from functools import cached_property, partial
 from itertools import chain, islice
@@ -48,6 +47,7 @@ from translate.text.vocab import (
 from translate.text.vocab_overlap import PieceUse, ignored_pieces
 from translate.train.directions import TaggedPairs, TemperatureBatchSampler
 from translate.train.encoded import EncodedPairs, cached_encoding
+from translate.train.resumable import ResumableBatchSampler
 from translate.train.token_batches import (
     BatchShapeMode,
     BatchShapes,
@@ -56,7 +56,7 @@ from translate.train.token_batches import (
 )
 
 
-class TokenBatchSampler(Sampler[list[int]]):
+class TokenBatchSampler(ResumableBatchSampler):
     """Batches of similar length whose padded size never exceeds `max_tokens` on either side.
 
     The batches are formed once (length-sorted, ties broken by the seed) and their order is
@@ -67,10 +67,8 @@ class TokenBatchSampler(Sampler[list[int]]):
     together covers every example, none dropped or repeated.  For evaluation the counts may
     differ, but batches are split until every rank has at least one where the data allows.
 
-    The sampler is resumable: `state_dict(consumed)` records the epoch and how many of this
-    rank's batches the trainer has used, and after `load_state_dict` the next iteration starts
-    at the following batch of that epoch's order, so a run stopped mid-epoch carries on with
-    exactly the data it would have seen.
+    The sampler is resumable (`resumable.ResumableBatchSampler`): a run stopped mid-epoch
+    carries on with exactly the data it would have seen.
 
     `lengths` is an (N, 2) array-like of (source, target) lengths as they will be padded;
     `shapes`, fixed batch shapes that each batch must fit (`token_batches.BatchShapes`).
@@ -87,7 +85,8 @@ class TokenBatchSampler(Sampler[list[int]]):
         equal_per_rank: bool = True,
         shapes: BatchShapes | None = None,
     ) -> None:
-        self.shuffle, self.seed, self.epoch, self._skip = shuffle, seed, 0, 0
+        super().__init__()
+        self.shuffle, self.seed = shuffle, seed
         self.rank, self.world_size, self.equal_per_rank = rank, world_size, equal_per_rank
         lengths = np.asarray(lengths, dtype=np.int64).reshape(-1, 2)
         self.batches: list[np.ndarray] = budget_batches(lengths, max_tokens, seed, shapes)
@@ -111,50 +110,17 @@ class TokenBatchSampler(Sampler[list[int]]):
         ]
         return True
 
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
-
-    def _rank_batches(self) -> list[np.ndarray]:
+    def rank_batches(self) -> list[np.ndarray]:
         batches = list(self.batches)
         if self.shuffle:
             random.Random(self.seed + self.epoch).shuffle(batches)
         return batches[self.rank :: self.world_size]
 
-    def __iter__(self) -> Iterator[list[int]]:
-        batches = self._rank_batches()[self._skip :]
-        self._skip = 0  # only the first iteration after a resume starts inside the epoch
-        return (batch.tolist() for batch in batches)
-
-    def state_dict(self, consumed: int) -> dict:
-        """The position after `consumed` of this epoch's batches: what a checkpoint must hold."""
-        epoch = self.epoch
-        if consumed >= len(self):
-            epoch, consumed = epoch + 1, 0
-        return {
-            "epoch": epoch,
-            "consumed": consumed,
-            "world_size": self.world_size,
-            "batches": len(self.batches),
-            "seed": self.seed,
-        }
-
-    def load_state_dict(self, state: dict) -> None:
-        """Continue where `state` left off.  With another rank count or batch layout the exact
-        order cannot be kept; the same share of the epoch is skipped instead, with a warning."""
-        consumed = int(state["consumed"])
-        layout = (state.get("world_size"), state.get("batches"), state.get("seed"))
-        if layout != (self.world_size, len(self.batches), self.seed):
-            warnings.warn(
-                f"resuming with a different data layout (ranks, batches, seed: {layout} in the "
-                f"checkpoint, {(self.world_size, len(self.batches), self.seed)} now): the data order "
-                "of the interrupted epoch cannot continue exactly; its consumed share is skipped",
-                stacklevel=2,
-            )
-            consumed = consumed * int(state.get("world_size") or 1) // self.world_size
-        self.epoch, self._skip = int(state["epoch"]), min(consumed, len(self))
+    def layout_size(self) -> int:
+        return len(self.batches)
 
     def __len__(self) -> int:
-        return len(self._rank_batches())
+        return len(self.rank_batches())
 
 
 class ResumableLoader(DataLoader):

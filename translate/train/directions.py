@@ -11,13 +11,12 @@ larger T flattens it towards uniform (T = 5 is the multilingual literature's usu
 
 from __future__ import annotations
 
-import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
-from torch.utils.data import Sampler
 
+from translate.train.resumable import ResumableBatchSampler
 from translate.train.token_batches import BatchShapes, budget_batches
 
 
@@ -51,7 +50,7 @@ class TaggedPairs(torch.utils.data.Dataset):
         return np.stack([self.parts[part].src_lengths(), self.parts[part].tgt_lengths()], axis=1)
 
 
-class TemperatureBatchSampler(Sampler[list[int]]):
+class TemperatureBatchSampler(ResumableBatchSampler):
     """Batches of one direction each, the direction of every batch drawn by temperature.
 
     Each direction's batches are formed once (length-sorted, within the token budget); each
@@ -74,7 +73,8 @@ class TemperatureBatchSampler(Sampler[list[int]]):
         world_size: int = 1,
         shapes: BatchShapes | None = None,
     ) -> None:
-        self.seed, self.rank, self.world_size, self.epoch, self._skip = seed, rank, world_size, 0, 0
+        super().__init__()
+        self.seed, self.rank, self.world_size = seed, rank, world_size
         offsets = np.cumsum([0] + [len(lengths) for lengths in part_lengths])
         self.batches = [
             [batch + offsets[part] for batch in budget_batches(lengths, max_tokens, seed, shapes)]
@@ -114,39 +114,11 @@ class TemperatureBatchSampler(Sampler[list[int]]):
         }
         return [next(streams[int(part)]) for part in draws]
 
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
+    def rank_batches(self) -> list[np.ndarray]:
+        return self.epoch_batches(self.epoch)[self.rank :: self.world_size]
 
-    def __iter__(self) -> Iterator[list[int]]:
-        batches = self.epoch_batches(self.epoch)[self.rank :: self.world_size][self._skip :]
-        self._skip = 0
-        return (batch.tolist() for batch in batches)
+    def layout_size(self) -> int:
+        return self.draws
 
     def __len__(self) -> int:
         return self.draws // self.world_size
-
-    def state_dict(self, consumed: int) -> dict:
-        epoch = self.epoch
-        if consumed >= len(self):
-            epoch, consumed = epoch + 1, 0
-        return {
-            "epoch": epoch,
-            "consumed": consumed,
-            "world_size": self.world_size,
-            "batches": self.draws,
-            "seed": self.seed,
-        }
-
-    def load_state_dict(self, state: dict) -> None:
-        consumed = int(state["consumed"])
-        if (state.get("world_size"), state.get("batches"), state.get("seed")) != (
-            self.world_size,
-            self.draws,
-            self.seed,
-        ):
-            warnings.warn(
-                "resuming with a different data layout: the interrupted epoch's consumed share is skipped",
-                stacklevel=2,
-            )
-            consumed = consumed * int(state.get("world_size") or 1) // self.world_size
-        self.epoch, self._skip = int(state["epoch"]), min(consumed, len(self))
