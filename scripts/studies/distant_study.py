@@ -48,6 +48,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "scripts"))
 
 from tying_study import (  # noqa: E402
+    in_run_dir,
     interval,
     logged_metrics,
     merge,
@@ -160,7 +161,6 @@ def run_config(
 ) -> dict:
     config = merge(base, CELLS[cell])
     config["seed_everything"] = seed
-    config["run_dir"] = str(run_dir)
     config["data"]["seed"] = seed
     if cell == "multilingual":
         config["data"]["directions"] = [["en", other] for other in langs]
@@ -169,22 +169,7 @@ def run_config(
         config["trainer"].update(max_steps=steps, val_check_interval=steps)
     else:
         config["data"].update(src_lang="en", tgt_lang=lang)
-    config["trainer"]["logger"] = {
-        "class_path": "lightning.pytorch.loggers.CSVLogger",
-        "init_args": {"save_dir": str(run_dir), "name": "logs", "version": "run"},
-    }
-    config["trainer"]["callbacks"] = [
-        {
-            "class_path": "lightning.pytorch.callbacks.ModelCheckpoint",
-            "init_args": {
-                "dirpath": str(run_dir / "checkpoints"),
-                "save_last": True,
-                "save_top_k": 0,
-                "enable_version_counter": False,
-            },
-        }
-    ]
-    return config
+    return in_run_dir(config, run_dir)
 
 
 def piece_ids(vocab, lines: list[str]) -> set[int]:

@@ -139,7 +139,11 @@ def merge(base: dict, changes: dict) -> dict:
 
 def run_config(base: dict, variant: Variant, run_dir: Path) -> dict:
     """The full config of one run: the study's base, the variant's sharing, its own output dirs."""
-    config = merge(base, {"model": {"model": variant.model}})
+    return in_run_dir(merge(base, {"model": {"model": variant.model}}), run_dir)
+
+
+def in_run_dir(config: dict, run_dir: Path) -> dict:
+    """`config` with the run's directory, its CSV log and its last checkpoint all inside it."""
     config["run_dir"] = str(run_dir)
     config["trainer"]["logger"] = {
         "class_path": "lightning.pytorch.loggers.CSVLogger",
