@@ -26,6 +26,17 @@ def fixture_lines(name: str) -> list[str]:
 
 
 @functools.cache
+def tiny_fit(root: Path, *flags: str) -> Path:
+    """`translate-train fit` of configs/tiny.yaml on the fixture corpus, its run and cache under
+    `root`, 600-token batches, with `flags` added; the run's last checkpoint."""
+    from translate.cli.train import main
+
+    argv = ["fit", "--config", str(REPO / "configs" / "tiny.yaml"), "--run_dir", str(root / "run")]
+    argv += ["--data.corpus_dir", str(FIXTURE), "--data.cache_dir", str(root / "cache")]
+    assert main([*argv, "--data.max_tokens", "600", *flags]) == 0
+    return root / "run" / "checkpoints" / "last.ckpt"
+
+
 def joint_vocab(size: int = 200) -> Vocabularies:
     """One SentencePiece model of the fixture's train.en and train.de lines (in that order) for
     both sides. Trained once a session: SentencePiece is seeded, so every training on these

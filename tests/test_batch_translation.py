@@ -8,40 +8,18 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import FIXTURE, REPO
+from helpers import FIXTURE, tiny_fit
 
 from translate.cli.batch import main as batch_main
-from translate.cli.train import main as train_main
 from translate.cli.translate import main as translate_main
 from translate.train.batch_prediction import PartWriter, chunk_bounds, shard
 
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("batch")
-    assert (
-        train_main(
-            [
-                "fit",
-                "--config",
-                str(REPO / "configs" / "tiny.yaml"),
-                "--run_dir",
-                str(root / "run"),
-                "--data.corpus_dir",
-                str(FIXTURE),
-                "--data.cache_dir",
-                str(root / "cache"),
-                "--data.max_tokens",
-                "600",
-                "--trainer.max_steps",
-                "40",
-                "--tune_search",
-                "false",
-            ]
-        )
-        == 0
+    return tiny_fit(
+        tmp_path_factory.mktemp("batch"), "--trainer.max_steps", "40", "--tune_search", "false"
     )
-    return root / "run" / "checkpoints" / "last.ckpt"
 
 
 @pytest.fixture(scope="module")

@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import FIXTURE, REPO
+from helpers import FIXTURE, tiny_fit
 
-from translate.cli.train import main as train_main
 from translate.cli.translate import main as translate_main
 from translate.cli.tune import main as tune_main
 from translate.decode import tuning
@@ -63,28 +62,7 @@ def test_the_best_bleu_among_settings_that_do_not_cut_translations_short(
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory) -> Path:
     """configs/tiny.yaml on the fixture corpus: fit ends by tuning the last checkpoint."""
-    root = tmp_path_factory.mktemp("tune")
-    assert (
-        train_main(
-            [
-                "fit",
-                "--config",
-                str(REPO / "configs" / "tiny.yaml"),
-                "--run_dir",
-                str(root / "run"),
-                "--data.corpus_dir",
-                str(FIXTURE),
-                "--data.cache_dir",
-                str(root / "cache"),
-                "--data.max_tokens",
-                "600",
-                "--trainer.max_steps",
-                "60",
-            ]
-        )
-        == 0
-    )
-    return root / "run" / "checkpoints" / "last.ckpt"
+    return tiny_fit(tmp_path_factory.mktemp("tune"), "--trainer.max_steps", "60")
 
 
 def test_fit_ends_with_the_tuned_search_in_the_last_checkpoint(trained, capfd):
