@@ -7,8 +7,8 @@ text --(corpus.py)--> pairs --(vocab.py)--> SentencePiece model
 from __future__ import annotations
 
 import hashlib
+import logging
 import random
-import sys
 from collections.abc import Callable, Iterator
 from functools import cached_property, partial
 from itertools import chain, islice
@@ -54,6 +54,8 @@ from translate.train.token_batches import (
     budget_batches,
     padding_share,
 )
+
+log = logging.getLogger(__name__)
 
 
 class TokenBatchSampler(ResumableBatchSampler):
@@ -484,11 +486,10 @@ class TranslationDataModule(L.LightningDataModule):
         keep, report = filter_by_length(
             encoded.src_lengths(), encoded.tgt_lengths(), self.max_length, self.max_length_ratio
         )
-        print(
+        log.info(
             f"training data {self.run_data.corpus_of(direction)}"
             f"{' ' + direction_name(direction) if self.run_data.many_to_many else ''}: "
-            f"{report}",
-            file=sys.stderr,
+            f"{report}"
         )
         if not len(keep):
             raise CorpusError(
@@ -658,7 +659,7 @@ class TranslationDataModule(L.LightningDataModule):
         shapes = self.training_shapes(on_gpu)
         sampler = self._sampler("train", True, shapes)
         if (self.trainer.global_rank if self.trainer else 0) == 0:
-            print(f"translate-train: {self.describe_shapes(sampler, shapes)}", file=sys.stderr)
+            log.info(self.describe_shapes(sampler, shapes))
         loader = ResumableLoader(
             self.datasets["train"],
             batch_sampler=sampler,

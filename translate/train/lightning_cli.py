@@ -13,6 +13,7 @@ starts, so a worker process that imports the command's module as its main stays 
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import time
@@ -26,6 +27,7 @@ from translate.errors import UsageError
 from translate.text.run_data import RunData
 from translate.train.data_module import TranslationDataModule
 from translate.train.lightning_module import TranslationModule
+from translate.train.messages import show_on_stderr
 from translate.train.quiet import quiet_third_party_noise
 from translate.train.run_dir import (
     DATA_IDENTITY,
@@ -37,6 +39,8 @@ from translate.train.run_dir import (
     newest_checkpoint,
 )
 
+log = logging.getLogger(__name__)
+
 PROG = "translate-train"
 # Settings of a checkpoint's `data` section that belong to this machine, not to the data.
 MACHINE_DATA_SETTINGS = {"cache_dir", "encode_workers"}
@@ -44,9 +48,10 @@ RESUME_KEYWORDS = {"last", "best", "hpc", "registry"}  # Lightning's named check
 
 
 def say(message: str) -> None:
-    """A line on stderr, from global rank 0 only (every DDP process runs this CLI)."""
+    """A line for the person running the training, from global rank 0 only (every DDP process
+    runs this CLI)."""
     if rank_zero_only.rank == 0:
-        print(f"{PROG}: {message}", file=sys.stderr, flush=True)
+        log.info(message)
 
 
 def given_data_flags(argv: list[str]) -> set[str]:
@@ -356,6 +361,7 @@ def run_cli(argv: list[str] | None = None) -> TranslateCLI:
     from translate.train.progress import ProgressLog
 
     quiet_third_party_noise()
+    show_on_stderr(PROG)
     return TranslateCLI(
         TranslationModule,
         TranslationDataModule,

@@ -16,9 +16,9 @@ weight a token of a short batch more than one of a long batch.
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import os
-import sys
 import time
 from dataclasses import replace
 from typing import Literal, get_args
@@ -39,6 +39,8 @@ from translate.text.vocab import PAD_ID, Vocabularies
 from translate.text.vocab_overlap import PieceUse
 from translate.train.compiled_step import CompiledLoss, StepMode, step_choice
 from translate.train.loss import batch_nll
+
+log = logging.getLogger(__name__)
 
 
 class CorpusBLEU(Metric):
@@ -288,7 +290,7 @@ class TranslationModule(L.LightningModule):
                 self.eval_bleu.metric(language)
         self._compiled_loss = self._choose_step(datamodule)
         if self.trainer.is_global_zero:
-            print(f"translate-train: model {self.summary()}", file=sys.stderr, flush=True)
+            log.info("model %s", self.summary())
 
     def _choose_step(self, datamodule) -> CompiledLoss | None:
         """The compiled step where `model.step` chooses one (`compiled_step.step_choice`),
@@ -307,7 +309,7 @@ class TranslationModule(L.LightningModule):
             )
         if self.trainer.is_global_zero:
             kind = "compiled" if choice.compiled else "eager"
-            print(f"translate-train: training step {kind}: {choice.reason}", file=sys.stderr)
+            log.info("training step %s: %s", kind, choice.reason)
         if not choice.compiled:
             return None
         return CompiledLoss(

@@ -1,18 +1,20 @@
 """Training progress as plain lines, for runs whose output goes to a file or a pipe.
 
 Lightning's progress bar redraws one terminal line; written to a file it shows nothing until the
-end. Where no bar is shown, this callback prints a line every `trainer.log_every_n_steps`
-updates (step, loss, target tokens/s, learning rate, elapsed time and ETA) and one after every
-validation, on global rank 0.
+end. Where no bar is shown, this callback logs a line (`messages`) every
+`trainer.log_every_n_steps` updates (step, loss, target tokens/s, learning rate, elapsed time and
+ETA) and one after every validation, on global rank 0.
 """
 
 from __future__ import annotations
 
+import logging
 import math
-import sys
 import time
 
 import lightning as L
+
+log = logging.getLogger(__name__)
 
 
 def clock(seconds: float) -> str:
@@ -80,7 +82,7 @@ class ProgressLog(L.Callback):
         done = step - self._start_step
         if total and done > 0:
             parts.append(f"ETA {clock(elapsed / done * (total - step))}")
-        print("translate-train: " + " · ".join(parts), file=sys.stderr, flush=True)
+        log.info(" · ".join(parts))
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if not self._active(trainer) or trainer.sanity_checking:
@@ -91,8 +93,4 @@ class ProgressLog(L.Callback):
             if (value := metric(trainer, name)) is not None
         ]
         if scores:
-            print(
-                f"translate-train: validation at step {trainer.global_step:,}: {', '.join(scores)}",
-                file=sys.stderr,
-                flush=True,
-            )
+            log.info(f"validation at step {trainer.global_step:,}: {', '.join(scores)}")
