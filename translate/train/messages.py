@@ -2,7 +2,9 @@
 of the `translate.train` logger, written from global rank 0.
 
 The library only logs, and says nothing where no one asked: the front end that runs the training
-(translate-train, `lightning_cli.run_cli`) shows the lines on stderr under its own name.
+(translate-train, `lightning_cli.run_cli`) shows the lines on stderr under its own name. Under
+`strategy: ddp` every process runs that command, so every process shows them; a process that
+`ddp_spawn` starts does not run it and stays silent.
 """
 
 from __future__ import annotations
