@@ -25,7 +25,6 @@ def fixture_lines(name: str) -> list[str]:
     return FIXTURE.joinpath(name).read_text(encoding="utf-8").splitlines()
 
 
-@functools.cache
 def tiny_fit(root: Path, *flags: str) -> Path:
     """`translate-train fit` of configs/tiny.yaml on the fixture corpus, its run and cache under
     `root`, 600-token batches, with `flags` added; the run's last checkpoint."""
@@ -37,6 +36,7 @@ def tiny_fit(root: Path, *flags: str) -> Path:
     return root / "run" / "checkpoints" / "last.ckpt"
 
 
+@functools.cache
 def joint_vocab(size: int = 200) -> Vocabularies:
     """One SentencePiece model of the fixture's train.en and train.de lines (in that order) for
     both sides. Trained once a session: SentencePiece is seeded, so every training on these
