@@ -1,5 +1,6 @@
 """What training tells a person (its run directory, model, data, step, progress) as log records
-of the `translate.train` logger, written from global rank 0.
+of the `translate.train` logger: from global rank 0, but for the training data's line, which
+every rank logs.
 
 The library only logs, and says nothing where no one asked: the front end that runs the training
 (translate-train, `lightning_cli.run_cli`) shows the lines on stderr under its own name. Under

@@ -18,14 +18,13 @@ from torch.utils.data import Sampler
 class ResumableBatchSampler(Sampler[list[int]]):
     """A batch sampler whose epoch order follows from (seed, epoch), resumable mid-epoch.
 
-    Subclasses set `seed`, `rank` and `world_size`, call `__init__` here for the position, and
+    Subclasses set `seed` and `world_size`, call `__init__` here for the position, and
     give `rank_batches()` (this rank's batches of `self.epoch`, in order), `layout_size()`
     (how many batches all ranks share an epoch: with the seed and the rank count, what must
     match for the saved order to continue exactly) and `__len__`.
     """
 
     seed: int
-    rank: int
     world_size: int
 
     def __init__(self) -> None:
