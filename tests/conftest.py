@@ -38,6 +38,24 @@ def bundled_corpus_cache(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("bundled-cache")
 
 
+def hardware_line() -> str:
+    """The hardware the tests run on: the CPU's vector and bfloat16 flags, the kernels
+    torch uses (ATEN_CPU_CAPABILITY holds them to AVX2 in make test-avx2) and the precision
+    translate-train chooses here (TRANSLATE_CPU_BF16=0 chooses as without bfloat16)."""
+    import platform
+
+    from translate.train.precision import BF16_CPU_FLAGS, choose_precision, cpu_flags
+
+    flags = cpu_flags()
+    shown = [flag for flag in ("avx2", "avx512f", *sorted(BF16_CPU_FLAGS)) if flag in flags]
+    precision, why = choose_precision("cpu")
+    return (
+        f"cpu: {platform.machine()}, {os.cpu_count()} cores, flags {' '.join(shown) or '-'}; "
+        f"torch kernels {torch.backends.cpu.get_cpu_capability()}; "
+        f"training precision {precision} ({why})"
+    )
+
+
 def pytest_collection_modifyitems(config, items) -> None:
     """The modules that hold a test marked slow first, each in its own order: pytest-xdist's
     workers then start the longest modules first and finish together."""
@@ -57,6 +75,9 @@ def user_outputs() -> dict[str, int]:
 
 def pytest_sessionstart(session) -> None:
     session.config.stash[OUTPUTS_KEY] = user_outputs()
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None and not hasattr(session.config, "workerinput"):
+        reporter.write_line(hardware_line())  # first, even with -q: what the run measured on
 
 
 def pytest_sessionfinish(session, exitstatus) -> None:

@@ -46,8 +46,8 @@ from translate.export.argos import export_argos  # noqa: E402
 from translate.export.output import ExportError  # noqa: E402
 from translate.model.checkpoint import write_checkpoint  # noqa: E402
 from translate.model.transformer import Transformer  # noqa: E402
+from translate.process_group import end_group  # noqa: E402
 from translate.score.metrics import corpus_scores  # noqa: E402
-from translate.serve.launch import stop_group  # noqa: E402
 from translate.text.vocab import Vocabularies, train_sentencepiece  # noqa: E402
 
 RUN_CONFIG = "data:\n  src_lang: en\n  tgt_lang: de\n"
@@ -258,7 +258,7 @@ def test_libretranslate_serves_the_package_offline_as_translate_cli_translates(
             base, "/translate", {"q": page, "source": "en", "target": "de", "format": "html"}
         )
     finally:
-        stop_group(server)
+        end_group(server)
 
     # Argos gives every installed language an identity translation: a target of its own.
     assert languages == [

@@ -279,6 +279,7 @@ def test_precision_on_gpus_without_bfloat16_is_float16(monkeypatch):
 
 
 def test_cpu_flags_decide_without_torchs_probe(monkeypatch):
+    monkeypatch.delenv(precision.NO_BF16_ENV, raising=False)
     for probe in ("_is_avx512_bf16_supported", "_is_amx_tile_supported"):
         monkeypatch.setattr(torch.cpu, probe, lambda: False, raising=False)
     monkeypatch.setattr(precision.platform, "system", lambda: "Linux")
@@ -286,6 +287,10 @@ def test_cpu_flags_decide_without_torchs_probe(monkeypatch):
     assert not precision.cpu_has_native_bf16()
     monkeypatch.setattr(precision, "cpu_flags", lambda: {"fp", "asimd", "bf16"})  # Arm FEAT_BF16
     assert precision.cpu_has_native_bf16()
+    # TRANSLATE_CPU_BF16=0 (make test-avx2): chosen as on a CPU without them
+    monkeypatch.setenv(precision.NO_BF16_ENV, "0")
+    assert not precision.cpu_has_native_bf16()
+    assert precision.choose_precision("cpu")[0] == "32-true"
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="needs make")

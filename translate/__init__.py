@@ -7,7 +7,7 @@ Floors, each importing only those below it (checked by the import contracts in p
   decode/                   search, the lines-in/lines-out pipeline, tuning
   model/                    the Transformer, its fast paths, checkpoints
   text/                     corpora, vocabulary, languages, metrics
-  errors, files, defaults, partial_output, parent_watch: the ground every floor stands on
+  errors, files, defaults, partial_output, parent_watch, process_group: the ground every floor stands on
 Nothing below train/ imports Lightning or torchmetrics, so translating starts fast.
 """
 

@@ -37,12 +37,8 @@ import httpx
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from translate.serve.launch import (  # noqa: E402
-    free_loopback_port,
-    serve_command,
-    stop_group,
-    wait_until_ready,
-)
+from translate.process_group import end_group, start_group  # noqa: E402
+from translate.serve.launch import free_loopback_port, serve_command, wait_until_ready  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import libretranslate_env  # noqa: E402
@@ -482,15 +478,11 @@ def table(rows: list[Row], title: str) -> str:
 
 def start_translate_serve(checkpoint: str, flags: list[str]) -> tuple[subprocess.Popen, str]:
     port = free_loopback_port()
-    server = subprocess.Popen(
-        serve_command(checkpoint, port, *flags),
-        cwd=REPO,
-        start_new_session=True,  # stopped with its model process by stop_group
-    )
+    server = start_group(serve_command(checkpoint, port, *flags), cwd=REPO)
     base = f"http://127.0.0.1:{port}"
     failure = wait_until_ready(server, f"{base}/ready", 120)
     if failure:
-        stop_group(server)
+        end_group(server)
         raise SystemExit(f"translate-serve {failure}")
     return server, base
 
@@ -542,7 +534,7 @@ def main(argv: list[str] | None = None) -> int:
             )
     finally:
         for server in servers:
-            stop_group(server)
+            end_group(server)
     return 0
 
 

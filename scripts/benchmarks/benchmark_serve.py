@@ -61,12 +61,8 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from translate.decode.settings import SearchSettings  # noqa: E402
-from translate.serve.launch import (  # noqa: E402
-    free_loopback_port,
-    serve_command,
-    stop_group,
-    wait_until_ready,
-)
+from translate.process_group import end_group, start_group  # noqa: E402
+from translate.serve.launch import free_loopback_port, serve_command, wait_until_ready  # noqa: E402
 from translate.text.corpus import BUNDLED_CORPUS, read_lines, split_paths  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -214,14 +210,12 @@ def start_server(
             *MODES[mode],
             threads=threads,
         )  # unbatched's 0 comes last and wins
-    server = subprocess.Popen(
-        command, start_new_session=True
-    )  # a group of its own: stop_group ends its workers too
+    server = start_group(command)  # a group of its own: end_group ends its workers too
     base = f"http://127.0.0.1:{port}"
     ready = "/health" if MODES[mode] is None else "/ready"
     failure = wait_until_ready(server, f"{base}{ready}", 120)
     if failure:
-        stop_group(server, wait_s=30)
+        end_group(server)
         raise SystemExit(f"the {mode} server {failure}")
     return server, base
 
@@ -520,7 +514,7 @@ def main(argv: list[str] | None = None) -> int:
                     flush=True,
                 )
         finally:
-            stop_group(server, wait_s=30)
+            end_group(server)
         ceilings.append(cli_throughput(args.checkpoint, sources, args.threads, args.device))
         print(f"translate-cli, one file: {ceilings[-1]:.1f} sentences/s", flush=True)
         for row in rows[first:]:

@@ -8,6 +8,8 @@ runs/gpu-report/ as report.json, report.md and plots.
 
 Each step runs its commands in a process group of its own with what is left of its cap (and of
 the whole report's); one that fails or runs out of time is recorded as such and the next runs.
+A group ends whole with its step, and with the report however it ends (killed outright too:
+`translate.process_group`), so no process of a step outlives it.
 report.json is rewritten after every step, and a step already recorded as done is not run again
 unless --again, so a report can be made over several short sessions on a GPU.
 """
@@ -19,7 +21,6 @@ import datetime
 import json
 import os
 import shlex
-import signal
 import statistics
 import subprocess
 import sys
@@ -34,6 +35,7 @@ sys.path.insert(0, str(REPO))
 from gpu_report_render import converge_run, render_markdown, render_plots, size_label  # noqa: E402
 
 from translate.files import write_atomic  # noqa: E402
+from translate.process_group import end_group, start_group  # noqa: E402
 from translate.serve.launch import free_loopback_port  # noqa: E402
 
 PYTHON = sys.executable
@@ -176,6 +178,19 @@ class Context:
         outcome = self.outcomes.get("environment")
         return outcome.result if outcome and outcome.status == DONE else {}
 
+    def cpu_emulates(self, precision: str) -> bool:
+        """Whether a dry run's `precision` would be emulated here: bf16-mixed on a CPU without
+        bfloat16 instructions (an AVX2-only x86), where translate-train chooses 32-true."""
+        return (
+            self.scale.device == "cpu"
+            and precision == "bf16-mixed"
+            and self.environment().get("cpu_precision", "32-true") != precision
+        )
+
+    def training_precision(self) -> str:
+        """benchmark_train.py's precision: bf16 on a GPU, on a CPU what translate-train chooses."""
+        return "fp32" if self.cpu_emulates("bf16-mixed") else "bf16"
+
     def checkpoint(self) -> Path:
         return self.directory("converge") / "run" / "checkpoints" / self.scale.checkpoint
 
@@ -210,6 +225,9 @@ def probe_environment() -> dict:
 
     import torch
 
+    from translate.train.precision import BF16_CPU_FLAGS, choose_precision, cpu_flags
+
+    cpu_precision, why = choose_precision("cpu")
     info = {
         "python": platform.python_version(),
         "platform": platform.platform(),
@@ -218,6 +236,10 @@ def probe_environment() -> dict:
         "cudnn": torch.backends.cudnn.version() if torch.cuda.is_available() else None,
         "gpus": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())],
         "cpu_count": os.cpu_count(),
+        # what translate-train chooses on this CPU, which the dry run's steps run in
+        "cpu_precision": cpu_precision,
+        "cpu_precision_why": why,
+        "cpu_flags": sorted(cpu_flags() & {"avx2", "avx512f", *BF16_CPU_FLAGS}),
         "packages": {},
     }
     for package in (
@@ -298,7 +320,7 @@ def training_step(config: str, tokens: int, shaped: bool = False) -> Step:
             "--max-tokens",
             str(tokens),
             "--precisions",
-            "bf16",
+            context.training_precision(),
             *scale.train_timing,
             "--no-memory",
             *switches,
@@ -489,6 +511,8 @@ def decoding_step(precision: str) -> Step:
     def needs(context: Context) -> str:
         if precision == "16-mixed" and context.scale.device != "cuda":
             return "16-mixed (float16 autocast) needs a CUDA device"
+        if context.cpu_emulates(precision):
+            return f"{precision} would be emulated: this CPU has no bfloat16 instructions"
         return needs_checkpoint(context)
 
     return Step(name, "decoding", plan, read, needs, uses_checkpoint=True)
@@ -659,14 +683,13 @@ def run_command(command: Command, directory: Path, deadline: float) -> tuple[str
                 }
             )
             processes.append(
-                subprocess.Popen(
+                start_group(
                     command.argv,
                     cwd=REPO,
                     env=rank_env,
                     stdout=out,
                     stderr=errors,
                     stdin=subprocess.DEVNULL,
-                    start_new_session=True,
                 )
             )
         status = DONE
@@ -693,18 +716,6 @@ def run_command(command: Command, directory: Path, deadline: float) -> tuple[str
     ][-3:]
     # The command itself is in the outcome's commands: the message says what became of it.
     return status, f"exit codes {codes}; its last output: " + " / ".join(tail)[-600:]
-
-
-def end_group(process: subprocess.Popen) -> None:
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(process.pid, sig)
-            process.wait(10)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-        except ProcessLookupError:
-            return
 
 
 def run_step(step: Step, context: Context, deadline: float) -> Outcome:

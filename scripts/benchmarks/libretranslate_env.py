@@ -16,7 +16,6 @@ import contextlib
 import fcntl
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -27,7 +26,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from translate.serve.launch import free_loopback_port, stop_group, wait_until_ready  # noqa: E402
+from translate.process_group import end_group, run_group, start_group  # noqa: E402
+from translate.serve.launch import free_loopback_port, wait_until_ready  # noqa: E402
 
 # What pip installs, and all it needs. LibreTranslate 1.9.6 pins its own dependencies (Flask
 # 2.2.5, Flask-Limiter 2.6.3, argos-translate-lt 1.12.1, numpy<2) but not spaCy, which Argos's
@@ -67,24 +67,19 @@ class LibreTranslateUnavailable(RuntimeError):
 def run_bounded(command: list[str], timeout_s: float) -> tuple[int | None, str]:
     """`command`'s exit status (None if it ran past `timeout_s`: then it and every process it
     started are killed) and its stderr."""
-    process = subprocess.Popen(
-        command,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
     try:
-        _, said = process.communicate(timeout=max(timeout_s, 0.001))
-        return process.returncode, said
+        # What it started ends with it (venv's ensurepip, pip's builds), done or not.
+        done = run_group(
+            command,
+            timeout=max(timeout_s, 0.001),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        return done.returncode, done.stderr
     except subprocess.TimeoutExpired:
         return None, ""
-    finally:
-        # What it started, too (venv's ensurepip, pip's builds), done or not.
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.communicate()
 
 
 def installed(path: Path) -> bool:
@@ -189,7 +184,7 @@ def start_libretranslate(
     port = free_loopback_port()
     log = workdir / "libretranslate.log"
     with open(log, "w") as handle:
-        server = subprocess.Popen(
+        server = start_group(
             [
                 str(venv / "bin" / "libretranslate"),
                 "--host",
@@ -199,7 +194,6 @@ def start_libretranslate(
                 "--disable-web-ui",
             ],
             env=env,
-            start_new_session=True,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=handle,
@@ -208,10 +202,10 @@ def start_libretranslate(
     try:
         failure = wait_until_ready(server, f"{base}/health", start_s)
     except BaseException:
-        stop_group(server)
+        end_group(server)
         raise
     if failure:
-        stop_group(server)
+        end_group(server)
         tail = log.read_text(errors="replace")[-3000:]
         raise RuntimeError(f"LibreTranslate {failure}; the end of its log {log}:\n{tail}")
     return server, base
@@ -256,7 +250,7 @@ def libretranslate(
     try:
         yield base
     finally:
-        stop_group(server)
+        end_group(server)
 
 
 def call(base: str, path: str, body: dict | None = None, timeout_s: float = 300) -> object:

@@ -3,9 +3,6 @@ and a wait until it answers, for the tests and the load benchmark, which need a 
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
 import socket
 import subprocess
 import sys
@@ -44,22 +41,3 @@ def wait_until_ready(process: subprocess.Popen, url: str, seconds: float) -> str
             return "exited before it was ready"
         time.sleep(0.1)
     return f"was not ready after {seconds:g} s"
-
-
-def stop_group(server: subprocess.Popen, wait_s: float = 10) -> None:
-    """A server started with `start_new_session=True`, and every process in its group (model
-    workers, LitServe's and LibreTranslate's processes, which may outlive their parent): SIGTERM,
-    then SIGKILL after `wait_s` (POSIX)."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(server.pid, sig)
-        except ProcessLookupError:
-            break
-        try:
-            server.wait(wait_s)
-            break
-        except subprocess.TimeoutExpired:
-            pass
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(server.pid, signal.SIGKILL)  # any child left behind its leader
-    server.wait()

@@ -1,0 +1,157 @@
+"""No orphan: a command that starts others runs in a process group of its own that ends whole on a
+timeout, on an interruption, and when the process that started it dies, killed outright too
+(translate/process_group.py); the GPU report's dry run and a script's server among them."""
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import REPO
+from processes import descendants, running, wait_until
+
+from translate.process_group import end_group, run_group, start_group
+from translate.serve.launch import free_loopback_port, serve_command, wait_until_ready
+
+pytestmark = pytest.mark.skipif(
+    os.name != "posix" or not Path("/proc/self/stat").exists(),
+    reason="process groups are POSIX's; the tests read the process table in /proc",
+)
+
+# A command that starts a grandchild which ignores SIGTERM, writes its pid, then waits.
+STUBBORN = (
+    "import subprocess, sys, time\n"
+    "child = subprocess.Popen([sys.executable, '-c', "
+    "'import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(300)'])\n"
+    "print(child.pid, flush=True)\n"
+    "time.sleep(300)\n"
+)
+
+
+def first_line(process: subprocess.Popen) -> int:
+    return int(process.stdout.readline())
+
+
+def test_the_command_s_exit_status_and_output_come_back_through_its_keeper():
+    done = run_group(
+        [sys.executable, "-c", "import sys; print('out'); sys.exit(3)"],
+        timeout=60,
+        capture_output=True,
+        text=True,
+    )
+    assert (done.returncode, done.stdout) == (3, "out\n")
+    killed = run_group([sys.executable, "-c", "import os; os.kill(os.getpid(), 9)"], timeout=60)
+    assert killed.returncode == -signal.SIGKILL
+    missing = run_group(["/no/such/command"], timeout=60, capture_output=True, text=True)
+    assert missing.returncode == 127 and "/no/such/command" in missing.stderr
+
+
+def test_a_timeout_ends_the_whole_group_even_what_ignores_sigterm():
+    process = start_group(
+        [sys.executable, "-c", STUBBORN], grace_s=1, stdout=subprocess.PIPE, text=True
+    )
+    grandchild = first_line(process)
+    tree = descendants(process.pid)
+    assert grandchild in tree
+    end_group(process)
+    wait_until(lambda: not running(tree), "the group gone after SIGTERM, then SIGKILL")
+    with pytest.raises(subprocess.TimeoutExpired):
+        run_group([sys.executable, "-c", "import time; time.sleep(300)"], timeout=0.5)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT])
+def test_a_starter_that_dies_takes_its_groups_with_it(sig):
+    """The starter killed outright runs no clean-up: its keepers see it gone."""
+    starter = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import subprocess, sys\n"
+            "from translate.process_group import start_group\n"
+            f"group = start_group([sys.executable, '-c', {STUBBORN!r}], grace_s=1)\n"
+            "group.wait()\n",
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # the test's own clean-up below, whatever happens
+    )
+    try:
+        grandchild = first_line(starter)
+        tree = descendants(starter.pid)
+        assert grandchild in tree and len(tree) >= 3  # keeper, command, grandchild
+        os.kill(starter.pid, sig)
+        starter.wait(30)
+        wait_until(lambda: not running(tree), f"no descendant left after {sig.name}")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(starter.pid, signal.SIGKILL)
+
+
+REPORT_WITH_A_STUCK_STEP = (
+    "import sys\n"
+    "from pathlib import Path\n"
+    f"sys.path.insert(0, {str(REPO / 'scripts' / 'benchmarks')!r})\n"
+    "import gpu_report\n"
+    "out = Path(sys.argv[1])\n"
+    "step = gpu_report.Step('stuck', 'test', plan=lambda context: "
+    f"[gpu_report.Command((sys.executable, '-c', {STUBBORN!r}), 'pid.txt')], "
+    "read=lambda context, directory: {})\n"
+    "context = gpu_report.Context(out, out / 'cache', gpu_report.DRY, {})\n"
+    "gpu_report.run_steps([step], context, {}, set(), False, caps=(600.0, 600.0))\n"
+)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_a_report_killed_mid_step_leaves_no_process_of_the_step(tmp_path, sig):
+    """The GPU report's own step runner (`run_steps`) killed while a step's command and the
+    process it started (which ignores SIGTERM) would run for five more minutes."""
+    report = subprocess.Popen(
+        [sys.executable, "-c", REPORT_WITH_A_STUCK_STEP, str(tmp_path)],
+        cwd=REPO,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    pid_file = tmp_path / "steps" / "stuck" / "pid.txt"
+    try:
+        wait_until(lambda: pid_file.is_file() and pid_file.read_text().strip(), "the step running")
+        tree = descendants(report.pid)
+        assert int(pid_file.read_text()) in tree
+        os.kill(report.pid, sig)
+        report.wait(30)
+        wait_until(lambda: not running(tree), f"the step's processes gone after {sig.name}")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(report.pid, signal.SIGKILL)
+
+
+def test_a_script_killed_outright_takes_its_server_and_the_server_s_model_process(
+    checkpoint_path,
+):
+    port = free_loopback_port()
+    script = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\n"
+            "from translate.process_group import start_group\n"
+            f"start_group({serve_command(str(checkpoint_path), port)!r})\n"
+            "time.sleep(300)\n",
+        ],
+        cwd=REPO,
+        start_new_session=True,
+    )
+    try:
+        assert wait_until_ready(script, f"http://127.0.0.1:{port}/ready", 60) is None
+        tree = descendants(script.pid)
+        assert any(b"translate.cli.serve" in command for command in tree.values())
+        assert any(b"spawn_main" in command for command in tree.values())  # its model process
+        os.kill(script.pid, signal.SIGKILL)
+        script.wait(30)
+        wait_until(lambda: not running(tree), "the server and its model process gone")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(script.pid, signal.SIGKILL)
