@@ -13,6 +13,11 @@ the other), written to translate/corpora/protected_en_de/:
 - `tokens`: sentences carrying URLs, email addresses, mentions, hashtags, file paths and key
   combinations, made from templates and values written here, the German reference alike.
 
+- `forms`: sentences carrying dimensions, identifiers, versions, ranges, ordinals, times, dates,
+  units, phone numbers, addresses, hex numbers, prices, and what a user may type that looks
+  like the masking's own (`⦅1⦆`, Weblate's `[X7X]`), from templates and values written here;
+- `many`: printf tables of 20 to 200 placeholders a line, more than a line's sentinels.
+
 Kept apart from training: a line whose English is in the bundled corpus's training or dev
 split is left out. Standard library only; deterministic output.
 
@@ -153,6 +158,104 @@ TOKEN_VALUES = {
 }
 
 
+# Forms of numbers and what a user types near them, each written the same in both languages
+# ({x}), except the ordinals, which German writes as the number and a full stop ({n}).
+FORM_TEMPLATES = {
+    "dimension": [
+        ("Use an icon of {x} pixels.", "Verwenden Sie ein Symbol mit {x} Pixeln."),
+        ("The screen resolution is {x}.", "Die Bildschirmauflösung beträgt {x}."),
+    ],
+    "identifier": [
+        ("The certificate uses {x}.", "Das Zertifikat verwendet {x}."),
+        ("Choose {x} in the list.", "Wählen Sie {x} in der Liste."),
+    ],
+    "version": [
+        ("Update to version {x}.", "Aktualisieren Sie auf Version {x}."),
+        ("This was fixed in {x}.", "Dies wurde in {x} behoben."),
+    ],
+    "range": [
+        ("Enter a value ({x}).", "Geben Sie einen Wert ein ({x})."),
+        ("Pages {x} are printed.", "Die Seiten {x} werden gedruckt."),
+    ],
+    "ordinal": [
+        ("Select the {x} column.", "Wählen Sie die {n}. Spalte."),
+        ("Delete the {x} row.", "Löschen Sie die {n}. Zeile."),
+    ],
+    "time": [
+        ("The meeting starts at {x}.", "Die Besprechung beginnt um {x}."),
+        ("The backup runs at {x} every day.", "Die Sicherung läuft jeden Tag um {x}."),
+    ],
+    "date": [
+        ("The file was saved on {x}.", "Die Datei wurde am {x} gespeichert."),
+        ("The offer ends on {x}.", "Das Angebot endet am {x}."),
+    ],
+    "unit": [
+        ("Set the size to {x}.", "Stellen Sie die Größe auf {x} ein."),
+        ("The margin is {x} wide.", "Der Rand ist {x} breit."),
+    ],
+    "phone": [
+        ("Call {x} for help.", "Rufen Sie {x} an, um Hilfe zu erhalten."),
+        ("Our number is {x}.", "Unsere Nummer lautet {x}."),
+    ],
+    "address": [
+        ("Connect to {x}.", "Verbinden Sie sich mit {x}."),
+        ("The server runs on {x}.", "Der Server läuft auf {x}."),
+    ],
+    "hex": [
+        ("The error code is {x}.", "Der Fehlercode lautet {x}."),
+        ("Write {x} into the register.", "Schreiben Sie {x} in das Register."),
+    ],
+    "price": [
+        ("The licence costs {x}.", "Die Lizenz kostet {x}."),
+        ("Pay {x} per month.", "Zahlen Sie {x} pro Monat."),
+    ],
+    "typed": [
+        ("Press {x} to continue.", "Drücken Sie {x}, um fortzufahren."),
+        ("Hello, {x}!", "Hallo, {x}!"),
+    ],
+}
+FORM_VALUES = {
+    "dimension": ["16x16", "1920×1080", "32x32", "800x600", "1024x768", "3x4", "64×64"],
+    "identifier": ["X.509", "UTF-8", "ISO-8859-1", "IPv6", "H.264", "x86_64", "SHA-256"],
+    "version": ["3.0.1", "v2", "7.4.7", "v1.2", "10.15.7", "6.4.7.2", "2.0-rc1"],
+    "range": ["1-31", "10–20", "0-9", "1-12", "100-200", "2–5", "1900-2100"],
+    "ordinal": ["1st", "2nd", "3rd", "4th", "21st", "12th", "103rd"],
+    "time": ["10:30", "09:00", "23:59", "12:00:01", "7:45", "10:30am", "18:15"],
+    "date": [
+        "2026-11-28",
+        "28.11.2026",
+        "11/28/2026",
+        "2024-01-01",
+        "31.12.1999",
+        "1/2/2003",
+        "2025-06-30",
+    ],
+    "unit": ["12pt", "5mm", "100%", "2.5cm", "300dpi", "16px", "1.5em"],
+    "phone": [
+        "+49 30 1234567",
+        "555-123-4567",
+        "+1-800-555-0199",
+        "(030) 12345-678",
+        "0800 123 456",
+        "+44 20 7946 0958",
+        "030/123456",
+    ],
+    "address": [
+        "192.168.0.1",
+        "10.0.0.254",
+        "127.0.0.1:8080",
+        "172.16.5.4",
+        "8.8.8.8",
+        "localhost:5000",
+        "[::1]:8000",
+    ],
+    "hex": ["0x1F", "0xFF00", "0x7FFFFFFF", "0x0", "0xDEADBEEF", "0x10", "0xA5"],
+    "price": ["$5.99", "€10", "$1,299.00", "£3.50", "$100", "€2.49", "¥500"],
+    "typed": ["⦅1⦆", "⦅21⦆", "⦅999⦆", "[X7X]", "[X12X]", "⦅a⦆", "⦅"],
+}
+MANY_COUNTS = range(20, 201, 10)  # lines of 20 to 200 placeholders
+
+
 def numbers() -> list[tuple[str, str]]:
     return [
         (english.format(n=n), german.format(n=n))
@@ -167,6 +270,26 @@ def tokens() -> list[tuple[str, str]]:
         for kind, templates in TOKEN_TEMPLATES.items()
         for english, german in templates
         for value in TOKEN_VALUES[kind]
+    ]
+
+
+def forms() -> list[tuple[str, str]]:
+    return [
+        (english.format(x=value), german.format(x=value, n=value.rstrip("stndrh")))
+        for kind, templates in FORM_TEMPLATES.items()
+        for english, german in templates
+        for value in FORM_VALUES[kind]
+    ]
+
+
+def many() -> list[tuple[str, str]]:
+    """A printf table of 20 to 200 placeholders a line: more spans than sentinels."""
+    return [
+        (
+            "Columns: " + ", ".join(f"%{n}" for n in range(1, count + 1)) + ".",
+            "Spalten: " + ", ".join(f"%{n}" for n in range(1, count + 1)) + ".",
+        )
+        for count in MANY_COUNTS
     ]
 
 
@@ -258,7 +381,13 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"build_protected_set: {mo_root} holds no .mo catalogue")
         ui = strings(catalogue_pairs(mo_root), training_lines())
     args.out.mkdir(parents=True, exist_ok=True)
-    parts = {"numbers": numbers(), "strings": ui, "tokens": tokens()}
+    parts = {
+        "numbers": numbers(),
+        "strings": ui,
+        "tokens": tokens(),
+        "forms": forms(),
+        "many": many(),
+    }
     for name, pairs in parts.items():
         write_part(args.out, name, pairs)
         print(f"build_protected_set: {name}: {len(pairs)} lines", file=sys.stderr)

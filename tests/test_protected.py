@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 from helpers import REPO, fixture_lines
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from translate.cli.evaluate import main as eval_main
 from translate.decode import pipeline
@@ -22,8 +24,10 @@ from translate.text.protected import (
     CLASSES,
     MAX_SENTINELS,
     SENTINEL_PIECES,
+    SENTINELS,
     Masked,
     describe,
+    digit_runs,
     find_spans,
     hash_share,
     lost_spans,
@@ -53,7 +57,10 @@ def spans(text: str) -> list[tuple[str, str]]:
                 ("number", "-3"),
             ],
         ),
-        ("MP3, x86, 3D and H2O hold no number; and/or 1/2", [("number", "1"), ("number", "2")]),
+        (
+            "MP3, x86, 3D and H2O are codes; and/or 1/2",
+            [("code", "MP3"), ("code", "x86"), ("code", "3D"), ("code", "H2O"), ("number", "1/2")],
+        ),
         (
             "PMT(2%/12;36) at @0.00",
             [("number", "2%"), ("number", "12"), ("number", "36"), ("number", "0.00")],
@@ -125,6 +132,69 @@ def test_protected_spans_of_hand_made_lines(line, expected):
         assert line[span.start : span.end] == span.text and span.kind in CLASSES
 
 
+FORMS = [
+    ("The date 2026-11-28 at 10:30", [("number", "2026-11-28"), ("number", "10:30")]),
+    (
+        "X.509, 16x16, 1920×1080 and (1-31)",
+        [("code", "X.509"), ("number", "16x16"), ("number", "1920×1080"), ("number", "1-31")],
+    ),
+    ("the 4th, 1st and 103rd", [("number", "4"), ("number", "1"), ("number", "103")]),
+    (
+        "v2, 3.0.1, 10–20, 12pt, 5mm, 100%",
+        [
+            ("code", "v2"),
+            ("number", "3.0.1"),
+            ("number", "10–20"),
+            ("code", "12pt"),
+            ("code", "5mm"),
+            ("number", "100%"),
+        ],
+    ),
+    (
+        "$5.99, 0x1F, +1-800-555-0199, 192.168.0.1:8080",
+        [
+            ("number", "5.99"),
+            ("number", "0x1F"),
+            ("number", "+1-800-555-0199"),
+            ("number", "192.168.0.1:8080"),
+        ],
+    ),
+    (
+        "10:30am, UTF-8, 第3章",
+        [("number", "10"), ("code", "30am"), ("code", "UTF-8"), ("number", "3")],
+    ),
+    (
+        "See https://en.wikipedia.org/wiki/Foo_(bar).",
+        [("url", "https://en.wikipedia.org/wiki/Foo_(bar)")],
+    ),
+    ("(see https://example.org/a)", [("url", "https://example.org/a")]),
+    (
+        "Hello, [X7X]! Press ⦅1⦆, ⦅ or $1.",
+        [("placeholder", "[X7X]"), ("reserved", "⦅1⦆"), ("reserved", "⦅"), ("placeholder", "$1")],
+    ),
+]
+
+
+@pytest.mark.parametrize("line, expected", FORMS)
+def test_every_form_of_a_number_is_one_span(line, expected):
+    assert spans(line) == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.text(alphabet=st.sampled_from("0123456789٣３aXx.,:-–/ ×%$#@⦅⦆()[]{}<>+_第章"), max_size=60)
+)
+def test_every_digit_of_any_text_is_in_a_span_and_its_loss_is_reported(text):
+    found = find_spans(text)
+    covered = {i for span in found for i in range(span.start, span.end)}
+    assert all(i in covered for i, char in enumerate(text) if char.isdecimal())
+    assert all(text[span.start : span.end] == span.text for span in found)
+    # lost_spans never says nothing was lost where a digit run was (the plain rule)
+    for translation in (text[::-1], text.replace("1", "11"), text[: len(text) // 2], ""):
+        plain = Counter(digit_runs(text)) - Counter(digit_runs(translation))
+        assert not plain or lost_spans(text, translation)
+
+
 def test_a_translation_lacks_what_it_does_not_carry_over_as_often_as_the_source_has_it():
     def lost(source: str, translation: str) -> list[tuple[str, str]]:
         return [(span.kind, span.text) for span in lost_spans(source, translation)]
@@ -138,6 +208,21 @@ def test_a_translation_lacks_what_it_does_not_carry_over_as_often_as_the_source_
         ("placeholder", "%PRODUCTNAME"),
     ]
     assert describe(lost_spans("Click 36.", "Klicken.")) == "36 (number)"
+    # the probes' silent losses: each reported
+    assert lost("The date 2026-11-28 at 10:30", "2026-12-812-12: 10 ist 30") == [
+        ("number", "2026-11-28"),
+        ("number", "10:30"),
+    ]
+    assert lost("Costs $5.99 or 0x1F.", "Kostet $5. oder 0x1.") == [
+        ("number", "5.99"),
+        ("number", "0x1F"),
+    ]
+    assert lost("Costs 1,000.", "Kostet 10,00.") == [("number", "1,000")]  # same digits, other runs
+    assert lost(
+        "Foo_(bar): https://en.wikipedia.org/wiki/Foo_(bar)",
+        "https://en.wikipedia.org/wiki/Foo_(bar",
+    ) == [("url", "https://en.wikipedia.org/wiki/Foo_(bar)")]
+    assert lost("Press ⦅1⦆ now.", "Drücken Sie jetzt.") == [("reserved", "⦅1⦆")]
 
 
 def test_a_span_counts_when_the_reference_keeps_it_and_is_kept_when_the_hypothesis_has_it():
@@ -182,7 +267,7 @@ def test_translate_eval_reports_copy_and_lists_the_failures(tmp_path, capsys):
     row = json.loads(capsys.readouterr().out)
     assert row["copy"] == pytest.approx(200 / 3)
     assert row["copy_detail"] == "placeholder 1/1 (100.0%), key 1/1 (100.0%), number 0/1 (0.0%)"
-    assert row["copy_signature"].startswith("copy|classes:url,")
+    assert row["copy_signature"].startswith("copy|classes:reserved,url,")
     records = [json.loads(line) for line in scores.read_text(encoding="utf-8").splitlines()]
     assert [r["copy"] for r in records] == [0.0, 100.0, 100.0]
     assert records[0]["copy_failures"] == [{"class": "number", "text": "36", "missing": 1}]
@@ -193,6 +278,29 @@ def test_translate_eval_reports_copy_and_lists_the_failures(tmp_path, capsys):
     compare = ["--compare", str(hypotheses), str(reference), "--reference", str(reference)]
     assert eval_main([*compare, "--metrics", "bleu,copy"]) == 2
     assert "not one of the paired tests' metrics" in capsys.readouterr().err
+
+
+def test_translate_eval_counts_the_digit_runs_of_the_source_by_the_plain_rule(tmp_path, capsys):
+    # what the copy metric cannot see: spans no reference keeps, forms it has no class for
+    source = tmp_path / "src.en"
+    source.write_text("Use 16x16 icons.\nSet 3.5 cm, row 7.\nClick OK.\n", encoding="utf-8")
+    reference = tmp_path / "ref.de"
+    reference.write_text("Symbole.\n3,5 cm, Zeile 7.\nOK.\n", encoding="utf-8")
+    hypotheses = tmp_path / "hyp.de"
+    hypotheses.write_text("1611661161116 Symbole.\n3,5 cm, Zeile.\nOK.\n", encoding="utf-8")
+    scores = tmp_path / "scores.jsonl"
+    args = ["--hypotheses", str(hypotheses), "--reference", str(reference)]
+    args += ["--source", str(source), "--metrics", "digits,copy", "--target-lang", "de"]
+    assert eval_main([*args, "--json", "--sentence-scores", str(scores)]) == 0
+    row = json.loads(capsys.readouterr().out)
+    assert row["digits"] == pytest.approx(200 / 5)  # 3 and 5 of 16, 16, 3, 5, 7
+    assert row["digits_detail"] == "2/5 digit runs, 2 lines lose one"
+    assert row["digits_signature"].startswith("digits|")
+    records = [json.loads(line) for line in scores.read_text(encoding="utf-8").splitlines()]
+    assert [r["digits"] for r in records] == [0.0, pytest.approx(200 / 3), None]
+    assert records[0]["digits_failures"] == [{"digits": "16", "missing": 2}]
+    assert eval_main(args[:4] + ["--metrics", "digits"]) == 2  # no source
+    assert "give the source lines" in capsys.readouterr().err
 
 
 def test_nothing_to_count_is_shown_as_such(tmp_path, capsys):
@@ -260,6 +368,7 @@ def test_the_shipped_set_is_what_the_script_builds():
 
     assert part("numbers") == build_set.numbers() and len(part("numbers")) == 400
     assert part("tokens") == build_set.tokens()
+    assert part("forms") == build_set.forms() and part("many") == build_set.many()
     # every template keeps its value as the class it was written for, in both languages
     for kind, values in build_set.TOKEN_VALUES.items():
         for value in values:
@@ -272,7 +381,7 @@ def test_the_shipped_set_is_what_the_script_builds():
 
 
 def test_a_line_is_masked_and_its_translation_unmasked_by_sentinel_number():
-    masked = mask("Press Ctrl+S to save 3 files of 1,003.5 cm in %PRODUCTNAME, then 3.")
+    [masked] = mask("Press Ctrl+S to save 3 files of 1,003.5 cm in %PRODUCTNAME, then 3.")
     assert masked.text == "Press ⦅1⦆ to save ⦅2⦆ files of ⦅3⦆ cm in ⦅4⦆, then ⦅5⦆."
     assert masked.spans == ("Ctrl+S", "3", "1,003.5", "%PRODUCTNAME", "3")
     # ⦅k,⦆ writes a number with "." and "," swapped (a span of another class as it is)
@@ -298,12 +407,31 @@ def test_a_line_is_masked_and_its_translation_unmasked_by_sentinel_number():
     # an address glued to a German compound's hyphen would read as another address
     assert unmask("an ⦅1⦆-Eintrag", ("info@example.org",)) == "an info@example.org -Eintrag"
     assert find_spans(unmask("Zeile⦅1⦆", spans)) == find_spans("Zeile 36")
-    assert mask("A ⦅1⦆ already.") == Masked("A ⦅1⦆ already.", ())  # left as it is
-    many = mask(" ".join(str(n) for n in range(30)))
-    assert len(many.spans) == MAX_SENTINELS and many.text.endswith(
-        "⦅20⦆ 20 21 22 23 24 25 26 27 28 29"
-    )
-    assert unmask(many.text, many.spans) == " ".join(str(n) for n in range(30))
+    # what the user typed in the sentinels' brackets is a span of its own, written back as typed
+    assert mask("A ⦅1⦆ already.") == [Masked("A ⦅1⦆ already.", ("⦅1⦆",))]
+    [typed] = mask("Use ⦅21⦆ and ⦅999⦆ here, then press 7.")
+    assert typed == Masked("Use ⦅1⦆ and ⦅2⦆ here, then press ⦅3⦆.", ("⦅21⦆", "⦅999⦆", "7"))
+    assert unmask(typed.text, typed.spans) == "Use ⦅21⦆ and ⦅999⦆ here, then press 7."
+
+
+@pytest.mark.parametrize("count", [20, 21, 40, 57, 200])
+def test_a_line_of_more_spans_than_sentinels_is_masked_in_parts_that_each_fit(count):
+    line = "Values: " + ", ".join(f"%{n}" for n in range(1, count + 1)) + ". Done."
+    parts = mask(line)
+    assert len(parts) == -(-count // MAX_SENTINELS)  # as few as fit
+    assert all(len(part.spans) <= MAX_SENTINELS for part in parts)
+    assert [span for part in parts for span in part.spans] == [f"%{n}" for n in range(1, count + 1)]
+    # each part unmasked, joined after its `before`, is the line again
+    assert "".join(part.before + unmask(part.text, part.spans) for part in parts) == line
+    assert parts[0].before == "" and all(part.before == " " for part in parts[1:])
+    # a sentence's end is preferred to a later space: 18 spans, not 20, in the first part
+    sentences = [f"Add {3 * k + 1}, {3 * k + 2} and {3 * k + 3}." for k in range(8)]
+    first, rest = mask(" ".join(sentences))
+    assert unmask(first.text, first.spans) == " ".join(sentences[:6]) and len(first.spans) == 18
+    assert (rest.before, unmask(rest.text, rest.spans)) == (" ", " ".join(sentences[6:]))
+    # no space between the spans at all: cut right after the last that fits
+    glued = mask("".join(f"%{n}" for n in range(1, 31)))
+    assert [part.text for part in glued] == ["".join(SENTINELS[:20]), "".join(SENTINELS[:10])]
 
 
 def test_a_training_pair_masks_the_spans_both_sides_have_with_the_same_sentinel():
@@ -341,7 +469,8 @@ def test_a_model_trained_with_protected_spans_reads_sentinels_and_writes_the_spa
         d_model=16, heads=2, encoder_layers=1, decoder_layers=1, ffn_dim=16, max_positions=64
     )
     model = Transformer(cfg, len(vocab.source), len(vocab.target), shared_vocab=True)
-    lines = ["Click button 36.", "", "Open it."]
+    many = " ".join(f"%{n}" for n in range(1, 26))  # more spans than sentinels: two parts
+    lines = ["Click button 36.", "", "Open it.", many]
     for protects in (True, False):
         path = tmp_path / f"{protects}.ckpt"
         run = "data:\n  protect_spans: 0.5\n" if protects else "data:\n  src_lang: en\n"
@@ -351,8 +480,13 @@ def test_a_model_trained_with_protected_spans_reads_sentinels_and_writes_the_spa
         segments = pipeline.source_segments(loaded, lines, target)
         sentinel = vocab.source.processor.piece_to_id("⦅1⦆")
         # the search writes each sentinel of a line once: ⦅k⦆ or ⦅k,⦆ for sentinel k
-        ids = pipeline.search_plan(loaded, SearchSettings(), target).sentinels
+        plan = pipeline.search_plan(loaded, SearchSettings(), target)
+        ids = plan.sentinels
         assert (ids is not None) is protects
+        # a model that protects spans writes no digit but its sentinels' spans
+        pieces = [vocab.target.processor.id_to_piece(i) for i in range(len(vocab.target))]
+        digits = {i for i, piece in enumerate(pieces) if any(c.isdigit() for c in piece)}
+        assert set(plan.never) == (digits - set(ids.target) if protects else set())
         if protects:
             assert ids.source[0] == sentinel and len(ids.target) == 2 * MAX_SENTINELS
             assert {
@@ -360,9 +494,14 @@ def test_a_model_trained_with_protected_spans_reads_sentinels_and_writes_the_spa
                 for t, k in zip(ids.target, ids.target_slot)
             } == {piece: k % MAX_SENTINELS for k, piece in enumerate(SENTINEL_PIECES)}
         assert (sentinel in segments.ids[0]) is protects
-        assert segments.spans == ([("36",), (), ()] if protects else [(), (), ()])
-        written = vocab.target.encode(["Klicken Sie auf ⦅1⦆.", "", "Öffnen."])
+        spans = [part.spans for part in segments.parts]
+        percents = tuple(f"%{n}" for n in range(1, 26))
+        wanted = [("36",), (), (), percents[:20], percents[20:]] if protects else [()] * 4
+        lines_of_parts = [part.line for part in segments.parts]
+        assert spans == wanted and lines_of_parts == [0, 1, 2, 3, 3][: len(spans)]
+        copied = [" ".join(SENTINELS[:20]), " ".join(SENTINELS[:5])] if protects else [many]
+        written = vocab.target.encode(["Klicken Sie auf ⦅1⦆.", "", "Öffnen.", *copied])
         found = [[(ids, 0.0, 0.0)] for ids in written]
         texts = [entry.text for [entry] in pipeline.join_segments(loaded, segments, found)]
         first = "Klicken Sie auf 36." if protects else "Klicken Sie auf ⦅1⦆."
-        assert texts == [first, "", "Öffnen."]
+        assert texts == [first, "", "Öffnen.", many]

@@ -28,7 +28,7 @@ from processes import process_table, served_metric, start_server, stop, wait_unt
 from strategies import ANY_TEXT, JSON_VALUES  # noqa: E402
 
 from translate.decode.loaded_model import ModelShape, load_model  # noqa: E402
-from translate.decode.pipeline import Segments, translate_lines  # noqa: E402
+from translate.decode.pipeline import Part, Segments, translate_lines  # noqa: E402
 from translate.decode.settings import SearchSettings  # noqa: E402
 from translate.files import file_digest  # noqa: E402
 from translate.serve.app import ServeSettings, create_app  # noqa: E402
@@ -242,7 +242,9 @@ def fake_batcher(started: list, release: threading.Event, max_queued_lines: int 
     return ContinuousBatcher(
         lambda: FakeEngine(started, release),
         lambda lines, key: Segments(
-            [list(map(ord, line)) for line in lines], list(range(len(lines))), [()] * len(lines)
+            [list(map(ord, line)) for line in lines],
+            list(range(len(lines))),
+            [Part(i) for i in range(len(lines))],
         ),
         lambda segments, found, n_best: [
             "".join(map(chr, hypotheses[0][0])) for hypotheses in found

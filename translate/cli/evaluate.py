@@ -113,7 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--metrics",
         default="bleu,chrf",
         help="comma-separated, of bleu, chrf, chrf++, ter, copy (protected tokens kept: numbers, "
-        "placeholders, URLs, ...; needs the source) (default: bleu,chrf)",
+        "placeholders, URLs, ...; needs the source), digits (the source's digit runs kept; needs "
+        "the source) (default: bleu,chrf)",
     )
     parser.add_argument(
         "--sentence-scores",
@@ -356,16 +357,17 @@ def compare_systems(args: argparse.Namespace, metrics: tuple[str, ...]) -> int:
     """Each system's hypotheses (checkpoints translated in turn, each with its own search
     defaults), then sacrebleu's paired tests against the first."""
     from translate.decode.evaluation import checkpoint_texts
-    from translate.score.metrics import check_references
+    from translate.score.metrics import SOURCE_METRICS, check_references
     from translate.score.significance import compare
     from translate.text.corpus import read_lines
 
     check_outputs(args)
-    if "copy" in metrics:
-        raise UsageError(
-            "--metrics copy is not one of the paired tests' metrics: score each system with "
-            "--metrics copy on its own, and compare with bleu,chrf,chrf++,ter"
-        )
+    for metric in SOURCE_METRICS:
+        if metric in metrics:
+            raise UsageError(
+                f"--metrics {metric} is not one of the paired tests' metrics: score each system "
+                f"with --metrics {metric} on its own, and compare with bleu,chrf,chrf++,ter"
+            )
     kinds = {path: is_checkpoint(path) for path in args.compare}
     checkpoints = [path for path in args.compare if kinds[path]]
     text = None

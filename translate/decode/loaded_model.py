@@ -23,7 +23,7 @@ from translate.model.packing import pack_linear_layers
 from translate.model.quantize import quantize_int8
 from translate.model.transformer import ModelConfig, Transformer
 from translate.model.tying import TieChoice
-from translate.text.protected import SENTINELS, SWAPPED_SENTINELS
+from translate.text.protected import SENTINEL_PIECES, SENTINELS, SWAPPED_SENTINELS, holds_digit
 from translate.text.run_data import RunData
 from translate.text.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocabularies
 
@@ -56,6 +56,7 @@ class LoadedModel:
     _data: tuple[str | None, RunData] | None = field(
         default=None, init=False, repr=False, compare=False
     )
+    _digit_ids: tuple[int, ...] | None = field(default=None, init=False, repr=False, compare=False)
     _masks: dict[str | None, torch.Tensor] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
@@ -94,6 +95,24 @@ class LoadedModel:
             if (index := self.vocab.target.piece_id(piece)) is not None
         ]
         return SentinelIds(tuple(source), tuple(i for i, _ in target), tuple(k for _, k in target))
+
+    def digit_ids(self) -> tuple[int, ...]:
+        """The target ids whose piece writes a digit (sentinels and language tags aside). A model
+        that protects spans reads every digit of a line inside a sentinel (`protected.find_spans`
+        leaves none outside a span), so its search never writes one of its own: no digit run
+        can be lost to the model's own digits, nor loop (`pipeline.search_plan`). Made once."""
+        if self._digit_ids is None:
+            target = self.vocab.target
+            kept = {
+                *SENTINEL_PIECES,
+                *(target.processor.id_to_piece(i) for i in target.tag_ids().values()),
+            }
+            self._digit_ids = tuple(
+                i
+                for i in range(len(target))
+                if holds_digit(piece := target.processor.id_to_piece(i)) and piece not in kept
+            )
+        return self._digit_ids
 
     def multilingual(self) -> bool:
         """A many-to-many model: one that chooses its output language by a tag."""

@@ -180,16 +180,15 @@ def as_found(result: list, beam: int) -> list[Found]:
     return [(h.tokens, h.score, h.log_prob) for h in result]
 
 
+def _summed(values: list[float | None]) -> float | None:
+    """Parts' scores summed; None (greedy search gives no score) where any is None."""
+    return None if None in values else sum(values)
+
+
 def _join(parts: list[Found]) -> Found:
-    """One line's hypothesis from its segments': tokens in order, scores summed (None, as
-    greedy search gives, stays None)."""
+    """One line's hypothesis from its segments': tokens in order, scores summed."""
     tokens = [token for part_tokens, _, _ in parts for token in part_tokens]
-    scores, log_probs = [p[1] for p in parts], [p[2] for p in parts]
-    return (
-        tokens,
-        None if None in scores else sum(scores),
-        None if None in log_probs else sum(log_probs),
-    )
+    return tokens, _summed([p[1] for p in parts]), _summed([p[2] for p in parts])
 
 
 def translate_nbest(
@@ -258,7 +257,8 @@ def translate_nbest(
 
 def search_plan(loaded: LoadedModel, settings: SearchSettings, target: TargetTags) -> SearchPlan:
     """The search `settings` ask of `loaded` for `target`, every default filled in: the
-    output length rule, the target restriction, the tags never written."""
+    output length rule, the target restriction, the tags never written, and, for a model that
+    protects spans, no digit but the sentinels' spans (`LoadedModel.digit_ids`)."""
     max_len_a, max_len_b = output_length_rule(loaded, settings.max_len_a, settings.max_len_b)
     allowed = (
         loaded.target_token_mask(target.target_lang).to(next(loaded.model.parameters()).device)
@@ -272,7 +272,7 @@ def search_plan(loaded: LoadedModel, settings: SearchSettings, target: TargetTag
         max_len_a,
         max_len_b,
         allowed,
-        tuple(target.never),
+        tuple(target.never) + (loaded.digit_ids() if loaded.data.protect_spans else ()),
         settings.engine,
         loaded.sentinel_ids(),
     )
@@ -300,19 +300,35 @@ class SplitLine:
 
 
 @dataclass(frozen=True)
+class Part:
+    """A line, or a part of a line of more protected spans than sentinels (`protected.mask`): its
+    line, the spans its sentinels stand for, and what joins its translation to the part before
+    (`before`; "" for a line's first part)."""
+
+    line: int
+    spans: tuple[str, ...] = ()
+    before: str = ""
+
+
+@dataclass(frozen=True)
 class Segments:
     """Lines as the search takes them, in segments: each segment's source ids (a whole line's, or
-    a part of an over-long one; none for a blank line), the line each segment belongs to, and each line's
-    protected spans that sentinels stand for in its ids (none where the model was trained
-    without `data.protect_spans`)."""
+    a part of a long one; none for a blank line), the part each segment belongs to
+    (`part_of`), and the parts (`Part`): a line each, or several for a line of more protected
+    spans than sentinels."""
 
     ids: list[list[int]]
-    line_of: list[int]
-    spans: list[tuple[str, ...]]
+    part_of: list[int]
+    parts: list[Part]
+
+    @property
+    def line_of(self) -> list[int]:
+        """Per segment, the index of its line."""
+        return [self.parts[part].line for part in self.part_of]
 
     @property
     def lines(self) -> int:
-        return len(self.spans)
+        return self.parts[-1].line + 1 if self.parts else 0
 
 
 def source_segments(
@@ -323,48 +339,76 @@ def source_segments(
     first_line: int = 1,
     on_split: Callable[[SplitLine], None] | None = None,
 ) -> Segments:
-    """The segments decoded, each line's ids (none for a blank line) or the parts of an over-long
-    one (`split_long`, told to `on_split`), and the index of the line each segment belongs to; a model
-    trained with `data.protect_spans` reads each line with its protected spans as sentinels."""
+    """The segments decoded: each line's ids (none for a blank line), or the parts of an over-long
+    one (`split_long`, told to `on_split`); a model trained with `data.protect_spans` reads each
+    line with its protected spans as sentinels, a line of more spans than sentinels in parts
+    of at most that many (`protected.mask`)."""
     vocab = loaded.vocab
     limit = min(
         max_input_tokens or loaded.data.max_length or math.inf,
         loaded.model.cfg.max_positions - 1 - len(target.prefix),
     )
-    texts = ["" if is_blank(line) else line for line in lines]
     protects = bool(loaded.data.protect_spans)
-    masked = [mask(text) if protects else Masked(text, ()) for text in texts]
-    segment_ids, line_of, pieces = [], [], None
-    for number, ids in enumerate(vocab.source.encode([m.text for m in masked]), start=first_line):
-        parts = [ids]
+    masked: list[Masked] = []
+    parts: list[Part] = []
+    for index, line in enumerate(lines):
+        text = "" if is_blank(line) else line
+        for part in mask(text) if protects else [Masked(text, ())]:
+            masked.append(part)
+            parts.append(Part(index, part.spans, part.before))
+    segment_ids, part_of, pieces = [], [], None
+    for index, ids in enumerate(vocab.source.encode([m.text for m in masked])):
+        cut = [ids]
         if len(ids) > limit:
             pieces = pieces or [
                 vocab.source.processor.id_to_piece(i) for i in range(len(vocab.source))
             ]
-            parts = split_long(ids, limit, pieces)
+            cut = split_long(ids, limit, pieces)
             if on_split is not None:
-                on_split(SplitLine(number, len(ids), int(limit), len(parts)))
-        segment_ids += parts
-        line_of += [number - first_line] * len(parts)
-    return Segments(segment_ids, line_of, [m.spans for m in masked])
+                number = first_line + parts[index].line
+                on_split(SplitLine(number, len(ids), int(limit), len(cut)))
+        segment_ids += cut
+        part_of += [index] * len(cut)
+    return Segments(segment_ids, part_of, parts)
 
 
 def join_segments(
     loaded: LoadedModel, segments: Segments, found: list[list[Found]], n_best: int = 1
 ) -> list[list[Translation]]:
-    """Each line's n-best list from its segments' hypotheses (`found`, in `segments.line_of` order):
-    segments joined (`_join`), detokenized, sentinels replaced by the line's spans; lists the
-    search could not fill padded with empty entries."""
+    """Each line's n-best list from its segments' hypotheses (`found`, in segment order): a
+    part's segments joined (`_join`), detokenized, its sentinels replaced by its spans, and a
+    line's parts joined, each after its `before`; lists the search could not fill padded with
+    empty entries."""
     unfilled = ([], float("-inf"), float("-inf"))  # beyond what the search space held
-    per_line: list[list[list[Found]]] = [[] for _ in range(segments.lines)]
-    for line, entries in zip(segments.line_of, found):
-        per_line[line].append(entries + [unfilled] * (n_best - len(entries)))
-    joined = [_join([part[k] for part in parts]) for parts in per_line for k in range(n_best)]
+    per_part: list[list[list[Found]]] = [[] for _ in segments.parts]
+    for part, entries in zip(segments.part_of, found):
+        per_part[part].append(entries + [unfilled] * (n_best - len(entries)))
+    joined = [_join([segment[k] for segment in parts]) for parts in per_part for k in range(n_best)]
     texts = loaded.vocab.target.decode([tokens for tokens, _, _ in joined])
     if loaded.data.protect_spans:
-        texts = [unmask(text, segments.spans[i // n_best]) for i, text in enumerate(texts)]
-    flat = [Translation(text, score, log_prob) for text, (_, score, log_prob) in zip(texts, joined)]
-    return [flat[i * n_best : (i + 1) * n_best] for i in range(segments.lines)]
+        texts = [unmask(text, segments.parts[i // n_best].spans) for i, text in enumerate(texts)]
+    lines: list[list[list[Translation]]] = [[] for _ in range(segments.lines)]
+    for p, part in enumerate(segments.parts):
+        lines[part.line].append(
+            [
+                Translation(part.before + text, score, log_prob)
+                for text, (_, score, log_prob) in zip(
+                    texts[p * n_best : (p + 1) * n_best], joined[p * n_best : (p + 1) * n_best]
+                )
+            ]
+        )
+    return [[_joined_parts([part[k] for part in parts]) for k in range(n_best)] for parts in lines]
+
+
+def _joined_parts(parts: list[Translation]) -> Translation:
+    """One line's translation from its parts' (each with its `before` already in front)."""
+    if len(parts) == 1:
+        return parts[0]
+    return Translation(
+        "".join(part.text for part in parts),
+        _summed([part.score for part in parts]),
+        _summed([part.log_prob for part in parts]),
+    )
 
 
 def translate_lines(

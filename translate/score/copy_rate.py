@@ -1,4 +1,5 @@
-"""How many protected tokens a translation carries over unchanged (`--metrics copy`).
+"""How many protected tokens a translation carries over unchanged (`--metrics copy`), and how
+many of the source's digit runs it has (`--metrics digits`).
 
 The rule: a protected span of a source line (`translate.text.protected.find_spans`: a number,
 placeholder, URL, email address, @mention, #hashtag, file path or key combination) counts when
@@ -8,6 +9,11 @@ span counts as often as the source and the reference both have it, and is kept a
 hypothesis has it, up to that. So "3.5" that a German reference writes "3,5" does not count,
 and "36" in "Click button 36." is kept only if the translation writes "36" as a number of its
 own ("136" is not it).
+
+The plain rule (`digits`) needs no reference and knows no class: each run of digits of a source
+line counts, as often as the line has it, and is kept as often as the translation has that run
+(`3.5` written `3,5` keeps both; `16x16` written `1611661161116` keeps none; a number that the
+reference writes otherwise counts all the same).
 """
 
 from __future__ import annotations
@@ -15,9 +21,10 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from translate.text.protected import CLASSES, find_spans
+from translate.text.protected import CLASSES, digit_runs, find_spans
 
-SIGNATURE = f"copy|classes:{','.join(CLASSES)}|version:1"
+SIGNATURE = f"copy|classes:{','.join(CLASSES)}|version:2"
+DIGITS_SIGNATURE = "digits|runs of the source|version:1"
 
 
 @dataclass(frozen=True)
@@ -87,3 +94,51 @@ def copy_score(sources: list[str], hypotheses: list[str], references: list[list[
         for (kind, _), count in (line.counted - line.missing).items():
             kept[kind] += count
     return CopyScore({k: counted[k] for k in CLASSES}, {k: kept[k] for k in CLASSES})
+
+
+@dataclass(frozen=True)
+class LineDigits:
+    """One line's digit runs (`counted`, by run) and those its translation lacks (`missing`)."""
+
+    counted: Counter
+    missing: Counter
+
+    @property
+    def score(self) -> float | None:
+        """The share kept, in percent; None where the source has no digit."""
+        total = sum(self.counted.values())
+        return None if not total else 100 * (1 - sum(self.missing.values()) / total)
+
+    def failures(self) -> list[dict]:
+        return [{"digits": run, "missing": count} for run, count in sorted(self.missing.items())]
+
+
+def line_digits(source: str, hypothesis: str) -> LineDigits:
+    counted = Counter(digit_runs(source))
+    return LineDigits(counted, counted - Counter(digit_runs(hypothesis)))
+
+
+@dataclass(frozen=True)
+class DigitScore:
+    """The corpus's digit runs counted and kept (the plain rule)."""
+
+    counted: int
+    kept: int
+    lines_with_loss: int
+
+    @property
+    def score(self) -> float:
+        """Kept of counted, in percent; NaN where no source has a digit."""
+        return 100 * self.kept / self.counted if self.counted else float("nan")
+
+    def detail(self) -> str:
+        if not self.counted:
+            return "no digit in the source"
+        return f"{self.kept}/{self.counted} digit runs, {self.lines_with_loss} lines lose one"
+
+
+def digit_score(sources: list[str], hypotheses: list[str]) -> DigitScore:
+    lines = [line_digits(s, h) for s, h in zip(sources, hypotheses, strict=True)]
+    counted = sum(sum(line.counted.values()) for line in lines)
+    missing = sum(sum(line.missing.values()) for line in lines)
+    return DigitScore(counted, counted - missing, sum(bool(line.missing) for line in lines))

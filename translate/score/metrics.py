@@ -9,11 +9,20 @@ from dataclasses import dataclass
 from translate.errors import UsageError
 from translate.text.language_id import base_language
 
-METRICS = ("bleu", "chrf", "chrf++", "ter", "copy")  # as --metrics spells them
+METRICS = ("bleu", "chrf", "chrf++", "ter", "copy", "digits")  # as --metrics spells them
+# Those that read the source lines (translate/score/copy_rate.py): not sacrebleu's, no paired test
+SOURCE_METRICS = ("copy", "digits")
 DEFAULT_METRICS = ("bleu", "chrf")
 LOWER_IS_BETTER = frozenset({"ter"})
 # sacrebleu's names; copy: protected tokens kept (translate/score/copy_rate.py)
-DISPLAY_NAMES = {"bleu": "BLEU", "chrf": "chrF2", "chrf++": "chrF2++", "ter": "TER", "copy": "copy"}
+DISPLAY_NAMES = {
+    "bleu": "BLEU",
+    "chrf": "chrF2",
+    "chrf++": "chrF2++",
+    "ter": "TER",
+    "copy": "copy",
+    "digits": "digits",
+}
 SACREBLEU_METRICS = ("bleu", "chrf", "chrf++", "ter")
 
 # sacrebleu's tokenizers for languages written without spaces; 13a for every other language.
@@ -102,14 +111,15 @@ class SourcesNeededError(UsageError):
     def __init__(self, metric: str) -> None:
         self.metric = metric
         super().__init__(
-            f"{metric} looks for the source's protected tokens in the translation: give the "
-            "source lines"
+            f"{metric} looks for the source's protected tokens or digits in the translation: give "
+            "the source lines"
         )
 
 
 def needs_sources(metrics: tuple[str, ...], sources: list[str] | None) -> None:
-    if "copy" in metrics and sources is None:
-        raise SourcesNeededError("copy")
+    for metric in SOURCE_METRICS:
+        if metric in metrics and sources is None:
+            raise SourcesNeededError(metric)
 
 
 def score_corpus(
@@ -131,6 +141,12 @@ def score_corpus(
 
             kept = copy_score(sources, hypotheses, references)
             scores.append(MetricScore(name, kept.score, SIGNATURE, kept.detail()))
+            continue
+        if name == "digits":
+            from translate.score.copy_rate import DIGITS_SIGNATURE, digit_score
+
+            runs = digit_score(sources, hypotheses)
+            scores.append(MetricScore(name, runs.score, DIGITS_SIGNATURE, runs.detail()))
             continue
         metric = make_metric(name, target_lang)
         score = metric.corpus_score(hypotheses, references)
@@ -165,6 +181,11 @@ def sentence_scores(
                 line_copy(source, hypothesis, [reference[i] for reference in references])
                 for i, (source, hypothesis) in enumerate(zip(sources, hypotheses, strict=True))
             ]
+            continue
+        if name == "digits":
+            from translate.score.copy_rate import line_digits
+
+            scores[name] = [line_digits(s, h) for s, h in zip(sources, hypotheses, strict=True)]
             continue
         metric = make_metric(name, target_lang, sentence=True)
         scores[name] = [

@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass, field
 
 from translate.errors import UsageError
-from translate.score.metrics import DISPLAY_NAMES, score_corpus
+from translate.score.metrics import DISPLAY_NAMES, SOURCE_METRICS, score_corpus
 
 UNKNOWN = "?"  # a direction's language where it is not known
 
@@ -136,12 +136,12 @@ class DirectionScores:
         if self.trained is not None:
             row["trained"] = self.trained
         for metric, score in self.scores.items():
-            row[metric] = self.score(metric) if metric == "copy" else score.score
+            row[metric] = self.score(metric) if metric in SOURCE_METRICS else score.score
             row[f"{metric}_signature"] = score.signature
             if metric == "bleu":
                 row["bleu_detail"], row["brevity_penalty"] = score.detail, score.brevity_penalty
-            if metric == "copy":
-                row["copy_detail"] = score.detail
+            if metric in SOURCE_METRICS:
+                row[f"{metric}_detail"] = score.detail
         if self.off_target is not None:
             row["off_target"] = self.off_target
         return row
@@ -158,7 +158,7 @@ def scores_table(rows: list[DirectionScores], metrics: tuple[str, ...]) -> str:
         row, lines = rows[0], []
         for metric in metrics:
             score = row.scores[metric]
-            detail = f"  ({score.detail})" if metric in ("bleu", "copy") else ""
+            detail = f"  ({score.detail})" if metric in ("bleu", *SOURCE_METRICS) else ""
             lines += [
                 f"{DISPLAY_NAMES[metric]} {shown(row.score(metric))}{detail}",
                 f"  signature: {score.signature}",

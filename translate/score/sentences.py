@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from translate.score.metrics import sentence_scores
+from translate.score.metrics import SOURCE_METRICS, sentence_scores
 
 
 def sentence_records(
@@ -17,7 +17,8 @@ def sentence_records(
     """JSONL lines: line (1-based), source, hypothesis, reference (a list with several), and
     each metric's sentence score (sentence BLEU with effective order, as sacrebleu's -sl); with
     copy, the share of the line's protected spans kept (null where none counts) and those lost
-    (`copy_failures`: class, text, how many times)."""
+    (`copy_failures`: class, text, how many times); with digits, the share of its digit runs
+    kept and those lost (`digits_failures`)."""
     scores = sentence_scores(hypotheses, references, metrics, target_lang, sources)
     records = []
     for i, hypothesis in enumerate(hypotheses):
@@ -29,10 +30,10 @@ def sentence_records(
             "reference": refs[0] if len(refs) == 1 else refs,
         }
         for name, values in scores.items():
-            if name == "copy":
+            if name in SOURCE_METRICS:
                 line = values[i]
-                record["copy"] = None if line.score is None else round(line.score, 4)
-                record["copy_failures"] = line.failures()
+                record[name] = None if line.score is None else round(line.score, 4)
+                record[f"{name}_failures"] = line.failures()
             else:
                 record[name] = round(values[i], 4)
         records.append(json.dumps(record, ensure_ascii=False))

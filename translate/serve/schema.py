@@ -98,7 +98,9 @@ class TranslateRequest(BaseModel):
 
 
 class LostToken(BaseModel):
-    kind: str = Field(description="number, placeholder, url, email, mention, hashtag, path or key")
+    kind: str = Field(
+        description="reserved, url, email, path, placeholder, mention, hashtag, key, number or code"
+    )
     text: str
 
 

@@ -17,7 +17,18 @@ import unicodedata
 from collections import Counter
 from dataclasses import dataclass
 
-CLASSES = ("url", "email", "path", "placeholder", "mention", "hashtag", "key", "number")
+CLASSES = (
+    "reserved",
+    "url",
+    "email",
+    "path",
+    "placeholder",
+    "mention",
+    "hashtag",
+    "key",
+    "number",
+    "code",
+)
 
 _MODIFIERS = r"(?:Ctrl|Control|Shift|AltGr|Alt|Option|Opt|Cmd|Command|Meta|Super|Win|Fn)"
 _KEYS = (
@@ -25,10 +36,20 @@ _KEYS = (
     r"Delete|Del|Insert|Ins|Home|End|Page ?Up|Page ?Down|PgUp|PgDn|Up|Down|Left|Right|"
     r"[A-Za-z0-9]|[-+=,.;/\\`'\[\]])"
 )
+# A word character of a script written with spaces: a number or a code beside a Chinese,
+# Japanese or Thai letter is still a token of its own ("第3章" holds the number 3).
+_W = r"[^\W\u0e00-\u0e7f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f]"
+# What joins the digit groups of one number: 7.4.2, 1,000, 10:30, 2026-11-28, 1-31, 10–20,
+# 11/28/2026, 16x16, 1920×1080 (a date, a time, a range, a phone number or a size is one span)
+_JOIN = r"(?:[.,:/]|[-–—]|[x×])"
+_ORDINAL = r"(?:st|nd|rd|th)"
 
 PATTERNS: dict[str, re.Pattern] = {
+    # the sentinels' brackets, typed by the user: kept as typed, never read as a sentinel
+    "reserved": re.compile(r"⦅[^⦅⦆\s]{0,12}⦆|[⦅⦆]"),
     # scheme:// or www., to the next space or quote; trailing punctuation is the sentence's
-    "url": re.compile(r"\b(?:https?|ftp)://[^\s<>\"']+|\bwww\.[^\s<>\"']+"),
+    # (a closing bracket the URL opened is its own: Foo_(bar))
+    "url": re.compile(r"\b(?:https?|ftp)://[^\s<>\"'⦅⦆]+|\bwww\.[^\s<>\"'⦅⦆]+"),
     # not the user@host of a Mastodon mention
     "email": re.compile(r"(?<![\w.+@-])[\w.+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+"),
     # /a/b, ~/a, ./a, ../a, C:\a\b: a slash not inside a word or a tag, a letter after it
@@ -44,10 +65,12 @@ PATTERNS: dict[str, re.Pattern] = {
                 r"[diouxXeEfFgGcspn@](?![A-Za-z])",  # printf: %s %d %1$s %.2f %(name)s
                 r"%\d+(?!\d|[.,]\d)",  # Qt's %1
                 r"%[A-Z][A-Z0-9_]+%?",  # %PRODUCTNAME
-                r"\$(?:\(\w+\)|\{\w+\}|\[\w+\]|\d+\b)",  # $(ARG1) ${var} $[officename] $1
+                # $(ARG1) ${var} $[officename] $1, not a price ($5.99)
+                r"\$(?:\(\w+\)|\{\w+\}|\[\w+\]|\d+\b(?![.,]\d))",
                 r"#[A-Za-z]\w*#",  # LibreOffice's #servicename#
                 r"\{\{?\w*(?:[:!][^{}\s]*)?\}\}?",  # {} {0} {name} {0:.2f} {{name}}
                 r"</?[A-Za-z][\w:-]*(?:\s+[^<>]*)?/?>",  # <b> </b> <br/> <a href="...">
+                r"\[X\d+X\]",  # Weblate's masks of the placeholders it knows: [X7X]
             )
         )
     ),
@@ -60,11 +83,33 @@ PATTERNS: dict[str, re.Pattern] = {
         rf"\b{_MODIFIERS}(?:\s*\+\s*(?:{_MODIFIERS}|{_KEYS}))+(?![\w])"
         r"|\bF(?:[1-9]|1[0-9]|2[0-4])\b"
     ),
-    # 42, -3, 3.14, 1,000, 7.4.2, 50%: not inside a word ("MP3", "x86", "3D" are not numbers)
-    "number": re.compile(r"(?<![\w.,-])[-+−]?\d+(?:[.,]\d+)*%?(?![\w]|[.,]\d)"),
+    # 42, -3, 3.14, 1,000, 7.4.2, 50%, 0x1F, and digit groups joined (`_JOIN`): not inside a
+    # word; an ordinal's digits without its suffix (4th: 4), which a translation writes its way
+    "number": re.compile(
+        rf"(?<!{_W})(?<![.,\-–])(?:0[xX][0-9A-Fa-f]+|[-+−]?\d+(?:{_JOIN}\d+)*%?)"
+        rf"(?={_ORDINAL}(?!{_W})|(?!{_W}))(?![.,]\d)"
+    ),
+    # a word with a digit in it, with the words joined to it by . - / : +: X.509, v2, 12pt, 5mm,
+    # MP3, x86, 3D, UTF-8, 1080p. Searched last, in what the other classes left, and only the
+    # words holding a digit taken (`_DIGIT`): no digit is left to the model to write.
+    "code": re.compile(rf"(?<!{_W}){_W}+(?:[.\-/:+]{_W}+)*"),
 }
+_DIGIT = re.compile(r"\d")
+_DIGIT_RUN = re.compile(r"\d+")
 
 _TRAILING = ".,;:!?)]}'\""  # what ends a sentence or a bracket after a URL or a path
+_BRACKETS = {")": "(", "]": "[", "}": "{"}
+
+
+def _trimmed(text: str) -> str:
+    """A URL or path without the sentence's punctuation after it; a closing bracket it opened
+    itself stays (`https://en.wikipedia.org/wiki/Foo_(bar)`)."""
+    while text and text[-1] in _TRAILING:
+        opening = _BRACKETS.get(text[-1])
+        if opening and text.count(opening) >= text.count(text[-1]):
+            break
+        text = text[:-1]
+    return text
 
 
 @dataclass(frozen=True)
@@ -76,37 +121,60 @@ class Span:
 
 
 def find_spans(text: str) -> list[Span]:
-    """The protected spans of `text`, in text order, none overlapping another."""
+    """The protected spans of `text`, in text order, none overlapping another; every digit of
+    `text` is in one."""
     taken: list[Span] = []
+    covered = bytearray(len(text))  # 1 where a span is taken
     for kind in CLASSES:
-        for match in PATTERNS[kind].finditer(text):
+        searched = text
+        if kind == "code":  # what is left: the spans taken so far blanked out
+            searched = "".join(" " if covered[i] else char for i, char in enumerate(text))
+        for match in PATTERNS[kind].finditer(searched):
             start, end = match.span()
             if kind in ("url", "path"):
-                end = start + len(match.group().rstrip(_TRAILING))
-            if end <= start or any(start < span.end and span.start < end for span in taken):
+                end = start + len(_trimmed(match.group()))
+            if end <= start or any(covered[start:end]):
                 continue
+            if kind == "code" and not _DIGIT.search(match.group()):
+                continue
+            covered[start:end] = b"\x01" * (end - start)
             taken.append(Span(kind, text[start:end], start, end))
     return sorted(taken, key=lambda span: span.start)
 
 
+def digit_runs(text: str) -> list[str]:
+    """The runs of digits of `text`, in order: what the plain rule (`--metrics digits`) counts."""
+    return _DIGIT_RUN.findall(text)
+
+
+def holds_digit(text: str) -> bool:
+    """Whether `text` has a digit (what `find_spans` leaves in no line)."""
+    return _DIGIT.search(text) is not None
+
+
 def _compared(span: Span) -> tuple[str, str]:
-    """What must match: a number's sign and digits (a translation may write 3.5 as 3,5, 1,000
-    as 1.000 and 50% as 50 %), every other span's text as it is."""
-    if span.kind != "number":
-        return span.kind, span.text
+    """What must match: a decimal number's sign and digits (a translation may write 3.5 as 3,5,
+    1,000 as 1.000 and 50% as 50 %), every other span's text as it is (a hex number's in
+    either case)."""
+    if span.kind != "number" or span.text[:2] in ("0x", "0X"):
+        return span.kind, span.text.lower() if span.kind == "number" else span.text
     sign = span.text[0] if span.text[0] in "-+−" else ""
     return span.kind, sign + re.sub(r"\D", "", span.text)
 
 
 def lost_spans(source: str, translation: str) -> list[Span]:
     """The protected spans of `source` that `translation` lacks, in source order: each must be
-    there as often as the source has it, as the same class (`_compared`)."""
+    there as often as the source has it, as the same class (`_compared`), and its digit runs
+    with it (the plain rule: each digit run of the source as often in the translation; `1,000`
+    written `10,00` is lost). Every digit is in a span, so no lost digit goes unreported."""
     there = Counter(map(_compared, find_spans(translation)))
+    runs = Counter(_DIGIT_RUN.findall(translation))
     lost = []
     for span in find_spans(source):
-        key = _compared(span)
-        if there[key]:
+        key, needed = _compared(span), Counter(_DIGIT_RUN.findall(span.text))
+        if there[key] and not needed - runs:
             there[key] -= 1
+            runs -= needed
         else:
             lost.append(span)
     return lost
@@ -137,10 +205,13 @@ def swapped(number: str) -> str:
 
 @dataclass(frozen=True)
 class Masked:
-    """A line with its protected spans replaced by sentinels, and the spans, in sentinel order."""
+    """A part of a line with its protected spans replaced by sentinels, the spans in sentinel
+    order, and what joins it to the part before (`before`: the whitespace the line was cut at;
+    "" for a line's first part)."""
 
     text: str
     spans: tuple[str, ...]
+    before: str = ""
 
 
 def _replaced(text: str, spans: list[tuple[Span, str]]) -> str:
@@ -152,15 +223,49 @@ def _replaced(text: str, spans: list[tuple[Span, str]]) -> str:
     return "".join(parts) + text[end:]
 
 
-def mask(line: str) -> Masked:
-    """The line's protected spans (the first `MAX_SENTINELS`) replaced by ⦅1⦆, ⦅2⦆, ...; a line
-    that already holds a sentinel's bracket is left as it is."""
-    if "⦅" in line:
-        return Masked(line, ())
-    spans = find_spans(line)[:MAX_SENTINELS]
+# Where a line of more spans than sentinels is cut: after a sentence's end, else at a space.
+_SENTENCE_GAP = re.compile(r"[.!?;:…。！？][\"'»”’)\]]*(\s+)")
+_SPACE_GAP = re.compile(r"\s+")
+
+
+def _cut(line: str, spans: list[Span]) -> tuple[int, int]:
+    """Where to cut `line`, whose `spans` are more than `MAX_SENTINELS`, so that its first part
+    holds at most that many: (end of the first part, start of the rest), the whitespace between
+    them joining the two translations. The latest sentence end between two spans in the second
+    half, else the latest whitespace between two spans, else right after the last span that fits."""
+    gaps = [(spans[j - 1].end, spans[j].start) for j in range(MAX_SENTINELS, 0, -1)]
+    for pattern, where in ((_SENTENCE_GAP, gaps[: MAX_SENTINELS // 2]), (_SPACE_GAP, gaps)):
+        for start, end in where:
+            found = list(pattern.finditer(line, start, end))
+            if found:
+                space = found[-1].span(found[-1].lastindex or 0)
+                return space
+    return spans[MAX_SENTINELS - 1].end, spans[MAX_SENTINELS - 1].end
+
+
+def mask(line: str) -> list[Masked]:
+    """The line with its protected spans replaced by ⦅1⦆, ⦅2⦆, ...: one part, or, where it has
+    more spans than sentinels (`MAX_SENTINELS`), consecutive parts of at most that many each,
+    cut between two spans (`_cut`), which joined (each part's `before` first) give the line."""
+    parts, before = [], ""
+    spans = find_spans(line)
+    while len(spans) > MAX_SENTINELS:
+        end, start = _cut(line, spans)
+        head = [span for span in spans if span.end <= end]
+        parts.append(_masked(line[:end], head, before))
+        before, line = line[end:start], line[start:]
+        spans = [
+            Span(span.kind, span.text, span.start - start, span.end - start)
+            for span in spans[len(head) :]
+        ]
+    return [*parts, _masked(line, spans, before)]
+
+
+def _masked(text: str, spans: list[Span], before: str) -> Masked:
     return Masked(
-        _replaced(line, [(span, SENTINELS[k]) for k, span in enumerate(spans)]),
+        _replaced(text, [(span, SENTINELS[k]) for k, span in enumerate(spans)]),
         tuple(span.text for span in spans),
+        before,
     )
 
 
@@ -237,8 +342,6 @@ def mask_pair(source: str, target: str) -> tuple[str, str]:
     text, as the same class; the k-th occurrence with the k-th) replaced by the same sentinel ⦅k⦆
     on both sides, or a number the target writes with "." and "," swapped by ⦅k⦆ in the source
     and ⦅k,⦆ in the target, so that a model learns to copy sentinels; the rest as it is."""
-    if "⦅" in source + target:
-        return source, target
     in_target: dict[tuple[str, str], list[Span]] = {}
     for span in find_spans(target):
         in_target.setdefault((span.kind, span.text), []).append(span)
@@ -256,6 +359,14 @@ def mask_pair(source: str, target: str) -> tuple[str, str]:
         target_spans.append((matches.pop(0), written))
     target_spans.sort(key=lambda pair: pair[0].start)
     return _replaced(source, source_spans), _replaced(target, target_spans)
+
+
+def masking_rules() -> str:
+    """A digest of what masking takes (the classes, their expressions, the sentinels): part of
+    the key of a cached vocabulary or encoded corpus made with it, so that a change of the rules
+    makes them again."""
+    rules = [*CLASSES, *(PATTERNS[kind].pattern for kind in CLASSES), *SENTINEL_PIECES]
+    return hashlib.blake2b("\n".join(rules).encode(), digest_size=8).hexdigest()
 
 
 def hash_share(text: str) -> float:

@@ -33,7 +33,7 @@ from translate.text.corpus import (
     split_files,
 )
 from translate.text.languages import Direction, TagPosition, direction_name
-from translate.text.protected import SENTINEL_PIECES, hash_share, mask_pair
+from translate.text.protected import SENTINEL_PIECES, hash_share, mask_pair, masking_rules
 from translate.text.run_data import RunData
 from translate.text.vocab import (
     BOS_ID,
@@ -433,7 +433,7 @@ class TranslationDataModule(L.LightningDataModule):
             settings += f"-{list(data.directions)}-{self.character_coverage}-{tags}-{corpora}"
         if self.protect_spans or self.split_digits:
             settings += f"-protect{self.protect_spans}-digits{self.split_digits}"
-            settings += f"-sentinels{len(SENTINEL_PIECES)}"
+            settings += f"-masking{masking_rules()}" if self.protect_spans else ""
         key = hashlib.sha256(f"{self.fingerprint('train')}-{settings}".encode()).hexdigest()[:16]
         names = ["joint"] if self.joint_vocab else ["source", "target"]
         files = {name: self.cache_dir / f"spm-{key}-{name}.model" for name in names}
@@ -468,7 +468,7 @@ class TranslationDataModule(L.LightningDataModule):
             if not self.run_data.many_to_many
             else file_digest(*self.files("train", direction))
         )
-        protect = f"-protect{self.protect_spans}" if self.protect_spans else ""
+        protect = f"-protect{self.protect_spans}-{masking_rules()}" if self.protect_spans else ""
         key = hashlib.sha256(f"{files}-{direction}-{vocab_digest}{protect}".encode()).hexdigest()[
             :16
         ]
