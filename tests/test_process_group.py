@@ -35,6 +35,26 @@ def first_line(process: subprocess.Popen) -> int:
     return int(process.stdout.readline())
 
 
+@contextlib.contextmanager
+def starter(argv: list[str], **popen):
+    """A process that starts others, in a session of its own so that the test's own clean-up
+    ends whatever is left of it, whatever happens."""
+    process = subprocess.Popen(argv, cwd=REPO, start_new_session=True, **popen)
+    try:
+        yield process
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+
+
+def killed_leaves_none(process: subprocess.Popen, sig: int) -> None:
+    """Kill `process` with `sig` and check that nothing it started is left running."""
+    tree = descendants(process.pid)
+    os.kill(process.pid, sig)
+    process.wait(30)
+    wait_until(lambda: not running(tree), f"no descendant left after {signal.Signals(sig).name}")
+
+
 def test_the_command_s_exit_status_and_output_come_back_through_its_keeper():
     done = run_group(
         [sys.executable, "-c", "import sys; print('out'); sys.exit(3)"],
@@ -65,30 +85,17 @@ def test_a_timeout_ends_the_whole_group_even_what_ignores_sigterm():
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT])
 def test_a_starter_that_dies_takes_its_groups_with_it(sig):
     """The starter killed outright runs no clean-up: its keepers see it gone."""
-    starter = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import subprocess, sys\n"
-            "from translate.process_group import start_group\n"
-            f"group = start_group([sys.executable, '-c', {STUBBORN!r}], grace_s=1)\n"
-            "group.wait()\n",
-        ],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        text=True,
-        start_new_session=True,  # the test's own clean-up below, whatever happens
+    code = (
+        "import subprocess, sys\n"
+        "from translate.process_group import start_group\n"
+        f"group = start_group([sys.executable, '-c', {STUBBORN!r}], grace_s=1)\n"
+        "group.wait()\n"
     )
-    try:
-        grandchild = first_line(starter)
-        tree = descendants(starter.pid)
+    with starter([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True) as process:
+        grandchild = first_line(process)
+        tree = descendants(process.pid)
         assert grandchild in tree and len(tree) >= 3  # keeper, command, grandchild
-        os.kill(starter.pid, sig)
-        starter.wait(30)
-        wait_until(lambda: not running(tree), f"no descendant left after {sig.name}")
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(starter.pid, signal.SIGKILL)
+        killed_leaves_none(process, sig)
 
 
 REPORT_WITH_A_STUCK_STEP = (
@@ -109,49 +116,27 @@ REPORT_WITH_A_STUCK_STEP = (
 def test_a_report_killed_mid_step_leaves_no_process_of_the_step(tmp_path, sig):
     """The GPU report's own step runner (`run_steps`) killed while a step's command and the
     process it started (which ignores SIGTERM) would run for five more minutes."""
-    report = subprocess.Popen(
-        [sys.executable, "-c", REPORT_WITH_A_STUCK_STEP, str(tmp_path)],
-        cwd=REPO,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
     pid_file = tmp_path / "steps" / "stuck" / "pid.txt"
-    try:
+    argv = [sys.executable, "-c", REPORT_WITH_A_STUCK_STEP, str(tmp_path)]
+    with starter(argv, stderr=subprocess.DEVNULL) as report:
         wait_until(lambda: pid_file.is_file() and pid_file.read_text().strip(), "the step running")
-        tree = descendants(report.pid)
-        assert int(pid_file.read_text()) in tree
-        os.kill(report.pid, sig)
-        report.wait(30)
-        wait_until(lambda: not running(tree), f"the step's processes gone after {sig.name}")
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(report.pid, signal.SIGKILL)
+        assert int(pid_file.read_text()) in descendants(report.pid)
+        killed_leaves_none(report, sig)
 
 
 def test_a_script_killed_outright_takes_its_server_and_the_server_s_model_process(
     checkpoint_path,
 ):
     port = free_loopback_port()
-    script = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import sys, time\n"
-            "from translate.process_group import start_group\n"
-            f"start_group({serve_command(str(checkpoint_path), port)!r})\n"
-            "time.sleep(300)\n",
-        ],
-        cwd=REPO,
-        start_new_session=True,
+    code = (
+        "import sys, time\n"
+        "from translate.process_group import start_group\n"
+        f"start_group({serve_command(str(checkpoint_path), port)!r})\n"
+        "time.sleep(300)\n"
     )
-    try:
+    with starter([sys.executable, "-c", code]) as script:
         assert wait_until_ready(script, f"http://127.0.0.1:{port}/ready", 60) is None
-        tree = descendants(script.pid)
-        assert any(b"translate.cli.serve" in command for command in tree.values())
-        assert any(b"spawn_main" in command for command in tree.values())  # its model process
-        os.kill(script.pid, signal.SIGKILL)
-        script.wait(30)
-        wait_until(lambda: not running(tree), "the server and its model process gone")
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(script.pid, signal.SIGKILL)
+        commands = descendants(script.pid).values()
+        assert any(b"translate.cli.serve" in command for command in commands)
+        assert any(b"spawn_main" in command for command in commands)  # its model process
+        killed_leaves_none(script, signal.SIGKILL)

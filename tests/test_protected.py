@@ -150,18 +150,29 @@ FORMS = [
             ("number", "100%"),
         ],
     ),
+    # a price with its currency, whole or not at all; a phone number's groups; an address
     (
-        "$5.99, 0x1F, +1-800-555-0199, 192.168.0.1:8080",
+        "$5.99, 5 €, 0x1F, +1-800-555-0199, +49 30 1234567, (030) 12345-678, 192.168.0.1:8080",
         [
-            ("number", "5.99"),
+            ("number", "$5.99"),
+            ("number", "5 €"),
             ("number", "0x1F"),
             ("number", "+1-800-555-0199"),
+            ("number", "+49 30 1234567"),
+            ("number", "(030) 12345-678"),
             ("number", "192.168.0.1:8080"),
         ],
     ),
+    # a number is taken whole or left to the codes: never 10 of 10:30am, 5000 of localhost:5000
     (
-        "10:30am, UTF-8, 第3章",
-        [("number", "10"), ("code", "30am"), ("code", "UTF-8"), ("number", "3")],
+        "10:30am, localhost:5000, [::1]:8000, UTF-8, 第3章",
+        [
+            ("code", "10:30am"),
+            ("code", "localhost:5000"),
+            ("number", "[::1]:8000"),
+            ("code", "UTF-8"),
+            ("number", "3"),
+        ],
     ),
     (
         "See https://en.wikipedia.org/wiki/Foo_(bar).",
@@ -214,9 +225,11 @@ def test_a_translation_lacks_what_it_does_not_carry_over_as_often_as_the_source_
         ("number", "10:30"),
     ]
     assert lost("Costs $5.99 or 0x1F.", "Kostet $5. oder 0x1.") == [
-        ("number", "5.99"),
+        ("number", "$5.99"),
         ("number", "0x1F"),
     ]
+    # a price's currency counts, wherever the translation writes it
+    assert lost("Costs $5.99 or €10.", "Kostet 5,99 $ oder 10.") == [("number", "€10")]
     assert lost("Costs 1,000.", "Kostet 10,00.") == [("number", "1,000")]  # same digits, other runs
     assert lost(
         "Foo_(bar): https://en.wikipedia.org/wiki/Foo_(bar)",
@@ -251,18 +264,28 @@ def test_the_corpus_score_adds_up_each_class():
     assert score.score == 50.0 and score.detail() == "key 1/1 (100.0%), number 0/1 (0.0%)"
 
 
+def eval_arguments(
+    tmp_path: Path, source: str, reference: str, hypotheses: str, metrics: str
+) -> list[str]:
+    """translate-eval's arguments for the three texts, written to files: hypotheses and
+    reference first (so that the first four are those), then the source and the metrics."""
+    files = {}
+    for name, text in (("hyp.de", hypotheses), ("ref.de", reference), ("src.en", source)):
+        files[name] = tmp_path / name
+        files[name].write_text(text, encoding="utf-8")
+    args = ["--hypotheses", str(files["hyp.de"]), "--reference", str(files["ref.de"])]
+    return [*args, "--source", str(files["src.en"]), "--metrics", metrics, "--target-lang", "de"]
+
+
 def test_translate_eval_reports_copy_and_lists_the_failures(tmp_path, capsys):
-    source = tmp_path / "src.en"
-    source.write_text("Click button 36.\nPress F1.\nSee {name}.\n", encoding="utf-8")
-    reference = tmp_path / "ref.de"
-    reference.write_text(
-        "Klicken Sie auf Schaltfläche 36.\nDrücken Sie F1.\nSiehe {name}.\n", encoding="utf-8"
+    args = eval_arguments(
+        tmp_path,
+        "Click button 36.\nPress F1.\nSee {name}.\n",
+        "Klicken Sie auf Schaltfläche 36.\nDrücken Sie F1.\nSiehe {name}.\n",
+        "Klicken Sie auf 3.\nDrücken Sie F1.\nSiehe {name}.\n",
+        "bleu,copy",
     )
-    hypotheses = tmp_path / "hyp.de"
-    hypotheses.write_text("Klicken Sie auf 3.\nDrücken Sie F1.\nSiehe {name}.\n", encoding="utf-8")
     scores = tmp_path / "scores.jsonl"
-    args = ["--hypotheses", str(hypotheses), "--reference", str(reference)]
-    args += ["--source", str(source), "--metrics", "bleu,copy", "--target-lang", "de"]
     assert eval_main([*args, "--json", "--sentence-scores", str(scores)]) == 0
     row = json.loads(capsys.readouterr().out)
     assert row["copy"] == pytest.approx(200 / 3)
@@ -275,22 +298,22 @@ def test_translate_eval_reports_copy_and_lists_the_failures(tmp_path, capsys):
 
     assert eval_main(args[:4] + ["--metrics", "copy"]) == 2  # no source
     assert "give the source lines" in capsys.readouterr().err
-    compare = ["--compare", str(hypotheses), str(reference), "--reference", str(reference)]
+    hypotheses, reference = args[1], args[3]
+    compare = ["--compare", hypotheses, reference, "--reference", reference]
     assert eval_main([*compare, "--metrics", "bleu,copy"]) == 2
     assert "not one of the paired tests' metrics" in capsys.readouterr().err
 
 
 def test_translate_eval_counts_the_digit_runs_of_the_source_by_the_plain_rule(tmp_path, capsys):
     # what the copy metric cannot see: spans no reference keeps, forms it has no class for
-    source = tmp_path / "src.en"
-    source.write_text("Use 16x16 icons.\nSet 3.5 cm, row 7.\nClick OK.\n", encoding="utf-8")
-    reference = tmp_path / "ref.de"
-    reference.write_text("Symbole.\n3,5 cm, Zeile 7.\nOK.\n", encoding="utf-8")
-    hypotheses = tmp_path / "hyp.de"
-    hypotheses.write_text("1611661161116 Symbole.\n3,5 cm, Zeile.\nOK.\n", encoding="utf-8")
+    args = eval_arguments(
+        tmp_path,
+        "Use 16x16 icons.\nSet 3.5 cm, row 7.\nClick OK.\n",
+        "Symbole.\n3,5 cm, Zeile 7.\nOK.\n",
+        "1611661161116 Symbole.\n3,5 cm, Zeile.\nOK.\n",
+        "digits,copy",
+    )
     scores = tmp_path / "scores.jsonl"
-    args = ["--hypotheses", str(hypotheses), "--reference", str(reference)]
-    args += ["--source", str(source), "--metrics", "digits,copy", "--target-lang", "de"]
     assert eval_main([*args, "--json", "--sentence-scores", str(scores)]) == 0
     row = json.loads(capsys.readouterr().out)
     assert row["digits"] == pytest.approx(200 / 5)  # 3 and 5 of 16, 16, 3, 5, 7

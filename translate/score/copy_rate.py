@@ -28,8 +28,8 @@ DIGITS_SIGNATURE = "digits|runs of the source|version:1"
 
 
 @dataclass(frozen=True)
-class LineCopy:
-    """One line's protected spans that count, by (class, text), and those the hypothesis lost."""
+class LineCounts:
+    """What one line counts and what its hypothesis lacks of it (each with its multiplicity)."""
 
     counted: Counter
     missing: Counter
@@ -39,6 +39,10 @@ class LineCopy:
         """The share kept, in percent; None where nothing counts."""
         total = sum(self.counted.values())
         return None if not total else 100 * (1 - sum(self.missing.values()) / total)
+
+
+class LineCopy(LineCounts):
+    """One line's protected spans that count, by (class, text), and those the hypothesis lost."""
 
     def failures(self) -> list[dict]:
         return [
@@ -96,18 +100,8 @@ def copy_score(sources: list[str], hypotheses: list[str], references: list[list[
     return CopyScore({k: counted[k] for k in CLASSES}, {k: kept[k] for k in CLASSES})
 
 
-@dataclass(frozen=True)
-class LineDigits:
+class LineDigits(LineCounts):
     """One line's digit runs (`counted`, by run) and those its translation lacks (`missing`)."""
-
-    counted: Counter
-    missing: Counter
-
-    @property
-    def score(self) -> float | None:
-        """The share kept, in percent; None where the source has no digit."""
-        total = sum(self.counted.values())
-        return None if not total else 100 * (1 - sum(self.missing.values()) / total)
 
     def failures(self) -> list[dict]:
         return [{"digits": run, "missing": count} for run, count in sorted(self.missing.items())]

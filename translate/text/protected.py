@@ -1,12 +1,15 @@
-"""Protected spans: the tokens of a text that a translation must carry over unchanged (numbers,
-placeholders, URLs, email addresses, @mentions, #hashtags, file paths, key combinations), and
-those a translation lost (`lost_spans`), which translate-cli and translate-serve report.
+"""Protected spans: the tokens of a text that a translation must carry over unchanged (numbers
+in all their forms, placeholders, URLs, email addresses, @mentions, #hashtags, file paths, key
+combinations, words holding a digit, what a user types in the sentinels' brackets), and those a
+translation lost (`lost_spans`), which translate-cli and translate-serve report.
 
 `find_spans` finds them with one regular expression per class (`PATTERNS`), tried in the
 order of `CLASSES`: a span overlapping one already found by an earlier class is not taken, so a
-URL's digits are not numbers of their own and an email address is not a mention. To protect
-another kind of token, add its class to `CLASSES` and its expression to `PATTERNS` (and a
-hand-made line to tests/test_protected.py); the rule is documented in docs/translating.md.
+URL's digits are not numbers of their own and an email address is not a mention. The last
+class, `code`, takes every word holding a digit that the others left, so every digit of a text
+is in a span: a model that protects spans is never left a digit to write. To protect another
+kind of token, add its class to `CLASSES` and its expression to `PATTERNS` (and a hand-made
+line to tests/test_protected.py); the rule is documented in docs/translating.md.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ _W = r"[^\W\u0e00-\u0e7f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff
 # 11/28/2026, 16x16, 1920×1080 (a date, a time, a range, a phone number or a size is one span)
 _JOIN = r"(?:[.,:/]|[-–—]|[x×])"
 _ORDINAL = r"(?:st|nd|rd|th)"
+_CURRENCY = r"[$€£¥₹₽¢]"
 
 PATTERNS: dict[str, re.Pattern] = {
     # the sentinels' brackets, typed by the user: kept as typed, never read as a sentinel
@@ -83,11 +87,18 @@ PATTERNS: dict[str, re.Pattern] = {
         rf"\b{_MODIFIERS}(?:\s*\+\s*(?:{_MODIFIERS}|{_KEYS}))+(?![\w])"
         r"|\bF(?:[1-9]|1[0-9]|2[0-4])\b"
     ),
-    # 42, -3, 3.14, 1,000, 7.4.2, 50%, 0x1F, and digit groups joined (`_JOIN`): not inside a
-    # word; an ordinal's digits without its suffix (4th: 4), which a translation writes its way
+    # 42, -3, 3.14, 1,000, 7.4.2, 50%, 0x1F, [::1]:8000, a phone number's groups (+49 30 1234567,
+    # 0800 123 456, (030) 12345-678), a price's currency ($5.99, 5 €), and digit groups joined
+    # (`_JOIN`), whole or not at all (10:30am is no number: a code); not inside a word, nor after a
+    # word's : or / (localhost:5000 is a code); an ordinal's digits without its suffix (4th: 4),
+    # which a translation writes its way
     "number": re.compile(
-        rf"(?<!{_W})(?<![.,\-–])(?:0[xX][0-9A-Fa-f]+|[-+−]?\d+(?:{_JOIN}\d+)*%?)"
-        rf"(?={_ORDINAL}(?!{_W})|(?!{_W}))(?![.,]\d)"
+        rf"(?<!{_W})(?<![.,\-–])(?<!{_W}[:/])"
+        r"(?:\[(?=[0-9A-Fa-f:.]*\d)[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*\](?::\d+)?"
+        r"|0[xX][0-9A-Fa-f]+"
+        r"|(?:\+\d{1,3}|\(0\d{1,5}\)|0\d{1,5})(?:[ \-/]\(?\d{2,}\)?){1,5}"
+        rf"|[-+−]?{_CURRENCY}?\d+(?:{_JOIN}\d+)*(?!{_JOIN}\d)(?:%| ?{_CURRENCY})?)"
+        rf"(?={_ORDINAL}(?!{_W})|(?!{_W}))"
     ),
     # a word with a digit in it, with the words joined to it by . - / : +: X.509, v2, 12pt, 5mm,
     # MP3, x86, 3D, UTF-8, 1080p. Searched last, in what the other classes left, and only the
@@ -96,6 +107,7 @@ PATTERNS: dict[str, re.Pattern] = {
 }
 _DIGIT = re.compile(r"\d")
 _DIGIT_RUN = re.compile(r"\d+")
+_CURRENCY_SIGN = re.compile(_CURRENCY)
 
 _TRAILING = ".,;:!?)]}'\""  # what ends a sentence or a bracket after a URL or a path
 _BRACKETS = {")": "(", "]": "[", "}": "{"}
@@ -153,13 +165,14 @@ def holds_digit(text: str) -> bool:
 
 
 def _compared(span: Span) -> tuple[str, str]:
-    """What must match: a decimal number's sign and digits (a translation may write 3.5 as 3,5,
-    1,000 as 1.000 and 50% as 50 %), every other span's text as it is (a hex number's in
-    either case)."""
+    """What must match: a decimal number's sign, currency and digits (a translation may write 3.5
+    as 3,5, 1,000 as 1.000, 50% as 50 % and $5 as 5 $), every other span's text as it is (a hex
+    number's in either case)."""
     if span.kind != "number" or span.text[:2] in ("0x", "0X"):
         return span.kind, span.text.lower() if span.kind == "number" else span.text
     sign = span.text[0] if span.text[0] in "-+−" else ""
-    return span.kind, sign + re.sub(r"\D", "", span.text)
+    currency = "".join(sorted(_CURRENCY_SIGN.findall(span.text)))
+    return span.kind, sign + "".join(_DIGIT.findall(span.text)) + currency
 
 
 def lost_spans(source: str, translation: str) -> list[Span]:
