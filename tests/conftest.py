@@ -17,6 +17,16 @@ torch.set_num_threads(THREADS)
 if WORKERS > 1:
     os.environ.setdefault("OMP_NUM_THREADS", str(THREADS))
 
+# Inductor's cache does not tell kernels built under one ATEN_CPU_CAPABILITY from another's: make
+# test-avx2 after make test read the AVX-512 kernels and computed NaN (the other way round, a
+# crash). One cache a capability, for every test and every process a test starts.
+if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(
+        default_cache_dir(), torch.backends.cpu.get_cpu_capability().lower()
+    )
+
 
 @pytest.fixture(scope="session")
 def fixture_dir() -> Path:

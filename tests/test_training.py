@@ -366,18 +366,7 @@ def test_every_config_parses_with_the_cli(config, capsys):
     assert "tie_embeddings:" in output.out
 
 
-@pytest.fixture
-def inductor_cache_per_capability(monkeypatch):
-    """Inductor's cache does not tell apart kernels built under another ATEN_CPU_CAPABILITY (a run held to
-    AVX2 after a plain one read its kernels and got NaN; the other way round, a crash): one cache each."""
-    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
-
-    directory = os.path.join(default_cache_dir(), torch.backends.cpu.get_cpu_capability().lower())
-    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", directory)
-
-
 @pytest.mark.numerical
-@pytest.mark.usefixtures("inductor_cache_per_capability")
 def test_a_compiled_model_computes_what_the_eager_one_does():
     """`model.compile: true` (torch.compile, in place): same loss and gradients, same parameter names."""
     vocab = Vocabularies.train(
