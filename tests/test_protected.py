@@ -277,6 +277,14 @@ def eval_arguments(
     return [*args, "--source", str(files["src.en"]), "--metrics", metrics, "--target-lang", "de"]
 
 
+def scored_json(args: list[str], tmp_path: Path, capsys) -> tuple[dict, list[dict]]:
+    """translate-eval's --json row for `args`, and its --sentence-scores records."""
+    scores = tmp_path / "scores.jsonl"
+    assert eval_main([*args, "--json", "--sentence-scores", str(scores)]) == 0
+    row = json.loads(capsys.readouterr().out)
+    return row, [json.loads(line) for line in scores.read_text(encoding="utf-8").splitlines()]
+
+
 def test_translate_eval_reports_copy_and_lists_the_failures(tmp_path, capsys):
     args = eval_arguments(
         tmp_path,
@@ -285,13 +293,10 @@ def test_translate_eval_reports_copy_and_lists_the_failures(tmp_path, capsys):
         "Klicken Sie auf 3.\nDrücken Sie F1.\nSiehe {name}.\n",
         "bleu,copy",
     )
-    scores = tmp_path / "scores.jsonl"
-    assert eval_main([*args, "--json", "--sentence-scores", str(scores)]) == 0
-    row = json.loads(capsys.readouterr().out)
+    row, records = scored_json(args, tmp_path, capsys)
     assert row["copy"] == pytest.approx(200 / 3)
     assert row["copy_detail"] == "placeholder 1/1 (100.0%), key 1/1 (100.0%), number 0/1 (0.0%)"
     assert row["copy_signature"].startswith("copy|classes:reserved,url,")
-    records = [json.loads(line) for line in scores.read_text(encoding="utf-8").splitlines()]
     assert [r["copy"] for r in records] == [0.0, 100.0, 100.0]
     assert records[0]["copy_failures"] == [{"class": "number", "text": "36", "missing": 1}]
     assert records[1]["copy_failures"] == []
@@ -313,13 +318,10 @@ def test_translate_eval_counts_the_digit_runs_of_the_source_by_the_plain_rule(tm
         "1611661161116 Symbole.\n3,5 cm, Zeile.\nOK.\n",
         "digits,copy",
     )
-    scores = tmp_path / "scores.jsonl"
-    assert eval_main([*args, "--json", "--sentence-scores", str(scores)]) == 0
-    row = json.loads(capsys.readouterr().out)
+    row, records = scored_json(args, tmp_path, capsys)
     assert row["digits"] == pytest.approx(200 / 5)  # 3 and 5 of 16, 16, 3, 5, 7
     assert row["digits_detail"] == "2/5 digit runs, 2 lines lose one"
     assert row["digits_signature"].startswith("digits|")
-    records = [json.loads(line) for line in scores.read_text(encoding="utf-8").splitlines()]
     assert [r["digits"] for r in records] == [0.0, pytest.approx(200 / 3), None]
     assert records[0]["digits_failures"] == [{"digits": "16", "missing": 2}]
     assert eval_main(args[:4] + ["--metrics", "digits"]) == 2  # no source

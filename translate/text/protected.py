@@ -147,7 +147,7 @@ def find_spans(text: str) -> list[Span]:
                 end = start + len(_trimmed(match.group()))
             if end <= start or any(covered[start:end]):
                 continue
-            if kind == "code" and not _DIGIT.search(match.group()):
+            if kind == "code" and not holds_digit(match.group()):
                 continue
             covered[start:end] = b"\x01" * (end - start)
             taken.append(Span(kind, text[start:end], start, end))
@@ -181,10 +181,10 @@ def lost_spans(source: str, translation: str) -> list[Span]:
     with it (the plain rule: each digit run of the source as often in the translation; `1,000`
     written `10,00` is lost). Every digit is in a span, so no lost digit goes unreported."""
     there = Counter(map(_compared, find_spans(translation)))
-    runs = Counter(_DIGIT_RUN.findall(translation))
+    runs = Counter(digit_runs(translation))
     lost = []
     for span in find_spans(source):
-        key, needed = _compared(span), Counter(_DIGIT_RUN.findall(span.text))
+        key, needed = _compared(span), Counter(digit_runs(span.text))
         if there[key] and not needed - runs:
             there[key] -= 1
             runs -= needed
@@ -251,8 +251,7 @@ def _cut(line: str, spans: list[Span]) -> tuple[int, int]:
         for start, end in where:
             found = list(pattern.finditer(line, start, end))
             if found:
-                space = found[-1].span(found[-1].lastindex or 0)
-                return space
+                return found[-1].span(found[-1].lastindex or 0)
     return spans[MAX_SENTINELS - 1].end, spans[MAX_SENTINELS - 1].end
 
 
