@@ -2,6 +2,8 @@
 over-long lines, and output that survives a stopped run."""
 
 import math
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -26,6 +28,7 @@ from translate.decode.pipeline import (
 from translate.decode.settings import SearchSettings
 from translate.model.checkpoint import CheckpointError
 from translate.score.metrics import corpus_scores
+from translate.text.line_feed import split_lines
 from translate.text.protected import describe, lost_spans
 from translate.text.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
@@ -608,3 +611,230 @@ def test_a_target_language_the_model_lacks_is_a_typed_error_each_front_end_words
     assert f"error: --target-lang fr: {checkpoint_path} translates en→de only" in (
         capsys.readouterr().err
     )
+
+
+# --- an output that is an input -------------------------------------------------------------------
+def no_work(*args, **kwargs):
+    raise AssertionError("work was done before the output was checked")
+
+
+@pytest.fixture
+def readable(files, tmp_path, monkeypatch):
+    """tmp_path (the working directory) with a.txt, the input, reachable as link.txt (a
+    symlink), hard.txt (a hard link) and dangling.txt (a symlink through a missing directory);
+    b.txt, another copy; model.ckpt, a checkpoint. Loading a model or translating fails."""
+    monkeypatch.setattr(translate.decode.loaded_model, "load_model", no_work)
+    monkeypatch.setattr(translate.decode.pipeline, "translate_nbest", no_work)
+    (tmp_path / "a.txt").write_bytes(files["input"].read_bytes())
+    (tmp_path / "b.txt").write_bytes(files["input"].read_bytes())
+    (tmp_path / "link.txt").symlink_to("a.txt")
+    (tmp_path / "hard.txt").hardlink_to(tmp_path / "a.txt")
+    (tmp_path / "dangling.txt").symlink_to("nowhere/../a.txt")
+    (tmp_path / "model.ckpt").write_bytes(files["ckpt"].read_bytes())
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def refused(capsys, directory: Path, *args: str) -> str:
+    """The one-line error of a run that must stop before any work, every file of `directory`
+    kept byte for byte and none added."""
+    before = {path: path.read_bytes() for path in directory.iterdir() if path.is_file()}
+    listing = sorted(directory.iterdir())
+    code = main(["--quiet", *args])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "", err
+    assert err.count("\n") == 1 and err.startswith("translate-cli: error: "), err
+    assert sorted(directory.iterdir()) == listing
+    assert {path: path.read_bytes() for path in directory.iterdir() if path.is_file()} == before
+    return err.removeprefix("translate-cli: error: ").rstrip("\n")
+
+
+REPLACE = "(the same file): its translation would replace it; choose another --output"
+
+
+def test_an_output_that_is_the_input_is_refused_however_it_is_spelled(files, capsys, readable):
+    ckpt = ["--checkpoint", "model.ckpt"]
+    absolute = str(readable / "a.txt")
+    for source, output in [
+        ("a.txt", "a.txt"),
+        ("a.txt", "link.txt"),
+        ("a.txt", "hard.txt"),
+        ("a.txt", absolute),
+        (absolute, "a.txt"),
+        ("link.txt", "hard.txt"),
+        ("a.txt", "nowhere/../a.txt"),
+        ("a.txt", "dangling.txt"),
+    ]:
+        for resume in ([], ["--resume"]):
+            message = refused(
+                capsys, readable, *ckpt, "--source", source, "--output", output, *resume
+            )
+            assert message == f"--output {output} is the input --source {source} {REPLACE}"
+
+
+def test_an_output_that_is_the_references_or_the_checkpoint_is_refused(files, capsys, readable):
+    source = ["--checkpoint", "model.ckpt", "--source", "b.txt"]
+    assert refused(capsys, readable, *source, "--reference", "a.txt", "--output", "link.txt") == (
+        f"--output link.txt is the --reference a.txt {REPLACE}"
+    )
+    assert refused(capsys, readable, *source, "--output", "model.ckpt") == (
+        f"--output model.ckpt is the --checkpoint model.ckpt {REPLACE}"
+    )
+
+
+def test_an_output_whose_partial_files_are_the_input_is_refused(files, capsys, readable):
+    for name in ("out.txt.partial", "out.txt.partial.json"):
+        (readable / name).write_bytes(files["input"].read_bytes())
+        message = refused(
+            capsys, readable, "--checkpoint", "model.ckpt", "--source", name, "--output", "out.txt"
+        )
+        assert message == (
+            f"--output out.txt is written as {readable / name} while it runs, and that is the "
+            f"input --source {name} (the same file): choose another --output"
+        )
+        (readable / name).unlink()
+
+
+def test_standard_input_or_output_that_is_the_input_is_refused(
+    files, capsys, readable, monkeypatch
+):
+    with open(readable / "a.txt", encoding="utf-8") as stdin:
+        monkeypatch.setattr(sys, "stdin", stdin)
+        message = refused(capsys, readable, "--checkpoint", "model.ckpt", "--output", "hard.txt")
+    assert message == (
+        f"--output hard.txt is the file standard input reads, {readable / 'a.txt'} {REPLACE}"
+    )
+    # `--source a.txt >> a.txt`: the translation would be appended to the input being read.
+    with open(readable / "a.txt", "a", encoding="utf-8") as stdout:
+        monkeypatch.setattr(sys, "stdout", stdout)
+        code = main(["--quiet", "--checkpoint", "model.ckpt", "--source", "link.txt"])
+    assert code == 2
+    assert capsys.readouterr().err == (
+        f"translate-cli: error: standard output ({readable / 'a.txt'}) is the input --source "
+        "link.txt (the same file): the translation would be written over it; redirect it to "
+        "another file or choose an --output\n"
+    )
+    assert (readable / "a.txt").read_bytes() == files["input"].read_bytes()
+
+
+def test_an_output_beside_the_input_is_written(files, capsys, tmp_path, monkeypatch):
+    source = tmp_path / "a.txt"
+    source.write_bytes(files["input"].read_bytes())
+    code, expected, err = run(files, capsys)
+    assert code == 0, err
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run(files, capsys, "--source", "a.txt", "--output", "a.txt.de")
+    assert code == 0, err
+    assert (tmp_path / "a.txt.de").read_text(encoding="utf-8") == expected
+    assert source.read_bytes() == files["input"].read_bytes()
+
+
+# --- line ends ----------------------------------------------------------------------------------------
+def test_line_ends_are_cr_lf_crlf_or_a_mix_even_across_reads():
+    text = b"a\r\nb\rc\n\r\rd\r\n\n\xc3\xa9"
+    expected = [b"a\r\n", b"b\r", b"c\n", b"\r", b"\r", b"d\r\n", b"\n", b"\xc3\xa9"]
+    assert list(split_lines([text])) == expected
+
+    def lines(blocks: list[bytes]) -> list[bytes]:
+        return [line.rstrip(b"\r\n") for line in split_lines(blocks)]
+
+    bare = [b"a", b"b", b"c", b"", b"", b"d", b"", b"\xc3\xa9"]
+    for cut in range(len(text) + 1):  # a read may end anywhere, between \r and \n too
+        assert lines([text[:cut], b"", text[cut:]]) == bare, cut
+    assert lines([bytes([byte]) for byte in text]) == bare
+    assert lines([b"a\r", b"\n", b"\n"]) == [b"a", b""]
+    assert lines([]) == [] and lines([b"\r"]) == [b""]
+
+
+def test_cr_only_and_mixed_line_ends_give_a_line_out_for_every_line_in(files, capsys, tmp_path):
+    """Each line is translated as it is when its file ends lines with \\n; the output ends
+    every line with \\n whatever the input's line ends."""
+    code, expected, err = run(files, capsys, "--beam", "2")
+    assert code == 0, err
+    assert expected.count("\n") == len(LINES)
+    references = tmp_path / "ref.de"
+    references.write_bytes("\r".join(expected.split("\n")[:-1]).encode("utf-8"))
+    ends = {
+        "cr": ["\r"] * len(LINES),
+        "cr, none at the end": ["\r"] * (len(LINES) - 1) + [""],
+        "mixed": ["\r\n", "\r", "\n", "\r"],
+        "mixed, lf last": ["\r", "\r\n", "\r", "\n"],
+    }
+    for name, line_ends in ends.items():
+        source = tmp_path / "in.en"
+        source.write_bytes("".join(map(str.__add__, LINES, line_ends)).encode("utf-8"))
+        code, out, err = run(files, capsys, "--beam", "2", "--source", str(source))
+        assert code == 0, err
+        assert out == expected, name
+        output = tmp_path / "out.de"
+        code, _, err = run(
+            files,
+            capsys,
+            "--beam",
+            "2",
+            "--source",
+            str(source),
+            "--output",
+            str(output),
+            "--reference",
+            str(references),
+        )
+        assert code == 0, err
+        assert output.read_bytes() == expected.encode("utf-8"), name
+        assert "chrF2 100.00" in err, "the CR-only references are a line each"
+
+
+def test_standard_input_with_cr_line_ends(files, capsys, tmp_path, monkeypatch):
+    code, expected, err = run(files, capsys, "--beam", "2")
+    assert code == 0, err
+    data = "".join(map(str.__add__, LINES, ["\r", "\r\n", "\r", "\r"])).encode("utf-8")
+    source = tmp_path / "in.en"
+    source.write_bytes(data)
+    arguments = ["--checkpoint", str(files["ckpt"]), "--quiet", "--beam", "2"]
+    with open(source, encoding="utf-8") as stdin:  # `< in.en`
+        monkeypatch.setattr(sys, "stdin", stdin)
+        assert main(arguments) == 0
+    assert capsys.readouterr().out == expected
+    read_end, write_end = os.pipe()  # `cat in.en |`: read as it arrives
+    os.write(write_end, data)
+    os.close(write_end)
+    with open(read_end, encoding="utf-8") as stdin:
+        monkeypatch.setattr(sys, "stdin", stdin)
+        assert main([*arguments, "--chunk-lines", "2"]) == 0
+    assert capsys.readouterr().out == expected
+
+
+def test_a_run_over_cr_line_ends_resumes_at_the_line_it_stopped(
+    files, capsys, tmp_path, monkeypatch
+):
+    """The lines done are counted as they are read, whatever their ends: the same lines with
+    other line ends continue the same run."""
+    source = tmp_path / "in.en"
+    source.write_bytes("\r".join(LINES * 2).encode("utf-8"))  # 8 lines
+    code, expected, err = run(files, capsys, "--beam", "2", "--source", str(source))
+    assert code == 0, err
+    assert expected.count("\n") == 2 * len(LINES)
+    original = translate.decode.pipeline.translate_nbest
+    translated = []
+
+    def stops_on_third_chunk(loaded, lines, *args, **kwargs):
+        if len(translated) == 6:
+            raise KeyboardInterrupt
+        translated.extend(lines)
+        return original(loaded, lines, *args, **kwargs)
+
+    monkeypatch.setattr(translate.decode.pipeline, "translate_nbest", stops_on_third_chunk)
+    out = tmp_path / "out.de"
+    settings = ["--beam", "2", "--output", str(out), "--chunk-lines", "3"]
+    for resumed_from in ("\r", "\r\n"):
+        translated.clear()
+        code, _, err = run(files, capsys, *settings, "--source", str(source))
+        assert code == 130 and "the translations of the first 6 input lines are in" in err
+        source.write_bytes(resumed_from.join(LINES * 2).encode("utf-8"))
+        translated.clear()
+        code, _, err = run(files, capsys, *settings, "--source", str(source), "--resume")
+        assert code == 0, err
+        assert "6 lines were done" in err and translated == LINES[2:]
+        assert out.read_text(encoding="utf-8") == expected
+        out.unlink()
+        source.write_bytes("\r".join(LINES * 2).encode("utf-8"))

@@ -67,6 +67,24 @@ def regular_output_path(path: str | Path) -> Path:
     return target
 
 
+def same_file(path: str | Path | int, other: str | Path | int) -> bool:
+    """Whether writing `path` would write the existing file `other` (each a path, or an open
+    file descriptor such as standard input's 0): the same device and inode, through symlinks and
+    hard links, of `path` where it exists, else of the path writing it resolves to (its symlinks
+    and `..` resolved, as `regular_output_path` does). False where `other` does not exist."""
+    try:
+        theirs = os.fstat(other) if isinstance(other, int) else os.stat(other)
+    except OSError:
+        return False
+    for candidate in (path,) if isinstance(path, int) else (path, os.path.realpath(path)):
+        try:
+            mine = os.fstat(candidate) if isinstance(candidate, int) else os.stat(candidate)
+        except OSError:
+            continue
+        return os.path.samestat(mine, theirs)
+    return False
+
+
 def check_writable(path: str | Path) -> Path:
     """`regular_output_path(path)`, after making sure a file can be created beside it (its
     directory made if missing): called before long work, so a read-only directory or a full

@@ -4,11 +4,13 @@ picks up where it stopped.
 Translating a large file takes hours; written at the end only, a crash, a Ctrl-C or a lost
 node would lose all of it.  Lines go to `OUTPUT.partial` instead, appended and fsynced after
 every chunk, and `OUTPUT.partial.json` records how many input lines and bytes are done, a
-digest of those input lines and a fingerprint of the work (the checkpoint and the settings that
-change the output).  When all is done the partial file is renamed over OUTPUT, so OUTPUT itself
-only ever appears complete.  A rerun with `resume` checks the fingerprint, drops any bytes
-written after the last recorded chunk, checks that the input starts with the lines already done
-(`skip_done`: the input may be a stream, read once) and continues from there.
+digest of those input lines (as the command reads them, without their line ends: the same
+lines with other line ends continue the same run) and a fingerprint of the work (the checkpoint
+and the settings that change the output).  When all is done the partial file is renamed over
+OUTPUT, so OUTPUT itself only ever appears complete.  A rerun with `resume` checks the
+fingerprint, drops any bytes written after the last recorded chunk, checks that the input starts
+with the lines already done (`skip_done`: the input may be a stream, read once) and continues
+from there.
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@
 Standard input is translated as it arrives: a line typed at the prompt is answered at once, and
 a pipe is read in chunks of up to --chunk-lines lines without waiting for its end. Every input
 line gives one output line, in order; a blank line (spaces, tabs, NUL) gives an empty line.
+An input line ends at LF, CR LF or CR (one file may mix them); every output line ends with LF.
 
 With --n-best N (N > 1) every input line gives N output lines, best first, each
 `SENTENCE ||| TRANSLATION ||| SCORE ||| LOG_PROB`: SENTENCE is the 0-based input line number
@@ -13,7 +14,9 @@ text (the first scored 0, the rest -inf).
 With --output FILE, each chunk is added to FILE.partial as soon as it is done, and FILE
 appears, complete, at the end; after a crash or Ctrl-C, the same command with --resume
 translates only the lines not done yet. A symlink is written through; a FIFO or a character
-device (/dev/stdout, /dev/null) is written to as a stream; a directory is refused.
+device (/dev/stdout, /dev/null) is written to as a stream; a directory is refused, and so is
+an output that is a file the command reads (the input, through a symlink or a hard link too, the
+references or the checkpoint), before any work.
 
 Set TRANSLATE_DEBUG=1 for a traceback instead of a one-line error.
 """
@@ -25,6 +28,7 @@ import os
 import stat
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TextIO
 
 from translate.cli.common import (
@@ -190,17 +194,77 @@ def is_stream(path: str) -> bool:
 
 
 def read_source(path: str) -> tuple[Iterator[str], bool, int | None]:
-    """The input's lines, whether it is live (a terminal or pipe: chunks of what has arrived),
-    and its line count where it is a file (counted, and checked as UTF-8, before any work)."""
-    from translate.text.corpus import iter_decoded, iter_lines
+    """The input's lines (ended by `\n`, `\r\n` or `\r`), whether it is live (a terminal or
+    pipe: chunks of what has arrived), and its line count where it is a file (counted, and
+    checked as UTF-8, before any work)."""
+    from translate.text.line_feed import file_lines, text_lines
 
     if path == "-":
-        mode = os.fstat(sys.stdin.fileno()).st_mode
-        return iter_decoded(sys.stdin.buffer, "<stdin>"), not stat.S_ISREG(mode), None
+        live = not stat.S_ISREG(os.fstat(sys.stdin.fileno()).st_mode)
+        return text_lines(sys.stdin.buffer, "<stdin>", live), live, None
     if is_stream(path):
-        return iter_lines(path), True, None
-    count = sum(1 for _ in iter_lines(path))
-    return iter_lines(path), False, count
+        return file_lines(path, live=True), True, None
+    count = sum(1 for _ in file_lines(path))
+    return file_lines(path), False, count
+
+
+def regular_file_descriptor(stream: TextIO) -> int | None:
+    """The file descriptor of standard input or output where it is a regular file (`< FILE`,
+    `> FILE`), else None."""
+    try:
+        fd = stream.fileno()
+        return fd if stat.S_ISREG(os.fstat(fd).st_mode) else None
+    except (AttributeError, OSError, ValueError):  # replaced by an object without a descriptor
+        return None
+
+
+def descriptor_path(fd: int) -> str | None:
+    """The path of the file an open descriptor reads or writes, where the system says."""
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return None
+
+
+def check_inputs_kept(args: argparse.Namespace) -> None:
+    """Refuse an output that is a file the command reads (the input, the references or the
+    checkpoint): its translation would replace it. The output is --output FILE and the
+    FILE.partial and FILE.partial.json it writes while it runs, or standard output where it is
+    a regular file. The same file is the same file through symlinks and hard links, however its
+    path is spelled (`files.same_file`)."""
+    from translate.files import OutputError, same_file
+    from translate.partial_output import partial_paths
+
+    inputs: list[tuple[str, str | int]] = [(f"the --checkpoint {args.checkpoint}", args.checkpoint)]
+    if args.source != "-":
+        inputs.append((f"the input --source {args.source}", args.source))
+    elif (stdin := regular_file_descriptor(sys.stdin)) is not None:
+        name = descriptor_path(stdin)
+        inputs.append((f"the file standard input reads{f', {name}' if name else ''}", stdin))
+    if args.reference is not None:
+        inputs.append((f"the --reference {args.reference}", args.reference))
+    stdout = regular_file_descriptor(sys.stdout) if args.output == "-" else None
+    for what, path in inputs:
+        if stdout is not None and same_file(stdout, path):
+            name = descriptor_path(stdout)
+            raise OutputError(
+                f"standard output{f' ({name})' if name else ''} is {what} (the same file): the "
+                "translation would be written over it; redirect it to another file or choose "
+                "an --output"
+            )
+        if args.output == "-":
+            continue
+        if same_file(args.output, path):
+            raise OutputError(
+                f"--output {args.output} is {what} (the same file): its translation would "
+                "replace it; choose another --output"
+            )
+        for written in partial_paths(Path(os.path.realpath(args.output))):
+            if same_file(written, path):
+                raise OutputError(
+                    f"--output {args.output} is written as {written} while it runs, and that is "
+                    f"{what} (the same file): choose another --output"
+                )
 
 
 def translate_command(args: argparse.Namespace) -> int:
@@ -209,6 +273,9 @@ def translate_command(args: argparse.Namespace) -> int:
         error = "--resume continues an --output FILE; a stream (standard output, a FIFO, a device) cannot be resumed"
     if error:
         raise UsageError(error)
+    to_file = args.output != "-" and not is_stream(args.output)
+    if to_file or args.output == "-":
+        check_inputs_kept(args)
     # Imported after parsing, so that --help and a mistyped flag answer without loading torch.
     from tqdm import tqdm
 
@@ -218,19 +285,17 @@ def translate_command(args: argparse.Namespace) -> int:
     from translate.decode.loaded_model import load_model
     from translate.files import check_writable, file_digest
     from translate.partial_output import PartialOutput
-    from translate.text.corpus import read_lines
-    from translate.text.line_feed import chunks
+    from translate.text.line_feed import chunks, file_lines
 
     set_threads(args.threads)
     sources, live, count = read_source(args.source)
     source_name = "<stdin>" if args.source == "-" else args.source
-    references = None if args.reference is None else read_lines(args.reference)
+    references = None if args.reference is None else list(file_lines(args.reference))
     if references is not None and count is not None and len(references) != count:
         raise UsageError(
             f"--reference {args.reference} has {len(references)} lines but the input "
             f"{source_name} has {count}: every input line needs one reference line"
         )
-    to_file = args.output != "-" and not is_stream(args.output)
     target = check_writable(args.output) if to_file else None
     device = resolve_device(args)
     prepare_decoding(device)
