@@ -21,6 +21,7 @@ from translate.decode import continuous
 from translate.decode.continuous import ContinuousBeamSearch, ContinuousGreedySearch, search_joined
 from translate.decode.engine import new_search
 from translate.decode.settings import SearchPlan, SentinelIds
+from translate.decode.slots import SlotSearch
 from translate.text.vocab import EOS_ID, PAD_ID
 
 
@@ -215,3 +216,176 @@ def test_each_sentinel_of_a_source_is_written_exactly_once(engine, beam, fixed_s
         at_limit += len(got) + 1 == int(len(source) * 0.5 + 2)
         differs += sentinels_written(free) != owed
     assert differs and at_limit, (differs, at_limit)
+
+
+# Taking sentences back (`drop`), on both engines, greedy and beam: the model and sources give
+# short and long outputs, so that some sentences are answered and others still searched after a
+# few steps.
+DROP_ENGINES = [("cohorts", 1), ("cohorts", 3), ("slots", 1), ("slots", 3)]
+# Steps after which some of these sentences are answered, greedy and beam, and most are not.
+FEW_STEPS = 5
+
+
+def dropping_search(engine: str, beam: int):
+    model = tiny_model(seed=1, eos_bias=-1.0)
+    plan = SearchPlan(beam, 1.0, 1, *BEAM_LIMITS.values(), engine=engine)
+    return model, new_search(model, plan), sources_of(seed=8, count=8)
+
+
+class DecoderRows:
+    """The rows of each call to `model.decode` made while it is wrapped (`monkeypatch`)."""
+
+    def __init__(self, model, monkeypatch) -> None:
+        self.rows: list[int] = []
+        decode = model.decode
+
+        def counted(tgt_ids, *args, **kwargs):
+            self.rows.append(tgt_ids.shape[0])
+            return decode(tgt_ids, *args, **kwargs)
+
+        monkeypatch.setattr(model, "decode", counted)
+
+
+def rows_of_next_step(search) -> int:
+    """The decoder rows the next step of `search` computes when no sentence waits to join: each
+    held sentence's beams (cohorts), the beams of the slots up to the highest in use (slots)."""
+    if isinstance(search, SlotSearch):
+        in_use = [slot for slot, occupant in enumerate(search.occupants) if occupant is not None]
+        return (in_use[-1] + 1) * search.beam
+    return len(search) * search.beam
+
+
+def steps_to_end(search, found: dict) -> None:
+    """`search` stepped until it holds nothing, what it answers added to `found` (once each)."""
+    while len(search):
+        for sentence_id, result in search.step():
+            assert sentence_id not in found
+            found[sentence_id] = result
+
+
+def assert_as_alone(model, sources: list[list[int]], found: dict, beam: int) -> None:
+    """Each answer of `found` (by index into `sources`) is what the oracle gives its source
+    alone: the same tokens, scores within float32's rounding."""
+    for index, got in found.items():
+        src = torch.tensor([sources[index]])
+        if beam == 1:
+            assert [got] == greedy_search(model, src, **BEAM_LIMITS), index
+            continue
+        [expected] = beam_search(model, src, beam, 1.0, 1, **BEAM_LIMITS)
+        assert [h.tokens for h in got] == [h.tokens for h in expected], index
+        terms = 2 * search_terms(model, src, *BEAM_LIMITS.values())  # both in float32
+        assert [h.score for h in got] == within_rounding(
+            [h.score for h in expected], torch.float32, terms
+        )
+
+
+@pytest.mark.parametrize("engine, beam", DROP_ENGINES)
+def test_sentences_dropped_before_their_first_step_are_never_decoded(engine, beam, monkeypatch):
+    """Dropped right after `add`, into an empty search and into a running one: they leave at
+    once, the next step decodes only the others' rows, and the others get their answers."""
+    model, search, sources = dropping_search(engine, beam)
+    calls = DecoderRows(model, monkeypatch)
+    search.add(range(4), sources[:4])
+    assert search.drop([1]) == 1 and len(search) == 3
+    found = dict(search.step())
+    assert calls.rows == [3 * beam]
+    search.add(range(4, 8), sources[4:])
+    assert search.drop([5, 7]) == 2 and len(search) == 5 - len(found)
+    steps_to_end(search, found)
+    assert sorted(found) == [0, 2, 3, 4, 6]
+    assert calls.rows[1] == 5 * beam  # no sentence was answered at the first step
+    assert_as_alone(model, sources, found, beam)
+
+
+@pytest.mark.parametrize("engine, beam", DROP_ENGINES)
+def test_sentences_dropped_mid_search_leave_at_once(engine, beam, monkeypatch):
+    """After a few steps, with some sentences answered: the first and the last still searched
+    leave; the next step decodes fewer rows, and the others get their answers."""
+    model, search, sources = dropping_search(engine, beam)
+    calls = DecoderRows(model, monkeypatch)
+    search.add(range(len(sources)), sources)
+    found = {}
+    for _ in range(FEW_STEPS):
+        found.update(search.step())
+    held = [i for i in range(len(sources)) if i not in found]
+    assert found and len(held) == len(search) >= 4
+    rows = rows_of_next_step(search)
+    assert search.drop([held[0], held[-1]]) == 2 and len(search) == len(held) - 2
+    assert rows_of_next_step(search) < rows
+    rows = rows_of_next_step(search)
+    found.update(search.step())
+    assert calls.rows[FEW_STEPS] == rows
+    steps_to_end(search, found)
+    assert sorted(found) == sorted(set(range(len(sources))) - {held[0], held[-1]})
+    assert_as_alone(model, sources, found, beam)
+
+
+@pytest.mark.parametrize("engine, beam", DROP_ENGINES)
+def test_a_search_whose_sentences_are_all_dropped_is_empty_and_takes_new_ones(
+    engine, beam, monkeypatch
+):
+    model, search, sources = dropping_search(engine, beam)
+    calls = DecoderRows(model, monkeypatch)
+    search.add(range(6), sources[:6])
+    found = dict(search.step())
+    found.update(search.step())
+    held = len(search)
+    assert search.drop(range(6)) == held > 0 and len(search) == 0
+    assert search.step() == [] and len(calls.rows) == 2
+    search.add([6, 7], sources[6:])
+    again = {}
+    steps_to_end(search, again)
+    assert sorted(again) == [6, 7] and calls.rows[2] == 2 * beam
+    assert_as_alone(model, sources, found | again, beam)
+
+
+@pytest.mark.parametrize("engine, beam", DROP_ENGINES)
+def test_dropping_keys_the_search_does_not_hold_changes_nothing(engine, beam, monkeypatch):
+    """An unknown key and one already answered: nothing leaves, and every step decodes the
+    rows and gives the answers of the same search without the drop, to the last bit."""
+    runs = []
+    for drop in (False, True):
+        model, search, sources = dropping_search(engine, beam)
+        calls = DecoderRows(model, monkeypatch)
+        search.add(range(len(sources)), sources)
+        found = {}
+        for _ in range(FEW_STEPS):
+            found.update(search.step())
+        if drop:
+            held = len(search)
+            answered = next(iter(found))
+            assert search.drop(["unknown", answered]) == 0 and len(search) == held
+        steps_to_end(search, found)
+        runs.append((calls.rows, found))
+    assert runs[0] == runs[1]
+    assert sorted(runs[1][1]) == list(range(len(sources)))
+    assert_as_alone(model, sources, runs[1][1], beam)
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+@pytest.mark.parametrize("young_steps", [0, 2])
+def test_dropping_a_merged_cohort_s_older_sentences_keeps_only_the_younger_s_steps(
+    beam, young_steps, monkeypatch
+):
+    """One cohort at most: a sentence joining after three steps merges with the running one,
+    its cached steps aligned at the end after the older's. The older dropped, the cohort's
+    cache keeps the younger's steps alone (none before its first step), unmasked, and the
+    younger gets its answer."""
+    monkeypatch.setattr(continuous, "MAX_COHORTS", 1)
+    model = tiny_model(seed=2, eos_bias=-1.0)  # long outputs: both searched throughout
+    search = new_search(model, SearchPlan(beam, 1.0, 1, *BEAM_LIMITS.values(), engine="cohorts"))
+    sources = sources_of(seed=8, count=2)
+    search.add(["old"], sources[:1])
+    for _ in range(3):
+        assert search.step() == []
+    search.add(["young"], sources[1:])
+    for _ in range(young_steps):
+        assert search.step() == []
+    assert search.cohorts == [2]
+    assert search.drop(["old"]) == 1 and search.cohorts == [1] and len(search) == 1
+    for layer in search.cache.layers:
+        [steps], [encoder] = layer.steps, layer.encoder
+        assert steps.width == young_steps and encoder.k.shape[0] == 1
+    found = {}
+    steps_to_end(search, found)
+    assert_as_alone(model, sources, {1: found["young"]}, beam)

@@ -247,3 +247,115 @@ def test_sentences_wait_rather_than_grow_the_cache_past_its_budget():
             model, torch.tensor([source]), 2, 1.0, 1, max_len_a=1.0, max_len_b=6
         )
         assert [h.tokens for h in found[index]] == [h.tokens for h in expected], index
+
+
+# Taking sentences back (`drop`); tests/test_continuous.py checks both engines alike, these what
+# is the slots' own: sentences waiting for a slot, answers not yet read, the step's fixed shape.
+DROP_PLAN = {"length_penalty": 1.0, "n_best": 1, "max_len_a": 1.0, "max_len_b": 6}
+
+
+def dropping_model():
+    """Short and long outputs for `sources_of(seed=8, ...)`."""
+    return tiny_model(seed=1, eos_bias=-1.0)
+
+
+def decoder_rows(model, monkeypatch) -> list[int]:
+    """The rows of each call to `model.decode` from now on (the list grows with them)."""
+    rows, decode = [], model.decode
+
+    def counted(tgt_ids, *args, **kwargs):
+        rows.append(tgt_ids.shape[0])
+        return decode(tgt_ids, *args, **kwargs)
+
+    monkeypatch.setattr(model, "decode", counted)
+    return rows
+
+
+def answers_to_end(search: SlotSearch, found: dict) -> dict:
+    """`found` with what `search` answers until it holds nothing (each sentence once)."""
+    while len(search):
+        for sentence_id, result in search.step():
+            assert sentence_id not in found
+            found[sentence_id] = result
+    return found
+
+
+def assert_tokens_as_alone(model, sources: list[list[int]], found: dict, beam: int) -> None:
+    for index, got in found.items():
+        src = torch.tensor([sources[index]])
+        limits = {"max_len_a": DROP_PLAN["max_len_a"], "max_len_b": DROP_PLAN["max_len_b"]}
+        if beam == 1:
+            assert [got] == greedy_search(model, src, **limits), index
+        else:
+            [expected] = beam_search(model, src, beam, 1.0, 1, **limits)
+            assert [h.tokens for h in got] == [h.tokens for h in expected], index
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_a_dropped_sentence_s_slot_goes_to_the_next_waiting_one(beam, monkeypatch):
+    """Four slots, three sentences waiting: one in a slot and one waiting are dropped; at the
+    next step the first waiting one takes the freed slot, and the step stays four slots wide."""
+    model = dropping_model()
+    search = SlotSearch(model, SearchPlan(beam, **DROP_PLAN), max_slots=4)
+    sources = sources_of(seed=8, count=7)
+    rows = decoder_rows(model, monkeypatch)
+    search.add(range(7), sources)
+    assert search.step() == [] and search.step() == []
+    assert [o.sentence_id for o in search.occupants[:4]] == [0, 1, 2, 3]
+    assert search.drop([1, 5]) == 2 and len(search) == 5
+    assert search.occupants[1] is None and not search.table.live[1]
+    assert [w.sentence_id for w in search.waiting] == [4, 6]
+    found = dict(search.step())
+    assert search.occupants[1].sentence_id == 4 and [w.sentence_id for w in search.waiting] == [6]
+    assert rows == [4 * beam] * 3
+    answers_to_end(search, found)
+    assert sorted(found) == [0, 2, 3, 4, 6]
+    assert_tokens_as_alone(model, sources, found, beam)
+
+
+def unread_slot(search: SlotSearch) -> int | None:
+    """A slot whose sentence is done on the device and not yet read, if any."""
+    done = search.table.done.tolist()
+    occupied = (slot for slot, o in enumerate(search.occupants) if o is not None)
+    return next((slot for slot in occupied if done[slot]), None)
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_a_sentence_done_but_not_yet_read_when_dropped_is_never_answered(beam):
+    model = dropping_model()
+    search = SlotSearch(model, SearchPlan(beam, **DROP_PLAN), poll_every=4)
+    sources = sources_of(seed=8, count=8)
+    search.add(range(8), sources)
+    found = dict(search.step())
+    while unread_slot(search) is None:
+        found.update(search.step())
+        assert len(search)
+    slot = unread_slot(search)
+    dropped, held = search.occupants[slot].sentence_id, len(search)
+    assert search.drop([dropped]) == 1 and len(search) == held - 1
+    assert not search.table.done[slot] and unread_slot(search) is None
+    answers_to_end(search, found)
+    assert sorted(found) == sorted(set(range(8)) - {dropped})
+    assert_tokens_as_alone(model, sources, found, beam)
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_dropping_a_slot_below_the_highest_keeps_the_others_arithmetic(beam, monkeypatch):
+    """The freed slot stays in the step's shape (frozen, as a done one), so every step decodes
+    the rows of the search without the drop, and every other sentence gets exactly what it
+    gets there, to the last bit."""
+    runs = []
+    for drop in (False, True):
+        model = dropping_model()
+        search = SlotSearch(model, SearchPlan(beam, **DROP_PLAN))
+        rows = decoder_rows(model, monkeypatch)
+        search.add(range(8), sources_of(seed=8, count=8))
+        found = dict(search.step())
+        found.update(search.step())
+        if drop:
+            assert search.drop([1]) == 1
+        answers_to_end(search, found)
+        assert drop or 1 in found
+        found.pop(1, None)
+        runs.append((rows, found))
+    assert runs[0] == runs[1] and len(runs[1][1]) == 7

@@ -23,12 +23,12 @@ picks what a search started from a single row picks.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Hashable, Iterable, Iterator, Sequence
+from collections.abc import Collection, Hashable, Iterable, Iterator, Sequence
 
 import torch
 from torch import Tensor
 
-from translate.decode.cache import SearchCache
+from translate.decode.cache import KVBlock, SearchCache
 from translate.decode.search import (
     NEVER_GENERATED,
     Hypothesis,
@@ -176,9 +176,11 @@ class _CohortSearch:
             for block in blocks:
                 block.mask = mask
 
-    def _select_rows(self, rows: Tensor, active: list[int]) -> None:
+    def _select_rows(self, rows: Tensor, active: list[int], written: int = 1) -> None:
         """Each cohort's rows from `rows` (the global decoder rows kept, reordered), picked with
-        the next step's append; cohorts left empty go, and columns no row of a cohort owns."""
+        the next step's append; cohorts left empty go, and columns no row of a cohort owns.
+        `written`: the positions cached beyond the step counts (1 within a step, after its
+        append; 0 between steps)."""
         beam, first, cohorts, kept = self.beam, 0, [], []
         for cohort, count in enumerate(self.cohorts):
             # This cohort's sentences still searched.
@@ -194,10 +196,10 @@ class _CohortSearch:
                 # The active rows of the cohorts before this one come first.
                 start = sum(cohorts) * beam
                 local = rows[start : start + len(members) * beam] - first * beam
-                longest = max(self.steps[s] for s in members) + 1
+                longest = max(self.steps[s] for s in members) + written
                 for block in self.cache.cohort_steps(cohort):
                     block.reorder(local)
-                    block.keep_last(longest)
+                    keep_last(block, longest)
                 cohorts.append(len(members))
                 kept.append(cohort)
             first += count
@@ -213,6 +215,29 @@ class _CohortSearch:
         index = torch.tensor(active, dtype=torch.long, device=self.device)
         self.limits = self.limits.index_select(0, index)
         return index
+
+    def _leave(self, active: list[int]) -> tuple[Tensor, Tensor]:
+        """Between two steps, only sentences `active` (indexes, in order) stay: their rows of the
+        caches, last tokens and owed sentinels, and their per-sentence lists; their indexes and
+        their rows' indexes as tensors, for the caller's tensors."""
+        index = torch.tensor(active, dtype=torch.long, device=self.device)
+        beams = torch.arange(self.beam, device=self.device)
+        rows = (index[:, None] * self.beam + beams).view(-1)
+        self._select_rows(rows, active, written=0)
+        self._keep(active)
+        self.last = self.last.index_select(0, rows)
+        if self.rule is not None:
+            self.remaining = self.remaining.index_select(0, rows)
+        return index, rows
+
+
+def keep_last(block: KVBlock, positions: int) -> None:
+    """`block.keep_last(positions)`; at none (its rows joined since the last step and a merge
+    put older rows' steps before theirs) the block holds no step, as a new cohort's."""
+    if positions:
+        block.keep_last(positions)
+    else:
+        block.k = block.v = block.mask = block.pending_rows = None
 
 
 class ContinuousBeamSearch(_CohortSearch):
@@ -288,6 +313,25 @@ class ContinuousBeamSearch(_CohortSearch):
             ]
         )
         self.finished += [[] for _ in range(count)]
+
+    @torch.inference_mode()
+    def drop(self, keys: Collection[Hashable]) -> int:
+        """The sentences whose sentence_id is one of `keys` leave the search now, searched or
+        joined since the last step: their rows, cache, hypotheses and history go, no later `step`
+        decodes or returns them, and the others decode on as they do alone; how many left."""
+        keys = set(keys)
+        active = [s for s, sentence_id in enumerate(self.sentence_ids) if sentence_id not in keys]
+        dropped = len(self.sentence_ids) - len(active)
+        if not active:
+            self._reset()
+        elif dropped:
+            index, rows = self._leave(active)
+            self.beam_lp = self.beam_lp.index_select(0, index)
+            self.best_finished = self.best_finished.index_select(0, index)
+            self.finished = [self.finished[s] for s in active]
+            history = self.history.index_select(0, rows)
+            self.history = history[:, history.shape[1] - max(self.steps) :]
+        return dropped
 
     @torch.inference_mode()
     def step(self) -> list[tuple[Hashable, list[Hypothesis]]]:
@@ -408,6 +452,30 @@ class ContinuousGreedySearch(_CohortSearch):
         count = self._add(sentence_ids, sources, starts)
         self.tokens += [[] for _ in range(count)]
         self.done = torch.cat([self.done, self.done.new_zeros(count)])
+
+    @torch.inference_mode()
+    def drop(self, keys: Collection[Hashable]) -> int:
+        """The sentences not yet answered whose sentence_id is one of `keys` leave the search
+        now, as `ContinuousBeamSearch.drop`; where any leave, the rows of those already answered
+        go with them."""
+        keys = set(keys)
+        done = self.done.tolist()
+        dropped = sum(
+            not is_done and sentence_id in keys
+            for sentence_id, is_done in zip(self.sentence_ids, done)
+        )
+        active = [
+            s
+            for s, (sentence_id, is_done) in enumerate(zip(self.sentence_ids, done))
+            if not is_done and sentence_id not in keys
+        ]
+        if not active:
+            self._reset()
+        elif dropped:
+            index, _ = self._leave(active)
+            self.tokens = [self.tokens[s] for s in active]
+            self.done, self.answered = self.done[index], 0
+        return dropped
 
     @torch.inference_mode()
     def step(self) -> list[tuple[Hashable, list[int]]]:

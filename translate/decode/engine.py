@@ -56,7 +56,7 @@ def engine_for(engine: Engine, device: torch.device | str, beam: int = 1) -> Eng
 
 def new_search(model: Transformer, plan: SearchPlan) -> Search:
     """An empty running search for `plan`: sentences `add`, `step` answers them (token lists at
-    beam 1, greedy search; hypotheses above)."""
+    beam 1, greedy search; hypotheses above), `drop` takes back those no longer wanted."""
     device = next(model.parameters()).device
     greedy = plan.beam == 1
     if engine_for(plan.engine, device, plan.beam).name == "slots":

@@ -29,7 +29,7 @@ Every sentence decodes as it does alone (tests/search_oracle.py), like the cohor
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Collection, Hashable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -335,6 +335,29 @@ class SlotSearch:
             self.waiting.append(
                 Waiting(sentence_id, list(source), BOS_ID if start is None else start)
             )
+
+    @torch.inference_mode()
+    def drop(self, keys: Collection[Hashable]) -> int:
+        """The sentences whose sentence_id is one of `keys` leave now, waiting or in a slot (also
+        one done since the last read): no later `step` returns them, and their slots are frozen
+        (nothing of them changes, as a done slot's) and free for the next waiting sentences at
+        the next step; how many left. A step still runs over the slots below the highest in
+        use, a freed one among them, as it does over done ones."""
+        keys = set(keys)
+        waiting = len(self.waiting)
+        self.waiting = deque(w for w in self.waiting if w.sentence_id not in keys)
+        slots = [
+            slot
+            for slot, occupant in enumerate(self.occupants)
+            if occupant is not None and occupant.sentence_id in keys
+        ]
+        for slot in slots:
+            self.occupants[slot] = None
+        if slots:
+            index = torch.tensor(slots, device=self.device)
+            self.table.live[index] = False
+            self.table.done[index] = False
+        return waiting - len(self.waiting) + len(slots)
 
     # -------------------------------------------------------------------------------------
     # Joining
