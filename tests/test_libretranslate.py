@@ -44,7 +44,7 @@ def loaded(checkpoint_path):
 
 @pytest.fixture(scope="module")
 def client(loaded):
-    with TestClient(create_app(loaded, ServeSettings(max_lines=4, char_limit=200))) as c:
+    with TestClient(create_app(loaded, ServeSettings(max_sentences=4, char_limit=200))) as c:
         yield c
 
 
@@ -198,8 +198,8 @@ def test_detect_and_the_other_routes_answer_as_libretranslate_does(client):
         (
             {"q": ["a", "b\nc", "d\n\ne"], "source": "en", "target": "de"},
             413,
-            "Invalid request: the texts hold 5 lines, over this server's limit of 4 a request "
-            "(--max-lines)",
+            "the request holds 5 sentences (each line's, and each sentence of a line too long "
+            "for the model apart); at most 4 a request (--max-sentences)",
         ),
         (
             {
@@ -209,8 +209,8 @@ def test_detect_and_the_other_routes_answer_as_libretranslate_does(client):
                 "format": "html",
             },
             413,
-            "Invalid request: the texts hold 5 lines, over this server's limit of 4 a request "
-            "(--max-lines)",
+            "the request holds 5 sentences (each line's, and each sentence of a line too long "
+            "for the model apart); at most 4 a request (--max-sentences)",
         ),
         (
             {"q": ["a", 3], "source": "en", "target": "de"},
@@ -388,22 +388,27 @@ def test_each_line_and_sentence_is_translated_apart_and_the_whitespace_between_i
             assert answer["translatedText"][0] == blank
 
 
-def test_a_long_text_is_translated_sentence_by_sentence_in_chunks_never_refused_for_length(
-    loaded,
-):
-    """No text limit by default (as LibreTranslate's): a one-line text of many sentences goes to
-    the batches a request's --max-lines at a time, within a queue that could not hold it whole; a
-    sentence over --max-line-chars is cut at a space."""
+def test_a_long_text_is_translated_sentence_by_sentence_and_each_sentence_counted(loaded):
+    """No text limit by default (as LibreTranslate's): a one-line text of many sentences is
+    translated a sentence at a time, each counted against --max-sentences; a sentence over
+    --max-line-chars is cut at a space, each piece a sentence of its own."""
     sentences = [f"Select cell {n}." for n in range(40)]
     long_sentence = "Click " + " ".join(["the button"] * 6) + " now."
     with TestClient(
-        create_app(loaded, ServeSettings(max_lines=4, max_queued_lines=8, max_line_chars=40))
+        create_app(
+            loaded, ServeSettings(max_sentences=40, max_queued_sentences=40, max_line_chars=40)
+        )
     ) as small:
         answer = small.post(
             "/translate", json={"q": " ".join(sentences), "source": "en", "target": "de"}
         )
         assert answer.status_code == 200, answer.text
         assert answer.json()["translatedText"] == " ".join(cli(loaded, sentences))
+        over = small.post(
+            "/translate",
+            json={"q": " ".join(sentences + ["Save."]), "source": "en", "target": "de"},
+        )
+        assert over.status_code == 413 and "41 sentences" in over.json()["error"]
         cut = small.post("/translate", json={"q": long_sentence, "source": "en", "target": "de"})
         pieces = ["Click the button the button the button", "the button the button the button now."]
         assert all(len(piece) <= 40 for piece in pieces)
@@ -508,18 +513,35 @@ def test_html_is_parsed_off_the_event_loop_within_stated_caps(loaded, monkeypatc
 
 
 def test_a_request_that_can_never_fit_is_a_413_naming_the_limit_never_503(loaded):
-    """Lines of a text and HTML text nodes count against --max-lines: 3 texts of 2,000 lines, or
-    4,800 text nodes, are refused for what they are, not told to retry."""
+    """The sentences of texts' lines and HTML text nodes count against --max-sentences: 3 texts
+    of 2,000 lines, 4,800 text nodes, or one line of 200,000 sentences, are refused for what they
+    are, not told to retry."""
     with TestClient(create_app(loaded, ServeSettings())) as defaults:
         call = {"source": "en", "target": "de"}
         lines = defaults.post("/translate", json={"q": ["Click OK.\n" * 2000] * 3, **call})
         nodes = defaults.post("/translate", json={"q": "<p>a</p>" * 4800, "format": "html", **call})
-    for response, count in ((lines, 6000), (nodes, 4800)):
+        line = defaults.post("/translate", json={"q": "Ok. " * 200_000, **call})
+    for response, count in ((lines, 6000), (nodes, 4800), (line, 200_000)):
         assert response.status_code == 413 and "retry-after" not in response.headers
         assert response.json() == {
-            "error": f"Invalid request: the texts hold {count} lines, over this server's limit "
-            "of 1024 a request (--max-lines)"
+            "error": f"the request holds {count} sentences (each line's, and each sentence of a "
+            "line too long for the model apart); at most 1024 a request (--max-sentences)"
         }
+
+
+def test_a_request_over_the_rate_itself_is_a_413_never_a_429_forever(loaded):
+    """A request of more sentences than --req-limit could never pass: 413 naming the flag, and
+    nothing charged (the client's next small request passes)."""
+    with TestClient(create_app(loaded, ServeSettings(req_limit=3))) as limited:
+        call = {"source": "en", "target": "de"}
+        refused = limited.post("/translate", json={"q": "Click OK. Save it. Close. Open.", **call})
+        assert refused.status_code == 413, refused.text
+        assert refused.json()["error"].endswith("at most 3 a minute per client (--req-limit)")
+        native = limited.post("/translate", json={"text": ["Click OK.\nSave.\nClose.\nOpen."]})
+        assert native.status_code == 413 and "(--req-limit)" in native.json()["error"]
+        assert (
+            limited.post("/translate", json={"q": "Click OK. Save it.", **call}).status_code == 200
+        )
 
 
 def test_lines_and_text_nodes_are_charged_against_the_rate(loaded):

@@ -43,11 +43,10 @@ def test_sentences_and_lines_are_the_pieces_and_the_rest_is_kept_between(text, p
     assert split.join(split.pieces) == text
 
 
-def test_lines_only_and_the_count_of_lines_holding_a_piece():
+def test_lines_only():
     split = split_text("One. Two.\n\n  Three.\n", sentences=False)
-    assert split.pieces == ("One. Two.", "Three.") and split.lines == 2
+    assert split.pieces == ("One. Two.", "Three.")
     assert split.join(["1", "3"]) == "1\n\n  3\n"
-    assert split_text("One. Two.\n\n  Three.\n").lines == 2
     with pytest.raises(ValueError, match="2 pieces, 1 translations"):
         split.join(["1"])
 
@@ -108,4 +107,3 @@ def test_any_text_comes_back_whole_from_its_pieces(text, max_chars, sentences):
         assert not any(char in piece for char in "\r\n")
         assert max_chars is None or len(piece) <= max_chars
     assert join_lines(*lines_of(text)) == text
-    assert split.lines <= len(lines_of(text)[0])

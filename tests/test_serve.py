@@ -90,17 +90,13 @@ def test_concurrent_requests_share_batches_and_match_lines_translated_alone(load
         ), 0.0
 
     async def scenario():
-        batcher = Batcher(
-            translate,
-            lambda line: len(line.split()) + 1,
-            batch_tokens=10_000,
-            max_wait=0.2,
-            max_queued_lines=100,
-        )
+        batcher = Batcher(translate, batch_tokens=10_000, max_wait=0.2, max_queued_sentences=100)
         batcher.start()
         try:
             key = SearchSettings(beam=5, length_penalty=1.0)
-            return await asyncio.gather(*(batcher.submit([line], key) for line in LINES))
+            return await asyncio.gather(
+                *(batcher.submit([line], key, segments_of([line])) for line in LINES)
+            )
         finally:
             await batcher.stop()
 
@@ -238,18 +234,29 @@ class FakeEngine:
         self.messages.put(None)
 
 
-def fake_batcher(started: list, release: threading.Event, max_queued_lines: int = 100):
-    return ContinuousBatcher(
+def segments_of(lines: list[str]) -> Segments:
+    """Lines as segments for the batchers alone: a line each, its characters as its ids."""
+    return Segments(
+        [list(map(ord, line)) for line in lines],
+        list(range(len(lines))),
+        [Part(i) for i in range(len(lines))],
+    )
+
+
+class FakeBatcher(ContinuousBatcher):
+    """The continuous batcher over `FakeEngine`, submitting lines as `segments_of` cuts them."""
+
+    async def submit(self, lines, key):
+        return await super().submit(lines, key, segments_of(lines))
+
+
+def fake_batcher(started: list, release: threading.Event, max_queued_sentences: int = 100):
+    return FakeBatcher(
         lambda: FakeEngine(started, release),
-        lambda lines, key: Segments(
-            [list(map(ord, line)) for line in lines],
-            list(range(len(lines))),
-            [Part(i) for i in range(len(lines))],
-        ),
         lambda segments, found, n_best: [
             "".join(map(chr, hypotheses[0][0])) for hypotheses in found
         ],
-        max_queued_lines,
+        max_queued_sentences,
     )
 
 
@@ -271,7 +278,7 @@ def test_the_continuous_batcher_fails_a_failed_request_alone_and_replaces_an_eng
                 await batcher.submit(["boom"], key)
             with pytest.raises(BrokenExecutor):
                 await batcher.submit(["die"], key)
-            return first, await batcher.submit(["d"], key), batcher.queued_lines
+            return first, await batcher.submit(["d"], key), batcher.queued_sentences
         finally:
             await batcher.stop()
 
@@ -286,7 +293,7 @@ def test_lines_the_engine_holds_count_against_the_queue_bound_until_answered_or_
     started, release = [], threading.Event()
 
     async def scenario():
-        batcher = fake_batcher(started, release, max_queued_lines=3)
+        batcher = fake_batcher(started, release, max_queued_sentences=3)
         batcher.start()
         key = SearchSettings(beam=1, length_penalty=0.0)
         try:
@@ -298,9 +305,9 @@ def test_lines_the_engine_holds_count_against_the_queue_bound_until_answered_or_
             await asyncio.sleep(0)
             leaving.cancel()
             await asyncio.gather(leaving, return_exceptions=True)
-            after_leaving = batcher.queued_lines
+            after_leaving = batcher.queued_sentences
             release.set()
-            return await held, after_leaving, batcher.queued_lines
+            return await held, after_leaving, batcher.queued_sentences
         finally:
             release.set()
             await batcher.stop()
@@ -319,22 +326,24 @@ def test_a_lone_request_does_not_wait_for_company_but_one_after_a_shared_batch_d
     async def scenario():
         # A wait longer than any test: a request held for it would time out below. Two lines
         # fill a batch, so a request held after a shared batch goes as soon as one joins it.
-        batcher = Batcher(
-            translate, lambda line: 1, batch_tokens=2, max_wait=3600.0, max_queued_lines=100
-        )
+        batcher = Batcher(translate, batch_tokens=4, max_wait=3600.0, max_queued_sentences=100)
         batcher.start()
         key = SearchSettings(beam=1, length_penalty=0.0)
+
+        def submit(line: str):
+            return batcher.submit([line], key, segments_of([line]))  # two tokens a line
+
         try:
-            await asyncio.wait_for(batcher.submit(["a"], key), 60)  # not held: no company came
+            await asyncio.wait_for(submit("a"), 60)  # not held: no company came
             # A batch of two.
-            await asyncio.gather(batcher.submit(["b"], key), batcher.submit(["c"], key))
-            first = asyncio.ensure_future(batcher.submit(["d"], key))
+            await asyncio.gather(submit("b"), submit("c"))
+            first = asyncio.ensure_future(submit("d"))
             for _ in range(1000):  # until the batcher has taken "d" and waits for company
-                if batcher._queue.empty() and batcher.queued_lines == 1:
+                if batcher._queue.empty() and batcher.queued_sentences == 1:
                     break
                 await asyncio.sleep(0)
             assert batcher._queue.empty() and calls == [1, 2]
-            await asyncio.wait_for(asyncio.gather(first, batcher.submit(["e"], key)), 60)
+            await asyncio.wait_for(asyncio.gather(first, submit("e")), 60)
         finally:
             await batcher.stop()
 
@@ -353,13 +362,11 @@ def test_a_client_that_left_does_not_break_the_batch(loaded):
             release.wait(5)
             return [line.upper() for line in lines], 0.0
 
-        batcher = Batcher(
-            translate, lambda line: 1, batch_tokens=100, max_wait=0.05, max_queued_lines=100
-        )
+        batcher = Batcher(translate, batch_tokens=100, max_wait=0.05, max_queued_sentences=100)
         batcher.start()
         key = SearchSettings(beam=1, length_penalty=0.0)
-        leaving = asyncio.ensure_future(batcher.submit(["a"], key))
-        staying = asyncio.ensure_future(batcher.submit(["b"], key))
+        leaving = asyncio.ensure_future(batcher.submit(["a"], key, segments_of(["a"])))
+        staying = asyncio.ensure_future(batcher.submit(["b"], key, segments_of(["b"])))
         # Both in the batch under way: submitted together, they are collected together.
         assert await asyncio.get_running_loop().run_in_executor(None, started.wait, 30)
         leaving.cancel()
@@ -390,18 +397,17 @@ def test_a_dead_worker_fails_its_batch_and_is_replaced():
     async def scenario():
         batcher = Batcher(
             lambda lines, key: ([line.upper() for line in lines], 0.0),
-            lambda line: 1,
             batch_tokens=100,
             max_wait=0.0,
-            max_queued_lines=100,
+            max_queued_sentences=100,
             new_worker=new_worker,
         )
         batcher.start()
         key = SearchSettings(beam=1, length_penalty=0.0)
         try:
             with pytest.raises(BrokenProcessPool):
-                await batcher.submit(["a"], key)
-            return await batcher.submit(["b"], key)
+                await batcher.submit(["a"], key, segments_of(["a"]))
+            return await batcher.submit(["b"], key, segments_of(["b"]))
         finally:
             await batcher.stop()
 
@@ -412,7 +418,7 @@ def test_a_dead_worker_fails_its_batch_and_is_replaced():
 @pytest.mark.parametrize(
     "body, status, words",
     [
-        ('{"text": ["a", "a", "a", "a"]}', 413, "--max-lines"),
+        ('{"text": ["a", "a", "a", "a"]}', 413, "at most 3 a request (--max-sentences)"),
         ('{"text": ["' + "x" * 51 + '"]}', 413, "text[0] has 51 characters"),
         ('{"text": ["a", 3]}', 422, "text[1]: Input should be a valid string"),
         ('{"text": "a"}', 422, "text: Input should be a valid list"),
@@ -465,14 +471,14 @@ def test_a_dead_worker_fails_its_batch_and_is_replaced():
         ('{"text": ["a", "\\ud800b"]}', 422, "text[1] holds a lone surrogate at character 0"),
         ('{"text": ["a"], "beam": 1, "beam": 0}', 422, "beam"),
         ("{not json", 400, "the body is not valid JSON (at character 1"),
-        ('{"text": ["a\\nb", "c\\r\\nd"]}', 413, "text has 4 lines (line breaks inside an item"),
+        ('{"text": ["a\\nb", "c\\r\\nd"]}', 413, "the request holds 4 sentences"),
         ('{"text": ["ok\\n' + "x" * 51 + '"]}', 413, "text[0] has 51 characters in one of its"),
     ],
 )
 def test_bad_requests_are_refused_in_one_shape_naming_the_field_or_limit(
     loaded, checkpoint_path, body, status, words
 ):
-    with client_for(loaded, max_lines=3, max_line_chars=50) as client:
+    with client_for(loaded, max_sentences=3, max_line_chars=50) as client:
         response = client.post(
             "/translate", content=body.encode(), headers={"content-type": "application/json"}
         )
@@ -540,7 +546,7 @@ BODIES = (
 def test_no_request_body_gets_a_5xx_but_503(loaded):
     """Arbitrary JSON (NaN, huge numbers, lone surrogates, wrong types, deep lists) and bytes at
     /translate: a 2xx or 4xx in the one error shape, or 503; never another 5xx."""
-    with client_for(loaded, max_lines=5, max_line_chars=30, max_beam=8) as client:
+    with client_for(loaded, max_sentences=5, max_line_chars=30, max_beam=8) as client:
 
         @hypothesis.settings(
             max_examples=200,
@@ -567,22 +573,23 @@ def test_no_request_body_gets_a_5xx_but_503(loaded):
 def test_a_full_queue_answers_503_with_retry_after(loaded):
     """503 only where the queue holds other requests' lines now: a request that fits an idle
     server is never told to retry for its size."""
-    with client_for(loaded, max_queued_lines=4, max_lines=4) as client:
+    with client_for(loaded, max_queued_sentences=4, max_sentences=4) as client:
         batcher = client.app.state.service.batcher
-        batcher.queued_lines = 3  # other requests' lines, waiting
+        batcher.queued_sentences = 3  # other requests' lines, waiting
         response = client.post("/translate", json={"text": ["a", "b"]})
         assert response.status_code == 503 and response.headers["retry-after"] == "1"
-        batcher.queued_lines = 0
+        batcher.queued_sentences = 0
         assert client.post("/translate", json={"text": ["a", "b", "c", "d"]}).status_code == 200
 
 
 def test_an_items_lines_are_translated_each_and_its_line_breaks_kept(loaded):
     """An item with line breaks is translated line by line as translate-cli translates lines,
-    its breaks (LF, CRLF, blank lines) back where they were; each line counts against the rate."""
+    its breaks (LF, CRLF, blank lines) back where they were; each line that is not blank counts
+    against the rate (a sentence the model searches)."""
     lines = ["Click OK.", "Choose Tools - Options.", "", "Last line of the test."]
     item = f"{lines[0]}\r\n{lines[1]}\n{lines[2]}\n{lines[3]}"
     expected = translate_lines(loaded, lines, SearchSettings(beam=5, length_penalty=1.0))
-    with client_for(loaded, req_limit=5) as client:
+    with client_for(loaded, req_limit=4) as client:
         response = client.post("/translate", json={"text": [item, "Click OK."]})
         assert response.status_code == 200, response.text
         assert response.json()["translations"] == [
@@ -590,7 +597,7 @@ def test_an_items_lines_are_translated_each_and_its_line_breaks_kept(loaded):
             expected[0],
         ]
         assert expected[2] == ""
-        assert client.post("/translate", json={"text": ["a"]}).status_code == 429  # 5 spent
+        assert client.post("/translate", json={"text": ["a"]}).status_code == 429  # 4 spent
 
 
 def test_the_api_key_is_required_where_set(loaded):
@@ -624,16 +631,22 @@ def test_info_metrics_and_the_page(loaded, checkpoint_path):
             and info["protects_spans"] is False
         )
         assert info["checkpoint_sha256"] == file_digest(checkpoint_path)
-        client.post("/translate", json={"text": LINES})
+        first = client.post("/translate", json={"text": LINES}).json()["translations"]
+        again = client.post("/translate", json={"text": LINES}).json()["translations"]
         client.post("/translate", json={"text": ["a"], "beam": 0})
         metrics = client.get("/metrics").text
-        # the warm-up line and the five lines of the request
-        assert "translate_sentences_total 6.0" in metrics
-        assert 'translate_requests_total{path="/translate",status="200"} 1.0' in metrics
+        # the warm-up line and the three lines of the request that hold words, searched once: the
+        # second request's five lines are the answer cache's
+        assert again == first
+        assert "translate_sentences_total 4.0" in metrics
+        assert 'translate_cache_lookups_total{result="miss"} 5.0' in metrics
+        assert 'translate_cache_lookups_total{result="hit"} 5.0' in metrics
+        assert "translate_cache_entries 5.0" in metrics
+        assert 'translate_requests_total{path="/translate",status="200"} 2.0' in metrics
         assert 'translate_requests_total{path="/translate",status="422"} 1.0' in metrics
         assert (
             "translate_batch_sentences_bucket" in metrics
-            and "translate_queued_lines 0.0" in metrics
+            and "translate_queued_sentences 0.0" in metrics
         )
         busy = [
             float(line.split()[1])
@@ -725,7 +738,7 @@ def test_the_real_server_batches_concurrent_clients_and_drains_on_sigterm(checkp
         slow.start()
         wait_until(
             lambda: (
-                served_metric(base, "translate_queued_lines", {"X-API-Key": "k"}) > 0
+                served_metric(base, "translate_queued_sentences", {"X-API-Key": "k"}) > 0
                 or 0 in results
             ),
             "the long request reaching the server",
@@ -829,7 +842,7 @@ def test_sigterm_answers_in_flight_requests_within_the_drain_and_the_rest_with_5
         # Every request's lines reached the server: waiting, searched or answered.
         wait_until(
             lambda: (
-                served_metric(base, "translate_queued_lines")
+                served_metric(base, "translate_queued_sentences")
                 + served_metric(base, "translate_sentences_total")
                 >= 16 * 48
             ),

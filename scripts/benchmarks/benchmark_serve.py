@@ -203,7 +203,7 @@ def start_server(
             port,
             "--device",
             device,
-            "--max-queued-lines",
+            "--max-queued-sentences",
             "100000",
             "--max-wait-ms",
             str(max_wait_ms),

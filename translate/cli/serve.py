@@ -71,9 +71,10 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=None,
         metavar="N",
-        help="lines a minute per API key or client address (a request costs one a line: of the "
-        "native API's items, of LibreTranslate's texts and HTML text nodes); beyond, 429 "
-        "(default: no limit)",
+        help="sentences a minute per API key or client address (a request costs one a sentence "
+        "the model searches: each line of the native API, each sentence of LibreTranslate's texts "
+        "and HTML text nodes, each sentence of a line too long for the model); beyond, 429, and "
+        "413 for a request of more (default: no limit)",
     )
     parser.add_argument(
         "--batching",
@@ -99,11 +100,12 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: 10)",
     )
     parser.add_argument(
-        "--max-lines",
+        "--max-sentences",
         type=int,
         default=1024,
-        help="lines a request, line breaks inside a text and HTML text nodes counted; beyond, 413 "
-        "(default: 1024)",
+        help="sentences a request, as the model searches them (each line of the native API, each "
+        "sentence of LibreTranslate's texts and HTML text nodes, each sentence of a line too "
+        "long for the model); beyond, 413 (default: 1024)",
     )
     parser.add_argument(
         "--max-line-chars",
@@ -124,11 +126,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-body-bytes", type=int, default=1 << 20, help="bytes a request body (default: 1 MiB)"
     )
     parser.add_argument(
-        "--max-queued-lines",
+        "--max-queued-sentences",
         type=int,
         default=4096,
-        help="lines waiting (with continuous batching, or being searched) at most; beyond, requests "
+        help="sentences sent to the model and not yet answered, of all requests; beyond, requests "
         "get 503 with Retry-After (default: 4096)",
+    )
+    parser.add_argument(
+        "--cache-entries",
+        type=int,
+        default=10_000,
+        help="lines whose translations are kept, for the requests that send them again (keyed "
+        "by the line and every search setting); 0: none (default: 10000)",
     )
     parser.add_argument(
         "--max-beam", type=int, default=16, help="largest beam a request may ask for (default: 16)"
@@ -139,6 +148,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=30.0,
         help="on SIGTERM or Ctrl-C, how long requests in flight have to finish; those still "
         "unanswered then get 503 with Retry-After (default: 30)",
+    )
+    parser.add_argument(
+        "--model-timeout",
+        type=float,
+        default=30.0,
+        help="seconds the model process may hold requests without a word (it sends a heartbeat "
+        "every second while it works, however long the search); beyond, it is taken for stalled, "
+        "killed and replaced, and its requests get 503 with Retry-After (default: 30)",
     )
     parser.add_argument(
         "--device",
@@ -155,10 +172,10 @@ def build_parser() -> argparse.ArgumentParser:
 def settings_error(args: argparse.Namespace) -> str | None:
     for flag in (
         "batch_tokens",
-        "max_lines",
+        "max_sentences",
         "max_line_chars",
         "max_body_bytes",
-        "max_queued_lines",
+        "max_queued_sentences",
         "max_beam",
     ):
         if getattr(args, flag) < 1:
@@ -167,15 +184,19 @@ def settings_error(args: argparse.Namespace) -> str | None:
         value = getattr(args, flag)
         if value is not None and value < 1:
             return f"--{flag.replace('_', '-')} must be at least 1, got {value}"
-    if args.max_lines > args.max_queued_lines:
+    if args.cache_entries < 0:
+        return f"--cache-entries must be 0 or more, got {args.cache_entries}"
+    if args.max_sentences > args.max_queued_sentences:
         return (
-            f"--max-lines {args.max_lines} is over --max-queued-lines {args.max_queued_lines}: such a request "
-            "could never be queued"
+            f"--max-sentences {args.max_sentences} is over --max-queued-sentences "
+            f"{args.max_queued_sentences}: such a request could never be queued"
         )
     for flag in ("max_wait_ms", "drain_seconds"):
         value = getattr(args, flag)
         if not 0 <= value < float("inf"):
             return f"--{flag.replace('_', '-')} must be 0 or more (and finite), got {value}"
+    if not 0 < args.model_timeout < float("inf"):
+        return f"--model-timeout must be more than 0 (and finite), got {args.model_timeout}"
     if not 0 <= args.port < 65536:
         return f"--port must be between 0 and 65535, got {args.port}"
     return None
@@ -221,10 +242,11 @@ def serve(args: argparse.Namespace) -> int:
     settings = ServeSettings(
         batch_tokens=args.batch_tokens,
         max_wait_ms=args.max_wait_ms,
-        max_lines=args.max_lines,
+        max_sentences=args.max_sentences,
         max_line_chars=args.max_line_chars,
         max_body_bytes=args.max_body_bytes,
-        max_queued_lines=args.max_queued_lines,
+        max_queued_sentences=args.max_queued_sentences,
+        cache_entries=args.cache_entries,
         max_beam=args.max_beam,
         batching=args.batching,
         api_key=key,
@@ -232,6 +254,7 @@ def serve(args: argparse.Namespace) -> int:
         char_limit=args.char_limit,
         checkpoint_digest=file_digest(args.checkpoint),
         drain_seconds=args.drain_seconds,
+        model_timeout=args.model_timeout,
         search=SearchSettings(
             max_len_a=args.max_len_a,
             max_len_b=args.max_len_b,

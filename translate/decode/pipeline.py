@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from translate.decode.continuous import search_joined
 from translate.decode.engine import new_search
@@ -329,6 +329,36 @@ class Segments:
     @property
     def lines(self) -> int:
         return self.parts[-1].line + 1 if self.parts else 0
+
+    @property
+    def sentences(self) -> int:
+        """The segments that hold something to search (a blank line's holds nothing)."""
+        return sum(1 for ids in self.ids if ids)
+
+    @property
+    def tokens(self) -> int:
+        """The source tokens searched, each segment's end of sentence counted."""
+        return sum(len(ids) + 1 for ids in self.ids if ids)
+
+    def sentences_of_lines(self) -> list[int]:
+        """Per line, its segments that hold something to search."""
+        counts = [0] * self.lines
+        for line, ids in zip(self.line_of, self.ids):
+            counts[line] += bool(ids)
+        return counts
+
+    def of_lines(self, start: int, stop: int) -> Segments:
+        """The segments of lines `start` to `stop` (not included), numbered from the first."""
+        first = next(
+            (p for p, part in enumerate(self.parts) if part.line >= start), len(self.parts)
+        )
+        end = next((p for p, part in enumerate(self.parts) if part.line >= stop), len(self.parts))
+        chosen = [s for s, part in enumerate(self.part_of) if first <= part < end]
+        return Segments(
+            [self.ids[s] for s in chosen],
+            [self.part_of[s] - first for s in chosen],
+            [replace(part, line=part.line - start) for part in self.parts[first:end]],
+        )
 
 
 def source_segments(

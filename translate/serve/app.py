@@ -8,7 +8,10 @@ independent clients' sentences is `translate.serve.batching` with `translate.ser
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+from collections.abc import Coroutine
+from typing import Any
 
 import uvicorn
 from fastapi import APIRouter, FastAPI, Request
@@ -21,6 +24,7 @@ from prometheus_client import (
 )
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException as AnyHTTPException
+from starlette.requests import ClientDisconnect
 
 from translate.decode.loaded_model import LoadedModel
 from translate.serve import libretranslate
@@ -67,12 +71,42 @@ async def translate(request: Request) -> Response:
     service = service_of(request)
     if not libretranslate.is_json(request):
         call = await libretranslate.LibreRequest.from_form(request)
-        return await libretranslate.translate(service, request, call)
-    parsed = parse_json(await request.body())
-    if not libretranslate.is_libretranslate(parsed):
-        return await native_translate(service, request, parsed)
-    call = libretranslate.LibreRequest.from_json(parsed)
-    return await libretranslate.translate(service, request, call)
+        work = libretranslate.translate(service, request, call)
+    else:
+        parsed = parse_json(await request.body())
+        if not libretranslate.is_libretranslate(parsed):
+            work = native_translate(service, request, parsed)
+        else:
+            call = libretranslate.LibreRequest.from_json(parsed)
+            work = libretranslate.translate(service, request, call)
+    return await unless_client_leaves(request, work)
+
+
+async def unless_client_leaves(request: Request, work: Coroutine[Any, Any, Response]) -> Response:
+    """`work`'s response, its body already read; if the client disconnects first, `work` is
+    cancelled (its sentences leave the model's queue and its search at the next step) and
+    ClientDisconnect is raised (counted as 499, never sent)."""
+    answer = asyncio.ensure_future(work)
+    gone = asyncio.ensure_future(client_gone(request))
+    try:
+        await asyncio.wait({answer, gone}, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:  # the request itself cancelled: its work with it
+        answer.cancel()
+        gone.cancel()
+        raise
+    if answer.done() or gone.exception() is not None:  # answered, or no disconnect to wait for
+        gone.cancel()
+        return await answer
+    answer.cancel()
+    await asyncio.gather(answer, return_exceptions=True)
+    raise ClientDisconnect()
+
+
+async def client_gone(request: Request) -> None:
+    """Returns once the client has disconnected: after its body, the server's next message is
+    `http.disconnect`, sent when the connection closes (or once the response is complete)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 async def native_translate(service: Service, request: Request, parsed: object) -> Response:
@@ -95,11 +129,17 @@ async def health() -> dict:
 
 @router.get("/ready")
 async def ready(request: Request) -> Response:
+    """200 once the model has translated its warm-up line, while its process can translate; 503
+    saying why not (loading, shutting down, the model process down, starting again, given up or
+    not answering)."""
     service = service_of(request)
     if service.draining:
         return error(503, "shutting down")
     if not service.ready:
         return error(503, "loading: the model has not translated its warm-up line yet")
+    down = service.model_down
+    if down:
+        return error(503, down)
     return JSONResponse({"status": "ready"})
 
 

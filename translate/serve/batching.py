@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import logging
 import threading
 from collections.abc import Callable
 from concurrent.futures import BrokenExecutor, Executor
@@ -25,16 +26,30 @@ from typing import Protocol
 from translate.decode.pipeline import Segments
 from translate.decode.settings import SearchSettings
 from translate.serve.continuous import Answer, Cancel, Join
+from translate.serve.worker import (
+    LOAD_TIMEOUT,
+    Down,
+    ModelUnavailable,
+    Restarts,
+    Watch,
+    stalled_message,
+    start_failure,
+    stopped_message,
+)
+
+log = logging.getLogger("translate.serve")
 
 
 class QueueFull(Exception):
     """More lines are waiting than the server accepts; the client should retry later."""
 
 
-def check_room(queued_lines: int, lines: int, max_queued_lines: int) -> None:
-    """QueueFull where `lines` more would pass the bound on lines waiting (or held)."""
-    if queued_lines + lines > max_queued_lines:
-        raise QueueFull(f"{queued_lines} lines are waiting (at most {max_queued_lines})")
+def check_room(queued: int, sentences: int, max_queued: int) -> None:
+    """QueueFull where `sentences` more would pass the bound on sentences waiting (or held)."""
+    if queued + sentences > max_queued:
+        raise QueueFull(
+            f"{queued} sentences are waiting (at most {max_queued}, --max-queued-sentences)"
+        )
 
 
 class ShuttingDown(Exception):
@@ -45,6 +60,7 @@ class ShuttingDown(Exception):
 class Job:
     lines: list[str]
     key: SearchSettings
+    sentences: int  # what the job counts against the queue's bound: its segments searched
     tokens: int
     future: asyncio.Future = field(repr=False)
 
@@ -53,21 +69,19 @@ class Batcher:
     def __init__(
         self,
         translate: Callable[[list[str], SearchSettings], tuple[list[str], float]],
-        count_tokens: Callable[[str], int],
         batch_tokens: int,
         max_wait: float,
-        max_queued_lines: int,
+        max_queued_sentences: int,
         on_batch: Callable[[int, int, float], None] | None = None,
         new_worker: Callable[[], Executor] | None = None,
     ) -> None:
         self.translate = translate  # the translations of a batch and the seconds the model took
-        self.count_tokens = count_tokens
         self.batch_tokens = batch_tokens
         self.max_wait = max_wait
-        self.max_queued_lines = max_queued_lines
+        self.max_queued_sentences = max_queued_sentences
         # Called with (sentences, source tokens, model seconds) of each batch, for the metrics.
         self.on_batch = on_batch
-        self.queued_lines = 0
+        self.queued_sentences = 0
         self._queue: asyncio.Queue[Job] = asyncio.Queue()
         self._new_worker = new_worker or (
             lambda: concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="translate")
@@ -88,19 +102,21 @@ class Batcher:
             await asyncio.gather(self._task, return_exceptions=True)
         self._worker.shutdown(wait=True, cancel_futures=True)
 
-    async def submit(self, lines: list[str], key: SearchSettings) -> list[str]:
+    async def submit(self, lines: list[str], key: SearchSettings, segments: Segments) -> list[str]:
         """The translations of `lines`, in order (`key.n_best` a line, as `translate_lines` gives
-        them); QueueFull when the queue is at its bound."""
+        them), `segments` their segments as the server cut them (for the queue's count and the
+        token budget); QueueFull when the queue is at its bound."""
         if not lines:
             return []
-        check_room(self.queued_lines, len(lines), self.max_queued_lines)
+        check_room(self.queued_sentences, segments.sentences, self.max_queued_sentences)
         job = Job(
             lines,
             key,
-            sum(map(self.count_tokens, lines)),
+            segments.sentences,
+            segments.tokens,
             asyncio.get_running_loop().create_future(),
         )
-        self.queued_lines += len(lines)
+        self.queued_sentences += job.sentences
         self._unanswered.add(job)
         try:
             await self._queue.put(job)
@@ -116,12 +132,13 @@ class Batcher:
                 job.future.set_exception(error)
 
     def _fail(self, jobs: list[Job], error: Exception) -> None:
-        """`jobs` fail with `error` (those whose client is still there); a worker process that
-        died (killed, out of memory) is replaced for the next."""
+        """`jobs` fail with `error` (those whose client is still there); a worker broken for good
+        is replaced for the next. The model's processes (`worker.ModelProcesses`, whose failures
+        are `ModelUnavailable`) are replaced by the worker itself, logged and backed off."""
         for job in jobs:
             if not job.future.done():
                 job.future.set_exception(error)
-        if isinstance(error, BrokenExecutor):
+        if isinstance(error, BrokenExecutor) and not isinstance(error, ModelUnavailable):
             self._worker.shutdown(wait=False)
             self._worker = self._new_worker()
 
@@ -154,7 +171,7 @@ class Batcher:
         loop = asyncio.get_running_loop()
         while True:
             jobs = await self._collect()
-            self.queued_lines -= sum(len(job.lines) for job in jobs)
+            self.queued_sentences -= sum(job.sentences for job in jobs)
             groups: dict[SearchSettings, list[Job]] = {}
             for job in jobs:
                 if not job.future.done():  # a client that left is not translated for
@@ -169,7 +186,11 @@ class Batcher:
                     self._fail(group, error)
                     continue
                 if self.on_batch is not None:
-                    self.on_batch(len(lines), sum(job.tokens for job in group), seconds)
+                    self.on_batch(
+                        sum(job.sentences for job in group),
+                        sum(job.tokens for job in group),
+                        seconds,
+                    )
                 start, each = 0, key.n_best
                 for job in group:
                     if not job.future.done():
@@ -195,104 +216,140 @@ class _Sent:
 
 
 class ContinuousBatcher:
-    """Continuous batching: a request is tokenised here (`prepare`), sent to the engine loop at
-    once (`translate.serve.continuous`), joins its running search at one of the next steps and is
-    answered at the step its last line is done (`finish` makes the texts), so a short sentence
+    """Continuous batching: a request's segments (the server cut and tokenised them) are sent to
+    the engine loop at once (`translate.serve.continuous`), join its running search at one of the
+    next steps, and are answered at the step the last is done (`finish` makes the texts, off the
+    event loop), so a short sentence
     does not wait for a batch's longest, nor a new one for a batch to end. A reader thread
-    waits for the engine's answers and hands them to the event loop; an engine that is gone
-    (its process killed, out of memory) fails the requests it held and is started again."""
+    waits for the engine's answers and hands them to the event loop.
+
+    The engine is watched (`worker.Watch`): one that has not loaded within `load_timeout`, or
+    holds requests and has sent nothing (no answer, no heartbeat) for `timeout` seconds, is
+    killed. An engine that ends or is killed fails the requests it held (`ModelUnavailable`:
+    503), is logged with its cause, and a new one starts at once or after `restarts`' delay;
+    meanwhile, and once they gave up, requests fail at once. `down` says why it cannot translate
+    (/ready)."""
 
     def __init__(
         self,
         start_engine: Callable[[], Engine],
-        prepare: Callable[[list[str], SearchSettings], Segments],
         finish: Callable[[Segments, list, int], list[str]],
-        max_queued_lines: int,
+        max_queued_sentences: int,
         on_batch: Callable[..., None] | None = None,
+        *,
+        timeout: float = 30.0,
+        load_timeout: float = LOAD_TIMEOUT,
+        restarts: Restarts | None = None,
     ) -> None:
-        self.max_queued_lines = max_queued_lines
+        self.max_queued_sentences = max_queued_sentences
         self.on_batch = on_batch  # (sentences, source tokens, model seconds, lines searched)
-        self.queued_lines = 0  # lines sent and not answered: the engine holds them meanwhile
-        self._start_engine, self._prepare, self._finish = start_engine, prepare, finish
-        self._engine: Engine | None = None
+        self.queued_sentences = 0  # sent and not answered: the engine holds them meanwhile
+        self._start_engine, self._finish = start_engine, finish
+        self.timeout, self.load_timeout = timeout, load_timeout
+        self._restarts = restarts or Restarts()
+        # The engine in use (`_Live`), or where none runs (`_Refusing`); None once stopped.
+        self._engine: _Live | _Refusing | None = None
         self._reader: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._watching: asyncio.TimerHandle | None = None
+        self._starting: asyncio.TimerHandle | None = None
         self._sent: dict[int, _Sent] = {}
         self._tickets = 0
 
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._run_engine()
+        self._watch()
 
     def _run_engine(self) -> None:
-        engine = self._engine = self._start_engine()
+        """A new engine, read by a thread of its own; one that cannot be started counts as one
+        that never loaded."""
+        self._starting = None
+        try:
+            engine = self._start_engine()
+        except Exception as error:  # noqa: BLE001 - the server stays up, answering 503
+            cause, detail = start_failure(error)
+            log.error("the model process %s", detail)
+            self._after_end(None, cause, detail)
+            return
+        live = self._engine = _Live(engine, Watch(self.timeout, self.load_timeout), self._held)
         self._reader = threading.Thread(
-            target=self._read, args=(engine,), name="translate-answers", daemon=True
+            target=self._read, args=(live,), name="translate-answers", daemon=True
         )
         self._reader.start()
 
-    def _read(self, engine: Engine) -> None:
-        """The engine's answers to the event loop, until it stops (None) or is gone (EOFError)."""
+    def _read(self, live: _Live) -> None:
+        """The engine's messages to the event loop, until it stops (None) or is gone (`_Gone`,
+        with how it ended)."""
         while True:
             try:
-                answer = engine.receive()
+                message = live.engine.receive()
             except (EOFError, OSError):
-                answer = EOFError
-            if answer is None:
+                message = _Gone(_how_it_ended(live.engine))
+            if message is None:
                 return
             try:
-                self._loop.call_soon_threadsafe(self._arrived, engine, answer)
+                self._loop.call_soon_threadsafe(self._arrived, live, message)
             except RuntimeError:  # the event loop is closed
                 return
-            if answer is EOFError:
+            if isinstance(message, _Gone):
                 return
 
-    def _arrived(self, engine: Engine, answer: Answer | type[EOFError]) -> None:
-        if engine is not self._engine:  # a stopped engine's
+    def _arrived(self, live: _Live, answer) -> None:
+        """A message of the engine's, on the event loop: an `Answer` to its request, a message
+        for its watch (`Loaded`, `Heartbeat`, `Failed`), or `_Gone`."""
+        if live is not self._engine:  # a killed or stopped engine's: once gone, let go
+            if isinstance(answer, _Gone):
+                live.engine.stop()
             return
-        if answer is EOFError:
-            sent, self._sent = self._sent, {}
-            self.queued_lines -= sum(len(entry.job.lines) for entry in sent.values())
-            for entry in sent.values():
-                if not entry.job.future.done():
-                    entry.job.future.set_exception(BrokenExecutor("the model process ended"))
-            engine.stop()
-            self._run_engine()
+        if live.watch.heard_from(answer) and self._restarts.restarting:
+            log.warning("the model process (pid %s) has loaded: translating again", live.pid)
+        if isinstance(answer, _Gone):
+            self._gone(live, answer.cause)
+            return
+        if not isinstance(answer, Answer):  # Loaded, Heartbeat, Failed: the watch's
             return
         entry = self._sent.pop(answer.request_id, None)
         if entry is None:  # its client left, or the drain failed it
             return
         job = entry.job
-        self.queued_lines -= len(job.lines)
+        self.queued_sentences -= job.sentences
         if self.on_batch is not None:
-            self.on_batch(len(job.lines), job.tokens, answer.seconds, answer.searching)
+            self.on_batch(job.sentences, job.tokens, answer.seconds, answer.searching)
         if job.future.done():
             return
         if answer.error:
             job.future.set_exception(RuntimeError(answer.error))
         else:
-            job.future.set_result(self._finish(entry.segments, answer.found, job.key.n_best))
+            job.future.set_result(answer.found)
 
-    async def submit(self, lines: list[str], key: SearchSettings) -> list[str]:
+    async def submit(self, lines: list[str], key: SearchSettings, segments: Segments) -> list[str]:
         """The translations of `lines`, in order (`key.n_best` a line, as `translate_lines` gives
-        them); QueueFull when the lines the engine holds would pass the bound."""
+        them), searched as `segments` (the server cut and tokenised them: `continuous.prepare`);
+        QueueFull when the sentences the engine holds would pass the bound."""
         if not lines:
             return []
-        check_room(self.queued_lines, len(lines), self.max_queued_lines)
-        segments = self._prepare(lines, key)
-        tokens = sum(len(ids) + 1 for ids in segments.ids if ids)
-        job = Job(lines, key, tokens, asyncio.get_running_loop().create_future())
+        check_room(self.queued_sentences, segments.sentences, self.max_queued_sentences)
+        job = Job(
+            lines,
+            key,
+            segments.sentences,
+            segments.tokens,
+            asyncio.get_running_loop().create_future(),
+        )
         self._tickets += 1
         request_id = self._tickets
         self._sent[request_id] = _Sent(job, segments)
-        self.queued_lines += len(lines)
+        self.queued_sentences += job.sentences
         try:
             self._engine.send(Join(request_id, segments.ids, key))
-            return await job.future  # cancelled with the request when its client goes away
+            found = await job.future  # cancelled with the request when its client goes away
         finally:
-            if self._sent.pop(request_id, None) is not None:  # not answered: its lines are dropped
-                self.queued_lines -= len(lines)
+            if self._sent.pop(request_id, None) is not None:  # not answered: dropped
+                self.queued_sentences -= job.sentences
                 self._engine.send(Cancel(request_id))
+        # Off the event loop: detokenising a long request's translations takes a while.
+        return await asyncio.to_thread(self._finish, segments, found, key.n_best)
 
     def fail_all(self, error: Exception) -> None:
         """Every request sent and not answered fails with `error` now (the server's drain time is
@@ -303,8 +360,113 @@ class ContinuousBatcher:
 
     async def stop(self) -> None:
         """The engine stopped once its step under way is done; its answers after that dropped."""
-        engine, self._engine = self._engine, None
-        if engine is not None:
-            await asyncio.get_running_loop().run_in_executor(None, engine.stop)
+        for handle in (self._watching, self._starting):
+            if handle is not None:
+                handle.cancel()
+        live, self._engine = self._engine, None
+        if isinstance(live, _Live):
+            await asyncio.get_running_loop().run_in_executor(None, live.engine.stop)
         if self._reader is not None:
             self._reader.join()
+
+    @property
+    def down(self) -> str | None:
+        """Why the model cannot translate now (/ready answers 503 with it), or None."""
+        engine = self._engine
+        if engine is None:
+            return "the model process is stopped"
+        if isinstance(engine, _Refusing):
+            return engine.down.reason()
+        return engine.watch.state(bool(self._sent))
+
+    def _held(self) -> int:
+        """The requests the engine holds (sent and not answered)."""
+        return len(self._sent)
+
+    def _watch(self) -> None:
+        """Every tick (a quarter of `timeout`, at most a second): an engine that stalls
+        (`Watch.stalled`) is killed."""
+        live = self._engine
+        if isinstance(live, _Live):
+            why = live.watch.stalled(bool(self._sent))
+            if why:
+                self._stalled(live, why)
+        self._watching = self._loop.call_later(min(1.0, self.timeout / 4), self._watch)
+
+    def _stalled(self, live: _Live, why: str) -> None:
+        log.error("the model process (pid %s) %s: killing it (SIGKILL)", live.pid, why)
+        self._engine = None  # what it still sends is dropped
+        getattr(live.engine, "kill", live.engine.stop)()
+        self._fail_held(ModelUnavailable(stalled_message(why)))
+        self._after_end(live.watch.loaded_for(), why, why)
+
+    def _gone(self, live: _Live, cause: str) -> None:
+        log.error("the model process (pid %s) %s", live.pid, live.watch.detail(cause))
+        self._fail_held(ModelUnavailable(stopped_message(cause)))
+        live.engine.stop()
+        self._after_end(live.watch.loaded_for(), cause, live.watch.detail(cause))
+
+    def _fail_held(self, error: Exception) -> None:
+        """Every request the engine held fails with `error`."""
+        sent, self._sent = self._sent, {}
+        self.queued_sentences -= sum(entry.job.sentences for entry in sent.values())
+        for entry in sent.values():
+            if not entry.job.future.done():
+                entry.job.future.set_exception(error)
+
+    def _after_end(self, loaded_for: float | None, cause: str, detail: str) -> None:
+        """The next engine started at once, or later (requests refused meanwhile), or never."""
+        down = self._restarts.after(loaded_for, cause, detail)
+        if down is None:
+            self._run_engine()
+            return
+        self._engine = _Refusing(down, self._refuse)
+        if down.until is not None:
+            self._starting = self._loop.call_later(down.wait(), self._run_engine)
+
+    def _refuse(self, request_id: int, error: Exception) -> None:
+        """A request sent while no engine runs fails at once."""
+        entry = self._sent.get(request_id)
+        if entry is not None and not entry.job.future.done():
+            entry.job.future.set_exception(error)
+
+
+@dataclass(frozen=True)
+class _Gone:
+    """The engine is gone: how it ended (`worker.exit_cause`)."""
+
+    cause: str
+
+
+def _how_it_ended(engine: Engine) -> str:
+    ended = getattr(engine, "ended", None)
+    return ended() if ended is not None else "ended"
+
+
+class _Live:
+    """An engine in use and its `Watch`: a request sent while it held no other starts the
+    watch's clock on its silence."""
+
+    def __init__(self, engine: Engine, watch: Watch, held: Callable[[], int]) -> None:
+        self.engine, self.watch, self._held = engine, watch, held
+
+    @property
+    def pid(self) -> int | None:
+        return getattr(self.engine, "pid", None)
+
+    def send(self, message: Join | Cancel) -> None:
+        if isinstance(message, Join) and self._held() <= 1:
+            self.watch.holding()
+        self.engine.send(message)
+
+
+class _Refusing:
+    """Where the engine would be while none runs (`down`: a new one yet to start, or none after
+    they gave up): a request sent here fails at once."""
+
+    def __init__(self, down: Down, refuse: Callable[[int, Exception], None]) -> None:
+        self.down, self._refuse = down, refuse
+
+    def send(self, message: Join | Cancel) -> None:
+        if isinstance(message, Join):
+            self._refuse(message.request_id, self.down.refusal())

@@ -74,6 +74,26 @@ class Answer:
     searching: int = 0
 
 
+@dataclass(frozen=True)
+class Loaded:
+    """The model's process has loaded the model: its loop runs (the server's loading bound ends,
+    its bound on silence begins)."""
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    """The engine still works on what it holds: sent while a long search answers nothing, so
+    that the server does not take it for a stalled process."""
+
+
+@dataclass(frozen=True)
+class Failed:
+    """Why the model's process cannot go on (its model did not load, or its loop raised), sent
+    before it exits."""
+
+    error: str
+
+
 @dataclass
 class _Request:
     found: list[list[pipeline.Found]]
@@ -82,13 +102,45 @@ class _Request:
 
 @dataclass
 class _RunningSearch:
-    """One search setting's running search, and the segments waiting to join it."""
+    """One search setting's running search, and the segments waiting to join it: a queue a
+    request, taken in turn (round robin), so that a request of many sentences holds another's
+    one behind at most one of its own."""
 
     search: Search
     target: pipeline.TargetTags
-    waiting: deque = field(default_factory=deque)  # (segment, source ids)
+    waiting: dict[int, deque] = field(default_factory=dict)  # request -> (segment, source ids)
+    waiting_count: int = 0
     waited: int = 0  # steps the first waiting segment has waited
     tokens: dict = field(default_factory=dict)  # segment -> source tokens, of the segments searched
+
+    def wait(self, request_id: int, segment: tuple[int, int], ids: list[int]) -> None:
+        self.waiting.setdefault(request_id, deque()).append((segment, ids))
+        self.waiting_count += 1
+
+    def next_waiting(self) -> tuple[tuple[int, int], list[int]] | None:
+        """The segment whose turn it is (of the request first in turn), without taking it."""
+        for queue_ in self.waiting.values():
+            return queue_[0]
+        return None
+
+    def take_next(self) -> tuple[tuple[int, int], list[int]]:
+        """The segment whose turn it is; its request goes to the end of the turn."""
+        request_id = next(iter(self.waiting))
+        queue_ = self.waiting.pop(request_id)
+        entry = queue_.popleft()
+        if queue_:
+            self.waiting[request_id] = queue_
+        self.waiting_count -= 1
+        return entry
+
+    def forget(self, request_id: int) -> None:
+        """A request's segments gone: those waiting dropped, those searched leaving the search."""
+        self.waiting_count -= len(self.waiting.pop(request_id, ()))
+        searched = [segment for segment in self.tokens if segment[0] == request_id]
+        if searched:
+            self.search.drop(searched)
+            for segment in searched:
+                del self.tokens[segment]
 
 
 class EngineLoop:
@@ -129,8 +181,8 @@ class EngineLoop:
         self.requests[request_id] = request
         for index, ids in enumerate(message.segments):
             if ids:  # an empty segment (a blank line) is not decoded
-                running.waiting.append(
-                    ((request_id, index), running.target.prefix + ids + [EOS_ID])
+                running.wait(
+                    request_id, (request_id, index), running.target.prefix + ids + [EOS_ID]
                 )
                 request.left += 1
         if not request.left:
@@ -138,10 +190,11 @@ class EngineLoop:
         return []
 
     def _cancel(self, request_id: int) -> None:
+        """The request's client left: none of its segments is searched from the next step on."""
         if self.requests.pop(request_id, None) is None:
             return
         for running in self.searches.values():
-            running.waiting = deque(entry for entry in running.waiting if entry[0][0] != request_id)
+            running.forget(request_id)
 
     def step(self) -> list[Answer]:
         """One step of every running search, the waiting segments joining first; the requests done
@@ -199,16 +252,16 @@ class EngineLoop:
         running.waited += 1
         if (
             searching
-            and len(running.waiting) * JOIN_FRACTION < searching
+            and running.waiting_count * JOIN_FRACTION < searching
             and running.waited <= JOIN_AFTER_STEPS
         ):
             return
         tokens = sum(running.tokens.values())
         segments, sources, starts = [], [], []
-        while running.waiting and (
-            tokens + len(running.waiting[0][1]) <= self.batch_tokens or not (searching or segments)
+        while (turn := running.next_waiting()) is not None and (
+            tokens + len(turn[1]) <= self.batch_tokens or not (searching or segments)
         ):
-            segment, ids = running.waiting.popleft()
+            segment, ids = running.take_next()
             segments.append(segment)
             sources.append(ids)
             starts.append(running.target.start)
@@ -221,9 +274,7 @@ class EngineLoop:
     def _fail_lane(self, key: SearchSettings, why: str) -> list[Answer]:
         """Every request with a line in running `key` fails with `why`; the running starts afresh."""
         running = self.searches.pop(key)
-        request_ids = {request_id for request_id, _ in running.tokens} | {
-            request_id for (request_id, _), _ in running.waiting
-        }
+        request_ids = {request_id for request_id, _ in running.tokens} | set(running.waiting)
         answers = []
         for request_id in sorted(request_ids):
             if self.requests.pop(request_id, None) is not None:
@@ -231,10 +282,28 @@ class EngineLoop:
         return answers
 
 
-def run_engine(engine: EngineLoop, inbox, send: Callable[[Answer | None], None]) -> None:
+def run_engine(
+    engine: EngineLoop,
+    inbox,
+    send: Callable[[Answer | Loaded | Heartbeat | None], None],
+    heartbeat: float | None = None,
+) -> None:
     """The engine loop: take every message waiting in `inbox` (a `queue.Queue` or a
     multiprocessing one; `None` ends the loop), step, send the answers; wait on `inbox` only when
-    there is nothing to search. Its last message is `None`."""
+    there is nothing to search. Its last message is `None`.
+
+    With `heartbeat` (seconds) it first sends `Loaded`, and while it holds work it sends a
+    `Heartbeat` after each step that ends `heartbeat` seconds or more after its last message: a
+    server that hears nothing for longer while it waits for answers knows the loop has stalled."""
+    said = time.monotonic()
+
+    def say(message: Answer | Loaded | Heartbeat) -> None:
+        nonlocal said
+        send(message)
+        said = time.monotonic()
+
+    if heartbeat is not None:
+        say(Loaded())
     while True:
         block = not engine.busy
         while True:
@@ -246,7 +315,9 @@ def run_engine(engine: EngineLoop, inbox, send: Callable[[Answer | None], None])
                 send(None)
                 return
             for answer in engine.take(message):
-                send(answer)
+                say(answer)
             block = False
         for answer in engine.step():
-            send(answer)
+            say(answer)
+        if heartbeat is not None and engine.busy and time.monotonic() - said >= heartbeat:
+            say(Heartbeat())

@@ -22,10 +22,10 @@ from starlette.datastructures import UploadFile
 
 from translate.serve.detection import Detected
 from translate.serve.schema import invalid_unicode, parse_json
-from translate.serve.service import Service
+from translate.serve.service import Service, Work
 from translate.text.language_codes import as_libretranslate_reads, language_name
 from translate.text.markup import HtmlFragment, MarkupTooLarge
-from translate.text.sentences import SplitText, split_text
+from translate.text.sentences import SplitText, lines_of, split_text
 
 router = APIRouter()
 
@@ -94,7 +94,7 @@ class LibreRequest:
                     given[name] = values
         q = given.pop("q", None)
         if q is not None:
-            q = ["\n".join(text.splitlines()) for text in q]
+            q = [_form_line_breaks(text) for text in q]
             q = q[0] if len(q) == 1 else q
         return cls(q=q, **{name: values[0] for name, values in given.items()}).checked()
 
@@ -114,6 +114,16 @@ class LibreRequest:
                     f"Invalid request: {field} holds a lone surrogate at character {position}",
                 )
         return self
+
+
+def _form_line_breaks(text: str) -> str:
+    """A form's text with its line breaks (CRLF, CR or LF) as LF and no final one, as
+    LibreTranslate reads a form; every other character (form feed, U+2028, U+001C, ...) kept, as
+    in a JSON body."""
+    lines, _ = lines_of(text)
+    if len(lines) > 1 and not lines[-1]:
+        lines.pop()
+    return "\n".join(lines)
 
 
 def _strings(value: object) -> bool:
@@ -156,11 +166,6 @@ class Item:
     def pieces(self) -> list[str]:
         """What to translate, in order: every part's pieces."""
         return [piece for part in self.parts for piece in part.pieces]
-
-    @property
-    def lines(self) -> int:
-        """The lines that hold something to translate (of every text node, for html)."""
-        return sum(part.lines for part in self.parts)
 
     def render(self, translations: list[str]) -> str:
         """The text with each piece replaced by its translation (one a piece, in order), every
@@ -205,14 +210,9 @@ async def translate(service: Service, request: Request, call: LibreRequest) -> J
     target = _language(service, call.target)
     # Off the event loop: markup is read in time linear in its size, up to its caps.
     items = await asyncio.to_thread(read_items, texts, html, service.settings.max_line_chars)
-    lines = sum(item.lines for item in items)
-    if lines > service.settings.max_lines:
-        raise HTTPException(
-            413,
-            f"Invalid request: the texts hold {lines} lines, over this server's limit of "
-            f"{service.settings.max_lines} a request (--max-lines)",
-        )
-    service.check_rate(call.api_key, client_address(request), max(lines, 1))
+    # Each piece is at least one sentence: a request over the limit by its pieces alone is
+    # refused before detection and tokenising.
+    service.check_sentences(sum(len(item.pieces) for item in items))
     if auto:
         detected = await asyncio.to_thread(
             lambda: [service.detector.ranked(item.words())[0] for item in items]
@@ -222,7 +222,16 @@ async def translate(service: Service, request: Request, call: LibreRequest) -> J
     for found in detected:
         check_direction(service, found.language, target)
     n_best = 1 if html else alternatives + 1
-    outputs = await _translate_items(service, items, detected, target, n_best)
+    groups = _source_groups(items, detected, target)
+    works = [
+        await service.prepare(
+            [piece for index in members for piece in items[index].pieces],
+            service.libre_settings(source, target, n_best),
+        )
+        for source, members in groups.items()
+    ]
+    service.admit(works, call.api_key, client_address(request))
+    outputs = await _translate_items(service, items, groups, works, n_best)
     content: dict = {
         "translatedText": [
             item.text if out is None else item.render(out[0]) for item, out in zip(items, outputs)
@@ -265,26 +274,31 @@ def check_direction(service: Service, source: str, target: str) -> None:
         )
 
 
-async def _translate_items(
-    service: Service, items: list, detected: list[Detected], target: str, n_best: int
-) -> list[list[list[str]] | None]:
-    """Each item's translations (n_best lists of one text a piece), or None for an item that
-    comes back as it was: in the target language already, in no language lingua can tell (no
-    letters), or with nothing to translate. Items are grouped by source language, each group's
-    pieces one call of the batcher."""
+def _source_groups(
+    items: list[Item], detected: list[Detected], target: str
+) -> dict[str, list[int]]:
+    """The items to translate, by source language: all but those that come back as they were
+    (in the target language already, in no language lingua can tell, or with nothing to
+    translate)."""
     groups: dict[str, list[int]] = {}
     for index, found in enumerate(detected):
         if found.language != target and found.confidence > 0 and items[index].pieces:
             groups.setdefault(found.language, []).append(index)
-    calls = [
-        service.submit(
-            [piece for index in members for piece in items[index].pieces],
-            service.libre_settings(source, target, n_best),
-        )
-        for source, members in groups.items()
-    ]
+    return groups
+
+
+async def _translate_items(
+    service: Service,
+    items: list[Item],
+    groups: dict[str, list[int]],
+    works: list[Work],
+    n_best: int,
+) -> list[list[list[str]] | None]:
+    """Each item's translations (n_best lists of one text a piece), or None for an item left
+    out of `groups`; each group's pieces (its `Work`) translated together."""
     outputs: list[list[list[str]] | None] = [None] * len(items)
-    for members, flat in zip(groups.values(), await asyncio.gather(*calls)):
+    done = await asyncio.gather(*(service.run(work) for work in works))
+    for members, flat in zip(groups.values(), done):
         start = 0
         for index in members:
             chunk = flat[start * n_best : (start + len(items[index].pieces)) * n_best]

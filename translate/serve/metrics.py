@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from prometheus_client import (
     CollectorRegistry,
     Counter,
@@ -27,7 +29,9 @@ class Metrics:
             buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
             registry=self.registry,
         )
-        self.sentences = Counter("translate_sentences", "lines translated", registry=self.registry)
+        self.sentences = Counter(
+            "translate_sentences", "sentences translated by the model", registry=self.registry
+        )
         self.tokens = Counter(
             "translate_source_tokens", "source tokens translated", registry=self.registry
         )
@@ -38,7 +42,18 @@ class Metrics:
             registry=self.registry,
         )
         self.queue_depth = Gauge(
-            "translate_queued_lines", "lines waiting for a batch", registry=self.registry
+            "translate_queued_sentences",
+            "sentences sent to the model and not yet answered",
+            registry=self.registry,
+        )
+        self.cache_lookups = Counter(
+            "translate_cache_lookups",
+            "lines looked up in the answer cache (--cache-entries), by result: hit or miss",
+            ["result"],
+            registry=self.registry,
+        )
+        self.cache_entries = Gauge(
+            "translate_cache_entries", "lines the answer cache holds", registry=self.registry
         )
         # Its rate is the model's utilisation: how much of the time it had a batch to translate.
         self.model_seconds = Counter(
@@ -46,6 +61,14 @@ class Metrics:
             "seconds the model spent translating batches",
             registry=self.registry,
         )
+
+    def watch_cache(self, entries: Callable[[], int]) -> None:
+        self.cache_entries.set_function(entries)
+
+    def looked_up(self, hits: int, misses: int) -> None:
+        """Lines looked up in the answer cache: `hits` answered from it, `misses` not."""
+        self.cache_lookups.labels("hit").inc(hits)
+        self.cache_lookups.labels("miss").inc(misses)
 
     def batch(
         self, sentences: int, tokens: int, seconds: float, searching: int | None = None

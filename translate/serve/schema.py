@@ -62,20 +62,26 @@ MAX_ERRORS_LISTED = 5  # of a request's validation errors, in its one-line messa
 class ServeSettings:
     batch_tokens: int = 4096
     max_wait_ms: float = 10.0  # --batching batch: how long a request waits to share a batch
-    max_lines: int = 1024  # a request's lines (each text's, each HTML text node's)
+    # A request's sentences: what the model searches (each line, each sentence of a
+    # LibreTranslate text or HTML text node, and each sentence of a line too long for the model).
+    max_sentences: int = 1024
     max_line_chars: int = 4000  # the native API refuses a longer line; LibreTranslate's cuts it
     char_limit: int | None = None  # LibreTranslate's --char-limit: characters a text of a call
     max_body_bytes: int = 1 << 20
-    max_queued_lines: int = 4096
+    max_queued_sentences: int = 4096  # sent to the model and not answered, of every request
     max_beam: int = 16
     batching: str = "continuous"  # or "batch": each batch translated to its end before the next
     api_key: str | None = None
-    req_limit: int | None = None  # lines a minute per API key or client address (--req-limit)
+    req_limit: int | None = None  # sentences a minute per API key or client address
+    cache_entries: int = 10_000  # lines whose answers are kept for when they come again; 0: none
     checkpoint_digest: str = ""
     drain_seconds: float = 30.0  # after SIGTERM, for the requests in flight; then 503
     # The server's own search settings (length rule, input limit, restriction, engine), which
     # each request's beam, length penalty and languages complete.
     search: SearchSettings = field(default_factory=SearchSettings)
+    # Seconds the model process may hold requests and send nothing (it sends a heartbeat a
+    # second while it works) before it is taken for stalled: killed, its requests 503.
+    model_timeout: float = 30.0
 
 
 class TranslateRequest(BaseModel):

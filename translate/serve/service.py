@@ -8,7 +8,7 @@ import hmac
 import logging
 import time
 from concurrent.futures import BrokenExecutor
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
 from importlib import resources
 from itertools import islice
@@ -21,6 +21,7 @@ from translate.decode.loaded_model import LoadedModel
 from translate.decode.settings import SearchSettings
 from translate.defaults import LENGTH_PENALTY_RANGE
 from translate.serve import continuous, worker
+from translate.serve.answer_cache import AnswerCache, Answered
 from translate.serve.batching import Batcher, ContinuousBatcher, QueueFull, ShuttingDown
 from translate.serve.detection import Detector
 from translate.serve.metrics import Metrics
@@ -34,16 +35,62 @@ from translate.serve.schema import (
 )
 from translate.text.language_codes import LanguageCodes
 from translate.text.protected import lost_spans
-from translate.text.sentences import join_lines, lines_of
+from translate.text.sentences import is_blank, join_lines, lines_of
 
 WARM_UP_LINE = "Hello."
+# --batching batch: the lines of a request that join the queue at a time, each share once the one
+# before is answered, so that another client's line waits behind at most one share a request.
+BATCH_SHARE = 64
 
 
 log = logging.getLogger("translate.serve")
 
 
+@dataclass
+class Work:
+    """Lines of one search setting on their way through the server: the cache's answers (None
+    where it had none), the lines it lacked (each once), and their segments, which the model
+    searches (None where it lacked none)."""
+
+    lines: list[str]
+    key: SearchSettings
+    answered: list[Answered | None]
+    missing: list[str]
+    segments: pipeline.Segments | None
+
+    @property
+    def sentences(self) -> int:
+        """What the request costs: its sentences, as the model would search them (a line's
+        segments), those the cache answers included."""
+        searched = self.segments.sentences_of_lines() if self.segments is not None else []
+        fresh = dict(zip(self.missing, searched))
+        return sum(
+            fresh[line] if found is None else found.sentences
+            for line, found in zip(self.lines, self.answered)
+        )
+
+
 def header_key(headers: Headers) -> str:
     return headers.get("x-api-key") or headers.get("authorization", "").removeprefix("Bearer ")
+
+
+def answered_items(
+    split: list[tuple[list[str], list[str]]], outputs: list[str]
+) -> tuple[list[str], list[list[LostToken]]]:
+    """Each item's translation (its lines' joined by its own line breaks) and the protected
+    tokens of its source that the translation lacks."""
+    flat = iter(outputs)
+    translated = [list(islice(flat, len(lines))) for lines, _ in split]
+    translations = [join_lines(outputs, breaks) for outputs, (_, breaks) in zip(translated, split)]
+    lost = [
+        [
+            LostToken(kind=span.kind, text=span.text)
+            for source, output in zip(lines, outputs)
+            for span in lost_spans(source, output)
+        ]
+        for outputs, (lines, _) in zip(translated, split)
+    ]
+    return translations, lost
 
 
 class Service:
@@ -77,13 +124,19 @@ class Service:
         self.codes = LanguageCodes.of(languages)
         self.detector = Detector(languages)
         self.limiter = RateLimiter(settings.req_limit) if settings.req_limit else None
+        self.cache = AnswerCache(settings.cache_entries)
+        self.metrics.watch_cache(lambda: len(self.cache))
         self.batcher: Batcher | None = None
+        # What watches the model process (`model_down`): the continuous batcher, or the model
+        # processes of `--batching batch`; set by `start`.
+        self.model_watch: ContinuousBatcher | worker.ModelProcesses | None = None
         self.ready = False
         self.draining = False
 
     async def start(self) -> None:
         """The batcher and its model (in a process of its own, or without `model_process` in a
-        thread of this one) started, and a warm-up line translated: then ready."""
+        thread of this one) started, and a warm-up line translated: then ready. The model
+        process is watched from then on (`model_down`)."""
         model, settings = self.model_process, self.settings
         if settings.batching == "continuous":
             self.batcher = ContinuousBatcher(
@@ -92,25 +145,27 @@ class Service:
                     if model
                     else partial(worker.EngineThread, self.loaded, settings.batch_tokens)
                 ),
-                partial(continuous.prepare, self.loaded),
                 partial(continuous.finish, self.loaded),
-                settings.max_queued_lines,
+                settings.max_queued_sentences,
                 on_batch=self.metrics.batch,
+                timeout=settings.model_timeout,
             )
+            self.model_watch = self.batcher
         else:
+            processes = worker.start(model, settings.model_timeout) if model else None
+            self.model_watch = processes
             self.batcher = Batcher(
                 worker.ModelState.translate if model else self.translate_in_server,
-                self.count_tokens,
                 settings.batch_tokens,
                 settings.max_wait_ms / 1000,
-                settings.max_queued_lines,
+                settings.max_queued_sentences,
                 on_batch=self.metrics.batch,
-                new_worker=partial(worker.start, model) if model else None,
+                new_worker=(lambda: processes) if processes else None,
             )
         self.batcher.start()
-        self.metrics.queue_depth.set_function(lambda: self.batcher.queued_lines)
+        self.metrics.queue_depth.set_function(lambda: self.batcher.queued_sentences)
         first_target = self.targets[0] if self.multilingual else None
-        await self.batcher.submit(
+        await self.translated(
             [WARM_UP_LINE],
             self.search_settings(TranslateRequest(text=[], target_lang=first_target)),
         )
@@ -120,6 +175,14 @@ class Service:
         self.ready = False
         if self.batcher is not None:
             await self.batcher.stop()
+
+    @property
+    def model_down(self) -> str | None:
+        """Why the model cannot translate now (/ready answers 503 with it): its process is
+        loading again, down, given up or not answering; None while it can (or runs in a thread
+        of this process)."""
+        watch = self.model_watch
+        return watch.down if watch is not None else None
 
     def begin_drain(self) -> None:
         """On SIGTERM: no new translations, and those in flight get `drain_seconds`; whatever is
@@ -138,9 +201,6 @@ class Service:
     def translate_in_server(self, lines: list[str], key: SearchSettings) -> tuple[list[str], float]:
         """A batch translated in the server's own process, where no model process runs."""
         return worker.timed_translation(self.loaded, lines, key, self.settings.batch_tokens)
-
-    def count_tokens(self, line: str) -> int:
-        return len(self.loaded.vocab.source.processor.encode(line)) + 1
 
     def key_accepted(self, headers: Headers) -> bool:
         """Whether the headers (X-API-Key or Authorization: Bearer) hold the key, or none is set."""
@@ -202,8 +262,9 @@ class Service:
         )
 
     def check_lines(self, text: list[str]) -> list[tuple[list[str], list[str]]]:
-        """Each item's lines and the line breaks between them (`lines_of`), within the limits:
-        HTTPException 413 naming the limit, or 422 for an item that is not Unicode text."""
+        """Each item's lines and the line breaks between them (`lines_of`), within the limits
+        that need no tokenising: HTTPException 413 naming the limit, or 422 for an item that is
+        not Unicode text."""
         limits = self.settings
         for index, item in enumerate(text):
             position = invalid_unicode(item)
@@ -214,13 +275,6 @@ class Service:
                     "which is not Unicode text",
                 )
         split = [lines_of(item) for item in text]
-        count = sum(len(lines) for lines, _ in split)
-        if count > limits.max_lines:
-            raise HTTPException(
-                413,
-                f"text has {count} lines (line breaks inside an item counted); at most "
-                f"{limits.max_lines} a request (--max-lines)",
-            )
         for index, (lines, _) in enumerate(split):
             longest = max(map(len, lines))
             if longest > limits.max_line_chars:
@@ -230,14 +284,40 @@ class Service:
                     f"text[{index}] has {longest} {what}; at most {limits.max_line_chars} a line "
                     "(--max-line-chars)",
                 )
+        # Each line that is not blank is at least one sentence: a request over the limit by its
+        # lines alone is refused before it is tokenised.
+        self.check_sentences(sum(not is_blank(line) for lines, _ in split for line in lines))
         return split
 
+    def check_sentences(self, sentences: int) -> None:
+        """413 for a request of more sentences than it may ever hold: over `--max-sentences`, or
+        more than the model's queue holds (`--max-queued-sentences`) or the client may spend in a
+        minute (`--req-limit`), which it could never pass, however long it waited."""
+        settings = self.settings
+        limits = [(settings.max_sentences, "a request (--max-sentences)")]
+        limits.append((settings.max_queued_sentences, "queued at once (--max-queued-sentences)"))
+        if settings.req_limit:
+            limits.append((settings.req_limit, "a minute per client (--req-limit)"))
+        for limit, what in limits:
+            if sentences > limit:
+                raise HTTPException(
+                    413,
+                    f"the request holds {sentences} sentences (each line's, and each sentence of a "
+                    f"line too long for the model apart); at most {limit} {what}",
+                )
+
     def check_rate(self, key: str | None, address: str, cost: int) -> None:
-        """429 where the client has spent its rate (--req-limit): counted by its API key where
-        that is the server's, else by its address."""
+        """429 where the client has spent its rate (--req-limit: sentences a minute): counted by
+        its API key where that is the server's, else by its address."""
         client = key if key and self.key_matches(key) else address
         if self.limiter is not None and not self.limiter.allow(client, cost):
             raise HTTPException(429, self.limiter.message())
+
+    def admit(self, works: list[Work], api_key: str | None, address: str) -> None:
+        """A request's work within the limits, and charged to its client: 413 or 429."""
+        sentences = sum(work.sentences for work in works)
+        self.check_sentences(sentences)
+        self.check_rate(api_key, address, max(sentences, 1))
 
     def note_zero_shot(self, source: str | None, target: str | None) -> None:
         """In the log, once a direction: a request for one the model was not trained on."""
@@ -264,24 +344,15 @@ class Service:
         self, body: TranslateRequest, api_key: str | None, address: str
     ) -> TranslateResponse:
         """Each item's lines translated as translate-cli translates lines, joined again by the
-        item's own line breaks; the client (`api_key`, else `address`) charged one a line."""
+        item's own line breaks; the client (`api_key`, else `address`) charged one a sentence."""
         started = time.perf_counter()
         split = self.check_lines(body.text)
-        self.check_rate(api_key, address, max(sum(len(lines) for lines, _ in split), 1))
         key = self.search_settings(body)
-        flat = iter(await self.submit([line for lines, _ in split for line in lines], key))
-        translated = [list(islice(flat, len(lines))) for lines, _ in split]
-        translations = [
-            join_lines(outputs, breaks) for outputs, (_, breaks) in zip(translated, split)
-        ]
-        lost = [
-            [
-                LostToken(kind=span.kind, text=span.text)
-                for source, output in zip(lines, outputs)
-                for span in lost_spans(source, output)
-            ]
-            for outputs, (lines, _) in zip(translated, split)
-        ]
+        work = await self.prepare([line for lines, _ in split for line in lines], key)
+        self.admit([work], api_key, address)
+        outputs = await self.run(work)
+        # Off the event loop too: the protected spans of a long request take a while to check.
+        translations, lost = await asyncio.to_thread(answered_items, split, outputs)
         return TranslateResponse(
             translations=translations,
             lost=lost,
@@ -291,27 +362,79 @@ class Service:
             seconds=time.perf_counter() - started,
         )
 
-    async def submit(self, lines: list[str], key: SearchSettings) -> list[str]:
-        """`lines` translated in the cross-client batches (`key.n_best` texts a line), in chunks
-        of at most a request's `--max-lines` (within `--max-queued-lines`), each chunk joining
-        once the one before is answered: the sentences of a long text never hold the whole
-        queue, and no request is too large to ever be queued. The batcher's refusals are HTTP
-        errors (503 with Retry-After: the server is busy now)."""
-        size = min(self.settings.max_lines, self.settings.max_queued_lines)
+    async def prepare(self, lines: list[str], key: SearchSettings) -> Work:
+        """`lines`' work: the answers the cache holds, and the other lines tokenised and cut
+        into the model's segments, off the event loop (a long request takes a while)."""
+        answered = [self.cache.get(line, key) for line in lines]
+        hits = sum(found is not None for found in answered)
+        self.metrics.looked_up(hits, len(lines) - hits)
+        missing = list(dict.fromkeys(line for line, a in zip(lines, answered) if a is None))
+        segments = (
+            await asyncio.to_thread(continuous.prepare, self.loaded, missing, key)
+            if missing
+            else None
+        )
+        return Work(lines, key, answered, missing, segments)
+
+    async def translated(self, lines: list[str], key: SearchSettings) -> list[str]:
+        """`lines` translated by the model, past the cache and charged to no client: the
+        server's own warm-up, which must reach the model."""
+        segments = await asyncio.to_thread(continuous.prepare, self.loaded, lines, key)
+        return await self._search(Work(lines, key, [None] * len(lines), lines, segments))
+
+    async def run(self, work: Work) -> list[str]:
+        """The translations of `work`'s lines, in order (`key.n_best` a line, as `translate_lines`
+        gives them): the cache's, and the others' from the cross-client batches, kept in the
+        cache for the next time. The batcher's refusals are HTTP errors (503 with Retry-After:
+        the server is busy now)."""
+        each = work.key.n_best
+        if work.segments is not None:
+            found = await self._search(work)
+            sentences = work.segments.sentences_of_lines()
+            for index, line in enumerate(work.missing):
+                texts = tuple(found[index * each : (index + 1) * each])
+                self.cache.put(line, work.key, Answered(texts, sentences[index]))
+            fresh = {
+                line: found[index * each : (index + 1) * each]
+                for index, line in enumerate(work.missing)
+            }
+        else:
+            fresh = {}
+        return [
+            text
+            for line, cached in zip(work.lines, work.answered)
+            for text in (cached.texts if cached is not None else fresh[line])
+        ]
+
+    async def _search(self, work: Work) -> list[str]:
+        """The missing lines translated by the model: at once in the engine loop, whose queue is
+        fair between requests; with `--batching batch`, in shares of `BATCH_SHARE` lines, each
+        joining once the one before is answered, so that no request holds the queue."""
+        lines, key, segments = work.missing, work.key, work.segments
+        if self.settings.batching == "continuous":
+            return await self._submit_chunk(lines, key, segments)
         translations: list[str] = []
-        for start in range(0, len(lines), size):
-            translations += await self._submit_chunk(lines[start : start + size], key)
+        for start in range(0, len(lines), BATCH_SHARE):
+            stop = start + BATCH_SHARE
+            share = segments.of_lines(start, stop)
+            translations += await self._submit_chunk(lines[start:stop], key, share)
         return translations
 
-    async def _submit_chunk(self, lines: list[str], key: SearchSettings) -> list[str]:
+    async def _submit_chunk(
+        self, lines: list[str], key: SearchSettings, segments: pipeline.Segments
+    ) -> list[str]:
         try:
-            return await self.batcher.submit(lines, key)
+            return await self.batcher.submit(lines, key, segments)
         except QueueFull as fault:
             raise HTTPException(
                 503, f"the server is busy: {fault}; retry shortly", headers={"Retry-After": "1"}
             ) from None
         except ShuttingDown as fault:
             raise HTTPException(503, str(fault), headers={"Retry-After": "5"}) from None
+        except worker.ModelUnavailable as fault:  # the model process stopped, stalled or is down
+            raise HTTPException(
+                503, str(fault), headers={"Retry-After": str(fault.retry_after)}
+            ) from None
         except BrokenExecutor:
             raise HTTPException(
                 503,
@@ -343,12 +466,15 @@ class Service:
             "search_defaults": self.defaults,
             "batching": settings.batching,
             "limits": {
-                "max_lines": settings.max_lines,
+                "max_sentences": settings.max_sentences,
+                "max_queued_sentences": settings.max_queued_sentences,
                 "max_line_chars": settings.max_line_chars,
                 "char_limit": settings.char_limit,
                 "max_body_bytes": settings.max_body_bytes,
                 "max_beam": settings.max_beam,
                 "length_penalty": list(LENGTH_PENALTY_RANGE),
                 "drain_seconds": settings.drain_seconds,
+                "req_limit": settings.req_limit,
+                "cache_entries": settings.cache_entries,
             },
         }

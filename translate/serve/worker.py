@@ -5,21 +5,39 @@ sends it (`ModelProcess`, `--batching batch`).
 In the server's process the search's Python work would share one interpreter lock with the
 event loop that parses and answers requests, and each would keep stopping the other; in a
 process of its own the model computes while the server talks to clients (LitServe's layout).
+
+The server watches the process (`Watch`): it says when it has loaded, and while it works it
+sends a heartbeat at least every `HEARTBEAT_SECONDS`; one that does not load within
+`LOAD_TIMEOUT`, or holds requests and sends nothing for the model timeout, is killed. A process
+that ends fails the requests it held (`ModelUnavailable`), its cause is logged, and the next
+starts after `Restarts`' delay, or never once too many in a row failed to load.
 """
 
 from __future__ import annotations
 
+import logging
+import math
 import os
 import queue
 import signal
+import sys
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import BrokenExecutor, Executor, Future
 from dataclasses import dataclass
 from multiprocessing import get_context
 
 from translate.decode.settings import SearchSettings
 from translate.parent_watch import exit_with_parent
+from translate.serve.continuous import Failed, Heartbeat, Loaded
+
+log = logging.getLogger("translate.serve")
+
+HEARTBEAT_SECONDS = 1.0  # a model process at work says so at least this often
+LOAD_TIMEOUT = 600.0  # seconds a model process has to load its model
+STOP_SECONDS = 30.0  # a model process told to stop that has not done so within these is killed
+FAILURE_CHARS = 400  # of a load error's message, in the log
 
 
 @dataclass(frozen=True)
@@ -75,48 +93,319 @@ def _as_model_process() -> None:
     exit_with_parent()
 
 
+class ModelUnavailable(BrokenExecutor):
+    """No model process can answer a request: the one holding it stopped or stalled, a new one is
+    yet to start, or the server gave up starting them. `retry_after`: seconds, for Retry-After."""
+
+    def __init__(self, message: str, retry_after: int = 5) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class ModelStartError(Exception):
+    """A model process that could not be started: the log's detail, and `cause` in words without
+    paths (clients and /ready see it)."""
+
+    def __init__(self, detail: str, cause: str) -> None:
+        super().__init__(detail)
+        self.cause = cause
+
+
+def load_failure(checkpoint: str, error: BaseException) -> str:
+    """Why `checkpoint` did not load, in one line of the log (at most `FAILURE_CHARS` of it)."""
+    words = " ".join(str(error).split())
+    if len(words) > FAILURE_CHARS:
+        words = words[: FAILURE_CHARS - 3] + "..."
+    return f"could not load {checkpoint}: {type(error).__name__}: {words}"
+
+
+def check_checkpoint(checkpoint: str) -> None:
+    """ModelStartError where the checkpoint cannot be opened: said before a process is spawned."""
+    try:
+        with open(checkpoint, "rb"):
+            pass
+    except OSError as error:
+        raise ModelStartError(
+            load_failure(checkpoint, error), "could not open its checkpoint"
+        ) from None
+
+
+def start_failure(error: Exception) -> tuple[str, str]:
+    """A failed start's cause (for clients and /ready) and detail (for the log)."""
+    if isinstance(error, ModelStartError):
+        return error.cause, str(error)
+    return "could not be started", f"could not be started: {type(error).__name__}: {error}"
+
+
+def exit_cause(exitcode: int | None) -> str:
+    """How a process ended, from its exit code: `exited with status 1`, `was killed by SIGKILL`."""
+    if exitcode is None:
+        return "closed its pipe without exiting"
+    if exitcode >= 0:
+        return f"exited with status {exitcode}"
+    try:
+        name = signal.Signals(-exitcode).name
+    except ValueError:
+        name = f"signal {-exitcode}"
+    return f"was killed by {name}" + (" (out of memory?)" if exitcode == -signal.SIGKILL else "")
+
+
+class Watch:
+    """What the server knows of one model process: when it started, loaded and was last heard
+    from, since when it holds work, and what it reported before it exited (`Failed`)."""
+
+    def __init__(self, timeout: float, load_timeout: float = LOAD_TIMEOUT) -> None:
+        self.timeout, self.load_timeout = timeout, load_timeout
+        self.started = self.heard = self.held_since = time.monotonic()
+        self.loaded_at: float | None = None
+        self.failure = ""
+
+    def heard_from(self, message) -> bool:
+        """Any message: the process is alive. True for `Loaded`."""
+        self.heard = time.monotonic()
+        if isinstance(message, Failed):
+            self.failure = message.error
+        if isinstance(message, Loaded):
+            self.loaded_at = self.heard
+            return True
+        return False
+
+    def holding(self) -> None:
+        """Work sent to a process that held none: its silence counts from now."""
+        self.held_since = time.monotonic()
+
+    def silence(self, holds_work: bool) -> float:
+        """Seconds the loaded process has said nothing while it held work (0 while it holds none)."""
+        if self.loaded_at is None or not holds_work:
+            return 0.0
+        return time.monotonic() - max(self.heard, self.held_since)
+
+    def stalled(self, holds_work: bool) -> str:
+        """Why the process is taken for stalled, or "" while it is not."""
+        if self.loaded_at is None and time.monotonic() - self.started > self.load_timeout:
+            return f"did not load within {self.load_timeout:g} s"
+        if self.silence(holds_work) > self.timeout:
+            return f"sent nothing for {self.timeout:g} s while holding requests (--model-timeout)"
+        return ""
+
+    def state(self, holds_work: bool) -> str | None:
+        """Why the process cannot translate now (/ready), or None."""
+        if self.loaded_at is None:
+            return "the model process is loading the model"
+        silence = self.silence(holds_work)
+        if silence > self.timeout / 2:
+            return (
+                f"the model process has not answered for {silence:.0f} s (it is killed after "
+                f"{self.timeout:g} s: --model-timeout)"
+            )
+        return None
+
+    def loaded_for(self) -> float | None:
+        return None if self.loaded_at is None else time.monotonic() - self.loaded_at
+
+    def detail(self, cause: str) -> str:
+        """`cause` with what the process reported before it exited, for the log."""
+        return f"{cause}: {self.failure}" if self.failure else cause
+
+
+def stopped_message(cause: str) -> str:
+    return (
+        f"the model process stopped before answering this request: it {cause}; a new one is "
+        "starting, retry shortly"
+    )
+
+
+def stalled_message(why: str) -> str:
+    return (
+        f"the model process is not answering: it {why}, so it was killed; a new one is "
+        "starting, retry shortly"
+    )
+
+
+@dataclass(frozen=True)
+class Down:
+    """No model process runs: how the last ended (`cause`), and when the next starts (`until`,
+    in `time.monotonic` seconds; None: the server gave up after `tries` in a row)."""
+
+    cause: str
+    until: float | None
+    tries: int = 0
+
+    def wait(self) -> float:
+        return 0.0 if self.until is None else max(0.0, self.until - time.monotonic())
+
+    def reason(self) -> str:
+        """For /ready."""
+        if self.until is None:
+            return (
+                f"the model process gave up: {self.tries} in a row failed to start, the last "
+                f"one {self.cause}; translate-serve must be restarted"
+            )
+        return (
+            f"the model process is down: the last one {self.cause}; a new one starts in "
+            f"{self.wait():.0f} s"
+        )
+
+    def refusal(self) -> ModelUnavailable:
+        """What a request gets meanwhile, at once."""
+        if self.until is None:
+            return ModelUnavailable(
+                "the model process is down: it failed to start several times in a row and "
+                "translate-serve gave up until it is restarted",
+                retry_after=60,
+            )
+        wait = self.wait()
+        return ModelUnavailable(
+            f"the model process is down and starts again in {wait:.0f} s; retry then",
+            retry_after=math.ceil(wait) + 5,
+        )
+
+
+@dataclass
+class Restarts:
+    """When the next model process starts after one ended: at once after one that had run well
+    (loaded for `ran_well` seconds), then after `first_delay`, twice that, and so on up to
+    `max_delay` while they keep ending early; never after `give_up` in a row that did not load."""
+
+    first_delay: float = 1.0
+    max_delay: float = 30.0
+    give_up: int = 5
+    ran_well: float = 60.0
+    early: int = 0  # processes in a row that ended early
+    unloaded: int = 0  # processes in a row that never loaded
+
+    def delay(self, loaded_for: float | None) -> float | None:
+        """Seconds to wait after a process that was loaded for `loaded_for` (None: never), or
+        None: give up."""
+        self.unloaded = self.unloaded + 1 if loaded_for is None else 0
+        ran_well = loaded_for is not None and loaded_for >= self.ran_well
+        self.early = 1 if ran_well else self.early + 1
+        if self.unloaded >= self.give_up:
+            return None
+        if self.early == 1:
+            return 0.0
+        return min(self.max_delay, self.first_delay * 2 ** (self.early - 2))
+
+    def after(self, loaded_for: float | None, cause: str, detail: str) -> Down | None:
+        """After a process ended (`cause`; `detail` for the log): None to start the next at once,
+        else a `Down` to wait for (or, given up, for ever). Logged either way."""
+        delay = self.delay(loaded_for)
+        if delay is None:
+            log.error(
+                "the model process failed to start %d times in a row, the last time: %s. "
+                "translate-serve stays up and answers 503 (/ready too) until it is restarted: "
+                "fix that (a checkpoint that cannot be loaded: put it back), then restart it",
+                self.unloaded,
+                detail,
+            )
+            return Down(cause, None, self.unloaded)
+        if not delay:
+            log.warning("starting a new model process")
+            return None
+        log.warning("starting a new model process in %g s", delay)
+        return Down(cause, time.monotonic() + delay)
+
+    @property
+    def restarting(self) -> bool:
+        """Whether a process has ended: each that loads since is a recovery worth a line."""
+        return self.early > 0
+
+
+def _beat(send: Callable[[object], None], working: threading.Event) -> None:
+    """A `Heartbeat` every `HEARTBEAT_SECONDS` while `working` is set."""
+    while working.wait():
+        time.sleep(HEARTBEAT_SECONDS)
+        if working.is_set():
+            try:
+                send(Heartbeat())
+            except OSError:  # the server is gone
+                return
+
+
 def _serve(connection, settings: ModelSettings) -> None:
-    """The model process: one `ModelState`, then each call the server sends, answered in order."""
+    """The model process: one `ModelState` (`Loaded` once it is, `Failed` and exit status 1 where
+    it cannot be), then each call the server sends, answered in order, with heartbeats while
+    one runs."""
     _as_model_process()
-    state = ModelState(settings)
+    sending = threading.Lock()
+
+    def send(message) -> None:
+        with sending:
+            connection.send(message)
+
+    try:
+        state = ModelState(settings)
+    except Exception as error:  # noqa: BLE001 - the server logs it
+        send(Failed(load_failure(settings.checkpoint, error)))
+        sys.exit(1)
+    send(Loaded())
+    working = threading.Event()
+    threading.Thread(target=_beat, args=(send, working), name="heartbeat", daemon=True).start()
     while (call := connection.recv()) is not None:
         number, name, args = call
+        working.set()
         try:
-            connection.send((number, True, getattr(state, name)(*args)))
+            send((number, True, getattr(state, name)(*args)))
         except Exception as fault:  # noqa: BLE001 - the server's future gets it, as a pool's would
-            connection.send((number, False, fault))
+            send((number, False, fault))
+        finally:
+            working.clear()
 
 
 class ModelProcess(Executor):
     """The model in a process of its own (spawned: no copy of the server's threads or sockets).
-    `submit(ModelState.translate, ...)` runs that method of the process's `ModelState`; if the
-    process dies, its pending and later calls fail with `BrokenExecutor`, as a process pool's."""
+    `submit(ModelState.translate, ...)` runs that method of the process's `ModelState`. A process
+    that dies, or that stalls (`Watch.stalled`: then it is killed), fails its pending and later
+    calls with `ModelUnavailable`, and `on_end(process, cause, detail)` is called. `recovery`:
+    it replaces one that ended, and says so in the log once it has loaded."""
 
-    def __init__(self, settings: ModelSettings) -> None:
+    def __init__(
+        self,
+        settings: ModelSettings,
+        timeout: float = 30.0,
+        load_timeout: float = LOAD_TIMEOUT,
+        on_end: Callable[[ModelProcess, str, str], None] | None = None,
+        recovery: bool = False,
+    ) -> None:
         context = get_context("spawn")
         self._connection, child = context.Pipe()
         self._process = context.Process(target=_serve, args=(child, settings), daemon=True)
         self._process.start()
         child.close()  # held here too, it would keep the reader waiting after the process died
+        self.watch = Watch(timeout, load_timeout)
+        self._on_end, self._recovery = on_end, recovery
         # `_lock` guards the futures; `_sending` keeps one send at a time. Apart, so that a large
         # call being sent never holds up the reader, and with it the process sending a result.
         self._lock, self._sending = threading.Lock(), threading.Lock()
         self._pending: dict[int, Future] = {}
-        self._count, self._broken, self._closed = 0, "", False
+        self._count, self._closed = 0, False
+        self._broken: ModelUnavailable | None = None
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid
 
     def submit(self, fn, /, *args, **kwargs) -> Future:
         future: Future = Future()
         with self._lock:
             if self._broken:
-                raise BrokenExecutor(self._broken)
+                raise ModelUnavailable(str(self._broken), self._broken.retry_after)
             if self._closed:
                 raise RuntimeError("cannot schedule new calls after shutdown")
             number, self._count = self._count, self._count + 1
+            if not self._pending:
+                self.watch.holding()
             self._pending[number] = future
         self._send((number, fn.__name__, args))
         return future
+
+    def state(self) -> str | None:
+        """Why the process cannot translate now (/ready), or None."""
+        with self._lock:
+            holds_work = bool(self._pending)
+        return self.watch.state(holds_work)
 
     def _send(self, message) -> None:
         """A failed send means the process is gone: the reader fails what is pending then."""
@@ -127,23 +416,54 @@ class ModelProcess(Executor):
                 pass
 
     def _read(self) -> None:
-        while True:
+        """The process's answers to their futures, until it ends or stalls."""
+        stalled = ""
+        tick = min(1.0, self.watch.timeout / 4)
+        while not stalled:
             try:
-                number, ok, value = self._connection.recv()
+                if not self._connection.poll(tick):
+                    with self._lock:
+                        holds_work = bool(self._pending)
+                    stalled = self.watch.stalled(holds_work)
+                    continue
+                message = self._connection.recv()
             except (EOFError, OSError):
                 break
-            with self._lock:
-                future = self._pending.pop(number, None)
-            if future is not None and future.set_running_or_notify_cancel():
-                (future.set_result if ok else future.set_exception)(value)
+            if self.watch.heard_from(message) and self._recovery:
+                log.warning("the model process (pid %s) has loaded: translating again", self.pid)
+            if isinstance(message, tuple):
+                self._answered(*message)
+        if stalled:
+            log.error("the model process (pid %s) %s: killing it (SIGKILL)", self.pid, stalled)
+            self._process.kill()
+            self._process.join(STOP_SECONDS)
+            cause = detail = stalled
+            error = ModelUnavailable(stalled_message(stalled))
+        else:
+            self._process.join(5)
+            cause = exit_cause(self._process.exitcode)
+            detail = self.watch.detail(cause)
+            error = ModelUnavailable(stopped_message(cause))
+            if not self._closed:
+                log.error("the model process (pid %s) %s", self.pid, detail)
         with self._lock:
-            self._broken = "the model process ended"
+            self._broken = error
             pending, self._pending = self._pending, {}
         for future in pending.values():
             if future.set_running_or_notify_cancel():
-                future.set_exception(BrokenExecutor(self._broken))
+                future.set_exception(error)
+        if self._on_end is not None:
+            self._on_end(self, cause, detail)
+
+    def _answered(self, number: int, ok: bool, value) -> None:
+        with self._lock:
+            future = self._pending.pop(number, None)
+        if future is not None and future.set_running_or_notify_cancel():
+            (future.set_result if ok else future.set_exception)(value)
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """The process ends once its current call is done (killed where it has not within
+        `STOP_SECONDS`, or stalls meanwhile)."""
         with self._lock:
             self._closed = True
             if cancel_futures:  # all but the call the process is on (it answers them in order)
@@ -153,17 +473,121 @@ class ModelProcess(Executor):
         if not broken:
             self._send(None)  # ends the process once its current call is done
         if wait:
-            self._process.join()
+            self._process.join(STOP_SECONDS)
+            if self._process.exitcode is None:
+                self._process.kill()
             self._reader.join()
 
 
+class ModelProcesses(Executor):
+    """`--batching batch`'s worker: one `ModelProcess` at a time, and a new one when it ends or
+    stalls (at once, or after `Restarts`' delay; none once they gave up), each end logged with
+    its cause. A call while none can take it fails at once with `ModelUnavailable`; `down` says
+    why (/ready)."""
+
+    def __init__(
+        self,
+        settings: ModelSettings,
+        timeout: float = 30.0,
+        load_timeout: float = LOAD_TIMEOUT,
+        restarts: Restarts | None = None,
+    ) -> None:
+        self._settings, self._timeout, self._load_timeout = settings, timeout, load_timeout
+        self._restarts = restarts or Restarts()
+        self._lock = threading.Lock()
+        self._process: ModelProcess | None = None
+        self._down: Down | None = None
+        self._timer: threading.Timer | None = None
+        self._closed = False
+        self._start()
+
+    def _start(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            try:
+                check_checkpoint(self._settings.checkpoint)
+                self._process = ModelProcess(
+                    self._settings,
+                    self._timeout,
+                    self._load_timeout,
+                    self._ended,
+                    self._restarts.restarting,
+                )
+                self._down = None
+                return
+            except Exception as error:  # noqa: BLE001 - the server stays up, answering 503
+                cause, detail = start_failure(error)
+        log.error("the model process %s", detail)
+        self._after(None, cause, detail)
+
+    def _ended(self, process: ModelProcess, cause: str, detail: str) -> None:
+        with self._lock:
+            if self._closed or process is not self._process:
+                return
+            self._process = None
+        self._after(process.watch.loaded_for(), cause, detail)
+
+    def _after(self, loaded_for: float | None, cause: str, detail: str) -> None:
+        down = self._restarts.after(loaded_for, cause, detail)
+        if down is None:
+            self._start()
+            return
+        with self._lock:
+            if self._closed:
+                return
+            self._down = down
+            if down.until is not None:
+                self._timer = threading.Timer(down.wait(), self._start)
+                self._timer.daemon = True
+                self._timer.start()
+
+    @property
+    def down(self) -> str | None:
+        """Why no model process can translate now (/ready), or None."""
+        with self._lock:
+            process, down = self._process, self._down
+        if process is not None:
+            return process.state()
+        return down.reason() if down is not None else "the model process is stopped"
+
+    def submit(self, fn, /, *args, **kwargs) -> Future:
+        with self._lock:
+            process, down = self._process, self._down
+        if process is None:
+            if down is None:
+                raise RuntimeError("cannot schedule new calls after shutdown")
+            raise down.refusal()
+        return process.submit(fn, *args, **kwargs)
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        with self._lock:
+            self._closed = True
+            process = self._process
+            if self._timer is not None:
+                self._timer.cancel()
+        if process is not None:
+            process.shutdown(wait, cancel_futures=cancel_futures)
+
+
 def _run_engine(inbox, sender, settings: ModelSettings) -> None:
-    """The engine's process: the model loaded, then `continuous.run_engine` until the server
-    sends None (or goes: `exit_with_parent`)."""
+    """The engine's process: the model loaded (`Failed` and exit status 1 where it cannot be),
+    then `continuous.run_engine`, with heartbeats, until the server sends None (or goes:
+    `exit_with_parent`)."""
     from translate.serve.continuous import EngineLoop, run_engine
 
     _as_model_process()
-    run_engine(EngineLoop(settings.load(), settings.batch_tokens), inbox, sender.send)
+    try:
+        loaded = settings.load()
+    except Exception as error:  # noqa: BLE001 - the server logs it
+        sender.send(Failed(load_failure(settings.checkpoint, error)))
+        sys.exit(1)
+    try:
+        engine = EngineLoop(loaded, settings.batch_tokens)
+        run_engine(engine, inbox, sender.send, HEARTBEAT_SECONDS)
+    except Exception as error:
+        sender.send(Failed(f"its engine loop raised {type(error).__name__}: {error}"))
+        raise
 
 
 class EngineProcess:
@@ -181,19 +605,42 @@ class EngineProcess:
         self._process.start()
         sender.close()  # held here too, it would keep `receive` waiting after the process died
 
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid
+
     def send(self, message) -> None:
         self._inbox.put(message)
 
     def receive(self):
         return self._answers.recv()
 
+    def ended(self) -> str:
+        """How the process ended (`exit_cause`), once `receive` has raised EOFError: waited for
+        a few seconds, then killed."""
+        self._process.join(5)
+        cause = exit_cause(self._process.exitcode)
+        if self._process.exitcode is None:
+            self.kill()
+            self._process.join()
+        return cause
+
+    def kill(self) -> None:
+        """SIGKILL (a stalled process); what is still buffered for it is dropped."""
+        self._inbox.cancel_join_thread()
+        self._process.kill()
+
     def stop(self) -> None:
-        """Ends the loop once its step under way is done (a process already gone: at once)."""
+        """Ends the loop once its step under way is done (a process already gone: at once; one
+        that has not ended within `STOP_SECONDS`: killed)."""
         if self._process.is_alive():
             self._inbox.put(None)
         else:  # what is still buffered for it would never be read
             self._inbox.cancel_join_thread()
-        self._process.join()
+        self._process.join(STOP_SECONDS)
+        if self._process.exitcode is None:
+            self.kill()
+            self._process.join()
         self._inbox.close()
 
 
@@ -210,7 +657,7 @@ class EngineThread:
 
         def main() -> None:
             try:
-                run_engine(engine, self._inbox, self._answers.put)
+                run_engine(engine, self._inbox, self._answers.put, HEARTBEAT_SECONDS)
             finally:
                 self._answers.put(EOFError)  # after its last answer, or when it raised
 
@@ -225,6 +672,13 @@ class EngineThread:
         if answer is EOFError:
             raise EOFError("the engine thread ended")
         return answer
+
+    def ended(self) -> str:
+        return "ended (a thread of the server)"
+
+    def kill(self) -> None:
+        """A thread cannot be killed: it is told to end after its step under way."""
+        self._inbox.put(None)
 
     def stop(self) -> None:
         self._inbox.put(None)
@@ -242,13 +696,16 @@ def bound_onednn_caches() -> None:
         os.environ.setdefault(name, capacity)
 
 
-def start(settings: ModelSettings) -> ModelProcess:
-    """The model process for `--batching batch`, with oneDNN's caches bounded."""
+def start(settings: ModelSettings, timeout: float = 30.0) -> ModelProcesses:
+    """The model processes for `--batching batch` (`timeout`: --model-timeout), with oneDNN's
+    caches bounded."""
     bound_onednn_caches()
-    return ModelProcess(settings)
+    return ModelProcesses(settings, timeout)
 
 
 def start_engine(settings: ModelSettings) -> EngineProcess:
-    """The engine's process for continuous batching, with oneDNN's caches bounded."""
+    """The engine's process for continuous batching, with oneDNN's caches bounded; a checkpoint
+    that cannot be opened is a ModelStartError before any process is spawned."""
+    check_checkpoint(settings.checkpoint)
     bound_onednn_caches()
     return EngineProcess(settings)

@@ -47,11 +47,10 @@ def _blank_char(char: str) -> bool:
 class SplitText:
     """`pieces`, what to translate, and `between`, the text around them as written (one more
     than the pieces): text == between[0] + pieces[0] + between[1] + ... + pieces[-1] +
-    between[-1]. `lines`: how many lines hold a piece."""
+    between[-1]."""
 
     pieces: tuple[str, ...]
     between: tuple[str, ...]
-    lines: int
 
     def join(self, translations: Sequence[str]) -> str:
         """The text with each piece replaced by its translation (one a piece, in order)."""
@@ -83,17 +82,16 @@ def split_text(text: str, sentences: bool = True, max_chars: int | None = None) 
         raise ValueError(f"max_chars must be at least 1, got {max_chars}")
     spans: list[tuple[int, int]] = []
     lines, breaks = lines_of(text)
-    holding, start = 0, 0
+    start = 0
     for line, after in zip(lines, [*breaks, ""]):
         found = _sentence_spans(line) if sentences else [(0, len(line))]
         found = [span for span in (_trimmed(text, start + a, start + b) for a, b in found) if span]
-        holding += bool(found)
         for a, b in found:
             spans += _cut(text, a, b, max_chars) if max_chars else [(a, b)]
         start += len(line) + len(after)
     between = [text[prev:a] for prev, (a, _) in zip([0, *(b for _, b in spans)], spans)]
     between.append(text[spans[-1][1] :] if spans else text)
-    return SplitText(tuple(text[a:b] for a, b in spans), tuple(between), holding)
+    return SplitText(tuple(text[a:b] for a, b in spans), tuple(between))
 
 
 def _sentence_spans(line: str) -> list[tuple[int, int]]:
