@@ -29,7 +29,7 @@ from translate.decode.settings import SearchSettings  # noqa: E402
 from translate.serve.batching import ContinuousBatcher  # noqa: E402
 from translate.serve.continuous import Answer, Cancel, Heartbeat, Loaded  # noqa: E402
 from translate.serve.launch import free_loopback_port, serve_command, wait_until_ready  # noqa: E402
-from translate.serve.worker import ModelStartError, ModelUnavailable, Restarts  # noqa: E402
+from translate.serve.supervision import ModelStartError, ModelUnavailable, Restarts  # noqa: E402
 
 needs_proc = pytest.mark.skipif(
     not Path("/proc/self/stat").exists(), reason="finds the model process through /proc"

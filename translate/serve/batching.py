@@ -26,7 +26,7 @@ from typing import Protocol
 from translate.decode.pipeline import Segments
 from translate.decode.settings import SearchSettings
 from translate.serve.continuous import Answer, Cancel, Join
-from translate.serve.worker import (
+from translate.serve.supervision import (
     LOAD_TIMEOUT,
     Down,
     ModelUnavailable,
@@ -223,7 +223,7 @@ class ContinuousBatcher:
     does not wait for a batch's longest, nor a new one for a batch to end. A reader thread
     waits for the engine's answers and hands them to the event loop.
 
-    The engine is watched (`worker.Watch`): one that has not loaded within `load_timeout`, or
+    The engine is watched (`supervision.Watch`): one that has not loaded within `load_timeout`, or
     holds requests and has sent nothing (no answer, no heartbeat) for `timeout` seconds, is
     killed. An engine that ends or is killed fails the requests it held (`ModelUnavailable`:
     503), is logged with its cause, and a new one starts at once or after `restarts`' delay;
@@ -433,7 +433,7 @@ class ContinuousBatcher:
 
 @dataclass(frozen=True)
 class _Gone:
-    """The engine is gone: how it ended (`worker.exit_cause`)."""
+    """The engine is gone: how it ended (`supervision.exit_cause`)."""
 
     cause: str
 

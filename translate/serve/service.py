@@ -33,6 +33,7 @@ from translate.serve.schema import (
     TranslateResponse,
     invalid_unicode,
 )
+from translate.serve.supervision import ModelUnavailable
 from translate.text.language_codes import LanguageCodes
 from translate.text.protected import lost_spans
 from translate.text.sentences import is_blank, join_lines, lines_of
@@ -431,7 +432,7 @@ class Service:
             ) from None
         except ShuttingDown as fault:
             raise HTTPException(503, str(fault), headers={"Retry-After": "5"}) from None
-        except worker.ModelUnavailable as fault:  # the model process stopped, stalled or is down
+        except ModelUnavailable as fault:  # the model process stopped, stalled or is down
             raise HTTPException(
                 503, str(fault), headers={"Retry-After": str(fault.retry_after)}
             ) from None
