@@ -48,6 +48,7 @@ from translate.model.checkpoint import write_checkpoint  # noqa: E402
 from translate.model.transformer import Transformer  # noqa: E402
 from translate.process_group import end_group  # noqa: E402
 from translate.score.metrics import corpus_scores  # noqa: E402
+from translate.text.markup import HtmlFragment  # noqa: E402
 from translate.text.vocab import Vocabularies, train_sentencepiece  # noqa: E402
 
 RUN_CONFIG = "data:\n  src_lang: en\n  tgt_lang: de\n"
@@ -283,3 +284,74 @@ def test_libretranslate_serves_the_package_offline_as_translate_cli_translates(
     assert len(compared) >= len(sources) // 2 and changed
     assert not different, [(sources[i], ours[i], answers[i]) for i in different[:3]]
     assert html_answer["translatedText"] == f"<p>{ours[first]}</p><p><b>{ours[second]}</b></p>"
+
+
+# The statuses of the apps' exchanges (app_requests.app_exchanges): Nextcloud's (its connection
+# test, a POST of /, is refused as LibreTranslate refuses it), Discourse's, Mastodon's, Weblate's.
+APP_STATUSES = [405, 200, 200, 200, 200, 200] + [200, 200, 200] + [200, 200] + [200, 200]
+
+
+def untranslated_blocks(fields: dict, answer: object) -> list[str]:
+    """The blocks of a /translate request left in the answer as they came: each line of several
+    words of its texts (with format html, of their text nodes), found in the answer's text
+    (references decoded, as LibreTranslate writes it)."""
+    texts = fields["q"] if isinstance(fields["q"], list) else [fields["q"]]
+    nodes = [
+        node
+        for text in texts
+        for node in (HtmlFragment.parse(text).texts() if fields.get("format") == "html" else [text])
+    ]
+    blocks = [line.strip() for node in nodes for line in node.splitlines() if " " in line.strip()]
+    written = html.unescape(json.dumps(answer, ensure_ascii=False))
+    return [block for block in blocks if block in written]
+
+
+def sent_fields(exchange) -> dict:
+    """A /translate exchange's fields, as its app sends them (multipart, a form or JSON)."""
+    send = exchange.send
+    if "files" in send:
+        return {name: value for name, (_, value) in send["files"].items()}
+    return send["data"] if "data" in send else json.loads(send["content"])
+
+
+@pytest.mark.slow
+def test_libretranslate_and_translate_serve_answer_the_apps_requests_alike(
+    libretranslate, exported, tmp_path
+):
+    """The apps' requests as each sends them (scripts/benchmarks/app_requests.py, whose answers
+    from translate-serve tests/test_libretranslate_apps.py checks word for word), replayed at
+    LibreTranslate serving the package and at translate-serve serving its checkpoint: the same
+    statuses from both, and in every /translate answer of both, every block translated (the
+    Discourse post's after its svg icons too): none left as it came. Their texts differ:
+    LibreTranslate re-punctuates and reads HTML with its own parser."""
+    pytest.importorskip("httpx")
+    from app_requests import app_exchanges, replay
+    from processes import start_server, stop
+
+    exchanges = app_exchanges()
+    package = exported / "out" / "translate-en_de-1_0.argosmodel"
+    env = install_packages(libretranslate, [package], tmp_path / "libretranslate", beam=1)
+    server, base = start_libretranslate(libretranslate, env, tmp_path / "libretranslate")
+    try:
+        theirs = replay(base, exchanges)
+    finally:
+        end_group(server)
+    process, url = start_server(exported / "model.ckpt")
+    try:
+        ours = replay(url, exchanges)
+    finally:
+        stop(process)
+
+    for name, answers in (("LibreTranslate", theirs), ("translate-serve", ours)):
+        assert [answer.status_code for answer in answers] == APP_STATUSES, name
+        left = {
+            exchange.app: untranslated_blocks(
+                sent_fields(exchange), answer.json()["translatedText"]
+            )
+            for exchange, answer in zip(exchanges, answers)
+            if exchange.path == "/translate"
+        }
+        assert left == dict.fromkeys(left, []), (name, left)
+    icons = [sent_fields(exchanges[8])["q"].count("<svg")]
+    icons += [answers[8].json()["translatedText"].count("<svg") for answers in (theirs, ours)]
+    assert icons[0] > 0 and icons == icons[:1] * 3

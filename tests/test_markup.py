@@ -1,7 +1,12 @@
 """HTML translated in place (translate/text/markup.py), with upper-casing as the translation: the
 expected output is written out by hand as a browser reads the input (the HTML standard's
-tokenizer), also where Python's html.parser reads it otherwise; and html5lib, a parser that
-follows the standard, reads hostile inputs and their outputs with its own tree."""
+tokenizer and tree construction), also where Python's html.parser reads it otherwise; and
+html5lib, a parser that follows the standard, reads hostile inputs, foreign content, select and
+noscript, mis-nested tags and translations and their outputs with its own tree: no text it
+places in an untranslated element is listed, and the output is the input but for the text."""
+
+import itertools
+import re
 
 import pytest
 
@@ -122,7 +127,7 @@ def test_of_an_attribute_written_twice_the_first_counts(markup, texts, expected)
 @pytest.mark.parametrize(
     "markup, texts, expected",
     [
-        ("<!-->x-->", ["x-->"], "<!-->X--&gt;"),
+        ("<!-->x-->", ["x-->"], "<!-->X-->"),
         ("<!--->x", ["x"], "<!--->X"),
         ("<!-- a --!> b", [" b"], "<!-- a --!> B"),
         ("<!-- a -- > b --> c", [" c"], "<!-- a -- > b --> C"),
@@ -134,7 +139,7 @@ def test_of_an_attribute_written_twice_the_first_counts(markup, texts, expected)
         ("<?x>a", ["a"], "<?x>A"),
         ('<span translate="no">a</ span>b', [], '<span translate="no">a</ span>b'),
         ("</>a</", ["a</"], "</>A&lt;/"),
-        ("<![CDATA[a > b]]>", [" b]]>"], "<![CDATA[a > B]]&gt;"),
+        ("<![CDATA[a > b]]>", [" b]]>"], "<![CDATA[a > B]]>"),
         ("<![if x]>a<![endif]>", ["a"], "<![if x]>A<![endif]>"),
         ("a<![b", ["a"], "A<![b"),
     ],
@@ -159,8 +164,8 @@ def test_of_an_attribute_written_twice_the_first_counts(markup, texts, expected)
 def test_comments_end_where_the_standard_ends_them(markup, texts, expected):
     """https://html.spec.whatwg.org/#comment-start-state and the bogus comment state: "<!" and
     "<?" not starting a comment or doctype ("<![CDATA[" included, which starts a CDATA section
-    only in svg and math, after which nothing is translated), and "</" then neither a letter nor
-    ">", start a comment to the next ">"; any comment not closed runs to the end of the input."""
+    only in svg and math), and "</" then neither a letter nor ">", start a comment to the next
+    ">"; any comment not closed runs to the end of the input. A ">" the text held bare stays so."""
     assert upper(markup) == (texts, expected)
 
 
@@ -282,17 +287,86 @@ def test_a_script_ends_where_the_standard_ends_it(markup, texts, expected):
             ["a"],
             'A<noscript><!--</noscript>-->b<b title="--><img src=x onerror=alert(1)>">',
         ),
-        ("a<b>b</b><svg/><p>c</p>", ["a", "b"], "A<b>B</b><svg/><p>c</p>"),
+        ("a<svg></g>b</svg>c", ["a"], "A<svg></g>b</svg>c"),
+        ("a<template><b>b</b></template>c", ["a"], "A<template><b>b</b></template>c"),
     ],
-    ids=["svg-cdata", "svg-style", "math", "select", "noscript", "self-closing"],
+    ids=[
+        "svg-cdata",
+        "svg-style",
+        "math-html",
+        "select",
+        "noscript",
+        "svg-end-tag-of-none-open",
+        "template-with-tags",
+    ],
 )
-def test_nothing_after_a_start_tag_of_foreign_content_select_or_noscript_is_translated(
-    markup, texts, expected
-):
-    """After svg and math a browser reads "<![CDATA[" as CDATA and style as markup, in a select
-    the raw-text elements are markup in some browsers and raw text in others, and noscript is
-    raw text only where scripting is on: what follows is written out as it came, so that any
-    browser reads it as it did (translating "b" here lets the img or input out of an attribute)."""
+def test_foreign_content_select_and_noscript_are_left_as_written(markup, texts, expected):
+    """After svg and math a browser reads "<![CDATA[" as CDATA and style as markup (but in mi,
+    foreignObject and the other elements whose content is HTML), in a select the raw-text
+    elements are markup in some browsers and raw text in others, and noscript is raw text only
+    where scripting is on: written out as they came, never translated, and where what follows
+    cannot be known alike for every browser (no end tag, HTML in math, a tag a select does not
+    hold, a comment in a noscript, an end tag that closes nothing in the svg), nothing after is
+    translated either (translating "b" here lets the img or input out of an attribute)."""
+    assert upper(markup) == (texts, expected)
+
+
+DISCOURSE_HASHTAG = (
+    '<a class="hashtag-cooked" href="/c/help/5" data-type="category" data-slug="help">'
+    '<span class="hashtag-icon-placeholder"><svg class="fa d-icon d-icon-square-full svg-icon '
+    'svg-node"><use href="#square-full"></use></svg></span><span>{}</span></a>'
+)
+
+
+@pytest.mark.parametrize(
+    "markup, texts, expected",
+    [
+        (
+            f"<p>See {DISCOURSE_HASHTAG.format('help')} now.</p><p>Then this.</p>",
+            ["See ", "help", " now.", "Then this."],
+            f"<p>SEE {DISCOURSE_HASHTAG.format('HELP')} NOW.</p><p>THEN THIS.</p>",
+        ),
+        ("a<svg><svg><g/></svg>b</svg>c", ["a", "c"], "A<svg><svg><g/></svg>b</svg>C"),
+        ("a<SVG><![CDATA[</svg><p>]]></Svg>b", ["a", "b"], "A<SVG><![CDATA[</svg><p>]]></Svg>B"),
+        ("a<svg><p>b</p></svg>c", ["a", "b", "c"], "A<svg><p>B</p></svg>C"),
+        (
+            "a<svg><font size=2>b</font></svg>c",
+            ["a", "b", "c"],
+            "A<svg><font size=2>B</font></svg>C",
+        ),
+        ("a<svg><font>b</font></svg>c", ["a", "c"], "A<svg><font>b</font></svg>C"),
+        ("a<b>b</b><svg/><p>c</p>", ["a", "b", "c"], "A<b>B</b><svg/><p>C</p>"),
+        ("a<math><mrow><msup/></mrow></math>b", ["a", "b"], "A<math><mrow><msup/></mrow></math>B"),
+        (
+            "a<select><option>b<option>c</select>d",
+            ["a", "d"],
+            "A<select><option>b<option>c</select>D",
+        ),
+        (
+            'a<noscript><img src="x.png" alt="b"></noscript>c',
+            ["a", "c"],
+            'A<noscript><img src="x.png" alt="b"></noscript>C',
+        ),
+        ("a<template>b</template>c", ["a", "c"], "A<template>b</template>C"),
+    ],
+    ids=[
+        "discourse-hashtag",
+        "nested-svg",
+        "cdata-holding-the-end-tag",
+        "html-start-tag-ends-svg",
+        "font-with-size-ends-svg",
+        "font-stays-in-svg",
+        "self-closing-svg",
+        "math",
+        "select",
+        "noscript-image",
+        "template-text",
+    ],
+)
+def test_translation_goes_on_after_foreign_content_select_and_noscript(markup, texts, expected):
+    """Each is skipped to where a browser's tree construction ends it: its end tag (one of the
+    same name nested in it counted, a CDATA section's content being text), or, in svg and math,
+    a start tag of HTML that breaks out of foreign content."""
     assert upper(markup) == (texts, expected)
 
 
@@ -317,6 +391,74 @@ def test_a_translation_is_written_as_text():
     fragment = HtmlFragment.parse('<p title="a">a</p>')
     assert fragment.render([f'" onclick="x" {XSS} &amp;\xa0']) == (
         '<p title="a">" onclick="x" &lt;img src=x onerror=alert(1)&gt; &amp;amp;&nbsp;</p>'
+    )
+
+
+@pytest.mark.parametrize(
+    "markup, texts, expected",
+    [
+        (
+            "The value must be < 10 and > 2.\nSave & close the dialog.",
+            ["The value must be < 10 and > 2.\nSave & close the dialog."],
+            "THE VALUE MUST BE < 10 AND > 2.\nSAVE & CLOSE THE DIALOG.",
+        ),
+        ("<p>a &lt; b &gt; c &amp; d</p>", ["a < b > c & d"], "<p>A &lt; B &gt; C &amp; D</p>"),
+        ("<p>a < b &lt; c</p>", ["a < b < c"], "<p>A &lt; B &lt; C</p>"),
+        ("<p>a & b &amp c</p>", ["a & b & c"], "<p>A &amp; B &amp; C</p>"),
+        ("<b>a > b</b> c < d", ["a > b", " c < d"], "<b>A > B</b> C < D"),
+        ("<p>a <&lt;b & c</p>", ["a <<b & c"], "<p>A <&lt;B & C</p>"),
+    ],
+    ids=[
+        "nextcloud",
+        "references",
+        "one-of-two-a-reference",
+        "legacy-reference",
+        "per-node",
+        "a-reference-where-one-is-needed",
+    ],
+)
+def test_what_a_text_node_held_bare_comes_back_bare(markup, texts, expected):
+    """Nextcloud shows the answer to format=html as plain text: "<", ">" and "&" that the text
+    node held bare come back bare; where the text node wrote one as a reference (but where bare
+    it would start markup), they come back as references."""
+    assert upper(markup) == (texts, expected)
+
+
+@pytest.mark.parametrize(
+    "translation, expected",
+    [
+        ("x <b> y", "<p>x &lt;b> y</p>"),
+        ("x </p> y", "<p>x &lt;/p> y</p>"),
+        ("x <!-- y", "<p>x &lt;!-- y</p>"),
+        ("x <? y", "<p>x &lt;? y</p>"),
+        ("x &amp; y", "<p>x &amp;amp; y</p>"),
+        ("x &#60; y &lt", "<p>x &amp;#60; y &amp;lt</p>"),
+        ("x < y & z > w", "<p>x < y & z > w</p>"),
+    ],
+    ids=["tag", "end-tag", "comment", "bogus-comment", "named", "numeric-and-legacy", "inert"],
+)
+def test_a_bare_character_that_would_start_markup_or_a_reference_is_escaped(translation, expected):
+    assert HtmlFragment.parse("<p>a < b & c > d</p>").render([translation]) == expected
+
+
+@hypothesis.settings(max_examples=400, deadline=None, database=None, derandomize=True)
+@hypothesis.given(st.text(st.sampled_from("<>&;#/!?aZ9 \n\xa0"), max_size=14))
+def test_a_translation_is_read_back_exactly_and_inert_characters_stay_bare(translation):
+    """Whatever the translation holds, html5lib reads the output's text node as exactly the
+    translation: none of it becomes a tag, a comment or a reference. And a "<", ">" or "&" that
+    the text node held bare, followed in the translation by whitespace or by nothing, is bare in
+    the output."""
+    output = HtmlFragment.parse("<p>a < b & c > d</p>").render([translation])
+    html5lib = pytest.importorskip("html5lib")
+    root = html5lib.parseFragment(output, treebuilder="dom", namespaceHTMLElements=False)
+    root.normalize()
+    [paragraph] = root.childNodes
+    assert [(node.nodeType, node.data) for node in paragraph.childNodes] == (
+        [(paragraph.TEXT_NODE, translation)] if translation else []
+    )
+    inert = re.compile(r"[<>&](?=[ \n]|$)")
+    assert inert.findall(output.removeprefix("<p>").removesuffix("</p>")) == inert.findall(
+        translation
     )
 
 
@@ -405,7 +547,8 @@ def test_any_input_is_answered_and_a_second_round_changes_nothing(markup):
 # spaces HTML does not count as space (no-break, vertical tab), a name a Kelvin sign lower-cases
 # to "onclick" in Unicode only, attributes written twice; comments of every odd form and what the
 # standard reads as bogus comments; raw text and end tags that do or do not end it; references;
-# CDATA; and the start tags after which a browser's reading depends on its tree.
+# CDATA; the start tags after which a browser's reading depends on its tree, and the end tags
+# and HTML that end them; tags a browser closes or reopens otherwise than as they are written.
 HOSTILE = [
     *("<b>", "</b>", "<i>", "</I>", "<p", "<img", ">", "/>", "<br/>", "<B/>", "<div>", "</div>"),
     *(' a="1"', " a='1'", " a=1", ' a="', " a='", " =x", ' "a"=b', " a = 'b c'", "\xa0", "\x0b"),
@@ -419,6 +562,8 @@ HOSTILE = [
     *("<svg>", "</svg>", "<math>", "<select>", "<noscript>", "</noscript>", "<svg><![CDATA[>"),
     *("<svg><style><!--</style>-->", "<select><xmp><!--</xmp>-->", "<noscript><!--</noscript>-->"),
     *("<script><!--<script></script>", '<b title="-->', "<!--x-->"),
+    *("</math>", "<p>", "</p>", "</select>", "<option>", "<mi>", "<font color=x>", "</table>"),
+    *("<noscript><img>", "<tr>", "</td>", "<li>", "<span>", "</span>", "<a>", "</a>", "</svg"),
     *("&amp;", "&", "&copy", "&copy2024;", "&#", "&#x3c;", "&#0;", "&lt", "&notit;", "&nbsp;"),
     *("x y", "\n", "'", '"', "=", "-", "<", "\x00"),
 ]
@@ -505,3 +650,190 @@ def test_a_standard_parser_reads_the_output_as_the_input_but_for_the_text(markup
         attributes_out, inert_out, text_out = html5lib_reading(output, scripting)
         assert (attributes_out, inert_out) == (attributes, inert)
         assert [mark for mark in marks if not any(mark in piece for piece in text_out)] == []
+
+
+UNTRANSLATED_IN_HTML5LIB = HTML5LIB_RAW_TEXT | {"plaintext", "code", "pre", "template"}
+
+
+def html5lib_tree(markup: str, scripting: bool) -> tuple[list[tuple], list[str]]:
+    """html5lib's tree of a fragment (its DOM one) as events (an element's start with its
+    namespace and attributes, its end, a comment, a text node), and the text nodes not only of
+    whitespace that a browser shows outside an element left untranslated: svg and math and all
+    in them, select, noscript, template, code, pre, raw text and one marked translate="no"."""
+    html5lib = pytest.importorskip("html5lib")
+    root = html5lib.parseFragment(
+        markup, treebuilder="dom", namespaceHTMLElements=False, scripting=scripting
+    )
+    root.normalize()
+    events, free = [], []
+
+    def walk(node, untranslated: bool) -> None:
+        for child in node.childNodes:
+            if child.nodeType == child.TEXT_NODE:
+                events.append(("text", child.data))
+                if not untranslated and child.data.strip(" \t\n\r\f"):
+                    free.append(child.data)
+            elif child.nodeType == child.COMMENT_NODE:
+                events.append(("comment", child.data))
+            else:
+                name, attributes = child.nodeName, sorted(child.attributes.items())
+                events.append(("start", child.namespaceURI, name, attributes))
+                walk(
+                    child,
+                    untranslated
+                    or child.namespaceURI is not None
+                    or name in UNTRANSLATED_IN_HTML5LIB | {"select", "noscript"}
+                    or child.getAttribute("translate").lower() == "no",
+                )
+                events.append(("end", name))
+
+    walk(root, False)
+    return events, free
+
+
+# svg, math, select, noscript and template as they come, each with whether what follows it
+# reads alike in every browser (then translation goes on after it).
+REGIONS = [
+    ('<svg class="fa d-icon"><use href="#far-image"></use></svg>', True),
+    ("<svg><svg><g/></svg><text>x</text></SVG>", True),
+    ("<svg><![CDATA[</svg><p>]]></svg>", True),
+    ("<svg><style><!--</style>--></svg>", True),
+    ("<svg><p>out</p></svg>", True),
+    ("<svg><font color=red>out</font><g></g></svg>", True),
+    ("<math><mrow><msup/></mrow></math>", True),
+    ("<select><option>one<option>two</select>", True),
+    ("<select><optgroup label=x><option>one</optgroup></select>", True),
+    ("<noscript><img src=x alt='</b>'>plain</noscript>", True),
+    ("<template>inert</template>", True),
+    ("<svg><title>t</title></svg>", False),
+    ("<svg></g>x</svg>", False),
+    ("<math><mi>x</mi></math>", False),
+    ("<select><option>a<style>b</style></select>", False),
+    ("<noscript><p>x</p></noscript>", False),
+    ("<template><b>x</b></template>", False),
+    ("<svg>unclosed", False),
+    ("<select>unclosed", False),
+]
+BEFORE_REGION = ["", "Before ", "<p>Before</p>", "<b>bold</b> "]
+AFTER_REGION = [
+    "after",
+    "<p>after <b>bold</b></p>",
+    ' <span translate="no">no</span> yes',
+    "<ul><li>item</li></ul>",
+    "<code>code</code> then",
+]
+
+
+def test_around_foreign_content_select_and_noscript_a_standard_parser_agrees():
+    """Before and after each of REGIONS, html5lib (scripting off and on) finds outside any
+    untranslated element the text nodes listed, all of them where what follows reads alike in
+    every browser; and reads the output as the input but for those text nodes."""
+    failures = []
+    for before, (region, alike), after in itertools.product(BEFORE_REGION, REGIONS, AFTER_REGION):
+        markup = before + region + after
+        fragment = HtmlFragment.parse(markup)
+        texts = fragment.texts()
+        marks = [f"{MARK}{number}{MARK}" for number in range(len(texts))]
+        output = fragment.render(marks)
+        for scripting in (False, True):
+            events, free = html5lib_tree(markup, scripting)
+            read = [
+                (kind, *rest) if kind != "text" else (kind, unmark(rest[0], marks, texts))
+                for kind, *rest in html5lib_tree(output, scripting)[0]
+            ]
+            if (texts != free if alike else not set(texts) <= set(free)) or read != events:
+                failures.append((markup, scripting, texts, free))
+    assert failures == []
+
+
+def unmark(text: str, marks: list[str], texts: list[str]) -> str:
+    for mark, original in zip(marks, texts):
+        text = text.replace(mark, original)
+    return text
+
+
+@pytest.mark.parametrize(
+    "markup, texts",
+    [
+        ('<span translate="no"><p></span>Keep</p>', []),
+        ('<p><b translate="no">x</p>Keep', []),
+        ('<form translate="no"><div>x</form>Keep</div>', []),
+        ('<table><tr><td translate="no"><table></td>Keep</table>', []),
+        ('<b translate="no"><p>x</b>Free</p>', ["Free"]),
+        ('<table><tr><td><b translate="no">x</td><td>Free</td></tr></table>', ["Free"]),
+        ('<ul><li translate="no">x<li>Free</ul>', ["Free"]),
+        ('<a translate="no">x<a>Free</a>', ["Free"]),
+    ],
+    ids=[
+        "end-tag-ignored",
+        "formatting-reopened",
+        "form-closed-div-open",
+        "cell-end-tag-ignored-in-a-table",
+        "paragraph-moved-out",
+        "cell-ends-formatting",
+        "li-closes-li",
+        "a-closes-a",
+    ],
+)
+def test_text_a_browser_places_in_an_untranslated_element_is_left_untranslated(markup, texts):
+    """As a browser's tree construction places the text: the end tags it ignores (the span's,
+    a p being open in it; a cell's, in a table in it, which puts the text before that table),
+    the formatting element it creates again for the text after (b), the div left open in the
+    form it closes; and the elements it does close: the adoption agency
+    moves the p out of the b, a cell ends the formatting elements in it, a li and an a close the
+    one before."""
+    assert HtmlFragment.parse(markup).texts() == texts
+
+
+MISNESTED = ["span", "p", "b", "div", "a", "li", "td", "table", "i", "font", "nobr", "h1"]
+MISNESTED += ["form", "button", "object", "code", "pre"]
+
+
+def misnested(names: tuple[str, ...], marked: int, order: tuple[int, ...]) -> str:
+    """Start tags of `names`, the one at `marked` marked translate="no", then their end tags in
+    `order`; a text of its own after each tag."""
+    starts = [f"<{name}{' translate=no' * (at == marked)}>" for at, name in enumerate(names)]
+    tags = starts + [f"</{names[at]}>" for at in order]
+    return "".join(f"{tag}T{number}x " for number, tag in enumerate(tags))
+
+
+def held_by_html5lib(markup: str) -> set[str]:
+    """The text nodes html5lib places in an untranslated element."""
+    events, free = html5lib_tree(markup, scripting=False)
+    return {event[1] for event in events if event[0] == "text"} - set(free)
+
+
+def test_no_text_html5lib_holds_in_an_untranslated_element_is_listed_whatever_the_end_tags():
+    """Every pair of MISNESTED with its end tags in the wrong order, and every triple of its
+    first seven in any order but the right one, one of each marked translate="no"."""
+    shapes = [
+        misnested(pair, marked, (0, 1))
+        for pair in itertools.product(MISNESTED, repeat=2)
+        for marked in range(2)
+    ]
+    shapes += [
+        misnested(triple, marked, order)
+        for triple in itertools.product(MISNESTED[:7], repeat=3)
+        for marked in range(3)
+        for order in itertools.permutations(range(3))
+        if order != (2, 1, 0)
+    ]
+    assert [m for m in shapes if set(HtmlFragment.parse(m).texts()) & held_by_html5lib(m)] == []
+
+
+TREE_TAGS = [*MISNESTED, "ul", "dd", "tr", "th", "caption", "colgroup", "tbody", "h2", "em"]
+TREE_TAGS += ["option", "select", "svg", "math", "template", "noscript", "ruby", "rt", "br"]
+TREE_TAGS += ["hr", "img", "main", "summary", "dialog", "search", "textarea", "style", "u", "s"]
+
+
+@hypothesis.settings(max_examples=500, deadline=None, database=None, derandomize=True)
+@hypothesis.given(
+    st.lists(st.tuples(st.sampled_from(TREE_TAGS), st.booleans(), st.booleans()), max_size=14)
+)
+def test_no_text_html5lib_holds_in_an_untranslated_element_is_listed_whatever_the_tags(tags):
+    """Start and end tags of TREE_TAGS in any order, some start tags marked translate="no"."""
+    markup = "".join(
+        f"<{'/' * end}{name}{' translate=no' * (no and not end)}>T{number}x "
+        for number, (name, end, no) in enumerate(tags)
+    )
+    assert set(HtmlFragment.parse(markup).texts()) & held_by_html5lib(markup) == set()

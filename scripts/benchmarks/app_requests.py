@@ -7,8 +7,9 @@ asked, LibreTranslate itself serving the same checkpoint's Argos package.
 
 Each app's sequence was read from its source: Nextcloud's integration_libretranslate (v1.1.1,
 with the jefs42/libretranslate client it bundles: PHP curl, so an empty urlencoded body on every
-request, GETs included, and multipart for /translate), Discourse's translator plugin (Excon forms,
-the cooked HTML cut at max_characters_per_translation, 5,000 by default), Mastodon's
+request, GETs included, and multipart for /translate, always format html, its answer shown as
+plain text), Discourse's translator plugin (Excon forms, the cooked HTML, where each hashtag and
+image lightbox holds svg icons, cut at max_characters_per_translation, 5,000 by default), Mastodon's
 TranslationService::LibreTranslate (JSON, q a list of HTML texts, api_key null when unset) and
 Weblate's libretranslate machinery (python-requests JSON, no format, placeholders as [X<n>X]).
 tests/test_libretranslate_apps.py replays the same sequences and checks every answer's text.
@@ -60,7 +61,8 @@ class Exchange:
 
 NEXTCLOUD_LINES = [
     "Click the OK button.",
-    "Select the cells that you want to copy.",
+    "The value must be < 10 and > 2.",
+    "Save & close the dialog.",
     "This function is not available in Basic.",
 ]
 
@@ -101,23 +103,83 @@ DISCOURSE_PAIRS = [
     ("This function is not available in Basic.", "Use the API instead."),
 ]
 DISCOURSE_LINK = "Open the help."
+DISCOURSE_ASK = "Ask in the category:"
+DISCOURSE_AFTER = "The screenshot shows the dialog."
 
 
-def discourse_post(characters: int) -> tuple[str, list[str]]:
-    """Cooked HTML of exactly `characters` characters as Discourse renders a post (paragraphs of
-    two sentences, a list of links, a code block filling the rest), and its sentences in order."""
-    parts, sentences = [], []
-    while sum(map(len, parts)) < characters - 400:
-        for first, second in DISCOURSE_PAIRS:
-            parts.append(f"<p>{first} {second}</p>\n")
-            sentences += [first, second]
-        parts.append('<ul>\n<li><a href="https://example.org/help" rel="noopener nofollow ugc">')
-        parts.append(f"{DISCOURSE_LINK}</a></li>\n</ul>\n")
-        sentences.append(DISCOURSE_LINK)
+def icon(name: str, classes: str = "", attributes: str = "") -> str:
+    """An icon as Discourse writes it: an svg using a symbol of its sprite."""
+    svg = f'<svg class="fa d-icon d-icon-{name} svg-icon{classes}"{attributes}>'
+    return f'{svg}<use href="#{name}"></use></svg>'
+
+
+@dataclass(frozen=True)
+class Sentence:
+    """A text of a cooked post that translate-serve translates as one piece."""
+
+    text: str
+
+
+def hashtag(slug: str) -> list[str | Sentence]:
+    """A category hashtag as Discourse cooks it: an icon placeholder holding an svg, the slug."""
+    return [
+        f'<a class="hashtag-cooked" href="/c/{slug}/5" data-type="category" data-slug="{slug}">'
+        f'<span class="hashtag-icon-placeholder">{icon("square-full", " svg-node")}</span><span>',
+        Sentence(slug),
+        "</span></a>",
+    ]
+
+
+def lightbox(name: str, size: str) -> list[str | Sentence]:
+    """An uploaded image as Discourse cooks it, in a paragraph: its lightbox, whose meta holds
+    an svg before the file name and size and one after."""
+    hidden = ' aria-hidden="true"'
+    expand = icon("discourse-expand", attributes=hidden)
+    return [
+        '<p><div class="lightbox-wrapper"><a class="lightbox" href="/uploads/default/original/1X/'
+        f'{name}.png" data-download-href="/uploads/default/{name}" title="image">'
+        f'<img src="/uploads/default/optimized/1X/{name}_2_690x388.png" alt="image" width="690" '
+        f'height="388"><div class="meta">{icon("far-image", attributes=hidden)}'
+        '<span class="filename">',
+        Sentence("image"),
+        '</span><span class="informations">',
+        Sentence(size),
+        f"</span>{expand}</div></a></div></p>\n",
+    ]
+
+
+def discourse_round() -> list[str | Sentence]:
+    """Paragraphs of two sentences, one ending in a category hashtag, a list of links, an image
+    and a paragraph after it."""
+    parts: list[str | Sentence] = []
+    for first, second in DISCOURSE_PAIRS:
+        parts += ["<p>", Sentence(first), " ", Sentence(second), "</p>\n"]
+    parts += ["<p>", Sentence(DISCOURSE_ASK), " ", *hashtag("help"), "</p>\n"]
+    parts += ['<ul>\n<li><a href="https://example.org/help" rel="noopener nofollow ugc">']
+    parts += [Sentence(DISCOURSE_LINK), "</a></li>\n</ul>\n"]
+    parts += lightbox("a1b2c3", "1920×1080 123 KB")
+    return parts + ["<p>", Sentence(DISCOURSE_AFTER), "</p>\n"]
+
+
+def discourse_post(
+    characters: int, translation: Callable[[str], str] | None = None
+) -> tuple[str, list[str]]:
+    """Cooked HTML of exactly `characters` characters as Discourse renders a post (rounds of
+    `discourse_round`, a code block filling the rest), and its sentences in order; with
+    `translation`, each sentence written as its translation, the markup as it was."""
     opening, closing = '<pre><code class="lang-auto">', "</code></pre>"
-    fill = characters - sum(map(len, parts)) - len(opening) - len(closing)
-    parts.append(opening + "x" * fill + closing)
-    return "".join(parts), sentences
+
+    def length(parts: list[str | Sentence]) -> int:
+        return sum(len(part) if isinstance(part, str) else len(part.text) for part in parts)
+
+    parts, one = [], discourse_round()
+    while length(parts) + length(one) + len(opening) + len(closing) <= characters:
+        parts += one
+    parts.append(opening + "x" * (characters - length(parts) - len(opening) - len(closing)))
+    parts.append(closing)
+    write = translation or str
+    post = "".join(part if isinstance(part, str) else write(part.text) for part in parts)
+    return post, [part.text for part in parts if isinstance(part, Sentence)]
 
 
 def discourse(post: str, raw: str, api_key: str = "") -> list[Exchange]:
