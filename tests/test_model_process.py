@@ -264,12 +264,7 @@ class FakeEngine:
 
 
 def batcher_over(start_engine, **watching) -> ContinuousBatcher:
-    return ContinuousBatcher(
-        start_engine,
-        lambda segments, found, n_best: [bytes(hyps[0][0]).decode() for hyps in found],
-        100,
-        **watching,
-    )
+    return ContinuousBatcher(start_engine, 100, **watching)
 
 
 def segments_of(lines: list[str]) -> Segments:
@@ -307,7 +302,7 @@ def test_a_silent_engine_is_killed_and_a_beating_one_is_waited_for():
     failed_after, ready, answer = asyncio.run(scenario())
     assert 0.4 < failed_after < 0.4 + 0.5
     assert engines[0].killed.is_set() and ready is None
-    assert answer == ["bc"]
+    assert [bytes(hypotheses[0][0]).decode() for hypotheses in answer] == ["bc"]
 
 
 def test_the_continuous_batcher_backs_off_gives_up_and_then_refuses_at_once():

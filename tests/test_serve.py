@@ -244,20 +244,16 @@ def segments_of(lines: list[str]) -> Segments:
 
 
 class FakeBatcher(ContinuousBatcher):
-    """The continuous batcher over `FakeEngine`, submitting lines as `segments_of` cuts them."""
+    """The continuous batcher over `FakeEngine`, submitting lines as `segments_of` cuts them and
+    reading each answer's best hypotheses as text."""
 
     async def submit(self, lines, key):
-        return await super().submit(lines, key, segments_of(lines))
+        found = await super().submit(lines, key, segments_of(lines))
+        return ["".join(map(chr, hypotheses[0][0])) for hypotheses in found]
 
 
 def fake_batcher(started: list, release: threading.Event, max_queued_sentences: int = 100):
-    return FakeBatcher(
-        lambda: FakeEngine(started, release),
-        lambda segments, found, n_best: [
-            "".join(map(chr, hypotheses[0][0])) for hypotheses in found
-        ],
-        max_queued_sentences,
-    )
+    return FakeBatcher(lambda: FakeEngine(started, release), max_queued_sentences)
 
 
 def test_the_continuous_batcher_fails_a_failed_request_alone_and_replaces_an_engine_gone():

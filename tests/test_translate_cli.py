@@ -28,7 +28,7 @@ from translate.decode.pipeline import (
 from translate.decode.settings import SearchSettings
 from translate.model.checkpoint import CheckpointError
 from translate.score.metrics import corpus_scores
-from translate.text.line_feed import split_lines
+from translate.text.corpus import split_lines
 from translate.text.protected import describe, lost_spans
 from translate.text.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 

@@ -1,4 +1,5 @@
-"""translate-serve's fairness to its clients, on a real server over loopback:
+"""translate-serve's fairness to its clients, on a real server over loopback (each part on a
+server of its own, started with 2 torch threads):
 
     .venv/bin/python scripts/benchmarks/serve_fairness.py --checkpoint runs/default/checkpoints/last.ckpt
     .venv/bin/python scripts/benchmarks/serve_fairness.py --checkpoint CKPT --tree OTHER_CHECKOUT
@@ -10,9 +11,10 @@
 - cancellation: 50 clients each send 100 sentences at beam 5 and disconnect after 2 s; the model
   process's CPU in each tenth of a second after they left, the time until it is idle (under 10%
   for half a second) and the next request's latency;
-- event loop: /health polled every 20 ms while eight concurrent maximal requests of each kind
-  (1,024 sentences; about 1 MB as native JSON, LibreTranslate JSON, HTML in one tag, a form) are
-  read and translated, for 30 s or until all are answered; the polls' p99 and max.
+- event loop: /health polled every 20 ms (by a process of its own) while eight concurrent maximal
+  requests of each kind (1,024 sentences, native and in HTML; about 1 MB as native JSON,
+  LibreTranslate JSON, HTML in one tag, a form) are read and translated, for 30 s or until all
+  are answered; the polls' p99 and max.
 
 --tree runs the server from another checkout (in its directory, whose `translate` package
 `python -m` reads first), to set figures of two versions side by side.
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import statistics
 import subprocess
@@ -191,6 +194,15 @@ def maximal_bodies() -> dict[str, dict]:
         "native, 1,024 sentences": {
             "json": {"text": [f"Select the cells {n} that you want to copy." for n in range(1024)]}
         },
+        "HTML, 1,024 sentences": {
+            "json": {
+                "q": "".join(
+                    f"<p>Select the cells {n} that you want to copy.</p>" for n in range(1024)
+                ),
+                "format": "html",
+                **call,
+            }
+        },
         "native, 1 MB": {"json": {"text": lines}},
         "LibreTranslate, 1 MB": {"json": {"q": text, **call}},
         "HTML in one tag, 1 MB": {"json": {"q": f"<p>{text}</p>", "format": "html", **call}},
@@ -198,18 +210,23 @@ def maximal_bodies() -> dict[str, dict]:
     }
 
 
+def poll_health(base: str, done, results) -> None:
+    """/health every 20 ms until `done` is set; the latencies to `results`. Run in a process of
+    its own, so that the clients' work (encoding a megabyte) never delays a poll."""
+    polls = []
+    with httpx.Client(timeout=30) as client:
+        while not done.is_set():
+            started = time.perf_counter()
+            client.get(f"{base}/health")
+            polls.append(time.perf_counter() - started)
+            time.sleep(0.02)
+    results.send(polls)
+
+
 def health_under(base: str, send: dict, window_s: float) -> dict:
     """/health polled every 20 ms while eight clients send `send` at once, for `window_s` or
     until all are answered."""
-    done, polls, statuses = threading.Event(), [], []
-
-    def poll() -> None:
-        with httpx.Client(timeout=30) as client:
-            while not done.is_set():
-                started = time.perf_counter()
-                client.get(f"{base}/health")
-                polls.append(time.perf_counter() - started)
-                time.sleep(0.02)
+    statuses = []
 
     def post() -> None:
         try:
@@ -217,8 +234,11 @@ def health_under(base: str, send: dict, window_s: float) -> dict:
         except httpx.HTTPError as fault:
             statuses.append(type(fault).__name__)
 
-    poller = threading.Thread(target=poll)
+    context = multiprocessing.get_context("spawn")
+    done, (results, sent) = context.Event(), context.Pipe(duplex=False)
+    poller = context.Process(target=poll_health, args=(base, done, sent))
     poller.start()
+    time.sleep(1.0)  # the poller's imports
     senders = [threading.Thread(target=post, daemon=True) for _ in range(8)]
     for sender in senders:
         sender.start()
@@ -226,6 +246,7 @@ def health_under(base: str, send: dict, window_s: float) -> dict:
     for sender in senders:
         sender.join(max(0.0, deadline - time.monotonic()))
     done.set()
+    polls = results.recv()
     poller.join()
     return {
         "answered": sorted(map(str, statuses)),

@@ -197,15 +197,15 @@ def read_source(path: str) -> tuple[Iterator[str], bool, int | None]:
     """The input's lines (ended by `\n`, `\r\n` or `\r`), whether it is live (a terminal or
     pipe: chunks of what has arrived), and its line count where it is a file (counted, and
     checked as UTF-8, before any work)."""
-    from translate.text.line_feed import file_lines, text_lines
+    from translate.text.corpus import iter_lines, text_lines
 
     if path == "-":
         live = not stat.S_ISREG(os.fstat(sys.stdin.fileno()).st_mode)
         return text_lines(sys.stdin.buffer, "<stdin>", live), live, None
     if is_stream(path):
-        return file_lines(path, live=True), True, None
-    count = sum(1 for _ in file_lines(path))
-    return file_lines(path), False, count
+        return iter_lines(path, live=True), True, None
+    count = sum(1 for _ in iter_lines(path))
+    return iter_lines(path), False, count
 
 
 def regular_file_descriptor(stream: TextIO) -> int | None:
@@ -285,12 +285,13 @@ def translate_command(args: argparse.Namespace) -> int:
     from translate.decode.loaded_model import load_model
     from translate.files import check_writable, file_digest
     from translate.partial_output import PartialOutput
-    from translate.text.line_feed import chunks, file_lines
+    from translate.text.corpus import iter_lines
+    from translate.text.line_feed import chunks
 
     set_threads(args.threads)
     sources, live, count = read_source(args.source)
     source_name = "<stdin>" if args.source == "-" else args.source
-    references = None if args.reference is None else list(file_lines(args.reference))
+    references = None if args.reference is None else list(iter_lines(args.reference))
     if references is not None and count is not None and len(references) != count:
         raise UsageError(
             f"--reference {args.reference} has {len(references)} lines but the input "

@@ -23,7 +23,7 @@ from concurrent.futures import BrokenExecutor, Executor
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from translate.decode.pipeline import Segments
+from translate.decode.pipeline import Found, Segments
 from translate.decode.settings import SearchSettings
 from translate.serve.continuous import Answer, Cancel, Join
 from translate.serve.supervision import (
@@ -63,6 +63,12 @@ class Job:
     sentences: int  # what the job counts against the queue's bound: its segments searched
     tokens: int
     future: asyncio.Future = field(repr=False)
+
+    @classmethod
+    def of(cls, lines: list[str], key: SearchSettings, segments: Segments) -> Job:
+        """The job of `lines`, searched as `segments`, answered through a new future."""
+        future = asyncio.get_running_loop().create_future()
+        return cls(lines, key, segments.sentences, segments.tokens, future)
 
 
 class Batcher:
@@ -109,13 +115,7 @@ class Batcher:
         if not lines:
             return []
         check_room(self.queued_sentences, segments.sentences, self.max_queued_sentences)
-        job = Job(
-            lines,
-            key,
-            segments.sentences,
-            segments.tokens,
-            asyncio.get_running_loop().create_future(),
-        )
+        job = Job.of(lines, key, segments)
         self.queued_sentences += job.sentences
         self._unanswered.add(job)
         try:
@@ -218,9 +218,9 @@ class _Sent:
 class ContinuousBatcher:
     """Continuous batching: a request's segments (the server cut and tokenised them) are sent to
     the engine loop at once (`translate.serve.continuous`), join its running search at one of the
-    next steps, and are answered at the step the last is done (`finish` makes the texts, off the
-    event loop), so a short sentence
-    does not wait for a batch's longest, nor a new one for a batch to end. A reader thread
+    next steps, and are answered with their hypotheses at the step the last is done (the server
+    makes the texts: `continuous.finish`), so a short sentence does not wait for a batch's
+    longest, nor a new one for a batch to end. A reader thread
     waits for the engine's answers and hands them to the event loop.
 
     The engine is watched (`supervision.Watch`): one that has not loaded within `load_timeout`, or
@@ -233,7 +233,6 @@ class ContinuousBatcher:
     def __init__(
         self,
         start_engine: Callable[[], Engine],
-        finish: Callable[[Segments, list, int], list[str]],
         max_queued_sentences: int,
         on_batch: Callable[..., None] | None = None,
         *,
@@ -244,7 +243,7 @@ class ContinuousBatcher:
         self.max_queued_sentences = max_queued_sentences
         self.on_batch = on_batch  # (sentences, source tokens, model seconds, lines searched)
         self.queued_sentences = 0  # sent and not answered: the engine holds them meanwhile
-        self._start_engine, self._finish = start_engine, finish
+        self._start_engine = start_engine
         self.timeout, self.load_timeout = timeout, load_timeout
         self._restarts = restarts or Restarts()
         # The engine in use (`_Live`), or where none runs (`_Refusing`); None once stopped.
@@ -323,20 +322,16 @@ class ContinuousBatcher:
         else:
             job.future.set_result(answer.found)
 
-    async def submit(self, lines: list[str], key: SearchSettings, segments: Segments) -> list[str]:
-        """The translations of `lines`, in order (`key.n_best` a line, as `translate_lines` gives
-        them), searched as `segments` (the server cut and tokenised them: `continuous.prepare`);
-        QueueFull when the sentences the engine holds would pass the bound."""
+    async def submit(
+        self, lines: list[str], key: SearchSettings, segments: Segments
+    ) -> list[list[Found]]:
+        """Each of `segments`' hypotheses (`lines` are theirs, cut and tokenised by the server:
+        `continuous.prepare`); QueueFull when the sentences the engine holds would pass the
+        bound."""
         if not lines:
             return []
         check_room(self.queued_sentences, segments.sentences, self.max_queued_sentences)
-        job = Job(
-            lines,
-            key,
-            segments.sentences,
-            segments.tokens,
-            asyncio.get_running_loop().create_future(),
-        )
+        job = Job.of(lines, key, segments)
         self._tickets += 1
         request_id = self._tickets
         self._sent[request_id] = _Sent(job, segments)
@@ -348,8 +343,7 @@ class ContinuousBatcher:
             if self._sent.pop(request_id, None) is not None:  # not answered: dropped
                 self.queued_sentences -= job.sentences
                 self._engine.send(Cancel(request_id))
-        # Off the event loop: detokenising a long request's translations takes a while.
-        return await asyncio.to_thread(self._finish, segments, found, key.n_best)
+        return found
 
     def fail_all(self, error: Exception) -> None:
         """Every request sent and not answered fails with `error` now (the server's drain time is

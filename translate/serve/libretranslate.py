@@ -18,7 +18,8 @@ from itertools import islice
 
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import JSONResponse
-from starlette.datastructures import UploadFile
+from starlette.datastructures import FormData, UploadFile
+from starlette.types import Message, Scope
 
 from translate.serve.detection import Detected
 from translate.serve.schema import invalid_unicode, parse_json
@@ -76,8 +77,10 @@ class LibreRequest:
     async def from_form(cls, request: Request) -> LibreRequest:
         """The query string's fields, then the form's (urlencoded or multipart), as LibreTranslate
         reads them; a form's line breaks as LibreTranslate leaves them (LF, no final one)."""
-        try:
-            form = await request.form()
+        service: Service = request.app.state.service
+        body = await request.body()
+        try:  # off the event loop: a megabyte of form takes a while to read
+            form = await service.off_loop(read_form, request.scope, body)
         except (UnicodeError, LookupError):  # a charset such as punycode that fails on any text
             raise HTTPException(
                 400, "Invalid request: the form's charset cannot be read; send UTF-8"
@@ -114,6 +117,19 @@ class LibreRequest:
                     f"Invalid request: {field} holds a lone surrogate at character {position}",
                 )
         return self
+
+
+def read_form(scope: Scope, body: bytes) -> FormData:
+    """The form of a request whose `body` has arrived, read as Starlette reads it (urlencoded or
+    multipart), by an event loop of its own: run in a worker thread."""
+
+    async def receive() -> Message:
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    async def read() -> FormData:
+        return await Request(scope, receive).form()
+
+    return asyncio.run(read())
 
 
 def _form_line_breaks(text: str) -> str:
@@ -209,12 +225,12 @@ async def translate(service: Service, request: Request, call: LibreRequest) -> J
     source = None if auto else _language(service, call.source)
     target = _language(service, call.target)
     # Off the event loop: markup is read in time linear in its size, up to its caps.
-    items = await asyncio.to_thread(read_items, texts, html, service.settings.max_line_chars)
+    items = await service.off_loop(read_items, texts, html, service.settings.max_line_chars)
     # Each piece is at least one sentence: a request over the limit by its pieces alone is
     # refused before detection and tokenising.
     service.check_sentences(sum(len(item.pieces) for item in items))
     if auto:
-        detected = await asyncio.to_thread(
+        detected = await service.off_loop(
             lambda: [service.detector.ranked(item.words())[0] for item in items]
         )
     else:
@@ -388,7 +404,7 @@ async def detect(request: Request) -> JSONResponse:
     if not call.q:
         raise HTTPException(400, "Invalid request: missing q parameter")
     check_char_limit(service, texts)
-    found = await asyncio.to_thread(service.detector.detect_all, texts)
+    found = await service.off_loop(service.detector.detect_all, texts)
     return JSONResponse(
         [
             {"confidence": item.confidence, "language": service.codes.libre[item.language]}

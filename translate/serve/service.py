@@ -7,11 +7,13 @@ import asyncio
 import hmac
 import logging
 import time
-from concurrent.futures import BrokenExecutor
+from collections.abc import Callable
+from concurrent.futures import BrokenExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from functools import partial
 from importlib import resources
 from itertools import islice
+from typing import TypeVar
 
 from fastapi import HTTPException
 from starlette.datastructures import Headers
@@ -37,6 +39,8 @@ from translate.serve.supervision import ModelUnavailable
 from translate.text.language_codes import LanguageCodes
 from translate.text.protected import lost_spans
 from translate.text.sentences import is_blank, join_lines, lines_of
+
+T = TypeVar("T")
 
 WARM_UP_LINE = "Hello."
 # --batching batch: the lines of a request that join the queue at a time, each share once the one
@@ -127,6 +131,10 @@ class Service:
         self.limiter = RateLimiter(settings.req_limit) if settings.req_limit else None
         self.cache = AnswerCache(settings.cache_entries)
         self.metrics.watch_cache(lambda: len(self.cache))
+        # Reading requests (sentence splitting, HTML, detection, tokenising) and writing answers
+        # run here, off the event loop: in one thread, so that the event loop waits for the
+        # interpreter lock behind one thread at most, not behind one a request.
+        self.reader = ThreadPoolExecutor(1, thread_name_prefix="translate-read")
         self.batcher: Batcher | None = None
         # What watches the model process (`model_down`): the continuous batcher, or the model
         # processes of `--batching batch`; set by `start`.
@@ -146,7 +154,6 @@ class Service:
                     if model
                     else partial(worker.EngineThread, self.loaded, settings.batch_tokens)
                 ),
-                partial(continuous.finish, self.loaded),
                 settings.max_queued_sentences,
                 on_batch=self.metrics.batch,
                 timeout=settings.model_timeout,
@@ -176,6 +183,11 @@ class Service:
         self.ready = False
         if self.batcher is not None:
             await self.batcher.stop()
+        self.reader.shutdown(wait=False, cancel_futures=True)
+
+    async def off_loop(self, work: Callable[..., T], *args) -> T:
+        """`work(*args)` run in the reader thread, the event loop free meanwhile."""
+        return await asyncio.get_running_loop().run_in_executor(self.reader, partial(work, *args))
 
     @property
     def model_down(self) -> str | None:
@@ -353,7 +365,7 @@ class Service:
         self.admit([work], api_key, address)
         outputs = await self.run(work)
         # Off the event loop too: the protected spans of a long request take a while to check.
-        translations, lost = await asyncio.to_thread(answered_items, split, outputs)
+        translations, lost = await self.off_loop(answered_items, split, outputs)
         return TranslateResponse(
             translations=translations,
             lost=lost,
@@ -371,16 +383,14 @@ class Service:
         self.metrics.looked_up(hits, len(lines) - hits)
         missing = list(dict.fromkeys(line for line, a in zip(lines, answered) if a is None))
         segments = (
-            await asyncio.to_thread(continuous.prepare, self.loaded, missing, key)
-            if missing
-            else None
+            await self.off_loop(continuous.prepare, self.loaded, missing, key) if missing else None
         )
         return Work(lines, key, answered, missing, segments)
 
     async def translated(self, lines: list[str], key: SearchSettings) -> list[str]:
         """`lines` translated by the model, past the cache and charged to no client: the
         server's own warm-up, which must reach the model."""
-        segments = await asyncio.to_thread(continuous.prepare, self.loaded, lines, key)
+        segments = await self.off_loop(continuous.prepare, self.loaded, lines, key)
         return await self._search(Work(lines, key, [None] * len(lines), lines, segments))
 
     async def run(self, work: Work) -> list[str]:
@@ -413,7 +423,8 @@ class Service:
         joining once the one before is answered, so that no request holds the queue."""
         lines, key, segments = work.missing, work.key, work.segments
         if self.settings.batching == "continuous":
-            return await self._submit_chunk(lines, key, segments)
+            found = await self._submit_chunk(lines, key, segments)
+            return await self.off_loop(continuous.finish, self.loaded, segments, found, key.n_best)
         translations: list[str] = []
         for start in range(0, len(lines), BATCH_SHARE):
             stop = start + BATCH_SHARE
@@ -423,7 +434,9 @@ class Service:
 
     async def _submit_chunk(
         self, lines: list[str], key: SearchSettings, segments: pipeline.Segments
-    ) -> list[str]:
+    ) -> list:
+        """The batcher's answer to `lines` (the continuous batcher's: each segment's hypotheses;
+        the whole batches': the texts), its refusals as HTTP errors."""
         try:
             return await self.batcher.submit(lines, key, segments)
         except QueueFull as fault:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import zip_longest
 from pathlib import Path
-from typing import Literal
+from typing import BinaryIO, Literal
 
 import numpy as np
 
@@ -22,34 +23,80 @@ class CorpusError(UsageError):
     """Input text that cannot be used as it is; the message names the file and line."""
 
 
+_LINE_END = re.compile(rb"\r\n|\n|\r")
+BLOCK = 1 << 16  # bytes read at a time
+
+
 def read_lines(path: str | Path) -> list[str]:
-    """All lines of a UTF-8 text file (gzip if it ends in .gz), without line ends."""
+    """All lines of a UTF-8 text file (gzip if it ends in .gz), without line ends (each line
+    ends at LF, CRLF or CR)."""
     return list(iter_lines(path))
 
 
-def iter_lines(path: str | Path) -> Iterator[str]:
-    """Stream the lines of a UTF-8 text file (gzip if it ends in .gz): nothing held in memory."""
+def split_lines(blocks: Iterable[bytes]) -> Iterator[bytes]:
+    """The lines of a byte stream given in blocks of any size, each with its end (`\n`, `\r\n`
+    or `\r`; a last line without one as it is). A `\r` that ends a block ends its line at once,
+    so a live stream is not kept waiting for the next block; a `\n` opening that next block is
+    the rest of the `\r\n` and is dropped."""
+    pending = bytearray()
+    after_cr = False
+    for block in blocks:
+        if not block:
+            continue
+        start = 1 if after_cr and block.startswith(b"\n") else 0
+        for match in _LINE_END.finditer(block, start):
+            pending += block[start : match.end()]
+            yield bytes(pending)
+            pending.clear()
+            start = match.end()
+        pending += block[start:]
+        after_cr = block.endswith(b"\r")
+    if pending:
+        yield bytes(pending)
+
+
+def read_blocks(handle: BinaryIO, live: bool) -> Iterator[bytes]:
+    """`handle`'s bytes, a block at a time; `live` (a terminal or pipe): what has arrived, so a
+    line is answered as soon as it comes."""
+    read = handle.read1 if live else handle.read
+    while block := read(BLOCK):
+        yield block
+
+
+def text_lines(handle: BinaryIO, name: str, live: bool) -> Iterator[str]:
+    """The lines of an open binary stream (standard input: `sys.stdin.buffer`), decoded, without
+    their ends; `name` is what an error calls the stream."""
+    return iter_decoded(split_lines(read_blocks(handle, live)), name)
+
+
+def iter_lines(path: str | Path, live: bool = False) -> Iterator[str]:
+    """Stream the lines of a UTF-8 text file (gzip if its name ends in .gz), nothing held in
+    memory (`text_lines`; `live`: a pipe, each line as it comes): a missing file, a directory,
+    or a truncated or unreadable one stops with the file's name."""
     path = Path(path)
     if not path.exists():
         raise CorpusError(f"{path}: no such file")
     if path.is_dir():
         raise CorpusError(f"{path}: is a directory, not a text file")
+    return _file_lines(path, live)
+
+
+def _file_lines(path: Path, live: bool) -> Iterator[str]:
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rb") as handle:
-        yield from iter_decoded(_checked_reads(handle, path), str(path))
-
-
-def _checked_reads(handle: Iterable[bytes], path: Path) -> Iterator[bytes]:
-    """The handle's lines; a truncated or corrupt gzip file, or a failed read, is an error naming
-    the file and the last line read whole."""
-    number = 0
-    try:
-        for number, raw in enumerate(handle, start=1):  # noqa: B007 - the except clause reads it
-            yield raw
-    except (EOFError, OSError, zlib.error) as error:
-        raise CorpusError(
-            f"{path}: unreadable after line {number} ({error}); is the file truncated?"
-        ) from None
+        lines = text_lines(handle, str(path), live)
+        number = 0
+        while True:
+            try:
+                line = next(lines)
+            except StopIteration:
+                return
+            except (EOFError, OSError, zlib.error) as error:
+                raise CorpusError(
+                    f"{path}: unreadable after line {number} ({error}); is the file truncated?"
+                ) from None
+            number += 1
+            yield line
 
 
 def decode_lines(stream: Iterable[bytes], name: str) -> list[str]:
