@@ -207,3 +207,17 @@ def test_unknown_hf_dataset_name_says_what_was_expected(monkeypatch):
         r"\(config 'de-en', split 'train'\).*expected a Hugging Face hub dataset",
     ):
         read_hf_dataset("no-such-owner/no-such-corpus", "train", "en", "de", config="de-en")
+
+
+@pytest.mark.parametrize("end", [b"\n", b"\r\n", b"\r"])
+def test_lines_end_at_lf_crlf_or_cr_in_plain_and_gzip_files(tmp_path, end):
+    """Every command reads its files through read_lines or iter_lines: a file of old Mac line
+    ends (CR) is as many lines as its LF twin, in parallel files too, never one long line."""
+    lines = ["Click OK.", "", "Save it.", "Close."]
+    data = end.join(line.encode() for line in lines) + end
+    (tmp_path / "a.en").write_bytes(data)
+    with gzip.open(tmp_path / "a.de.gz", "wb") as handle:
+        handle.write(data)
+    assert read_lines(tmp_path / "a.en") == lines
+    assert read_lines(tmp_path / "a.de.gz") == lines
+    assert read_parallel(tmp_path / "a.en", tmp_path / "a.de.gz") == list(zip(lines, lines))
