@@ -25,6 +25,7 @@ hypothesis = pytest.importorskip("hypothesis")
 from fastapi.testclient import TestClient  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from processes import process_table, served_metric, start_server, stop, wait_until  # noqa: E402
+from queued_engine import QueuedEngine  # noqa: E402
 from strategies import ANY_TEXT, JSON_VALUES  # noqa: E402
 
 from translate.decode.loaded_model import ModelShape, load_model  # noqa: E402
@@ -196,15 +197,16 @@ def test_continuous_batching_fails_only_the_requests_a_bad_setting_touches(loade
     assert finish(loaded, segments, answer.found, 1) == [alone(loaded, "Click OK.")]
 
 
-class FakeEngine:
+class FakeEngine(QueuedEngine):
     """An engine loop for the batcher alone: answers each line's characters upper-cased, fails a
-    request of "boom", holds its answers until `release` is set, and is gone after "die"."""
+    request of "boom", holds its answers until `release` is set, and is gone after "die"; what it
+    was sent is kept (`sent`)."""
 
     def __init__(self, started: list, release: threading.Event) -> None:
-        self.messages, self.answers = queue.Queue(), queue.Queue()
+        super().__init__()
         self.release, self.sent = release, []
         started.append(self)
-        threading.Thread(target=self._run, daemon=True).start()
+        self.start()
 
     def _run(self) -> None:
         while (message := self.messages.get()) is not None:
@@ -222,16 +224,7 @@ class FakeEngine:
 
     def send(self, message) -> None:
         self.sent.append(message)
-        self.messages.put(message)
-
-    def receive(self):
-        answer = self.answers.get()
-        if answer is EOFError:
-            raise EOFError
-        return answer
-
-    def stop(self) -> None:
-        self.messages.put(None)
+        super().send(message)
 
 
 def segments_of(lines: list[str]) -> Segments:
