@@ -209,12 +209,6 @@ class Engine(Protocol):
     def stop(self) -> None: ...
 
 
-@dataclass
-class _Sent:
-    job: Job
-    segments: Segments
-
-
 class ContinuousBatcher:
     """Continuous batching: a request's segments (the server cut and tokenised them) are sent to
     the engine loop at once (`translate.serve.continuous`), join its running search at one of the
@@ -252,7 +246,7 @@ class ContinuousBatcher:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._watching: asyncio.TimerHandle | None = None
         self._starting: asyncio.TimerHandle | None = None
-        self._sent: dict[int, _Sent] = {}
+        self._sent: dict[int, Job] = {}  # by request id: sent and not answered
         self._tickets = 0
 
     def start(self) -> None:
@@ -308,10 +302,9 @@ class ContinuousBatcher:
             return
         if not isinstance(answer, Answer):  # Loaded, Heartbeat, Failed: the watch's
             return
-        entry = self._sent.pop(answer.request_id, None)
-        if entry is None:  # its client left, or the drain failed it
+        job = self._sent.pop(answer.request_id, None)
+        if job is None:  # its client left, or the drain failed it
             return
-        job = entry.job
         self.queued_sentences -= job.sentences
         if self.on_batch is not None:
             self.on_batch(job.sentences, job.tokens, answer.seconds, answer.searching)
@@ -334,7 +327,7 @@ class ContinuousBatcher:
         job = Job.of(lines, key, segments)
         self._tickets += 1
         request_id = self._tickets
-        self._sent[request_id] = _Sent(job, segments)
+        self._sent[request_id] = job
         self.queued_sentences += job.sentences
         try:
             self._engine.send(Join(request_id, segments.ids, key))
@@ -348,9 +341,9 @@ class ContinuousBatcher:
     def fail_all(self, error: Exception) -> None:
         """Every request sent and not answered fails with `error` now (the server's drain time is
         over); what the engine still answers for them is dropped."""
-        for entry in list(self._sent.values()):
-            if not entry.job.future.done():
-                entry.job.future.set_exception(error)
+        for job in list(self._sent.values()):
+            if not job.future.done():
+                job.future.set_exception(error)
 
     async def stop(self) -> None:
         """The engine stopped once its step under way is done; its answers after that dropped."""
@@ -403,10 +396,10 @@ class ContinuousBatcher:
     def _fail_held(self, error: Exception) -> None:
         """Every request the engine held fails with `error`."""
         sent, self._sent = self._sent, {}
-        self.queued_sentences -= sum(entry.job.sentences for entry in sent.values())
-        for entry in sent.values():
-            if not entry.job.future.done():
-                entry.job.future.set_exception(error)
+        self.queued_sentences -= sum(job.sentences for job in sent.values())
+        for job in sent.values():
+            if not job.future.done():
+                job.future.set_exception(error)
 
     def _after_end(self, loaded_for: float | None, cause: str, detail: str) -> None:
         """The next engine started at once, or later (requests refused meanwhile), or never."""
@@ -420,9 +413,9 @@ class ContinuousBatcher:
 
     def _refuse(self, request_id: int, error: Exception) -> None:
         """A request sent while no engine runs fails at once."""
-        entry = self._sent.get(request_id)
-        if entry is not None and not entry.job.future.done():
-            entry.job.future.set_exception(error)
+        job = self._sent.get(request_id)
+        if job is not None and not job.future.done():
+            job.future.set_exception(error)
 
 
 @dataclass(frozen=True)

@@ -109,13 +109,15 @@ class _RunningSearch:
     search: Search
     target: pipeline.TargetTags
     waiting: dict[int, deque] = field(default_factory=dict)  # request -> (segment, source ids)
-    waiting_count: int = 0
     waited: int = 0  # steps the first waiting segment has waited
     tokens: dict = field(default_factory=dict)  # segment -> source tokens, of the segments searched
 
+    @property
+    def waiting_count(self) -> int:
+        return sum(map(len, self.waiting.values()))
+
     def wait(self, request_id: int, segment: tuple[int, int], ids: list[int]) -> None:
         self.waiting.setdefault(request_id, deque()).append((segment, ids))
-        self.waiting_count += 1
 
     def next_waiting(self) -> tuple[tuple[int, int], list[int]] | None:
         """The segment whose turn it is (of the request first in turn), without taking it."""
@@ -130,12 +132,11 @@ class _RunningSearch:
         entry = queue_.popleft()
         if queue_:
             self.waiting[request_id] = queue_
-        self.waiting_count -= 1
         return entry
 
     def forget(self, request_id: int) -> None:
         """A request's segments gone: those waiting dropped, those searched leaving the search."""
-        self.waiting_count -= len(self.waiting.pop(request_id, ()))
+        self.waiting.pop(request_id, None)
         searched = [segment for segment in self.tokens if segment[0] == request_id]
         if searched:
             self.search.drop(searched)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from prometheus_client import (
     CollectorRegistry,
     Counter,
@@ -61,9 +59,6 @@ class Metrics:
             "seconds the model spent translating batches",
             registry=self.registry,
         )
-
-    def watch_cache(self, entries: Callable[[], int]) -> None:
-        self.cache_entries.set_function(entries)
 
     def looked_up(self, hits: int, misses: int) -> None:
         """Lines looked up in the answer cache: `hits` answered from it, `misses` not."""

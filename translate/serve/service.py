@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import BrokenExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from functools import partial
+from functools import cached_property, partial
 from importlib import resources
 from itertools import islice
 from typing import TypeVar
@@ -63,12 +63,16 @@ class Work:
     missing: list[str]
     segments: pipeline.Segments | None
 
+    @cached_property
+    def missing_sentences(self) -> list[int]:
+        """Per missing line, the sentences the model searches for it (its segments)."""
+        return self.segments.sentences_of_lines() if self.segments is not None else []
+
     @property
     def sentences(self) -> int:
         """What the request costs: its sentences, as the model would search them (a line's
         segments), those the cache answers included."""
-        searched = self.segments.sentences_of_lines() if self.segments is not None else []
-        fresh = dict(zip(self.missing, searched))
+        fresh = dict(zip(self.missing, self.missing_sentences))
         return sum(
             fresh[line] if found is None else found.sentences
             for line, found in zip(self.lines, self.answered)
@@ -130,7 +134,7 @@ class Service:
         self.detector = Detector(languages)
         self.limiter = RateLimiter(settings.req_limit) if settings.req_limit else None
         self.cache = AnswerCache(settings.cache_entries)
-        self.metrics.watch_cache(lambda: len(self.cache))
+        self.metrics.cache_entries.set_function(lambda: len(self.cache))
         # Reading requests (sentence splitting, HTML, detection, tokenising) and writing answers
         # run here, off the event loop: in one thread, so that the event loop waits for the
         # interpreter lock behind one thread at most, not behind one a request.
@@ -399,18 +403,12 @@ class Service:
         cache for the next time. The batcher's refusals are HTTP errors (503 with Retry-After:
         the server is busy now)."""
         each = work.key.n_best
+        fresh: dict[str, tuple[str, ...]] = {}
         if work.segments is not None:
             found = await self._search(work)
-            sentences = work.segments.sentences_of_lines()
-            for index, line in enumerate(work.missing):
-                texts = tuple(found[index * each : (index + 1) * each])
-                self.cache.put(line, work.key, Answered(texts, sentences[index]))
-            fresh = {
-                line: found[index * each : (index + 1) * each]
-                for index, line in enumerate(work.missing)
-            }
-        else:
-            fresh = {}
+            for index, (line, sentences) in enumerate(zip(work.missing, work.missing_sentences)):
+                fresh[line] = tuple(found[index * each : (index + 1) * each])
+                self.cache.put(line, work.key, Answered(fresh[line], sentences))
         return [
             text
             for line, cached in zip(work.lines, work.answered)
