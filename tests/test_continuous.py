@@ -279,6 +279,18 @@ def assert_as_alone(model, sources: list[list[int]], found: dict, beam: int) -> 
         )
 
 
+def after_a_few_steps(engine, beam: int, monkeypatch):
+    """A dropping search holding every source, stepped `FEW_STEPS` times: the model, the search,
+    the sources, its decoder calls and what it answered so far."""
+    model, search, sources = dropping_search(engine, beam)
+    calls = DecoderRows(model, monkeypatch)
+    search.add(range(len(sources)), sources)
+    found = {}
+    for _ in range(FEW_STEPS):
+        found.update(search.step())
+    return model, search, sources, calls, found
+
+
 @pytest.mark.parametrize("engine, beam", DROP_ENGINES)
 def test_sentences_dropped_before_their_first_step_are_never_decoded(engine, beam, monkeypatch):
     """Dropped right after `add`, into an empty search and into a running one: they leave at
@@ -301,12 +313,7 @@ def test_sentences_dropped_before_their_first_step_are_never_decoded(engine, bea
 def test_sentences_dropped_mid_search_leave_at_once(engine, beam, monkeypatch):
     """After a few steps, with some sentences answered: the first and the last still searched
     leave; the next step decodes fewer rows, and the others get their answers."""
-    model, search, sources = dropping_search(engine, beam)
-    calls = DecoderRows(model, monkeypatch)
-    search.add(range(len(sources)), sources)
-    found = {}
-    for _ in range(FEW_STEPS):
-        found.update(search.step())
+    model, search, sources, calls, found = after_a_few_steps(engine, beam, monkeypatch)
     held = [i for i in range(len(sources)) if i not in found]
     assert found and len(held) == len(search) >= 4
     rows = rows_of_next_step(search)
@@ -345,12 +352,7 @@ def test_dropping_keys_the_search_does_not_hold_changes_nothing(engine, beam, mo
     rows and gives the answers of the same search without the drop, to the last bit."""
     runs = []
     for drop in (False, True):
-        model, search, sources = dropping_search(engine, beam)
-        calls = DecoderRows(model, monkeypatch)
-        search.add(range(len(sources)), sources)
-        found = {}
-        for _ in range(FEW_STEPS):
-            found.update(search.step())
+        model, search, sources, calls, found = after_a_few_steps(engine, beam, monkeypatch)
         if drop:
             held = len(search)
             answered = next(iter(found))

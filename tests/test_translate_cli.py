@@ -33,6 +33,22 @@ from translate.text.protected import describe, lost_spans
 from translate.text.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
 LINES = ["Click OK.", "", "Choose Tools - Macros - Organize Dialogs.", "Last line."]
+TRANSLATE_NBEST = translate.decode.pipeline.translate_nbest
+
+
+def recorded_translations(monkeypatch, stop_after: int | None = None) -> list[str]:
+    """The lines translate-cli has translated from now on, as they are translated (the list
+    returned); with `stop_after`, a Ctrl-C (KeyboardInterrupt) once that many are done."""
+    translated: list[str] = []
+
+    def recording(loaded, lines, *args, **kwargs):
+        if stop_after is not None and len(translated) == stop_after:
+            raise KeyboardInterrupt
+        translated.extend(lines)
+        return TRANSLATE_NBEST(loaded, lines, *args, **kwargs)
+
+    monkeypatch.setattr(translate.decode.pipeline, "translate_nbest", recording)
+    return translated
 
 
 @pytest.fixture(scope="module")
@@ -495,16 +511,7 @@ def test_a_stopped_run_resumes_where_it_stopped_and_gives_one_run_s_output(
     assert len(whole) == 24
 
     out = tmp_path / "out"
-    translated = []
-    original = translate.decode.pipeline.translate_nbest
-
-    def stops_on_second_chunk(loaded, lines, *args, **kwargs):
-        if len(translated) == 5:
-            raise KeyboardInterrupt
-        translated.extend(lines)
-        return original(loaded, lines, *args, **kwargs)
-
-    monkeypatch.setattr(translate.decode.pipeline, "translate_nbest", stops_on_second_chunk)
+    recorded_translations(monkeypatch, stop_after=5)  # on the second chunk
     code, _, err = run(files, capsys, *settings, "--chunk-lines", "5", "--output", str(out))
     assert code == 130 and "the translations of the first 5 input lines are in" in err
     assert not out.exists()
@@ -529,12 +536,7 @@ def test_a_stopped_run_resumes_where_it_stopped_and_gives_one_run_s_output(
     )
     assert code == 2 and "another --beam than" in err
 
-    def counts_lines(loaded, lines, *args, **kwargs):
-        translated.extend(lines)
-        return original(loaded, lines, *args, **kwargs)
-
-    monkeypatch.setattr(translate.decode.pipeline, "translate_nbest", counts_lines)
-    translated.clear()
+    translated = recorded_translations(monkeypatch)
     code, _, err = run(
         files, capsys, *settings, "--chunk-lines", "5", "--output", str(out), "--resume"
     )
@@ -814,16 +816,7 @@ def test_a_run_over_cr_line_ends_resumes_at_the_line_it_stopped(
     code, expected, err = run(files, capsys, "--beam", "2", "--source", str(source))
     assert code == 0, err
     assert expected.count("\n") == 2 * len(LINES)
-    original = translate.decode.pipeline.translate_nbest
-    translated = []
-
-    def stops_on_third_chunk(loaded, lines, *args, **kwargs):
-        if len(translated) == 6:
-            raise KeyboardInterrupt
-        translated.extend(lines)
-        return original(loaded, lines, *args, **kwargs)
-
-    monkeypatch.setattr(translate.decode.pipeline, "translate_nbest", stops_on_third_chunk)
+    translated = recorded_translations(monkeypatch, stop_after=6)  # on the third chunk
     out = tmp_path / "out.de"
     settings = ["--beam", "2", "--output", str(out), "--chunk-lines", "3"]
     for resumed_from in ("\r", "\r\n"):
