@@ -89,11 +89,10 @@ def test_a_texts_lines_are_translated_each_and_a_forms_line_breaks_as_libretrans
     assert form.json() == answer
 
 
-@pytest.mark.parametrize("batching", ["continuous", "batch"])
-def test_alternatives_are_the_beams_other_hypotheses_without_repeats(loaded, batching):
+def test_alternatives_are_the_beams_other_hypotheses_without_repeats(loaded):
     """n-best lists through either batcher: the first the translation, the others its
     alternatives, less the empty ones, the repeats and the translation itself."""
-    with TestClient(create_app(loaded, ServeSettings(batching=batching))) as client:
+    with TestClient(create_app(loaded, ServeSettings())) as client:
         answer = client.post(
             "/translate", json={"q": ENGLISH, "source": "en", "target": "de", "alternatives": 3}
         ).json()

@@ -34,7 +34,6 @@ from translate.serve.supervision import ModelStartError, ModelUnavailable, Resta
 needs_proc = pytest.mark.skipif(
     not Path("/proc/self/stat").exists(), reason="finds the model process through /proc"
 )
-BATCHINGS = pytest.mark.parametrize("batching", ["continuous", "batch"])
 TEXTS = (f"Click the button number {number}." for number in itertools.count())  # none cached
 
 
@@ -102,11 +101,8 @@ def served(checkpoint: Path, *flags: str):
 
 
 @needs_proc
-@BATCHINGS
-def test_a_stopped_model_process_gets_503_within_the_model_timeout_and_is_replaced(
-    checkpoint_path, batching
-):
-    with served(checkpoint_path, "--model-timeout", "2", "--batching", batching) as server:
+def test_a_stopped_model_process_gets_503_within_the_model_timeout_and_is_replaced(checkpoint_path):
+    with served(checkpoint_path, "--model-timeout", "2") as server:
         stopped = server.model_process()
         os.kill(stopped, signal.SIGSTOP)
         answered: dict[str, object] = {}
@@ -143,11 +139,10 @@ def test_a_stopped_model_process_gets_503_within_the_model_timeout_and_is_replac
 
 
 @needs_proc
-@BATCHINGS
 def test_a_killed_model_process_is_logged_and_ready_says_503_until_a_new_one_has_loaded(
-    checkpoint_path, batching
+    checkpoint_path,
 ):
-    with served(checkpoint_path, "--batching", batching) as server:
+    with served(checkpoint_path) as server:
         killed = server.model_process()
         os.kill(killed, signal.SIGKILL)
         statuses: list[int] = []
@@ -163,16 +158,13 @@ def test_a_killed_model_process_is_logged_and_ready_says_503_until_a_new_one_has
 
 
 @needs_proc
-@BATCHINGS
-def test_restarts_back_off_and_give_up_while_the_checkpoint_is_gone(
-    checkpoint_path, tmp_path, batching
-):
+def test_restarts_back_off_and_give_up_while_the_checkpoint_is_gone(checkpoint_path, tmp_path):
     """The first restart comes at once, then 1, 2, 4, 8 s apart; after five in a row that could
     not load, one line says why and what to do, /ready says it gave up and requests get 503 at
     once."""
     checkpoint = tmp_path / "model.ckpt"
     shutil.copy(checkpoint_path, checkpoint)
-    with served(checkpoint, "--batching", batching) as server:
+    with served(checkpoint) as server:
         checkpoint.rename(tmp_path / "moved.ckpt")
         os.kill(server.model_process(), signal.SIGKILL)
         wait_until(lambda: "gave up" in server.ready().text, "/ready saying it gave up", 240, 0.25)

@@ -13,7 +13,6 @@ import subprocess
 import sys
 import threading
 import time
-from concurrent.futures import BrokenExecutor
 from dataclasses import replace
 from pathlib import Path
 
@@ -33,7 +32,7 @@ from translate.decode.pipeline import Part, Segments, translate_lines  # noqa: E
 from translate.decode.settings import SearchSettings  # noqa: E402
 from translate.files import file_digest  # noqa: E402
 from translate.serve.app import ServeSettings, create_app  # noqa: E402
-from translate.serve.batching import Batcher, ContinuousBatcher, QueueFull  # noqa: E402
+from translate.serve.batching import ContinuousBatcher, QueueFull  # noqa: E402
 from translate.serve.continuous import (  # noqa: E402
     Answer,
     Cancel,
@@ -47,6 +46,7 @@ from translate.serve.launch import (  # noqa: E402
     free_loopback_port,
     wait_until_ready,
 )
+from translate.serve.supervision import ModelUnavailable  # noqa: E402
 from translate.serve.worker import ONEDNN_CACHES  # noqa: E402
 from translate.text.protected import lost_spans  # noqa: E402
 
@@ -79,31 +79,6 @@ def test_translations_come_back_in_order_one_per_line(loaded):
         assert body["translations"][1] == body["translations"][3] == ""
         greedy = client.post("/translate", json={"text": LINES[:1], "beam": 1}).json()
         assert greedy["translations"] == [alone(loaded, LINES[0], beam=1)]
-
-
-def test_concurrent_requests_share_batches_and_match_lines_translated_alone(loaded):
-    calls = []
-
-    def translate(lines, key):
-        calls.append(len(lines))
-        return translate_lines(
-            loaded, lines, SearchSettings(beam=key.beam, length_penalty=key.length_penalty)
-        ), 0.0
-
-    async def scenario():
-        batcher = Batcher(translate, batch_tokens=10_000, max_wait=0.2, max_queued_sentences=100)
-        batcher.start()
-        try:
-            key = SearchSettings(beam=5, length_penalty=1.0)
-            return await asyncio.gather(
-                *(batcher.submit([line], key, segments_of([line])) for line in LINES)
-            )
-        finally:
-            await batcher.stop()
-
-    results = asyncio.run(scenario())
-    assert [r[0] for r in results] == [alone(loaded, line) for line in LINES]
-    assert calls == [len(LINES)]  # one batch for the five requests
 
 
 def test_continuous_batching_answers_each_request_as_translate_cli_does_alone(loaded):
@@ -265,7 +240,7 @@ def test_the_continuous_batcher_fails_a_failed_request_alone_and_replaces_an_eng
             )
             with pytest.raises(RuntimeError, match="the search broke"):
                 await batcher.submit(["boom"], key)
-            with pytest.raises(BrokenExecutor):
+            with pytest.raises(ModelUnavailable):
                 await batcher.submit(["die"], key)
             return first, await batcher.submit(["d"], key), batcher.queued_sentences
         finally:
@@ -303,105 +278,6 @@ def test_lines_the_engine_holds_count_against_the_queue_bound_until_answered_or_
 
     assert asyncio.run(scenario()) == (["A", "B"], 2, 0)
     assert Cancel(2) in started[0].sent
-
-
-def test_a_lone_request_does_not_wait_for_company_but_one_after_a_shared_batch_does():
-    calls = []
-
-    def translate(lines, key):
-        calls.append(len(lines))
-        return lines, 0.0
-
-    async def scenario():
-        # A wait longer than any test: a request held for it would time out below. Two lines
-        # fill a batch, so a request held after a shared batch goes as soon as one joins it.
-        batcher = Batcher(translate, batch_tokens=4, max_wait=3600.0, max_queued_sentences=100)
-        batcher.start()
-        key = SearchSettings(beam=1, length_penalty=0.0)
-
-        def submit(line: str):
-            return batcher.submit([line], key, segments_of([line]))  # two tokens a line
-
-        try:
-            await asyncio.wait_for(submit("a"), 60)  # not held: no company came
-            # A batch of two.
-            await asyncio.gather(submit("b"), submit("c"))
-            first = asyncio.ensure_future(submit("d"))
-            for _ in range(1000):  # until the batcher has taken "d" and waits for company
-                if batcher._queue.empty() and batcher.queued_sentences == 1:
-                    break
-                await asyncio.sleep(0)
-            assert batcher._queue.empty() and calls == [1, 2]
-            await asyncio.wait_for(asyncio.gather(first, submit("e")), 60)
-        finally:
-            await batcher.stop()
-
-    asyncio.run(scenario())
-    assert calls == [1, 2, 2]  # "d" waited after the shared batch, and "e" joined it
-
-
-def test_a_client_that_left_does_not_break_the_batch(loaded):
-    async def scenario():
-        release = threading.Event()
-
-        started = threading.Event()
-
-        def translate(lines, key):
-            started.set()
-            release.wait(5)
-            return [line.upper() for line in lines], 0.0
-
-        batcher = Batcher(translate, batch_tokens=100, max_wait=0.05, max_queued_sentences=100)
-        batcher.start()
-        key = SearchSettings(beam=1, length_penalty=0.0)
-        leaving = asyncio.ensure_future(batcher.submit(["a"], key, segments_of(["a"])))
-        staying = asyncio.ensure_future(batcher.submit(["b"], key, segments_of(["b"])))
-        # Both in the batch under way: submitted together, they are collected together.
-        assert await asyncio.get_running_loop().run_in_executor(None, started.wait, 30)
-        leaving.cancel()
-        release.set()
-        result = await staying
-        await batcher.stop()
-        return result, leaving.cancelled()
-
-    assert asyncio.run(scenario()) == (["B"], True)
-
-
-def test_a_dead_worker_fails_its_batch_and_is_replaced():
-    """A worker process that dies (killed, out of memory) breaks its executor: that batch's
-    requests fail, and the next batch runs in a new worker."""
-    from concurrent.futures import ThreadPoolExecutor
-    from concurrent.futures.process import BrokenProcessPool
-
-    started = []
-
-    class Broken(ThreadPoolExecutor):
-        def submit(self, *args, **kwargs):
-            raise BrokenProcessPool("a child process terminated abruptly")
-
-    def new_worker():
-        started.append(len(started))
-        return Broken(1) if len(started) == 1 else ThreadPoolExecutor(1)
-
-    async def scenario():
-        batcher = Batcher(
-            lambda lines, key: ([line.upper() for line in lines], 0.0),
-            batch_tokens=100,
-            max_wait=0.0,
-            max_queued_sentences=100,
-            new_worker=new_worker,
-        )
-        batcher.start()
-        key = SearchSettings(beam=1, length_penalty=0.0)
-        try:
-            with pytest.raises(BrokenProcessPool):
-                await batcher.submit(["a"], key, segments_of(["a"]))
-            return await batcher.submit(["b"], key, segments_of(["b"]))
-        finally:
-            await batcher.stop()
-
-    assert asyncio.run(scenario()) == ["B"]
-    assert started == [0, 1]
 
 
 @pytest.mark.parametrize(
@@ -616,7 +492,6 @@ def test_info_metrics_and_the_page(loaded, checkpoint_path):
         assert (
             info["tie_embeddings"] == "all"
             and info["joint_vocab"] is True
-            and info["batching"] == "continuous"
             and info["protects_spans"] is False
         )
         assert info["checkpoint_sha256"] == file_digest(checkpoint_path)
@@ -678,8 +553,6 @@ def test_the_real_server_batches_concurrent_clients_and_drains_on_sigterm(checkp
         checkpoint_path,
         "--api-key-env",
         "SERVE_TEST_KEY",
-        "--max-wait-ms",
-        "50",
         env={"SERVE_TEST_KEY": "k"},
     )
     try:

@@ -9,11 +9,9 @@
     GET  /metrics     Prometheus metrics;  GET /docs: the OpenAPI page
 
 Lines of concurrent requests are translated together: they join the model's running search
-between two of its steps (or, with --batching batch, wait at most --max-wait-ms to share a
-batch), under --batch-tokens; every line's translation is what translate-cli gives it. The
-model runs in a process of its own. SIGTERM
-or Ctrl-C stops accepting requests and finishes those in flight within --drain-seconds; the
-rest get 503 with Retry-After.
+between two of its steps, under --batch-tokens; every line's translation is what translate-cli
+gives it. The model runs in a process of its own. SIGTERM or Ctrl-C stops accepting requests
+and finishes those in flight within --drain-seconds; the rest get 503 with Retry-After.
 
 Set TRANSLATE_DEBUG=1 for a traceback instead of a one-line error.
 """
@@ -78,27 +76,10 @@ def build_parser() -> argparse.ArgumentParser:
         "413 for a request of more (default: no limit)",
     )
     parser.add_argument(
-        "--batching",
-        default="continuous",
-        choices=["continuous", "batch"],
-        help="continuous (default): requests join the running search between two steps and are "
-        "answered at the step they are done; batch: each batch is translated to its end "
-        "before the next starts",
-    )
-    parser.add_argument(
         "--batch-tokens",
         type=int,
         default=BATCH_TOKENS,
         help=f"source tokens per batch, or in the running search (default: {BATCH_TOKENS})",
-    )
-    parser.add_argument(
-        "--max-wait-ms",
-        type=float,
-        default=10.0,
-        help="--batching batch: how long a request waits for others to share its batch, after a "
-        "batch that had several (0: never wait; requests that queued meanwhile still share one); "
-        "continuous batching never waits: a request joins the running search at its next steps "
-        "(default: 10)",
     )
     parser.add_argument(
         "--max-sentences",
@@ -192,10 +173,8 @@ def settings_error(args: argparse.Namespace) -> str | None:
             f"--max-sentences {args.max_sentences} is over --max-queued-sentences "
             f"{args.max_queued_sentences}: such a request could never be queued"
         )
-    for flag in ("max_wait_ms", "drain_seconds"):
-        value = getattr(args, flag)
-        if not 0 <= value < float("inf"):
-            return f"--{flag.replace('_', '-')} must be 0 or more (and finite), got {value}"
+    if not 0 <= args.drain_seconds < float("inf"):
+        return f"--drain-seconds must be 0 or more (and finite), got {args.drain_seconds}"
     if not 0 < args.model_timeout < float("inf"):
         return f"--model-timeout must be more than 0 (and finite), got {args.model_timeout}"
     if not 0 <= args.port < 65536:
@@ -242,14 +221,12 @@ def serve(args: argparse.Namespace) -> int:
             loaded.target_token_mask(lang)
     settings = ServeSettings(
         batch_tokens=args.batch_tokens,
-        max_wait_ms=args.max_wait_ms,
         max_sentences=args.max_sentences,
         max_line_chars=args.max_line_chars,
         max_body_bytes=args.max_body_bytes,
         max_queued_sentences=args.max_queued_sentences,
         cache_entries=args.cache_entries,
         max_beam=args.max_beam,
-        batching=args.batching,
         api_key=key,
         req_limit=args.req_limit,
         char_limit=args.char_limit,

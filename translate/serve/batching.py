@@ -1,25 +1,15 @@
-"""Dynamic batching for translate-serve: the sentences of concurrent requests translated together.
-
-By default (`ContinuousBatcher`, at the end) each request is sent to the model's engine loop
-at once and joins its running search between two steps. With `--batching batch` (`Batcher`),
-requests wait in one queue; the batching task takes
-the first, then keeps taking requests until their source tokens reach the token budget or
-`max_wait` has passed since the first (no wait after a batch of one request),
-and translates all their lines in one call of the same length-sorted, token-budgeted search
-translate-cli runs (requests asking for other search settings go in their own call). The
-model runs in one worker (a thread, or the process of `translate.serve.worker`), so the event
-loop keeps accepting requests meanwhile; a worker process that dies fails its batch's requests
-and is replaced for the next.
+"""Continuous batching for translate-serve, the server's side: each request's segments (the
+server cut and tokenised them) are sent to the model's engine loop (`translate.serve.continuous`,
+in the model's process) at once and join its running search between two steps; a thread reads
+the answers back to the requests' futures and watches the engine (`translate.serve.supervision`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import logging
 import threading
 from collections.abc import Callable
-from concurrent.futures import BrokenExecutor, Executor
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -69,133 +59,6 @@ class Job:
         """The job of `lines`, searched as `segments`, answered through a new future."""
         future = asyncio.get_running_loop().create_future()
         return cls(lines, key, segments.sentences, segments.tokens, future)
-
-
-class Batcher:
-    def __init__(
-        self,
-        translate: Callable[[list[str], SearchSettings], tuple[list[str], float]],
-        batch_tokens: int,
-        max_wait: float,
-        max_queued_sentences: int,
-        on_batch: Callable[[int, int, float], None] | None = None,
-        new_worker: Callable[[], Executor] | None = None,
-    ) -> None:
-        self.translate = translate  # the translations of a batch and the seconds the model took
-        self.batch_tokens = batch_tokens
-        self.max_wait = max_wait
-        self.max_queued_sentences = max_queued_sentences
-        # Called with (sentences, source tokens, model seconds) of each batch, for the metrics.
-        self.on_batch = on_batch
-        self.queued_sentences = 0
-        self._queue: asyncio.Queue[Job] = asyncio.Queue()
-        self._new_worker = new_worker or (
-            lambda: concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="translate")
-        )
-        self._worker = self._new_worker()
-        self._task: asyncio.Task | None = None
-        self._last_batch_jobs = 0
-        self._unanswered: set[Job] = set()  # waiting, or being translated
-
-    def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run())
-
-    async def stop(self) -> None:
-        """The batching task stopped, and the worker with it once the batch under way ends; the
-        calls queued behind it are dropped."""
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-        self._worker.shutdown(wait=True, cancel_futures=True)
-
-    async def submit(self, lines: list[str], key: SearchSettings, segments: Segments) -> list[str]:
-        """The translations of `lines`, in order (`key.n_best` a line, as `translate_lines` gives
-        them), `segments` their segments as the server cut them (for the queue's count and the
-        token budget); QueueFull when the queue is at its bound."""
-        if not lines:
-            return []
-        check_room(self.queued_sentences, segments.sentences, self.max_queued_sentences)
-        job = Job.of(lines, key, segments)
-        self.queued_sentences += job.sentences
-        self._unanswered.add(job)
-        try:
-            await self._queue.put(job)
-            return await job.future  # cancelled with the request when its client goes away
-        finally:
-            self._unanswered.discard(job)
-
-    def fail_all(self, error: Exception) -> None:
-        """Every request waiting or being translated fails with `error` now (the server's drain
-        time is over); what the worker still returns for them is dropped."""
-        for job in list(self._unanswered):
-            if not job.future.done():
-                job.future.set_exception(error)
-
-    def _fail(self, jobs: list[Job], error: Exception) -> None:
-        """`jobs` fail with `error` (those whose client is still there); a worker broken for good
-        is replaced for the next. The model's processes (`worker.ModelProcesses`, whose failures
-        are `ModelUnavailable`) are replaced by the worker itself, logged and backed off."""
-        for job in jobs:
-            if not job.future.done():
-                job.future.set_exception(error)
-        if isinstance(error, BrokenExecutor) and not isinstance(error, ModelUnavailable):
-            self._worker.shutdown(wait=False)
-            self._worker = self._new_worker()
-
-    async def _collect(self) -> list[Job]:
-        """The first waiting job and those that arrive within `max_wait`, up to the token budget.
-
-        After a batch of one request there is no wait: a lone client would only pay for it, and
-        under load requests queue while the model works and join without one."""
-        jobs = [await self._queue.get()]
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + (self.max_wait if self._last_batch_jobs > 1 else 0.0)
-        tokens = jobs[0].tokens
-        while tokens < self.batch_tokens:
-            try:
-                job = self._queue.get_nowait()
-            except asyncio.QueueEmpty:
-                remaining = deadline - loop.time()
-                if remaining <= 0:
-                    break
-                try:
-                    job = await asyncio.wait_for(self._queue.get(), remaining)
-                except TimeoutError:
-                    break
-            jobs.append(job)
-            tokens += job.tokens
-        self._last_batch_jobs = len(jobs)
-        return jobs
-
-    async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            jobs = await self._collect()
-            self.queued_sentences -= sum(job.sentences for job in jobs)
-            groups: dict[SearchSettings, list[Job]] = {}
-            for job in jobs:
-                if not job.future.done():  # a client that left is not translated for
-                    groups.setdefault(job.key, []).append(job)
-            for key, group in groups.items():
-                lines = [line for job in group for line in job.lines]
-                try:
-                    outputs, seconds = await loop.run_in_executor(
-                        self._worker, self.translate, lines, key
-                    )
-                except Exception as error:  # one bad batch fails its own requests, not the server
-                    self._fail(group, error)
-                    continue
-                if self.on_batch is not None:
-                    self.on_batch(
-                        sum(job.sentences for job in group),
-                        sum(job.tokens for job in group),
-                        seconds,
-                    )
-                start, each = 0, key.n_best
-                for job in group:
-                    if not job.future.done():
-                        job.future.set_result(outputs[start : start + each * len(job.lines)])
-                    start += each * len(job.lines)
 
 
 class Engine(Protocol):

@@ -61,7 +61,6 @@ MAX_ERRORS_LISTED = 5  # of a request's validation errors, in its one-line messa
 @dataclass
 class ServeSettings:
     batch_tokens: int = 4096
-    max_wait_ms: float = 10.0  # --batching batch: how long a request waits to share a batch
     # A request's sentences: what the model searches (each line, each sentence of a
     # LibreTranslate text or HTML text node, and each sentence of a line too long for the model).
     max_sentences: int = 1024
@@ -70,7 +69,6 @@ class ServeSettings:
     max_body_bytes: int = 1 << 20
     max_queued_sentences: int = 4096  # sent to the model and not answered, of every request
     max_beam: int = 16
-    batching: str = "continuous"  # or "batch": each batch translated to its end before the next
     api_key: str | None = None
     req_limit: int | None = None  # sentences a minute per API key or client address
     cache_entries: int = 10_000  # lines whose answers are kept for when they come again; 0: none

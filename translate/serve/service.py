@@ -8,7 +8,7 @@ import hmac
 import logging
 import time
 from collections.abc import Callable
-from concurrent.futures import BrokenExecutor, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from functools import cached_property, partial
 from importlib import resources
@@ -24,7 +24,7 @@ from translate.decode.settings import SearchSettings
 from translate.defaults import LENGTH_PENALTY_RANGE
 from translate.serve import continuous, worker
 from translate.serve.answer_cache import AnswerCache, Answered
-from translate.serve.batching import Batcher, ContinuousBatcher, QueueFull, ShuttingDown
+from translate.serve.batching import ContinuousBatcher, QueueFull, ShuttingDown
 from translate.serve.detection import Detector
 from translate.serve.metrics import Metrics
 from translate.serve.rate_limit import RateLimiter
@@ -43,9 +43,6 @@ from translate.text.sentences import is_blank, join_lines, lines_of
 T = TypeVar("T")
 
 WARM_UP_LINE = "Hello."
-# --batching batch: the lines of a request that join the queue at a time, each share once the one
-# before is answered, so that another client's line waits behind at most one share a request.
-BATCH_SHARE = 64
 
 
 log = logging.getLogger("translate.serve")
@@ -139,10 +136,7 @@ class Service:
         # run here, off the event loop: in one thread, so that the event loop waits for the
         # interpreter lock behind one thread at most, not behind one a request.
         self.reader = ThreadPoolExecutor(1, thread_name_prefix="translate-read")
-        self.batcher: Batcher | None = None
-        # What watches the model process (`model_down`): the continuous batcher, or the model
-        # processes of `--batching batch`; set by `start`.
-        self.model_watch: ContinuousBatcher | worker.ModelProcesses | None = None
+        self.batcher: ContinuousBatcher | None = None
         self.ready = False
         self.draining = False
 
@@ -151,29 +145,16 @@ class Service:
         thread of this one) started, and a warm-up line translated: then ready. The model
         process is watched from then on (`model_down`)."""
         model, settings = self.model_process, self.settings
-        if settings.batching == "continuous":
-            self.batcher = ContinuousBatcher(
-                (
-                    partial(worker.start_engine, model)
-                    if model
-                    else partial(worker.EngineThread, self.loaded, settings.batch_tokens)
-                ),
-                settings.max_queued_sentences,
-                on_batch=self.metrics.batch,
-                timeout=settings.model_timeout,
-            )
-            self.model_watch = self.batcher
-        else:
-            processes = worker.start(model, settings.model_timeout) if model else None
-            self.model_watch = processes
-            self.batcher = Batcher(
-                worker.ModelState.translate if model else self.translate_in_server,
-                settings.batch_tokens,
-                settings.max_wait_ms / 1000,
-                settings.max_queued_sentences,
-                on_batch=self.metrics.batch,
-                new_worker=(lambda: processes) if processes else None,
-            )
+        self.batcher = ContinuousBatcher(
+            (
+                partial(worker.start_engine, model)
+                if model
+                else partial(worker.EngineThread, self.loaded, settings.batch_tokens)
+            ),
+            settings.max_queued_sentences,
+            on_batch=self.metrics.batch,
+            timeout=settings.model_timeout,
+        )
         self.batcher.start()
         self.metrics.queue_depth.set_function(lambda: self.batcher.queued_sentences)
         first_target = self.targets[0] if self.multilingual else None
@@ -198,8 +179,7 @@ class Service:
         """Why the model cannot translate now (/ready answers 503 with it): its process is
         loading again, down, given up or not answering; None while it can (or runs in a thread
         of this process)."""
-        watch = self.model_watch
-        return watch.down if watch is not None else None
+        return self.batcher.down if self.batcher is not None else None
 
     def begin_drain(self) -> None:
         """On SIGTERM: no new translations, and those in flight get `drain_seconds`; whatever is
@@ -214,10 +194,6 @@ class Service:
         asyncio.get_running_loop().call_later(
             self.settings.drain_seconds, self.batcher.fail_all, ShuttingDown(message)
         )
-
-    def translate_in_server(self, lines: list[str], key: SearchSettings) -> tuple[list[str], float]:
-        """A batch translated in the server's own process, where no model process runs."""
-        return worker.timed_translation(self.loaded, lines, key, self.settings.batch_tokens)
 
     def key_accepted(self, headers: Headers) -> bool:
         """Whether the headers (X-API-Key or Authorization: Bearer) hold the key, or none is set."""
@@ -417,26 +393,10 @@ class Service:
 
     async def _search(self, work: Work) -> list[str]:
         """The missing lines translated by the model: at once in the engine loop, whose queue is
-        fair between requests; with `--batching batch`, in shares of `BATCH_SHARE` lines, each
-        joining once the one before is answered, so that no request holds the queue."""
+        fair between requests; the batcher's refusals as HTTP errors."""
         lines, key, segments = work.missing, work.key, work.segments
-        if self.settings.batching == "continuous":
-            found = await self._submit_chunk(lines, key, segments)
-            return await self.off_loop(continuous.finish, self.loaded, segments, found, key.n_best)
-        translations: list[str] = []
-        for start in range(0, len(lines), BATCH_SHARE):
-            stop = start + BATCH_SHARE
-            share = segments.of_lines(start, stop)
-            translations += await self._submit_chunk(lines[start:stop], key, share)
-        return translations
-
-    async def _submit_chunk(
-        self, lines: list[str], key: SearchSettings, segments: pipeline.Segments
-    ) -> list:
-        """The batcher's answer to `lines` (the continuous batcher's: each segment's hypotheses;
-        the whole batches': the texts), its refusals as HTTP errors."""
         try:
-            return await self.batcher.submit(lines, key, segments)
+            found = await self.batcher.submit(lines, key, segments)
         except QueueFull as fault:
             raise HTTPException(
                 503, f"the server is busy: {fault}; retry shortly", headers={"Retry-After": "1"}
@@ -447,13 +407,7 @@ class Service:
             raise HTTPException(
                 503, str(fault), headers={"Retry-After": str(fault.retry_after)}
             ) from None
-        except BrokenExecutor:
-            raise HTTPException(
-                503,
-                "the model process stopped while translating this request (killed or out of "
-                "memory); a new one is starting, retry shortly",
-                headers={"Retry-After": "5"},
-            ) from None
+        return await self.off_loop(continuous.finish, self.loaded, segments, found, key.n_best)
 
     def info(self) -> dict:
         loaded, settings = self.loaded, self.settings
@@ -476,7 +430,6 @@ class Service:
             # whether numbers, placeholders and the like are translated as sentinels
             "protects_spans": bool(loaded.data.protect_spans),
             "search_defaults": self.defaults,
-            "batching": settings.batching,
             "limits": {
                 "max_sentences": settings.max_sentences,
                 "max_queued_sentences": settings.max_queued_sentences,

@@ -10,7 +10,6 @@ import logging
 import math
 import signal
 import time
-from concurrent.futures import BrokenExecutor
 from dataclasses import dataclass
 
 from translate.serve.continuous import Failed, Loaded
@@ -21,7 +20,7 @@ LOAD_TIMEOUT = 600.0  # seconds a model process has to load its model
 FAILURE_CHARS = 400  # of a load error's message, in the log
 
 
-class ModelUnavailable(BrokenExecutor):
+class ModelUnavailable(Exception):
     """No model process can answer a request: the one holding it stopped or stalled, a new one is
     yet to start, or the server gave up starting them. `retry_after`: seconds, for Retry-After."""
 
