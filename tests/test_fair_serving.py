@@ -85,8 +85,8 @@ def http_scope(body: bytes) -> dict:
         "http_version": "1.1",
         "method": "POST",
         "scheme": "http",
-        "path": "/translate",
-        "raw_path": b"/translate",
+        "path": "/v1/translate",
+        "raw_path": b"/v1/translate",
         "query_string": b"",
         "root_path": "",
         "headers": [
@@ -135,7 +135,7 @@ def test_a_client_that_disconnects_is_cancelled_and_its_sentences_leave_the_queu
 
     held, after, sent, metrics = asyncio.run(scenario())
     assert held == len(MANY) and after == 0 and sent == []
-    left = metrics.requests.labels("/translate", "499")._value.get()
+    left = metrics.requests.labels("/v1/translate", "499")._value.get()
     assert left == 1
 
 
@@ -152,7 +152,7 @@ def test_tokenising_a_request_runs_off_the_event_loop(loaded, monkeypatch):
     monkeypatch.setattr(continuous, "prepare", recorded)
     with TestClient(create_app(loaded, ServeSettings())) as client:
         threads.clear()  # the warm-up's
-        native = client.post("/translate", json={"text": ["Click OK."]})
+        native = client.post("/v1/translate", json={"text": ["Click OK."]})
         libre = client.post("/translate", json={"q": "Save it.", "source": "en", "target": "de"})
         loop_thread = client.portal.call(lambda: threading.current_thread())
     assert native.status_code == libre.status_code == 200
@@ -189,9 +189,9 @@ def test_repeated_texts_are_answered_from_the_cache_unless_it_is_off(loaded):
     for entries, again in ((100, 0), (0, 2)):
         with TestClient(create_app(loaded, ServeSettings(cache_entries=entries))) as client:
             body = {"text": ["Click OK.", "Save it."]}
-            first = client.post("/translate", json=body).json()["translations"]
+            first = client.post("/v1/translate", json=body).json()["translations"]
             before = searched(client)
-            second = client.post("/translate", json=body).json()["translations"]
+            second = client.post("/v1/translate", json=body).json()["translations"]
             assert second == first and searched(client) - before == again
-            other = client.post("/translate", json={**body, "beam": 2})
+            other = client.post("/v1/translate", json={**body, "beam": 2})
             assert other.status_code == 200 and searched(client) - before == again + 2

@@ -84,7 +84,7 @@ def test_translate_cli_writes_back_what_was_typed(protected_checkpoint, tmp_path
 
 
 def test_the_native_api_writes_back_what_was_typed_and_reports_nothing_lost(client):
-    answer = client.post("/translate", json={"text": PROBES})
+    answer = client.post("/v1/translate", json={"text": PROBES})
     assert answer.status_code == 200, answer.text
     body = answer.json()
     for probe, translation in zip(PROBES, body["translations"], strict=True):

@@ -163,6 +163,12 @@ def test_detect_and_the_other_routes_answer_as_libretranslate_does(client):
         ({"source": "en", "target": "de"}, 400, "Invalid request: missing q parameter"),
         ({"q": "", "source": "en", "target": "de"}, 400, "Invalid request: missing q parameter"),
         ({"q": [], "source": "en", "target": "de"}, 400, "Invalid request: missing q parameter"),
+        (
+            {"text": ["a"]},
+            400,
+            "Invalid request: missing q parameter (a body of text lines is the native API's: "
+            "POST /v1/translate)",
+        ),
         ({"q": "a", "target": "de"}, 400, "Invalid request: missing source parameter"),
         ({"q": "a", "source": "en"}, 400, "Invalid request: missing target parameter"),
         ({"q": "a", "source": "fr", "target": "de"}, 400, "fr is not supported"),
@@ -309,7 +315,9 @@ def test_the_rate_is_counted_per_key_or_address_in_texts_and_refused_with_429(lo
         refused = limited.post("/translate", json=call)
         assert (refused.status_code, refused.json()) == (429, {"error": "Slowdown: 3 per 1 minute"})
         assert limited.post("/detect", json={"q": "a"}).status_code == 200  # the third
-        assert limited.post("/translate", json={"text": ["a"]}).status_code == 429  # the native too
+        assert (
+            limited.post("/v1/translate", json={"text": ["a"]}).status_code == 429
+        )  # the native too
         assert limited.get("/languages").status_code == 200  # not counted, as LibreTranslate's
 
 
@@ -536,7 +544,7 @@ def test_a_request_over_the_rate_itself_is_a_413_never_a_429_forever(loaded):
         refused = limited.post("/translate", json={"q": "Click OK. Save it. Close. Open.", **call})
         assert refused.status_code == 413, refused.text
         assert refused.json()["error"].endswith("at most 3 a minute per client (--req-limit)")
-        native = limited.post("/translate", json={"text": ["Click OK.\nSave.\nClose.\nOpen."]})
+        native = limited.post("/v1/translate", json={"text": ["Click OK.\nSave.\nClose.\nOpen."]})
         assert native.status_code == 413 and "(--req-limit)" in native.json()["error"]
         assert (
             limited.post("/translate", json={"q": "Click OK. Save it.", **call}).status_code == 200
@@ -555,8 +563,10 @@ def test_lines_and_text_nodes_are_charged_against_the_rate(loaded):
             {"error": "Slowdown: 60 per 1 minute"},
         )
     with TestClient(create_app(loaded, ServeSettings(req_limit=60))) as native:
-        assert native.post("/translate", json={"text": ["\n".join(["a"] * 60)]}).status_code == 200
-        assert native.post("/translate", json={"text": ["a"]}).status_code == 429
+        assert (
+            native.post("/v1/translate", json={"text": ["\n".join(["a"] * 60)]}).status_code == 200
+        )
+        assert native.post("/v1/translate", json={"text": ["a"]}).status_code == 429
 
 
 @pytest.mark.parametrize("charset", ["punycode", "idna", "unicode_escape", "utf-7", "nonsense"])
@@ -834,7 +844,7 @@ def test_hostile_clients_of_a_real_server_a_body_cut_short_and_forged_forwarding
         assert metric(base, 499) == len(starts) and metric(base, 500) == 0
         answers = [
             httpx.post(
-                f"{base}/translate", json={"text": ["a"]}, headers={"X-Forwarded-For": address}
+                f"{base}/v1/translate", json={"text": ["a"]}, headers={"X-Forwarded-For": address}
             ).status_code
             for address in ("10.0.0.1", "10.0.0.2", "10.0.0.3")
         ]
@@ -849,7 +859,7 @@ def test_hostile_clients_of_a_real_server_a_body_cut_short_and_forged_forwarding
     try:
         answers = [
             httpx.post(
-                f"{base}/translate", json={"text": ["a"]}, headers={"X-Forwarded-For": address}
+                f"{base}/v1/translate", json={"text": ["a"]}, headers={"X-Forwarded-For": address}
             ).status_code
             for address in ("10.0.0.1", "10.0.0.2", "10.0.0.1")
         ]

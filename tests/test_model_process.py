@@ -77,7 +77,7 @@ class Served:
         return httpx.get(f"{self.base}/ready", timeout=10)
 
     def translate(self, lines: list[str], **fields) -> httpx.Response:
-        return httpx.post(f"{self.base}/translate", json={"text": lines, **fields}, timeout=60)
+        return httpx.post(f"{self.base}/v1/translate", json={"text": lines, **fields}, timeout=60)
 
     def end(self) -> None:
         """The server and every process it started, at once."""

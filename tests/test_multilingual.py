@@ -568,7 +568,7 @@ def test_the_server_writes_the_language_each_request_asks_for(trained):
     with TestClient(create_app(loaded, ServeSettings())) as client:
         for lang in ("de", "ja"):
             response = client.post(
-                "/translate", json={"text": lines, "target_lang": lang, "beam": 2}
+                "/v1/translate", json={"text": lines, "target_lang": lang, "beam": 2}
             )
             assert response.status_code == 200, response.text
             body = response.json()

@@ -71,13 +71,13 @@ def test_translations_come_back_in_order_one_per_line(loaded):
     with client_for(loaded) as client:
         assert client.get("/ready").json() == {"status": "ready"}
         assert client.get("/health").status_code == 200
-        response = client.post("/translate", json={"text": LINES})
+        response = client.post("/v1/translate", json={"text": LINES})
         assert response.status_code == 200, response.text
         body = response.json()
         assert body["beam"] == 5 and body["target_lang"] is None
         assert body["translations"] == [alone(loaded, line) for line in LINES]
         assert body["translations"][1] == body["translations"][3] == ""
-        greedy = client.post("/translate", json={"text": LINES[:1], "beam": 1}).json()
+        greedy = client.post("/v1/translate", json={"text": LINES[:1], "beam": 1}).json()
         assert greedy["translations"] == [alone(loaded, LINES[0], beam=1)]
 
 
@@ -345,7 +345,7 @@ def test_bad_requests_are_refused_in_one_shape_naming_the_field_or_limit(
 ):
     with client_for(loaded, max_sentences=3, max_line_chars=50) as client:
         response = client.post(
-            "/translate", content=body.encode(), headers={"content-type": "application/json"}
+            "/v1/translate", content=body.encode(), headers={"content-type": "application/json"}
         )
         assert response.status_code == status
         assert list(response.json()) == ["error"] and words in response.json()["error"]
@@ -355,7 +355,7 @@ def test_bad_requests_are_refused_in_one_shape_naming_the_field_or_limit(
 def test_a_length_penalty_in_range_and_a_known_source_language_are_taken(loaded):
     with client_for(loaded) as client:
         body = {"text": LINES[:1], "length_penalty": 5, "source_lang": "en"}
-        response = client.post("/translate", json=body)
+        response = client.post("/v1/translate", json=body)
         assert response.status_code == 200 and response.json()["length_penalty"] == 5.0
         assert response.json()["translations"] == translate_lines(
             loaded, LINES[:1], SearchSettings(beam=5, length_penalty=5.0)
@@ -365,11 +365,11 @@ def test_a_length_penalty_in_range_and_a_known_source_language_are_taken(loaded)
 def test_errors_of_every_route_come_in_one_shape_and_every_status_is_counted(loaded):
     with client_for(loaded, max_body_bytes=100) as client:
         assert client.get("/nowhere").json() == {"error": "Not Found"}
-        assert client.get("/translate").json() == {"error": "Method Not Allowed"}
-        response = client.post("/translate", json={"text": ["a" * 200]})
+        assert client.get("/v1/translate").json() == {"error": "Method Not Allowed"}
+        response = client.post("/v1/translate", json={"text": ["a" * 200]})
         assert response.status_code == 413 and "--max-body-bytes" in response.json()["error"]
         metrics = client.get("/metrics").text
-    for path, status in (("other", 404), ("/translate", 405), ("/translate", 413)):
+    for path, status in (("other", 404), ("/v1/translate", 405), ("/v1/translate", 413)):
         assert f'translate_requests_total{{path="{path}",status="{status}"}} 1.0' in metrics
 
 
@@ -379,11 +379,11 @@ def test_an_unexpected_fault_is_a_counted_500_in_the_one_shape_without_its_trace
     with client_for(loaded) as client:
         service = client.app.state.service
         monkeypatch.setattr(service, "check_lines", lambda text: 1 / 0)
-        response = client.post("/translate", json={"text": ["a"]})
+        response = client.post("/v1/translate", json={"text": ["a"]})
         assert response.status_code == 500
         assert response.json() == {"error": "internal error: the server's log says more"}
         assert (
-            'translate_requests_total{path="/translate",status="500"} 1.0'
+            'translate_requests_total{path="/v1/translate",status="500"} 1.0'
             in client.get("/metrics").text
         )
 
@@ -424,7 +424,7 @@ def test_no_request_body_gets_a_5xx_but_503(loaded):
         def no_server_error(body):
             content = body if isinstance(body, bytes) else body.encode()
             response = client.post(
-                "/translate", content=content, headers={"content-type": "application/json"}
+                "/v1/translate", content=content, headers={"content-type": "application/json"}
             )
             assert response.status_code < 500 or response.status_code == 503, (body, response.text)
             if response.status_code == 200:
@@ -441,10 +441,10 @@ def test_a_full_queue_answers_503_with_retry_after(loaded):
     with client_for(loaded, max_queued_sentences=4, max_sentences=4) as client:
         batcher = client.app.state.service.batcher
         batcher.queued_sentences = 3  # other requests' lines, waiting
-        response = client.post("/translate", json={"text": ["a", "b"]})
+        response = client.post("/v1/translate", json={"text": ["a", "b"]})
         assert response.status_code == 503 and response.headers["retry-after"] == "1"
         batcher.queued_sentences = 0
-        assert client.post("/translate", json={"text": ["a", "b", "c", "d"]}).status_code == 200
+        assert client.post("/v1/translate", json={"text": ["a", "b", "c", "d"]}).status_code == 200
 
 
 def test_an_items_lines_are_translated_each_and_its_line_breaks_kept(loaded):
@@ -455,29 +455,29 @@ def test_an_items_lines_are_translated_each_and_its_line_breaks_kept(loaded):
     item = f"{lines[0]}\r\n{lines[1]}\n{lines[2]}\n{lines[3]}"
     expected = translate_lines(loaded, lines, SearchSettings(beam=5, length_penalty=1.0))
     with client_for(loaded, req_limit=4) as client:
-        response = client.post("/translate", json={"text": [item, "Click OK."]})
+        response = client.post("/v1/translate", json={"text": [item, "Click OK."]})
         assert response.status_code == 200, response.text
         assert response.json()["translations"] == [
             f"{expected[0]}\r\n{expected[1]}\n\n{expected[3]}",
             expected[0],
         ]
         assert expected[2] == ""
-        assert client.post("/translate", json={"text": ["a"]}).status_code == 429  # 4 spent
+        assert client.post("/v1/translate", json={"text": ["a"]}).status_code == 429  # 4 spent
 
 
 def test_the_api_key_is_required_where_set(loaded):
     with client_for(loaded, api_key="s3cret") as client:
-        assert client.post("/translate", json={"text": ["a"]}).status_code == 401
+        assert client.post("/v1/translate", json={"text": ["a"]}).status_code == 401
         assert (
             client.post(
-                "/translate", json={"text": ["a"]}, headers={"X-API-Key": "s3cre"}
+                "/v1/translate", json={"text": ["a"]}, headers={"X-API-Key": "s3cre"}
             ).status_code
             == 401
         )
         assert client.get("/metrics").status_code == 401
         assert (
             client.post(
-                "/translate", json={"text": ["a"]}, headers={"X-API-Key": "s3cret"}
+                "/v1/translate", json={"text": ["a"]}, headers={"X-API-Key": "s3cret"}
             ).status_code
             == 200
         )
@@ -495,9 +495,9 @@ def test_info_metrics_and_the_page(loaded, checkpoint_path):
             and info["protects_spans"] is False
         )
         assert info["checkpoint_sha256"] == file_digest(checkpoint_path)
-        first = client.post("/translate", json={"text": LINES}).json()["translations"]
-        again = client.post("/translate", json={"text": LINES}).json()["translations"]
-        client.post("/translate", json={"text": ["a"], "beam": 0})
+        first = client.post("/v1/translate", json={"text": LINES}).json()["translations"]
+        again = client.post("/v1/translate", json={"text": LINES}).json()["translations"]
+        client.post("/v1/translate", json={"text": ["a"], "beam": 0})
         metrics = client.get("/metrics").text
         # the warm-up line and the three lines of the request that hold words, searched once: the
         # second request's five lines are the answer cache's
@@ -506,8 +506,8 @@ def test_info_metrics_and_the_page(loaded, checkpoint_path):
         assert 'translate_cache_lookups_total{result="miss"} 5.0' in metrics
         assert 'translate_cache_lookups_total{result="hit"} 5.0' in metrics
         assert "translate_cache_entries 5.0" in metrics
-        assert 'translate_requests_total{path="/translate",status="200"} 2.0' in metrics
-        assert 'translate_requests_total{path="/translate",status="422"} 1.0' in metrics
+        assert 'translate_requests_total{path="/v1/translate",status="200"} 2.0' in metrics
+        assert 'translate_requests_total{path="/v1/translate",status="422"} 1.0' in metrics
         assert (
             "translate_batch_sentences_bucket" in metrics
             and "translate_queued_sentences 0.0" in metrics
@@ -536,7 +536,7 @@ def test_the_api_page_loads_its_assets_from_the_server(loaded):
             assert asset.startswith("/"), f"{asset} is not served by this server"
             response = client.get(asset)
             assert response.status_code == 200 and len(response.content) > 1000, asset
-        assert client.get("/openapi.json").json()["paths"]["/translate"]
+        assert client.get("/openapi.json").json()["paths"]["/v1/translate"]
 
 
 def test_serving_does_not_load_the_training_stack():
@@ -561,7 +561,7 @@ def test_the_real_server_batches_concurrent_clients_and_drains_on_sigterm(checkp
         def client(index: int) -> None:
             lines = LINES[index % len(LINES) :] + [f"Line {index}."]
             response = httpx.post(
-                f"{base}/translate", json={"text": lines}, headers={"X-API-Key": "k"}, timeout=60
+                f"{base}/v1/translate", json={"text": lines}, headers={"X-API-Key": "k"}, timeout=60
             )
             results[index] = (lines, response.json()["translations"])
 
@@ -589,7 +589,7 @@ def test_the_real_server_batches_concurrent_clients_and_drains_on_sigterm(checkp
 
         def long_request() -> None:
             response = httpx.post(
-                f"{base}/translate",
+                f"{base}/v1/translate",
                 json={"text": slow_lines, "beam": 16},
                 headers={"X-API-Key": "k"},
                 timeout=120,
@@ -678,7 +678,7 @@ def test_an_over_limit_chunked_body_is_refused_as_it_arrives_and_a_wrong_key_bef
         assert grown < 16 << 10, f"the server's peak memory grew by {grown} KiB"
         assert (
             httpx.post(
-                f"{base}/translate", json={"text": ["a"]}, headers={"X-API-Key": "k"}
+                f"{base}/v1/translate", json={"text": ["a"]}, headers={"X-API-Key": "k"}
             ).status_code
             == 200
         )
@@ -696,7 +696,7 @@ def test_sigterm_answers_in_flight_requests_within_the_drain_and_the_rest_with_5
 
         def client(index: int) -> None:
             body = {"text": [f"{words} {index} {line}." for line in range(48)], "beam": 16}
-            answers[index] = httpx.post(f"{base}/translate", json=body, timeout=60)
+            answers[index] = httpx.post(f"{base}/v1/translate", json=body, timeout=60)
 
         threads = [threading.Thread(target=client, args=(index,)) for index in range(16)]
         for thread in threads:
@@ -770,7 +770,7 @@ def test_a_killed_model_process_is_replaced_and_a_killed_server_leaves_none(
         # held at that moment gets 503 with Retry-After (a test of the batcher checks it), the
         # next is translated by the new process.
         for _ in range(100):
-            answered = httpx.post(f"{base}/translate", json={"text": LINES[:1]}, timeout=60)
+            answered = httpx.post(f"{base}/v1/translate", json={"text": LINES[:1]}, timeout=60)
             if answered.status_code != 503:
                 break
             assert answered.headers["retry-after"] == "5"
@@ -828,7 +828,7 @@ def test_the_page_translates_in_a_real_browser(checkpoint_path, loaded, tmp_path
             alone(loaded, "Choose Tools - Options."),
         ]
         assert (tmp_path / "page.png").stat().st_size > 0
-        assert "/translate" in operations and requested
+        assert "/v1/translate" in operations and requested
         assert all(url.startswith(base + "/") or url.startswith("data:") for url in requested), (
             requested
         )
@@ -880,7 +880,7 @@ def test_the_server_s_own_copy_of_the_checkpoint_holds_no_weights(checkpoint_pat
 def test_the_native_api_names_the_protected_tokens_each_translation_lacks(loaded):
     texts = ["Click button 36.", "Open the file.", "Press Ctrl+S.\nSelect cell 15."]
     with client_for(loaded) as client:
-        body = client.post("/translate", json={"text": texts}).json()
+        body = client.post("/v1/translate", json={"text": texts}).json()
     expected = []
     for text, translation in zip(texts, body["translations"]):
         pairs = zip(text.split("\n"), translation.split("\n"), strict=True)

@@ -1,8 +1,8 @@
 """`translate-serve --checkpoint CKPT`: an HTTP translation service.
 
-    POST /translate   {"text": ["...", ...], "beam": 5, "target_lang": "de"} -> {"translations": [...]}
-                      or LibreTranslate's {"q": ..., "source": "auto", "target": "de", "format": "html"}
-    LibreTranslate's  GET /languages, POST /detect, GET /frontend/settings (its clients work as is)
+    POST /v1/translate  {"text": ["...", ...], "beam": 5, "target_lang": "de"} -> {"translations": [...]}
+    LibreTranslate's  POST /translate {"q": ..., "source": "auto", "target": "de", "format": "html"},
+                      GET /languages, POST /detect, GET /frontend/settings (its clients work as is)
     GET  /            a page to type text into and translate
     GET  /health      alive;  GET /ready: ready once the model has translated a warm-up line
     GET  /info        languages, tie mode, vocabulary, checkpoint digest, limits

@@ -31,6 +31,7 @@ from translate.serve import libretranslate
 from translate.serve.guard import RequestGuard
 from translate.serve.schema import (
     KEY_REQUIRED,
+    NATIVE_TRANSLATE,
     ErrorResponse,
     ServeSettings,
     TranslateRequest,
@@ -54,32 +55,49 @@ def service_of(request: Request) -> Service:
 
 
 @router.post(
-    "/translate",
+    NATIVE_TRANSLATE,
     response_model=TranslateResponse,
     responses=ERRORS,
     openapi_extra={
         "requestBody": {
-            "description": "the native API's JSON {\"text\": [...]}, or LibreTranslate's fields "
-            "(q, source, target, format, alternatives, api_key) as JSON, a form or a query",
-            "content": {"application/json": {"schema": TranslateRequest.model_json_schema()}},
+            "content": {"application/json": {"schema": TranslateRequest.model_json_schema()}}
+        }
+    },
+)
+async def translate_lines(request: Request) -> Response:
+    """The native API: lines in, a translation (or `n_best`) a line out, in order."""
+    return await unless_client_leaves(request, native_translate(request))
+
+
+async def native_translate(request: Request) -> Response:
+    service = service_of(request)
+    if not service.key_accepted(request.headers):
+        return error(401, KEY_REQUIRED)
+    try:
+        body = TranslateRequest.model_validate(parse_json(await request.body()))
+    except ValidationError as fault:
+        return error(422, validation_message(fault))
+    address = libretranslate.client_address(request)
+    answer = await service.translate(body, header_key(request.headers), address)
+    return JSONResponse(answer.model_dump())
+
+
+@router.post(
+    "/translate",
+    responses=ERRORS,
+    openapi_extra={
+        "requestBody": {
+            "description": "LibreTranslate's fields (q, source, target, format, alternatives, "
+            "api_key) as JSON, a form or a query"
         }
     },
 )
 async def translate(request: Request) -> Response:
-    """Both APIs share the path: a JSON body with LibreTranslate's fields (q), or any form or
-    query, is LibreTranslate's; any other body is the native API's."""
+    """LibreTranslate's API, where its clients (Mastodon, Discourse, Nextcloud, Weblate, ...)
+    send it."""
     service = service_of(request)
-    if not libretranslate.is_json(request):
-        call = await libretranslate.LibreRequest.from_form(request)
-        work = libretranslate.translate(service, request, call)
-    else:
-        parsed = parse_json(await request.body())
-        if not libretranslate.is_libretranslate(parsed):
-            work = native_translate(service, request, parsed)
-        else:
-            call = libretranslate.LibreRequest.from_json(parsed)
-            work = libretranslate.translate(service, request, call)
-    return await unless_client_leaves(request, work)
+    call = await libretranslate.read_request(request)
+    return await unless_client_leaves(request, libretranslate.translate(service, request, call))
 
 
 async def unless_client_leaves(request: Request, work: Coroutine[Any, Any, Response]) -> Response:
@@ -107,18 +125,6 @@ async def client_gone(request: Request) -> None:
     `http.disconnect`, sent when the connection closes (or once the response is complete)."""
     while (await request.receive())["type"] != "http.disconnect":
         pass
-
-
-async def native_translate(service: Service, request: Request, parsed: object) -> Response:
-    if not service.key_accepted(request.headers):
-        return error(401, KEY_REQUIRED)
-    try:
-        body = TranslateRequest.model_validate(parsed)
-    except ValidationError as fault:
-        return error(422, validation_message(fault))
-    address = libretranslate.client_address(request)
-    answer = await service.translate(body, header_key(request.headers), address)
-    return JSONResponse(answer.model_dump())
 
 
 @router.get("/health")

@@ -12,7 +12,14 @@ from starlette.datastructures import Headers
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from translate.serve.schema import CORS_HEADERS, KEY_IN_BODY, KEY_REQUIRED, PROTECTED, error
+from translate.serve.schema import (
+    CORS_HEADERS,
+    KEY_IN_BODY,
+    KEY_REQUIRED,
+    PROTECTED,
+    TRANSLATE_ROUTES,
+    error,
+)
 from translate.serve.service import Service, header_key
 
 CORS = [(name.lower().encode(), value.encode()) for name, value in CORS_HEADERS.items()]
@@ -126,7 +133,7 @@ class RequestGuard:
                 f"{service.settings.max_body_bytes} bytes (--max-body-bytes)",
                 Connection="close",
             )
-        if service.draining and scope["path"] == "/translate":
+        if service.draining and scope["path"] in TRANSLATE_ROUTES:
             return error(
                 503,
                 "the server is shutting down; retry",

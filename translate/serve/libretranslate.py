@@ -22,7 +22,7 @@ from starlette.datastructures import FormData, UploadFile
 from starlette.types import Message, Scope
 
 from translate.serve.detection import Detected
-from translate.serve.schema import invalid_unicode, parse_json
+from translate.serve.schema import NATIVE_TRANSLATE, invalid_unicode, parse_json
 from translate.serve.service import Service, Work
 from translate.text.language_codes import as_libretranslate_reads, language_name
 from translate.text.markup import HtmlFragment, MarkupTooLarge
@@ -32,14 +32,6 @@ router = APIRouter()
 
 FIELDS = frozenset({"q", "source", "target", "format", "alternatives", "api_key"})
 FORMATS = ("text", "html")
-
-
-def is_libretranslate(parsed: object) -> bool:
-    """A JSON body is LibreTranslate's when it has q, or fields of LibreTranslate's and no text
-    (the native API's); any other body is the native API's, and so are its errors."""
-    if not isinstance(parsed, dict):
-        return False
-    return "q" in parsed or ("text" not in parsed and bool(FIELDS & parsed.keys()))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -57,6 +49,12 @@ class LibreRequest:
     def from_json(cls, parsed: object) -> LibreRequest:
         if not isinstance(parsed, dict):
             raise HTTPException(400, "Invalid JSON format")
+        if "q" not in parsed and "text" in parsed:
+            raise HTTPException(
+                400,
+                f"Invalid request: missing q parameter (a body of text lines is the native API's: "
+                f"POST {NATIVE_TRANSLATE})",
+            )
         q = parsed.get("q")
         if not (q is None or isinstance(q, str) or _strings(q)):
             raise HTTPException(400, "Invalid request: q must be a string or a list of strings")

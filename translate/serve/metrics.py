@@ -9,7 +9,7 @@ from prometheus_client import (
     Histogram,
 )
 
-from translate.serve.schema import ROUTES
+from translate.serve.schema import ROUTES, TRANSLATE_ROUTES
 
 
 class Metrics:
@@ -79,5 +79,5 @@ class Metrics:
     def request(self, path: str, status: int, seconds: float) -> None:
         # Bounded label values: an unknown path counts as "other".
         self.requests.labels(path if path in ROUTES else "other", str(status)).inc()
-        if path == "/translate":
+        if path in TRANSLATE_ROUTES:
             self.latency.observe(seconds)

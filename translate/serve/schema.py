@@ -22,7 +22,11 @@ from pydantic import (
 from translate.decode.settings import SearchSettings
 from translate.defaults import LENGTH_PENALTY_RANGE
 
-PROTECTED = ("/translate", "/detect", "/info", "/metrics")  # need the API key where one is set
+# The native API's route; LibreTranslate's keeps /translate, which its clients hard-code.
+NATIVE_TRANSLATE = "/v1/translate"
+TRANSLATE_ROUTES = (NATIVE_TRANSLATE, "/translate")
+# These need the API key where one is set.
+PROTECTED = (*TRANSLATE_ROUTES, "/detect", "/info", "/metrics")
 KEY_REQUIRED = "a valid API key is required (header X-API-Key or Authorization: Bearer)"
 # LibreTranslate's clients send the key in the body: without a key header, these routes read the
 # body (up to --max-body-bytes) before they check it.
@@ -30,6 +34,7 @@ KEY_IN_BODY = ("/translate", "/detect")
 
 ROUTES = (
     "/",
+    NATIVE_TRANSLATE,
     "/translate",
     "/health",
     "/ready",
