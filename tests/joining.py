@@ -1,17 +1,36 @@
 """Sentences joining a running search at random steps, and the checks that each gets what the
-whole-batch oracles (tests/search_oracle.py) give it alone: shared by the continuous searches
-(test_continuous.py) and the slot table's (test_slots.py)."""
+whole-batch oracles (tests/search_oracle.py) give it alone (test_continuous.py)."""
 
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 
 import torch
 from search_oracle import beam_search, full_prefix_log_probs, greedy_search, random_sources
 from tolerances import search_terms, within_rounding
 
-from translate.decode.continuous import ContinuousBeamSearch, ContinuousGreedySearch
+from translate.decode.search import Search
+from translate.decode.settings import SearchPlan, SentinelIds
 from translate.text.vocab import PAD_ID
+
+
+def running_search(
+    model,
+    beam: int = 1,
+    alpha: float = 1.0,
+    n_best: int = 1,
+    max_len_a: float = 1.5,
+    max_len_b: int = 10,
+    allowed_tokens: torch.Tensor | None = None,
+    never: Sequence[int] = (),
+    sentinels: SentinelIds | None = None,
+) -> Search:
+    """The product's search of `model` under these settings (beam 1: greedy)."""
+    plan = SearchPlan(
+        beam, alpha, n_best, max_len_a, max_len_b, allowed_tokens, tuple(never), sentinels
+    )
+    return Search(model, plan)
 
 
 def sources_of(seed: int, count: int) -> list[list[int]]:
@@ -22,13 +41,13 @@ def sources_of(seed: int, count: int) -> list[list[int]]:
 
 
 def run_continuously(
-    search: ContinuousBeamSearch | ContinuousGreedySearch,
+    search: Search,
     sources: list[list[int]],
     seed: int,
     starts: list[int] | None = None,
 ) -> dict[int, list]:
     """Every sentence joins at a random step (some several at once, some into an empty search);
-    what each was answered with (hypotheses, or greedy tokens), by sentence_id."""
+    what each was answered with (its hypotheses), by sentence_id."""
     rng = random.Random(seed)
     waiting, answered, steps = list(range(len(sources))), {}, 0
     while waiting or len(search):
@@ -100,5 +119,12 @@ def check_greedy_joins(model, search, seed: int) -> None:
             start=torch.tensor([starts[index]]),
             never=FORBIDDEN,
         )
-        assert answered[index] == expected
-        assert not {7, 9, 10, 11} & set(answered[index])
+        [got] = answered[index]
+        assert got.tokens == expected
+        assert not {7, 9, 10, 11} & set(got.tokens)
+        # its log-probability, re-read by the training forward pass (in float64), and its score
+        src = torch.tensor([source])
+        terms = search_terms(model, src, *GREEDY_LIMITS.values())
+        [reread] = full_prefix_log_probs(model, src[0], [got.tokens], start=starts[index])
+        assert got.log_prob == within_rounding(reread, torch.float32, terms)
+        assert got.score == got.log_prob / ((5 + len(got.tokens) + 1) / 6)

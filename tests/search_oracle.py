@@ -1,5 +1,5 @@
 """The references searches are checked against. The whole-batch greedy and beam searches, kept
-as oracles: written apart from the product's joinable searches (translate/decode/continuous.py),
+as oracles: written apart from the product's joinable search (translate/decode/search.py),
 which must give every sentence what these give it; they read the model through the same
 incremental-decoding interface. Slower references still: scores re-read by the training forward
 pass, and greedy search re-reading the whole prefix every step. And the tiny random models and
@@ -15,17 +15,17 @@ import torch
 from torch import Tensor
 
 from translate.decode.cache import SearchCache
-from translate.decode.search import (
+from translate.decode.encoding import encode_by_length
+from translate.decode.settings import SentinelIds
+from translate.decode.steps import (
     NEVER_GENERATED,
     Hypothesis,
-    encode_by_length,
     extensions,
     length_penalty,
     max_output_lengths,
     next_tokens,
     token_bias,
 )
-from translate.decode.settings import SentinelIds
 from translate.model.transformer import ModelConfig, Transformer
 from translate.text.vocab import BOS_ID, EOS_ID, PAD_ID
 
@@ -287,17 +287,18 @@ def strip_padding(src: Tensor) -> Tensor:
 
 @torch.no_grad()
 def full_prefix_log_probs(
-    model: Transformer, src_row: Tensor, hypotheses: list[list[int]]
+    model: Transformer, src_row: Tensor, hypotheses: list[list[int]], start: int = BOS_ID
 ) -> list[float]:
     """Sum of log p(token | source, prefix) over tokens + EOS, each hypothesis re-read in full
-    by the training forward pass (no cache, no incremental decoding), in float64."""
+    by the training forward pass (no cache, no incremental decoding), in float64; the decoder
+    starts from `start` (BOS, or a target-language tag)."""
     model = copy.deepcopy(model).double()
     targets = [tokens + [EOS_ID] for tokens in hypotheses]
     longest = max(map(len, targets))
     tgt_in = torch.full((len(targets), longest), PAD_ID)
     tgt_out = torch.full((len(targets), longest), PAD_ID)
     for row, target in enumerate(targets):
-        tgt_in[row, : len(target)] = torch.tensor([BOS_ID] + target[:-1])
+        tgt_in[row, : len(target)] = torch.tensor([start] + target[:-1])
         tgt_out[row, : len(target)] = torch.tensor(target)
     real = torch.arange(longest)[None, :] < torch.tensor([len(t) for t in targets])[:, None]
     src = strip_padding(src_row[None]).expand(len(targets), -1)

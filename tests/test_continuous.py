@@ -12,16 +12,15 @@ from joining import (
     check_greedy_joins,
     greedy_allowed,
     run_continuously,
+    running_search,
     sources_of,
 )
 from search_oracle import beam_search, greedy_search, tiny_model
 from tolerances import search_terms, within_rounding
 
-from translate.decode import continuous
-from translate.decode.continuous import ContinuousBeamSearch, ContinuousGreedySearch, search_joined
-from translate.decode.engine import new_search
-from translate.decode.settings import SearchPlan, SentinelIds
-from translate.decode.slots import SlotSearch
+from translate.decode import search as search_module
+from translate.decode.search import search_joined
+from translate.decode.settings import SentinelIds
 from translate.text.vocab import EOS_ID, PAD_ID
 
 
@@ -31,10 +30,10 @@ from translate.text.vocab import EOS_ID, PAD_ID
 )
 def test_each_sentence_decodes_as_it_does_alone(beam, alpha, n_best, cohorts, monkeypatch):
     monkeypatch.setattr(
-        continuous, "MAX_COHORTS", cohorts
+        search_module, "MAX_COHORTS", cohorts
     )  # few: cohorts merge, rows at different steps share one
     model = tiny_model(seed=beam, eos_bias=0.5)
-    search = ContinuousBeamSearch(model, beam, alpha, n_best, **BEAM_LIMITS)
+    search = running_search(model, beam, alpha, n_best, **BEAM_LIMITS)
     check_beam_joins(model, search, beam, alpha, n_best)
 
 
@@ -42,7 +41,7 @@ def test_a_start_token_and_forbidden_ids_apply_per_sentence():
     model = tiny_model(seed=3, eos_bias=0.3)
     sources = sources_of(seed=5, count=8)
     starts = [4 + i % 3 for i in range(len(sources))]
-    search = ContinuousBeamSearch(model, beam=3, alpha=1.0, max_len_a=1.0, max_len_b=5, never=[7])
+    search = running_search(model, beam=3, alpha=1.0, max_len_a=1.0, max_len_b=5, never=[7])
     answered = run_continuously(search, sources, seed=1, starts=starts)
     for index, source in enumerate(sources):
         [expected] = beam_search(
@@ -62,7 +61,7 @@ def test_a_start_token_and_forbidden_ids_apply_per_sentence():
 def test_the_caches_hold_only_what_live_sentences_need():
     """Self-attention caches as wide as each cohort's steps, and the empty search starts afresh."""
     model = tiny_model(seed=1, eos_bias=-3.0)  # long outputs: sentences overlap for many steps
-    search = ContinuousBeamSearch(model, beam=2, alpha=1.0, max_len_a=2.0, max_len_b=8)
+    search = running_search(model, beam=2, alpha=1.0, max_len_a=2.0, max_len_b=8)
     search.add(["a"], [[5, 6, 7, EOS_ID]])
     for _ in range(3):
         search.step()
@@ -79,9 +78,9 @@ def test_the_caches_hold_only_what_live_sentences_need():
 def test_a_bad_setting_is_refused():
     model = tiny_model(seed=0)
     with pytest.raises(ValueError, match="beam must be at least 1"):
-        ContinuousBeamSearch(model, beam=0)
+        running_search(model, beam=0)
     with pytest.raises(ValueError, match="n_best"):
-        ContinuousBeamSearch(model, beam=2, n_best=3)
+        running_search(model, beam=2, n_best=3)
 
 
 @pytest.mark.parametrize("cohorts, eos_bias, seed", [(12, 0.5, 1), (2, 0.0, 2), (1, -0.5, 3)])
@@ -89,10 +88,10 @@ def test_each_sentence_joining_a_greedy_search_gets_greedy_search_s_tokens(
     cohorts, eos_bias, seed, monkeypatch
 ):
     monkeypatch.setattr(
-        continuous, "MAX_COHORTS", cohorts
+        search_module, "MAX_COHORTS", cohorts
     )  # few: cohorts merge, rows at different steps share one
     model = tiny_model(seed=seed, eos_bias=eos_bias)
-    search = ContinuousGreedySearch(
+    search = running_search(
         model, **GREEDY_LIMITS, allowed_tokens=greedy_allowed(model), never=FORBIDDEN
     )
     check_greedy_joins(model, search, seed)
@@ -111,8 +110,11 @@ def test_joined_batches_get_each_batch_s_greedy_search(join_below):
         (list(range(start, min(start + 7, 30))), sources[start : start + 7])
         for start in range(0, 30, 7)
     ]
-    search = ContinuousGreedySearch(model, max_len_a=8.0, max_len_b=1)
-    found = dict(search_joined(search, batches, 40, join_below=join_below))
+    search = running_search(model, max_len_a=8.0, max_len_b=1)
+    found = {
+        index: hypotheses[0].tokens
+        for index, hypotheses in search_joined(search, batches, 40, join_below=join_below)
+    }
     assert sorted(found) == list(range(30))
     limits = [min(8 * len(source) + 1, model.cfg.max_positions) for source in sources]
     assert any(
@@ -138,7 +140,7 @@ def test_joined_batches_get_each_batch_s_beam_search():
         (list(range(start, min(start + 6, 20))), sources[start : start + 6])
         for start in range(0, 20, 6)
     ][::-1]
-    search = ContinuousBeamSearch(
+    search = running_search(
         model, beam=3, alpha=1.0, n_best=2, max_len_a=1.5, max_len_b=4, never=[7]
     )
     found = dict(search_joined(search, batches, 30, start=5))
@@ -178,12 +180,9 @@ def sentinels_written(tokens: list[int]) -> list[int]:
 
 
 @pytest.mark.numerical
-@pytest.mark.parametrize(
-    "engine, beam, fixed_shapes",
-    [("cohorts", 1, False), ("cohorts", 3, False), ("slots", 1, True), ("slots", 4, False)],
-)
-def test_each_sentinel_of_a_source_is_written_exactly_once(engine, beam, fixed_shapes):
-    """Both engines, greedy and beam, joining at random steps, give each sentence what the
+@pytest.mark.parametrize("beam", [1, 3])
+def test_each_sentinel_of_a_source_is_written_exactly_once(beam):
+    """Greedy and beam search, joining at random steps, give each sentence what the
     oracles give it under the sentinel rule (kept there as Python sets); every output writes
     each of its source's sentinels once and no other, also those the length limit ends (the
     sentinels owed take the last tokens); and the rule changes outputs (without it some drop or
@@ -192,10 +191,7 @@ def test_each_sentinel_of_a_source_is_written_exactly_once(engine, beam, fixed_s
     with torch.no_grad():  # the sentinels as likely as EOS: a free search repeats some
         model.output.weight[list(TINY_SENTINELS.target), 0] = 2.0
     limits = {"max_len_a": 0.5, "max_len_b": 2}
-    plan = SearchPlan(beam, 1.0, 1, *limits.values(), engine=engine, sentinels=TINY_SENTINELS)
-    search = new_search(model, plan)
-    if engine == "slots":
-        search.fixed_shapes = fixed_shapes
+    search = running_search(model, beam, 1.0, 1, *limits.values(), sentinels=TINY_SENTINELS)
     sources = sources_of(seed=11, count=16)
     answered = run_continuously(search, sources, seed=3)
     differs, at_limit = 0, 0
@@ -204,7 +200,7 @@ def test_each_sentinel_of_a_source_is_written_exactly_once(engine, beam, fixed_s
         if beam == 1:
             [expected] = greedy_search(model, src, **limits, sentinels=TINY_SENTINELS)
             [free] = greedy_search(model, src, **limits)
-            got = answered[index]
+            got = answered[index][0].tokens
         else:
             [hypotheses] = beam_search(model, src, beam, 1.0, **limits, sentinels=TINY_SENTINELS)
             expected = hypotheses[0].tokens
@@ -218,18 +214,17 @@ def test_each_sentinel_of_a_source_is_written_exactly_once(engine, beam, fixed_s
     assert differs and at_limit, (differs, at_limit)
 
 
-# Taking sentences back (`drop`), on both engines, greedy and beam: the model and sources give
+# Taking sentences back (`drop`), greedy and beam: the model and sources give
 # short and long outputs, so that some sentences are answered and others still searched after a
 # few steps.
-DROP_ENGINES = [("cohorts", 1), ("cohorts", 3), ("slots", 1), ("slots", 3)]
+DROP_BEAMS = [1, 3]
 # Steps after which some of these sentences are answered, greedy and beam, and most are not.
 FEW_STEPS = 5
 
 
-def dropping_search(engine: str, beam: int):
+def dropping_search(beam: int):
     model = tiny_model(seed=1, eos_bias=-1.0)
-    plan = SearchPlan(beam, 1.0, 1, *BEAM_LIMITS.values(), engine=engine)
-    return model, new_search(model, plan), sources_of(seed=8, count=8)
+    return model, running_search(model, beam, **BEAM_LIMITS), sources_of(seed=8, count=8)
 
 
 class DecoderRows:
@@ -248,11 +243,8 @@ class DecoderRows:
 
 def rows_of_next_step(search) -> int:
     """The decoder rows the next step of `search` computes when no sentence waits to join: each
-    held sentence's beams (cohorts), the beams of the slots up to the highest in use (slots)."""
-    if isinstance(search, SlotSearch):
-        in_use = [slot for slot, occupant in enumerate(search.occupants) if occupant is not None]
-        return (in_use[-1] + 1) * search.beam
-    return len(search) * search.beam
+    sentence's beams, those answered whose rows have not left yet (greedy) too."""
+    return len(search.sentence_ids) * search.beam
 
 
 def steps_to_end(search, found: dict) -> None:
@@ -269,7 +261,7 @@ def assert_as_alone(model, sources: list[list[int]], found: dict, beam: int) -> 
     for index, got in found.items():
         src = torch.tensor([sources[index]])
         if beam == 1:
-            assert [got] == greedy_search(model, src, **BEAM_LIMITS), index
+            assert [h.tokens for h in got] == greedy_search(model, src, **BEAM_LIMITS), index
             continue
         [expected] = beam_search(model, src, beam, 1.0, 1, **BEAM_LIMITS)
         assert [h.tokens for h in got] == [h.tokens for h in expected], index
@@ -279,10 +271,10 @@ def assert_as_alone(model, sources: list[list[int]], found: dict, beam: int) -> 
         )
 
 
-def after_a_few_steps(engine, beam: int, monkeypatch):
+def after_a_few_steps(beam: int, monkeypatch):
     """A dropping search holding every source, stepped `FEW_STEPS` times: the model, the search,
     the sources, its decoder calls and what it answered so far."""
-    model, search, sources = dropping_search(engine, beam)
+    model, search, sources = dropping_search(beam)
     calls = DecoderRows(model, monkeypatch)
     search.add(range(len(sources)), sources)
     found = {}
@@ -291,11 +283,11 @@ def after_a_few_steps(engine, beam: int, monkeypatch):
     return model, search, sources, calls, found
 
 
-@pytest.mark.parametrize("engine, beam", DROP_ENGINES)
-def test_sentences_dropped_before_their_first_step_are_never_decoded(engine, beam, monkeypatch):
+@pytest.mark.parametrize("beam", DROP_BEAMS)
+def test_sentences_dropped_before_their_first_step_are_never_decoded(beam, monkeypatch):
     """Dropped right after `add`, into an empty search and into a running one: they leave at
     once, the next step decodes only the others' rows, and the others get their answers."""
-    model, search, sources = dropping_search(engine, beam)
+    model, search, sources = dropping_search(beam)
     calls = DecoderRows(model, monkeypatch)
     search.add(range(4), sources[:4])
     assert search.drop([1]) == 1 and len(search) == 3
@@ -309,11 +301,11 @@ def test_sentences_dropped_before_their_first_step_are_never_decoded(engine, bea
     assert_as_alone(model, sources, found, beam)
 
 
-@pytest.mark.parametrize("engine, beam", DROP_ENGINES)
-def test_sentences_dropped_mid_search_leave_at_once(engine, beam, monkeypatch):
+@pytest.mark.parametrize("beam", DROP_BEAMS)
+def test_sentences_dropped_mid_search_leave_at_once(beam, monkeypatch):
     """After a few steps, with some sentences answered: the first and the last still searched
     leave; the next step decodes fewer rows, and the others get their answers."""
-    model, search, sources, calls, found = after_a_few_steps(engine, beam, monkeypatch)
+    model, search, sources, calls, found = after_a_few_steps(beam, monkeypatch)
     held = [i for i in range(len(sources)) if i not in found]
     assert found and len(held) == len(search) >= 4
     rows = rows_of_next_step(search)
@@ -327,11 +319,9 @@ def test_sentences_dropped_mid_search_leave_at_once(engine, beam, monkeypatch):
     assert_as_alone(model, sources, found, beam)
 
 
-@pytest.mark.parametrize("engine, beam", DROP_ENGINES)
-def test_a_search_whose_sentences_are_all_dropped_is_empty_and_takes_new_ones(
-    engine, beam, monkeypatch
-):
-    model, search, sources = dropping_search(engine, beam)
+@pytest.mark.parametrize("beam", DROP_BEAMS)
+def test_a_search_whose_sentences_are_all_dropped_is_empty_and_takes_new_ones(beam, monkeypatch):
+    model, search, sources = dropping_search(beam)
     calls = DecoderRows(model, monkeypatch)
     search.add(range(6), sources[:6])
     found = dict(search.step())
@@ -346,13 +336,13 @@ def test_a_search_whose_sentences_are_all_dropped_is_empty_and_takes_new_ones(
     assert_as_alone(model, sources, found | again, beam)
 
 
-@pytest.mark.parametrize("engine, beam", DROP_ENGINES)
-def test_dropping_keys_the_search_does_not_hold_changes_nothing(engine, beam, monkeypatch):
+@pytest.mark.parametrize("beam", DROP_BEAMS)
+def test_dropping_keys_the_search_does_not_hold_changes_nothing(beam, monkeypatch):
     """An unknown key and one already answered: nothing leaves, and every step decodes the
     rows and gives the answers of the same search without the drop, to the last bit."""
     runs = []
     for drop in (False, True):
-        model, search, sources, calls, found = after_a_few_steps(engine, beam, monkeypatch)
+        model, search, sources, calls, found = after_a_few_steps(beam, monkeypatch)
         if drop:
             held = len(search)
             answered = next(iter(found))
@@ -373,9 +363,9 @@ def test_dropping_a_merged_cohort_s_older_sentences_keeps_only_the_younger_s_ste
     its cached steps aligned at the end after the older's. The older dropped, the cohort's
     cache keeps the younger's steps alone (none before its first step), unmasked, and the
     younger gets its answer."""
-    monkeypatch.setattr(continuous, "MAX_COHORTS", 1)
+    monkeypatch.setattr(search_module, "MAX_COHORTS", 1)
     model = tiny_model(seed=2, eos_bias=-1.0)  # long outputs: both searched throughout
-    search = new_search(model, SearchPlan(beam, 1.0, 1, *BEAM_LIMITS.values(), engine="cohorts"))
+    search = running_search(model, beam, **BEAM_LIMITS)
     sources = sources_of(seed=8, count=2)
     search.add(["old"], sources[:1])
     for _ in range(3):

@@ -74,7 +74,9 @@ def test_a_cancelled_request_leaves_the_search_at_once_and_the_others_are_answer
         if answers := alone.step():
             expected = answers[0].found
             break
-    assert found is not None and [hyp[0] for hyp in found[0]] == [hyp[0] for hyp in expected[0]]
+    assert found is not None and [hyp.tokens for hyp in found[0]] == [
+        hyp.tokens for hyp in expected[0]
+    ]
     assert not engine.busy
 
 

@@ -26,6 +26,7 @@ from queued_engine import QueuedEngine  # noqa: E402
 
 from translate.decode.pipeline import Part, Segments  # noqa: E402
 from translate.decode.settings import SearchSettings  # noqa: E402
+from translate.decode.steps import Hypothesis  # noqa: E402
 from translate.serve.batching import ContinuousBatcher  # noqa: E402
 from translate.serve.continuous import Answer, Cancel, Heartbeat, Loaded  # noqa: E402
 from translate.serve.launch import free_loopback_port, serve_command, wait_until_ready  # noqa: E402
@@ -232,7 +233,7 @@ class FakeEngine(QueuedEngine):
                 time.sleep(self.beat or self.seconds)
                 if self.beat:
                     self.answers.put(Heartbeat())
-            found = [[(ids, 0.0, 0.0)] for ids in message.segments]
+            found = [[Hypothesis(ids, 0.0, 0.0)] for ids in message.segments]
             self.answers.put(Answer(message.request_id, found))
         self.answers.put(None)
 
@@ -283,7 +284,7 @@ def test_a_silent_engine_is_killed_and_a_beating_one_is_waited_for():
     failed_after, ready, answer = asyncio.run(scenario())
     assert 0.4 < failed_after < 0.4 + 5  # the timeout, and slack for a loaded machine
     assert engines[0].killed.is_set() and ready is None
-    assert [bytes(hypotheses[0][0]).decode() for hypotheses in answer] == ["bc"]
+    assert [bytes(hypotheses[0].tokens).decode() for hypotheses in answer] == ["bc"]
 
 
 def test_the_continuous_batcher_backs_off_gives_up_and_then_refuses_at_once():

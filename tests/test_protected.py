@@ -16,6 +16,7 @@ from translate.cli.evaluate import main as eval_main
 from translate.decode import pipeline
 from translate.decode.loaded_model import load_model
 from translate.decode.settings import SearchSettings
+from translate.decode.steps import Hypothesis
 from translate.model.checkpoint import write_checkpoint
 from translate.model.transformer import ModelConfig, Transformer
 from translate.score.copy_rate import copy_score, line_copy
@@ -526,7 +527,7 @@ def test_a_model_trained_with_protected_spans_reads_sentinels_and_writes_the_spa
         assert spans == wanted and lines_of_parts == [0, 1, 2, 3, 3][: len(spans)]
         copied = [" ".join(SENTINELS[:20]), " ".join(SENTINELS[:5])] if protects else [many]
         written = vocab.target.encode(["Klicken Sie auf ⦅1⦆.", "", "Öffnen.", *copied])
-        found = [[(ids, 0.0, 0.0)] for ids in written]
+        found = [[Hypothesis(ids, 0.0, 0.0)] for ids in written]
         texts = [entry.text for [entry] in pipeline.join_segments(loaded, segments, found)]
         first = "Klicken Sie auf 36." if protects else "Klicken Sie auf ⦅1⦆."
         assert texts == [first, "", "Öffnen.", many]

@@ -23,13 +23,9 @@ from tolerances import (
     within_rounding,
 )
 
-from translate.decode import search
-from translate.decode.search import (
-    Hypothesis,
-    encode_by_length,
-    length_groups,
-    length_penalty,
-)
+from translate.decode import encoding, steps
+from translate.decode.encoding import encode_by_length, length_groups
+from translate.decode.steps import Hypothesis, length_penalty
 from translate.model.transformer import Transformer
 from translate.text.vocab import BOS_ID, EOS_ID, PAD_ID
 
@@ -431,7 +427,7 @@ def test_encoding_by_length_groups_equals_encoding_the_batch_whole(monkeypatch):
             assert encode_by_length(model, src, mask).dtype == model.encode(src, mask).dtype
     split_greedy, split_beam = greedy_search(model, src), beam_search(model, src, beam=3, n_best=3)
     monkeypatch.setattr(
-        search, "length_groups", lambda lengths: [list(range(len(lengths)))]
+        encoding, "length_groups", lambda lengths: [list(range(len(lengths)))]
     )  # never split
     assert greedy_search(model, src) == split_greedy
     terms = 2 * search_terms(model, src)  # both searches run in float32
@@ -446,15 +442,15 @@ def test_the_best_candidates_found_among_few_groups_are_topk_s():
     """Rows where the best scores crowd into one interleaved group, sit past the last whole group,
     or are spread out; a fifth of the scores -inf (blocked tokens)."""
     generator = torch.Generator().manual_seed(0)
-    groups, width = search.TOPK_GROUPS, 10
+    groups, width = steps.TOPK_GROUPS, 10
     count = 37 * groups + 11  # 11 scores past the last whole group
     scores = torch.randn(6, count, generator=generator)
     scores[torch.rand(6, count, generator=generator) < 0.2] = float("-inf")
     scores[1, 5::groups] += 10.0  # the best are all in group 5
     scores[2, -11:] = 10.0 + torch.arange(11.0)  # the best include every score past the groups
     scores[3, 3 * groups + 7] = 50.0  # one far ahead, the rest as they come
-    assert count >= search.GROUPED_TOPK_MIN_SCORES
-    values, indexes = search.best_candidates(scores, width)
+    assert count >= steps.GROUPED_TOPK_MIN_SCORES
+    values, indexes = steps.best_candidates(scores, width)
     expected_values, expected_indexes = scores.topk(width, dim=1)
     assert torch.equal(values, expected_values)
     assert torch.equal(indexes, expected_indexes)
@@ -470,14 +466,14 @@ def test_beam_search_with_grouped_candidates_equals_it_with_topk(monkeypatch, al
     model = tiny_model(6)
     src = random_sources(40, 12)
     with monkeypatch.context() as patch:
-        patch.setattr(search, "best_candidates", lambda scores, width: scores.topk(width, dim=1))
+        patch.setattr(steps, "best_candidates", lambda scores, width: scores.topk(width, dim=1))
         expected = beam_search(model, src, beam=beam, alpha=alpha, n_best=beam, max_len_b=5)
-    monkeypatch.setattr(search, "GROUPED_TOPK_MIN_SCORES", 0)
-    monkeypatch.setattr(search, "TOPK_GROUPS", groups)
+    monkeypatch.setattr(steps, "GROUPED_TOPK_MIN_SCORES", 0)
+    monkeypatch.setattr(steps, "TOPK_GROUPS", groups)
     calls = []
-    grouped = search.best_candidates
+    grouped = steps.best_candidates
     monkeypatch.setattr(
-        search,
+        steps,
         "best_candidates",
         lambda scores, width: calls.append(scores.shape) or grouped(scores, width),
     )
@@ -492,7 +488,7 @@ def test_the_best_token_found_through_group_maxima_is_argmax_s():
     """Ties in two groups and inside one group (the first index wins, as argmax), a maximum past
     the last whole group, a row of -inf but one score, a NaN (argmax's choice), a row of -inf."""
     generator = torch.Generator().manual_seed(1)
-    size = search.ARGMAX_GROUP
+    size = steps.ARGMAX_GROUP
     count = 40 * size + 9  # 9 scores past the last whole group
     scores = torch.randn(16, count, generator=generator)
     scores[0, [3 * size + 5, 30 * size + 1]] = 9.0  # a tie across groups
@@ -502,8 +498,8 @@ def test_the_best_token_found_through_group_maxima_is_argmax_s():
     scores[3, 17 * size] = 0.0
     scores[4, 5] = float("nan")
     scores[5] = float("-inf")
-    assert scores.numel() >= search.GROUPED_ARGMAX_MIN_SCORES
-    found = search.best_tokens(scores)
+    assert scores.numel() >= steps.GROUPED_ARGMAX_MIN_SCORES
+    found = steps.best_tokens(scores)
     assert torch.equal(found, scores.argmax(dim=1))
     assert found[:4].tolist() == [3 * size + 5, 7 * size + 2, count - 3, 17 * size]
 
@@ -512,33 +508,35 @@ def test_greedy_search_with_grouped_best_tokens_equals_it_with_argmax(monkeypatc
     model = tiny_model(7)
     src = random_sources(41, 16)
     expected = greedy_search(model, src, max_len_b=6)
-    monkeypatch.setattr(search, "GROUPED_ARGMAX_MIN_SCORES", 0)
-    monkeypatch.setattr(search, "ARGMAX_GROUP", 4)  # the tiny vocabulary in several groups
+    monkeypatch.setattr(steps, "GROUPED_ARGMAX_MIN_SCORES", 0)
+    monkeypatch.setattr(steps, "ARGMAX_GROUP", 4)  # the tiny vocabulary in several groups
     calls = []
-    grouped = search.best_tokens
+    grouped = steps.best_tokens
     monkeypatch.setattr(
-        search, "best_tokens", lambda scores: calls.append(scores.shape) or grouped(scores)
+        steps, "best_tokens", lambda scores: calls.append(scores.shape) or grouped(scores)
     )
     assert greedy_search(model, src, max_len_b=6) == expected
-    assert calls and calls[0][1] >= 2 * search.ARGMAX_GROUP  # the grouped path ran
+    assert calls and calls[0][1] >= 2 * steps.ARGMAX_GROUP  # the grouped path ran
 
 
 @pytest.mark.numerical
 def test_searches_with_values_summed_by_rows_equal_them_with_the_batched_product(monkeypatch):
     """Decoding's attention sums the cached values row by row (`model.weighted_values`); every
     search gives the tokens and scores it gives with the plain batched product."""
-    from translate.decode.continuous import ContinuousGreedySearch, search_joined
+    from joining import running_search
+
+    from translate.decode.search import search_joined
     from translate.model import transformer as model_module
 
     model, src = tiny_model(7), random_sources(41, 10)
     sources = [row[row != PAD_ID].tolist() for row in src]
 
     def searches():
-        joined = dict(
-            search_joined(
-                ContinuousGreedySearch(model), [([0, 1, 2], sources[:3]), ([3, 4], sources[3:5])], 8
-            )
-        )
+        batches = [([0, 1, 2], sources[:3]), ([3, 4], sources[3:5])]
+        joined = {
+            index: [h.tokens for h in hypotheses]
+            for index, hypotheses in search_joined(running_search(model), batches, 8)
+        }
         return (
             greedy_search(model, src),
             [

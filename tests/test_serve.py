@@ -30,6 +30,7 @@ from strategies import ANY_TEXT, JSON_VALUES  # noqa: E402
 from translate.decode.loaded_model import ModelShape, load_model  # noqa: E402
 from translate.decode.pipeline import Part, Segments, translate_lines  # noqa: E402
 from translate.decode.settings import SearchSettings  # noqa: E402
+from translate.decode.steps import Hypothesis  # noqa: E402
 from translate.files import file_digest  # noqa: E402
 from translate.serve.app import ServeSettings, create_app  # noqa: E402
 from translate.serve.batching import ContinuousBatcher, QueueFull  # noqa: E402
@@ -94,14 +95,13 @@ def test_continuous_batching_answers_each_request_as_translate_cli_does_alone(lo
         (["Last line of the test.", "Click OK."], SearchSettings(beam=1, length_penalty=1.0)),
         (["Line 7."], SearchSettings(beam=3, length_penalty=0.5)),
         # translate-cli's other settings, honoured alike: the length rule, the input limit, the
-        # restriction, either engine
+        # restriction
         (LINES, SearchSettings(beam=1, length_penalty=1.0, max_len_a=0.5, max_len_b=2)),
         (
             [long_line],
             SearchSettings(beam=3, length_penalty=1.0, max_input_tokens=6),
         ),
-        (LINES, SearchSettings(beam=3, length_penalty=1.0, engine="slots")),
-        (LINES, SearchSettings(beam=1, length_penalty=1.0, engine="slots")),
+        (LINES, SearchSettings(beam=3, length_penalty=0.0, n_best=2)),
     ]
     engine = EngineLoop(loaded, batch_tokens=40)  # a small budget: some lines wait their turn
     answers, steps, segments = {}, 0, {}
@@ -147,17 +147,6 @@ def test_the_engine_loop_takes_requests_between_steps_and_answers_each(loaded):
         assert finish(loaded, sent[answer.request_id], answer.found, 1) == [alone(loaded, line, 2)]
 
 
-def test_both_engines_translate_alike(loaded):
-    """translate-cli's lines, an over-long one cut, greedy and beam, through either engine."""
-    lines = LINES + [" ".join(["Choose Tools - Options."] * 12)]
-    for beam in (1, 4):
-        outputs = [
-            translate_lines(loaded, lines, SearchSettings(beam=beam, engine=engine), 30)
-            for engine in ("cohorts", "slots")
-        ]
-        assert outputs[0] == outputs[1]
-
-
 def test_continuous_batching_fails_only_the_requests_a_bad_setting_touches(loaded):
     engine = EngineLoop(loaded, batch_tokens=4096)
     good = SearchSettings(beam=5, length_penalty=1.0)
@@ -192,7 +181,7 @@ class FakeEngine(QueuedEngine):
             if texts == ["die"]:
                 self.answers.put(EOFError)
                 return
-            found = [[(list(map(ord, text.upper())), 0.0, 0.0)] for text in texts]
+            found = [[Hypothesis(list(map(ord, text.upper())), 0.0, 0.0)] for text in texts]
             error = "RuntimeError: the search broke" if texts == ["boom"] else ""
             self.answers.put(Answer(message.request_id, None if error else found, error, 0.0, 1))
         self.answers.put(None)
@@ -217,7 +206,7 @@ class FakeBatcher(ContinuousBatcher):
 
     async def submit(self, lines, key):
         found = await super().submit(lines, key, segments_of(lines))
-        return ["".join(map(chr, hypotheses[0][0])) for hypotheses in found]
+        return ["".join(map(chr, hypotheses[0].tokens)) for hypotheses in found]
 
 
 def fake_batcher(started: list, release: threading.Event, max_queued_sentences: int = 100):

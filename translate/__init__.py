@@ -9,6 +9,18 @@ Floors, each importing only those below it (checked by the import contracts in p
   text/                     corpora, vocabulary, languages, metrics
   errors, files, defaults, partial_output, parent_watch, process_group: the ground every floor stands on
 Nothing below train/ imports Lightning or torchmetrics, so translating starts fast.
+
+The front door from Python: `from translate import Translator`
+(translate/decode/translator.py), imported only when asked for, so that `import translate` and
+every command's `--help` stay free of torch.
 """
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    if name == "Translator":
+        from translate.decode.translator import Translator
+
+        return Translator
+    raise AttributeError(f"module 'translate' has no attribute {name!r}")

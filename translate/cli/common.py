@@ -11,7 +11,6 @@ import os
 import sys
 from collections.abc import Callable
 
-from translate.decode.settings import ENGINES
 from translate.defaults import BATCH_TOKENS, LENGTH_PENALTY_RANGE
 
 PRECISIONS = ("32-true", "bf16-mixed", "16-mixed")  # spelled as in training (trainer.precision)
@@ -69,7 +68,7 @@ def add_search_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_output_arguments(parser: argparse.ArgumentParser) -> None:
-    """What bounds and shapes every output whatever the beam, and the search engine: shared by
+    """What bounds and shapes every output whatever the beam: shared by
     the commands that search and by translate-serve, so that both translate alike."""
     parser.add_argument(
         "--max-len-a",
@@ -89,14 +88,6 @@ def add_output_arguments(parser: argparse.ArgumentParser) -> None:
         "--restrict-target",
         action="store_true",
         help="produce only tokens seen on the target side of the training data",
-    )
-    parser.add_argument(
-        "--engine",
-        default="auto",
-        choices=ENGINES,
-        help="the search engine, same translations either way: slots keep the search's state on "
-        "the device (for GPUs), cohorts do the least arithmetic (for the CPU); default: auto, "
-        "chosen by device",
     )
 
 
@@ -134,7 +125,6 @@ SEARCH_FLAGS = (
     "--max-len-b",
     "--max-input-tokens",
     "--restrict-target",
-    "--engine",
     "--quantize",
     "--device",
     "--precision",

@@ -238,7 +238,6 @@ def serve(args: argparse.Namespace) -> int:
             max_len_b=args.max_len_b,
             max_input_tokens=args.max_input_tokens,
             restrict_to_target=args.restrict_target,
-            engine=args.engine,
         ),
     )
     model_process = ModelSettings(

@@ -281,7 +281,6 @@ def translate_command(args: argparse.Namespace) -> int:
 
     from translate.decode import pipeline
     from translate.decode.device import set_threads
-    from translate.decode.engine import engine_for
     from translate.decode.loaded_model import load_model
     from translate.files import check_writable, file_digest
     from translate.partial_output import PartialOutput
@@ -323,9 +322,6 @@ def translate_command(args: argparse.Namespace) -> int:
             f"translate-cli: resuming {output.partial}: {output.lines_done:,} lines were done",
             file=sys.stderr,
         )
-    if not args.quiet and not interactive:
-        choice = engine_for(args.engine, device, args.beam)
-        print(f"translate-cli: search engine {choice.name}: {choice.reason}", file=sys.stderr)
     lacking = 0  # lines whose translation lacks a protected span of the source
     bar = tqdm(
         total=count,

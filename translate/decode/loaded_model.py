@@ -80,7 +80,7 @@ class LoadedModel:
         return self._data[1]
 
     def sentinel_ids(self) -> SentinelIds | None:
-        """The sentinels the search writes exactly once each (`search.SentinelRule`), or None
+        """The sentinels the search writes exactly once each (`steps.SentinelRule`), or None
         where the model does not protect spans (a vocabulary from before the swapped forms has
         only the plain ones)."""
         if not self.data.protect_spans:

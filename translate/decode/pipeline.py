@@ -6,10 +6,10 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from translate.decode.continuous import search_joined
-from translate.decode.engine import new_search
 from translate.decode.loaded_model import LoadedModel
+from translate.decode.search import Search, search_joined
 from translate.decode.settings import SearchPlan, SearchSettings
+from translate.decode.steps import Hypothesis
 from translate.defaults import BATCH_TOKENS
 from translate.errors import UsageError
 from translate.text.protected import Masked, mask, unmask
@@ -94,14 +94,14 @@ def target_tags_for(
 class Translation:
     """One entry of an n-best list: detokenized text, length-normalized score, total log-prob.
 
-    Greedy search (beam 1) computes no scores: both are None there.  An empty input line is
-    not decoded and gets an empty text with score 0.  Entries that fill an n-best list the
-    search could not fill (a search space smaller than n_best) have an empty text and -inf.
+    An empty input line is not decoded and gets an empty text with score 0.  Entries that fill
+    an n-best list the search could not fill (a search space smaller than n_best) have an empty
+    text and -inf.
     """
 
     text: str
-    score: float | None
-    log_prob: float | None
+    score: float
+    log_prob: float
 
 
 def length_batches(lengths: list[int], batch_tokens: int) -> list[list[int]]:
@@ -169,26 +169,17 @@ def _ends_sentence(ids: list[int], end: int, pieces: Sequence[str]) -> bool:
     return False
 
 
-Found = tuple[list[int], float | None, float | None]  # a hypothesis: tokens, score, log-prob
+# What an empty segment (a blank line) gets: it is not searched.
+BLANK = Hypothesis([], 0.0, 0.0)
 
 
-def as_found(result: list, beam: int) -> list[Found]:
-    """What a search (`engine.new_search`) answers a sentence with, as an n-best list: greedy
-    search's tokens (beam 1, no scores) or beam search's hypotheses."""
-    if beam == 1:
-        return [(result, None, None)]
-    return [(h.tokens, h.score, h.log_prob) for h in result]
-
-
-def _summed(values: list[float | None]) -> float | None:
-    """Parts' scores summed; None (greedy search gives no score) where any is None."""
-    return None if None in values else sum(values)
-
-
-def _join(parts: list[Found]) -> Found:
+def _join(parts: list[Hypothesis]) -> Hypothesis:
     """One line's hypothesis from its segments': tokens in order, scores summed."""
-    tokens = [token for part_tokens, _, _ in parts for token in part_tokens]
-    return tokens, _summed([p[1] for p in parts]), _summed([p[2] for p in parts])
+    return Hypothesis(
+        [token for part in parts for token in part.tokens],
+        sum(part.score for part in parts),
+        sum(part.log_prob for part in parts),
+    )
 
 
 def translate_nbest(
@@ -216,19 +207,14 @@ def translate_nbest(
     `lines[0]` (a chunk's place in the whole input). A many-to-many model writes the settings'
     `target_lang` (`target_tags_for`).
     """
-    beam, n_best = settings.beam, settings.n_best
-    if beam < 1:
-        raise ValueError(f"beam must be at least 1, got {beam}")
-    if not 1 <= n_best <= beam:
-        raise ValueError(f"n_best must be between 1 and the beam size {beam}, got {n_best}")
-    model = loaded.model
     target = target_tags_for(loaded, settings.target_lang, settings.source_lang)
+    plan = search_plan(loaded, settings, target)
     segments = source_segments(
         loaded, lines, target, settings.max_input_tokens, first_line, on_split
     )
     line_of = segments.line_of
     # An empty segment (a blank line) is not decoded.
-    found: list[list[Found]] = [[([], 0.0, 0.0)] for _ in segments.ids]
+    found: list[list[Hypothesis]] = [[BLANK] for _ in segments.ids]
     batches = length_batches([len(ids) for ids in segments.ids], batch_tokens)
     segments_left = [0] * len(lines)  # per line: its segments not decoded yet
     for batch in batches:
@@ -243,16 +229,16 @@ def translate_nbest(
         return int(segments_left[line_of[index]] == 0)
 
     # One running search, each batch joining as the one before ends, longest first.
-    search = new_search(model, search_plan(loaded, settings, target))
+    search = Search(loaded.model, plan)
     sources = (
         (batch, [target.prefix + segments.ids[i] + [EOS_ID] for i in batch])
         for batch in reversed(batches)
     )
     for index, result in search_joined(search, sources, batch_tokens, target.start):
-        found[index] = as_found(result, beam)
+        found[index] = result
         if progress:
             progress(decoded(index))
-    return join_segments(loaded, segments, found, n_best)
+    return join_segments(loaded, segments, found, plan.n_best)
 
 
 def search_plan(loaded: LoadedModel, settings: SearchSettings, target: TargetTags) -> SearchPlan:
@@ -273,7 +259,6 @@ def search_plan(loaded: LoadedModel, settings: SearchSettings, target: TargetTag
         max_len_b,
         allowed,
         tuple(target.never) + (loaded.digit_ids() if loaded.data.protect_spans else ()),
-        settings.engine,
         loaded.sentinel_ids(),
     )
 
@@ -403,26 +388,26 @@ def source_segments(
 
 
 def join_segments(
-    loaded: LoadedModel, segments: Segments, found: list[list[Found]], n_best: int = 1
+    loaded: LoadedModel, segments: Segments, found: list[list[Hypothesis]], n_best: int = 1
 ) -> list[list[Translation]]:
     """Each line's n-best list from its segments' hypotheses (`found`, in segment order): a
     part's segments joined (`_join`), detokenized, its sentinels replaced by its spans, and a
     line's parts joined, each after its `before`; lists the search could not fill padded with
     empty entries."""
-    unfilled = ([], float("-inf"), float("-inf"))  # beyond what the search space held
-    per_part: list[list[list[Found]]] = [[] for _ in segments.parts]
+    unfilled = Hypothesis([], float("-inf"), float("-inf"))  # beyond what the search space held
+    per_part: list[list[list[Hypothesis]]] = [[] for _ in segments.parts]
     for part, entries in zip(segments.part_of, found):
         per_part[part].append(entries + [unfilled] * (n_best - len(entries)))
     joined = [_join([segment[k] for segment in parts]) for parts in per_part for k in range(n_best)]
-    texts = loaded.vocab.target.decode([tokens for tokens, _, _ in joined])
+    texts = loaded.vocab.target.decode([hypothesis.tokens for hypothesis in joined])
     if loaded.data.protect_spans:
         texts = [unmask(text, segments.parts[i // n_best].spans) for i, text in enumerate(texts)]
     lines: list[list[list[Translation]]] = [[] for _ in range(segments.lines)]
     for p, part in enumerate(segments.parts):
         lines[part.line].append(
             [
-                Translation(part.before + text, score, log_prob)
-                for text, (_, score, log_prob) in zip(
+                Translation(part.before + text, found.score, found.log_prob)
+                for text, found in zip(
                     texts[p * n_best : (p + 1) * n_best], joined[p * n_best : (p + 1) * n_best]
                 )
             ]
@@ -436,8 +421,8 @@ def _joined_parts(parts: list[Translation]) -> Translation:
         return parts[0]
     return Translation(
         "".join(part.text for part in parts),
-        _summed([part.score for part in parts]),
-        _summed([part.log_prob for part in parts]),
+        sum(part.score for part in parts),
+        sum(part.log_prob for part in parts),
     )
 
 

@@ -1,337 +1,477 @@
-"""The steps both searches (translate/decode/continuous.py) share: a step's choice of tokens and
-extensions, length limits and penalty, the token restriction, and encoding a batch in length
-groups. Scores are float32 log-probabilities even when the model runs in bf16 or fp16 (the logits
-are cast before the log-softmax).
+"""The product's search: greedy (beam 1) and beam search, which sentences join and leave step
+by step (continuous batching). translate-cli, translate-eval, tuning, serving, batch prediction
+and validation BLEU all search here, through one `Search(model, plan)`.
+
+A search that takes a batch and returns when its last sentence is done runs on for its longest
+sentence while fewer and fewer rows decode, and the next batch waits (tests/search_oracle.py
+keeps two such searches, written apart, as the oracles every sentence here must match). Here a
+sentence joins between two steps (`add`) and leaves at the step it is done (`step`), so the rows
+stay many: translate-serve's searches take requests as they come, and translate-cli lets each
+batch join while the last sentences of the one before finish (`search_joined`).
+
+Each sentence decodes as it does alone (the same steps, scores and stopping rule): its rows keep
+their own step count, hence their own positions and length penalty. The sentences that joined
+at one step form a cohort with attention caches of their own (`translate.decode.cache`), as
+wide as its own steps and its own longest source; the products of a step run on every row at
+once. Beyond `MAX_COHORTS` the two cohorts nearest in age merge, the younger's cached steps
+aligned at the end and masked before its own. A joining sentence gets `beam` rows at once, all
+but the first with a log-probability of -inf, which picks what a search started from a single
+row picks. Every sentence is answered with hypotheses (tokens, score, log-probability), best
+first, greedy search's one too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import NamedTuple
+from collections import deque
+from collections.abc import Collection, Hashable, Iterable, Iterator, Sequence
 
 import torch
 from torch import Tensor
 
-from translate.decode.settings import SentinelIds
+from translate.decode.cache import KVBlock, SearchCache
+from translate.decode.encoding import encode_by_length
+from translate.decode.settings import SearchPlan
+from translate.decode.steps import (
+    NEVER_GENERATED,
+    Extensions,
+    Hypothesis,
+    OwedSentinels,
+    extensions,
+    greedy_extensions,
+    length_penalties,
+    length_penalty,
+    max_output_lengths,
+    sentinel_rule,
+    token_bias,
+)
+from translate.model.padding import pad
 from translate.model.transformer import Transformer
-from translate.text.vocab import BOS_ID, EOS_ID, PAD_ID
+from translate.text.vocab import BOS_ID, PAD_ID
 
-# Ids the decoder is never asked for: PAD fills batches and BOS starts the decoder, so a model
-# gives them no trained probability, and an output holding them would decode to nonsense.
-NEVER_GENERATED = [PAD_ID, BOS_ID]
+# Attention caches kept apart, one per cohort of sentences that joined at one step, so that each
+# is as wide as its own steps; each costs its own attention products a step, so beyond this many
+# the two nearest in age merge (8 to 16 alike at 32 clients; 4 lose a fifth at 128: docs/serving.md).
+MAX_COHORTS = 12
 
-
-@dataclass
-class Hypothesis:
-    """One finished translation: ids without BOS/EOS, its length-normalized score and the
-    total log-probability of its tokens (EOS included) under the model."""
-
-    tokens: list[int]
-    score: float
-    log_prob: float
+# Greedy search's answered rows leave once they are one in this many of the rows (leaving copies
+# the encoder's keys and values); beam search reorders its rows every step, so its answered rows
+# leave at once.
+GREEDY_LEAVE_ONE_IN = 10
 
 
-def max_output_lengths(src_ids: Tensor, max_len_a: float, max_len_b: int, limit: int) -> Tensor:
-    """Per sentence of a padded batch: at most `a * source_length + b` output tokens (EOS
-    included; `output_lengths`)."""
-    return output_lengths((src_ids != PAD_ID).sum(dim=1), max_len_a, max_len_b, limit)
+class Search:
+    """A running greedy or beam search (`plan.beam` 1 or more) over sentences that join (`add`)
+    and leave (`step`, `drop`) at any step.
 
+    A hypothesis's `log_prob` sums the float32 log-probabilities of its tokens, EOS included; it
+    is ranked by `log_prob / ((5 + n) / 6) ** alpha` (GNMT; n counts EOS, alpha 0 ranks by the
+    raw sum). Each beam step keeps a sentence's best `2 * beam` extensions by log-probability:
+    those by EOS among the first `beam` finish, the first `beam` others live on (fairseq's
+    scheme); a greedy step takes the most probable token. A sentence is done once it has W
+    finished and its best live hypothesis, scored at its length, cannot beat the W-th (W is
+    `n_best` at alpha 0, where the rule is exact, else `beam`, the usual approximation), or once
+    nothing lives; greedy search's sentence is done at its EOS. At the length limit
+    (`max_len_a * source length + max_len_b` tokens, EOS included) only EOS may follow.
+    """
 
-def output_lengths(src_lengths: Tensor, max_len_a: float, max_len_b: int, limit: int) -> Tensor:
-    """`a * source_length + b` output tokens at most (in float32, cut to an integer), between 1
-    and `limit`, for each of `src_lengths` (an integer tensor)."""
-    return (src_lengths * max_len_a + max_len_b).long().clamp(min=1, max=limit)
+    def __init__(self, model: Transformer, plan: SearchPlan) -> None:
+        self.model, self.beam = model, plan.beam
+        self.alpha, self.n_best = plan.length_penalty, plan.n_best
+        self.wait_for = plan.n_best if plan.length_penalty == 0 else plan.beam  # W of the rule
+        self.max_len_a, self.max_len_b = plan.max_len_a, plan.max_len_b
+        self.device = next(model.parameters()).device
+        self.bias = token_bias(plan.allowed_tokens, model.tgt_vocab_size, self.device)
+        self.blocked = NEVER_GENERATED + list(plan.never)
+        self.rule = sentinel_rule(plan.sentinels, self.device)
+        self.penalties = length_penalties(self.alpha, model.cfg.max_positions, self.device)
+        self._reset()
 
+    def _reset(self) -> None:
+        self.sentence_ids: list[Hashable] = []  # per sentence, what the caller knows it by
+        self.steps: list[int] = []  # per sentence, the tokens each of its rows has
+        self.cohorts: list[int] = []  # sentences per self-attention block, oldest first
+        # Per decoder layer, one self- and one cross-attention block per cohort.
+        self.cache = SearchCache.empty(self.model)
+        self.limits = torch.empty(0, dtype=torch.long, device=self.device)
+        self.last = torch.empty((0, 1), dtype=torch.long, device=self.device)
+        # Per row, the sentinels its hypothesis still owes (`steps.SentinelRule`; only with one).
+        sentinels = 0 if self.rule is None else self.rule.sentinels
+        self.remaining = torch.zeros((0, sentinels), dtype=torch.bool, device=self.device)
+        self.finished: list[list[Hypothesis]] = []  # per sentence, its finished hypotheses
+        self.beam_lp = torch.empty((0, self.beam), device=self.device)
+        self.best_finished = torch.empty((0, self.wait_for), device=self.device)
+        # Per row, its tokens so far, aligned at the end (the backpointers followed as it goes).
+        self.history = torch.empty((0, 0), dtype=torch.long, device=self.device)
+        # Per sentence, answered while its rows are still searched (greedy search: until they leave).
+        self.answered: list[bool] = []
+        self.answered_count = 0
 
-def length_penalty(length: int, alpha: float) -> float:
-    """GNMT's `((5 + length) / 6) ** alpha` (Wu et al. 2016); `length` counts the output
-    tokens including the final EOS.  alpha 0 gives 1: the raw sum of log-probabilities."""
-    return ((5.0 + length) / 6.0) ** alpha
+    def __len__(self) -> int:
+        """Sentences being searched (not yet answered)."""
+        return len(self.sentence_ids) - self.answered_count
 
-
-def length_penalties(alpha: float, steps: int, device: torch.device) -> Tensor:
-    """`length_penalty` of a hypothesis ending at each of `steps` steps (step + 1 tokens), in
-    float32 as a Python float becomes in a float32 division."""
-    return torch.tensor([length_penalty(step + 1, alpha) for step in range(steps)], device=device)
-
-
-def token_bias(
-    allowed_tokens: Tensor | None, vocab_size: int, device: torch.device
-) -> Tensor | None:
-    """Added to every step's scores: 0 where `allowed_tokens` (a bool over the target
-    vocabulary, which must allow EOS) is True, -inf where it is False; None without it."""
-    if allowed_tokens is None:
-        return None
-    if allowed_tokens.dtype != torch.bool or allowed_tokens.shape != (vocab_size,):
-        raise ValueError(
-            f"allowed_tokens must be a bool tensor of shape ({vocab_size},), got "
-            f"{allowed_tokens.dtype} {tuple(allowed_tokens.shape)}"
+    @torch.inference_mode()
+    def add(
+        self,
+        sentence_ids: Sequence[Hashable],
+        sources: Sequence[Sequence[int]],
+        starts: Sequence[int | None] | None = None,
+    ) -> None:
+        """Sentences that join the search before its next step: source ids (with EOS, and any
+        language tag the model reads), each with an id `step` will return it with and an
+        optional first decoder token (a target-language tag) in place of BOS."""
+        if not sources:
+            return
+        count = self._add(sentence_ids, sources, starts)
+        rows = count * self.beam
+        self.history = torch.cat(
+            [self.history, self.history.new_full((rows, self.history.shape[1]), PAD_ID)]
         )
-    if not bool(allowed_tokens[EOS_ID]):
-        raise ValueError("allowed_tokens must allow EOS, or no hypothesis could ever end")
-    return torch.zeros(vocab_size).masked_fill_(~allowed_tokens.cpu(), float("-inf")).to(device)
-
-
-class SentinelRule:
-    """Each sentinel of a source written exactly once, and no other: a model trained with
-    `data.protect_spans` reads a line's protected spans as sentinels (`text.protected.mask`),
-    and a sentinel it dropped or repeated would drop or repeat a number or a placeholder. Each
-    row keeps the sentinels its hypothesis still owes (`OwedSentinels`). Tensors only, no read
-    back: the steps stay capturable."""
-
-    def __init__(self, ids: SentinelIds, device: torch.device) -> None:
-        self.source = torch.tensor(ids.source, dtype=torch.long, device=device)
-        self.target = torch.tensor(ids.target, dtype=torch.long, device=device)
-        self.slot = torch.tensor(ids.target_slot, dtype=torch.long, device=device)
-        self.sentinels = len(ids.source)
-        # (target ids, sentinels): which sentinel each target id writes
-        self.writes = torch.nn.functional.one_hot(self.slot, self.sentinels).bool()
-
-    def required(self, src_ids: Tensor) -> Tensor:
-        """(sentences, sentinels) bool: the sentinels each source (padded ids) holds."""
-        return (src_ids[:, :, None] == self.source).any(dim=1)
-
-    def owed(
-        self, remaining: Tensor, limits: Tensor, steps: Tensor, rows_per_sentence: int
-    ) -> OwedSentinels:
-        """A step's rows under the rule: `remaining` per row, the length limits and the tokens
-        written so far per sentence, each sentence `rows_per_sentence` rows."""
-        left = (limits - steps - 1).repeat_interleave(rows_per_sentence)
-        return OwedSentinels(self, remaining, left)
-
-    def written(self, remaining: Tensor, token: Tensor) -> Tensor:
-        """What each row owes once it has written `token` ((rows,))."""
-        hit = token[:, None] == self.target  # (rows, target ids)
-        return remaining & ~(hit[:, :, None] & self.writes).any(dim=1)
-
-
-@dataclass(frozen=True)
-class OwedSentinels:
-    """A step's rows under the sentinel rule: the sentinels each owes (`remaining`, bool (rows,
-    sentinels)) and the tokens each may still write before its length limit leaves it only EOS
-    (`left`, (rows,); 0 at the limit)."""
-
-    rule: SentinelRule
-    remaining: Tensor
-    left: Tensor
-
-    def restrict(self, scores: Tensor) -> None:
-        """`scores` ((rows, vocab), changed in place) without the sentinels a row does not owe,
-        without EOS while it owes one, and with nothing but its owed sentinels once they need
-        every token it has left; a row at its limit keeps its EOS."""
-        rule, remaining = self.rule, self.remaining
-        owed_count = remaining.sum(dim=1)
-        before_limit = self.left > 0
-        kept = scores[:, rule.target].masked_fill(~remaining[:, rule.slot], float("-inf"))
-        scores.masked_fill_(((owed_count >= self.left) & before_limit)[:, None], float("-inf"))
-        scores[:, rule.target] = kept
-        scores[:, EOS_ID] = scores[:, EOS_ID].masked_fill(
-            (owed_count > 0) & before_limit, float("-inf")
+        joining = torch.full((count, self.beam), float("-inf"), device=self.device)
+        joining[:, 0] = 0.0
+        self.beam_lp = torch.cat([self.beam_lp, joining])
+        self.best_finished = torch.cat(
+            [
+                self.best_finished,
+                torch.full((count, self.wait_for), float("-inf"), device=self.device),
+            ]
         )
+        self.finished += [[] for _ in range(count)]
+        self.answered += [False] * count
 
+    @torch.inference_mode()
+    def drop(self, keys: Collection[Hashable]) -> int:
+        """The sentences not yet answered whose sentence_id is one of `keys` leave the search
+        now, searched or joined since the last step: their rows, cache, hypotheses and history
+        go, no later `step` decodes or returns them, and the others decode on as they do alone
+        (the rows of those already answered go with them); how many left."""
+        keys = set(keys)
+        searched = [
+            s
+            for s, (sentence_id, answered) in enumerate(zip(self.sentence_ids, self.answered))
+            if not answered
+        ]
+        active = [s for s in searched if self.sentence_ids[s] not in keys]
+        dropped = len(searched) - len(active)
+        if not active:
+            self._reset()
+        elif dropped:
+            index, rows = self._leave(active)
+            self.beam_lp = self.beam_lp.index_select(0, index)
+            self.best_finished = self.best_finished.index_select(0, index)
+            self.finished = [self.finished[s] for s in active]
+            self.answered, self.answered_count = [False] * len(active), 0
+            history = self.history.index_select(0, rows)
+            self.history = history[:, history.shape[1] - max(self.steps) :]
+        return dropped
 
-def sentinel_rule(ids: SentinelIds | None, device: torch.device) -> SentinelRule | None:
-    return None if ids is None else SentinelRule(ids, device)
+    @torch.inference_mode()
+    def step(self) -> list[tuple[Hashable, list[Hypothesis]]]:
+        """One decoding step for every live sentence; the sentences done at it, with their
+        sentence_ids and up to `n_best` hypotheses, best first."""
+        if not len(self):
+            return []
+        beam, n = self.beam, len(self.sentence_ids)
+        logits, steps = self._decode()
+        at_limit = steps + 1 >= self.limits
+        if beam == 1:
+            chosen = greedy_extensions(
+                logits, self.beam_lp, at_limit, self.blocked, self.bias, self._owed(steps)
+            )
+        else:
+            chosen = extensions(
+                logits, self.beam_lp, at_limit, beam, self.blocked, self.bias, self._owed(steps)
+            )
+        answered = self._finish(chosen, steps)
+        if self.answered_count == n:
+            self._reset()
+            return answered
+        # The rows that live on: each sentence's live hypotheses, in order; greedy search keeps
+        # its answered rows in place until they are a share of the rows, or one would pass the
+        # model's last position.
+        last_position = steps + 1 >= self.model.cfg.max_positions
+        rows = None
+        if (
+            beam > 1
+            or self.answered_count * GREEDY_LEAVE_ONE_IN >= n
+            or (self.answered_count and bool(last_position[self._answered_index()].any()))
+        ):
+            rows, chosen = self._live_rows(chosen)
+        self.steps = [steps + 1 for steps in self.steps]
+        self.last = chosen.live_token.reshape(-1, 1)
+        if self.rule is not None:
+            remaining = self.remaining if rows is None else self.remaining.index_select(0, rows)
+            self.remaining = self.rule.written(remaining, self.last[:, 0])
+        history = self.history if rows is None else self.history.index_select(0, rows)
+        self.history = torch.cat([history, self.last], dim=1)
+        self.history = self.history[:, -max(self.steps) :]  # columns no live row owns any more go
+        self.beam_lp = chosen.live_lp
+        return answered
 
+    def _finish(self, chosen: Extensions, steps: Tensor) -> list[tuple[Hashable, list[Hypothesis]]]:
+        """The hypotheses that end at this step kept, and the sentences done at it answered (and
+        marked so: `answered`)."""
+        beam, width = self.beam, self.history.shape[1]
+        penalty = self.penalties[steps][:, None]
+        ends = chosen.ends
+        if self.answered_count:
+            ends = ends & ~self._answered_mask()[:, None]
+        ending = ends.nonzero()
+        if ending.numel():
+            sentence, column = ending[:, 0], ending[:, 1]
+            log_probs = chosen.top_lp[sentence, column]
+            rows = self.history.index_select(
+                0, sentence * beam + chosen.top_beam[sentence, column]
+            ).tolist()
+            for s, ids, log_prob in zip(sentence.tolist(), rows, log_probs.tolist()):
+                tokens = ids[width - self.steps[s] :]
+                self.finished[s].append(
+                    Hypothesis(
+                        tokens, log_prob / length_penalty(self.steps[s] + 1, self.alpha), log_prob
+                    )
+                )
+            new_scores = torch.where(ends, chosen.top_lp / penalty, float("-inf"))
+            self.best_finished = (
+                torch.cat([self.best_finished, new_scores], dim=1).topk(self.wait_for, dim=1).values
+            )
+        best_live = chosen.live_lp[:, 0]
+        done = (
+            (best_live == float("-inf")) | (best_live / penalty[:, 0] <= self.best_finished[:, -1])
+        ).tolist()
+        answered = []
+        for s, is_done in enumerate(done):
+            if not is_done or self.answered[s]:
+                continue
+            hypotheses = sorted(self.finished[s], key=lambda h: h.score, reverse=True)
+            answered.append(
+                (
+                    self.sentence_ids[s],
+                    hypotheses[: self.n_best] or [Hypothesis([], float("-inf"), float("-inf"))],
+                )
+            )
+            self.answered[s] = True
+        self.answered_count += len(answered)
+        return answered
 
-# What one more encoder call costs, in padded source tokens of work (its fixed cost on the CPU):
-# a split into length groups must save more padding than its calls cost.
-ENCODE_CALL_TOKENS = 16
+    def _answered_mask(self) -> Tensor:
+        return torch.tensor(self.answered, dtype=torch.bool, device=self.device)
 
+    def _answered_index(self) -> Tensor:
+        return self._answered_mask().nonzero()[:, 0]
 
-def length_groups(lengths: list[int], call_tokens: int = ENCODE_CALL_TOKENS) -> list[list[int]]:
-    """Row indexes grouped by length so that encoding group by group pads least: of the splits
-    of the length-sorted rows, the one with the least `call_tokens` + rows x longest summed over
-    its groups (dynamic programming over the distinct lengths); one group where no split
-    costs less."""
-    whole = call_tokens + len(lengths) * max(lengths, default=0)
-    if call_tokens + sum(lengths) >= whole:  # no padding: no split could cost less
-        return [list(range(len(lengths)))]
-    distinct = sorted(set(lengths))
-    below = [sum(length < value for length in lengths) for value in distinct] + [len(lengths)]
-    # best[j]: least cost of the rows shorter than distinct[j]; their last group starts at distinct[cut[j]].
-    best, cut = [0] * (len(distinct) + 1), [0] * (len(distinct) + 1)
-    for j in range(1, len(distinct) + 1):
-        best[j], cut[j] = min(
-            (best[i] + call_tokens + (below[j] - below[i]) * distinct[j - 1], i) for i in range(j)
+    def _live_rows(self, chosen: Extensions) -> tuple[Tensor, Extensions]:
+        """The sentences not answered keep their live hypotheses' rows (reordered to them) in
+        the caches; the others leave. Returns the decoder rows kept, and `chosen` of them."""
+        beam = self.beam
+        active_list = [s for s, answered in enumerate(self.answered) if not answered]
+        active = torch.tensor(active_list, dtype=torch.long, device=self.device)
+        rows = ((active * beam)[:, None] + chosen.live_beam[active]).view(-1)
+        self._select_rows(rows, active_list)
+        if len(active_list) < len(self.answered):
+            self._keep(active_list)
+            self.best_finished = self.best_finished.index_select(0, active)
+            chosen = chosen._replace(
+                live_lp=chosen.live_lp.index_select(0, active),
+                live_token=chosen.live_token.index_select(0, active),
+            )
+            self.finished = [self.finished[s] for s in active_list]
+            self.answered, self.answered_count = [False] * len(active_list), 0
+        return rows, chosen
+
+    def _owed(self, steps: Tensor) -> OwedSentinels | None:
+        """The rows under the sentinel rule at this step (`steps`: each sentence's count)."""
+        if self.rule is None:
+            return None
+        return self.rule.owed(self.remaining, self.limits, steps, self.beam)
+
+    def _add(
+        self,
+        sentence_ids: Sequence[Hashable],
+        sources: Sequence[Sequence[int]],
+        starts: Sequence[int | None] | None,
+    ) -> int:
+        """The sentences' encoder keys and values in a cohort (a new one, or the one that joined
+        since the last step), their first tokens and limits; returns how many joined."""
+        model, beam, device = self.model, self.beam, self.device
+        src_ids = pad(sources).to(device)
+        src_mask = model.source_mask(src_ids, PAD_ID)
+        cross = model.cross_keys_values(encode_by_length(model, src_ids, src_mask))
+        count = len(sources)
+        # Joined since the last step too.
+        if self.cohorts and self.cache.layers[0].steps[-1].k is None:
+            self.cohorts[-1] += count
+            self.cache.join_last_cohort(cross, src_mask, count * beam)
+        else:
+            self.cohorts.append(count)
+            self.cache.add_cohort(cross, src_mask, count * beam)
+            while len(self.cohorts) > MAX_COHORTS:
+                self._merge_cheapest()
+        first = [BOS_ID if start is None else start for start in (starts or [None] * count)]
+        self.last = torch.cat(
+            [self.last, torch.tensor(first, device=device).repeat_interleave(beam)[:, None]]
         )
-    if best[-1] >= whole:
-        return [list(range(len(lengths)))]
-    groups, j = [], len(distinct)
-    while j:
-        low, high = distinct[cut[j]], distinct[j - 1]
-        groups.append([row for row, length in enumerate(lengths) if low <= length <= high])
-        j = cut[j]
-    return groups[::-1]
-
-
-def encode_by_length(model: Transformer, src_ids: Tensor, src_mask: Tensor) -> Tensor:
-    """`model.encode` of a (right-padded) batch, in length groups (`length_groups`) where its
-    sources differ much in length (a server's unsorted batch), so that the encoder does not
-    work on padding; what a padding position holds differs (the source mask hides it)."""
-    # A GPU pads for almost nothing; one call launches fewest kernels.
-    if src_ids.device.type != "cpu":
-        return model.encode(src_ids, src_mask)
-    lengths = src_mask[:, 0, 0].sum(dim=1).tolist()
-    groups = length_groups(lengths)
-    if len(groups) == 1:
-        return model.encode(src_ids, src_mask)
-    memory = None
-    for group in groups:
-        rows = torch.tensor(group, device=src_ids.device)
-        width = max(lengths[row] for row in group)
-        encoded = model.encode(src_ids[rows, :width], src_mask[rows, ..., :width])
-        if memory is None:
-            memory = encoded.new_zeros(*src_ids.shape, encoded.shape[-1])
-        memory[rows, :width] = encoded
-    return memory
-
-
-def next_tokens(
-    logits: Tensor,
-    blocked: Sequence[int],
-    bias: Tensor | None,
-    at_limit: Tensor,
-    owed: OwedSentinels | None = None,
-) -> Tensor:
-    """One greedy step's choice for each row (`ContinuousGreedySearch`): the best token of `logits`
-    ((rows, vocab) at this step; changed in place) once the `blocked` ids, the `bias` of
-    `allowed_tokens` and the sentinel rule (`owed`) are applied; EOS for the rows `at_limit`
-    (bool, (rows,))."""
-    logits[:, blocked] = float("-inf")
-    if owed is not None:
-        owed.restrict(logits)
-    token = best_tokens(logits if bias is None else logits.float() + bias)
-    return token.masked_fill(at_limit, EOS_ID)
-
-
-class Extensions(NamedTuple):
-    """A beam step's choice, per sentence (see `extensions`)."""
-
-    top_lp: Tensor  # (n, 2 * beam) the best extensions' total log-probabilities, best first
-    top_beam: Tensor  # the live hypothesis each extends
-    ends: Tensor  # bool: those that finish (EOS among the first `beam`)
-    live_lp: Tensor  # (n, beam) the next live hypotheses: log-probabilities,
-    live_beam: Tensor  # the hypothesis each extends,
-    live_token: Tensor  # and its new token
-
-
-def extensions(
-    logits: Tensor,
-    beam_lp: Tensor,
-    at_limit: Tensor,
-    beam: int,
-    blocked: Sequence[int],
-    bias: Tensor | None,
-    owed: OwedSentinels | None = None,
-) -> Extensions:
-    """One beam-search step's choice for each sentence (`ContinuousBeamSearch`). Of the extensions of
-    its `k` live hypotheses (`logits`: (n * k, vocab) at this step; `beam_lp`: (n, k) their
-    log-probabilities), the best `2 * beam` by total log-probability: `top_lp`, and `top_beam`,
-    the hypothesis each extends; `ends`, those that finish (EOS among the first `beam`); and the
-    next live ones, `live_lp`, `live_beam`, `live_token` (the first `beam` that are not EOS). For
-    the sentences `at_limit` (bool, (n,)) every token but EOS is removed."""
-    n, k = beam_lp.shape
-    vocab = logits.shape[-1]
-    width = min(2 * beam, k * vocab)
-    rank = torch.arange(width, device=logits.device)
-    lprobs = torch.log_softmax(logits.float(), dim=-1)
-    if blocked:  # (none where the bias blocks them already)
-        lprobs[:, blocked] = float("-inf")
-    if bias is not None:
-        lprobs.add_(bias)
-    if owed is not None:
-        owed.restrict(lprobs)
-    lprobs = only_eos_at_limit(lprobs.view(n, k, vocab), at_limit)
-    candidates = lprobs.add_(beam_lp[:, :, None]).view(n, k * vocab)
-    top_lp, top_index = best_candidates(candidates, width)
-    top_beam, top_token = top_index // vocab, top_index % vocab
-    is_eos = top_token == EOS_ID
-    ends = is_eos & (rank < beam) & torch.isfinite(top_lp)
-    # The first `beam` non-EOS extensions in rank order (at most k <= `beam` are EOS, one
-    # per live hypothesis, so 2 * beam candidates hold enough where the vocabulary does).
-    keep = (is_eos.long() * width + rank).argsort(dim=1)[:, : min(beam, width)]
-    live_lp = top_lp.gather(1, keep).masked_fill(is_eos.gather(1, keep), float("-inf"))
-    return Extensions(
-        top_lp, top_beam, ends, live_lp, top_beam.gather(1, keep), top_token.gather(1, keep)
-    )
-
-
-def only_eos_at_limit(lprobs: Tensor, at_limit: Tensor) -> Tensor:
-    """`lprobs` ((n, k, vocab), changed in place) with every token but EOS removed for the
-    sentences `at_limit` (bool, (n,)). On the CPU only those rows are touched (found by reading
-    the mask); elsewhere one masked write, which reads nothing back to the host."""
-    if lprobs.is_cpu:
-        limited = at_limit.nonzero()[:, 0]
-        if limited.numel():
-            eos = lprobs[limited, :, EOS_ID]
-            lprobs[limited] = float("-inf")
-            lprobs[limited, :, EOS_ID] = eos
-        return lprobs
-    # Made by comparison: writing EOS's False into a device tensor would wait for the device.
-    others = torch.arange(lprobs.shape[-1], device=lprobs.device) != EOS_ID
-    return lprobs.masked_fill_(at_limit[:, None, None] & others, float("-inf"))
-
-
-# On the CPU, rows of at least this many scores take `best_candidates`' grouped path.
-GROUPED_TOPK_MIN_SCORES = 8192
-TOPK_GROUPS = 256
-
-
-def best_candidates(scores: Tensor, width: int) -> tuple[Tensor, Tensor]:
-    """`scores.topk(width, dim=1)` (values and indexes, best first), ranking few of a long row's
-    scores: they fall into `TOPK_GROUPS` interleaved groups (score j in group j mod TOPK_GROUPS),
-    and only the `width` groups with the largest maxima are ranked. A score of any other group is
-    at most its group's maximum, which is at most each of those `width` maxima: `width` scores
-    rank above it, so it is not among the best. On the CPU topk selects over a copy of every
-    row; the group maxima take one vectorized pass (docs/benchmarks.md). Exact ties may come in
-    another order."""
-    rows, count = scores.shape
-    per_group = count // TOPK_GROUPS
-    if (
-        count < GROUPED_TOPK_MIN_SCORES
-        or per_group < 2
-        or width * 2 > TOPK_GROUPS
-        or not scores.is_cpu
-        or not scores.is_contiguous()
-    ):
-        return scores.topk(width, dim=1)
-    grouped = count - count % TOPK_GROUPS
-    # (row, j, group): score j * groups + group.
-    body = scores[:, :grouped].view(rows, per_group, TOPK_GROUPS)
-    groups = body.amax(dim=1).topk(width, dim=1).indices  # (rows, width)
-    picked = body.gather(2, groups[:, None, :].expand(rows, per_group, width)).reshape(rows, -1)
-    positions = torch.arange(per_group, device=scores.device)[:, None] * TOPK_GROUPS
-    index = (positions + groups[:, None, :]).reshape(rows, -1)
-    if grouped < count:  # the last `count % TOPK_GROUPS` scores are ranked with them
-        picked = torch.cat([picked, scores[:, grouped:]], dim=1)
-        index = torch.cat(
-            [index, torch.arange(grouped, count, device=scores.device).expand(rows, -1)], dim=1
+        self.limits = torch.cat(
+            [
+                self.limits,
+                max_output_lengths(
+                    src_ids, self.max_len_a, self.max_len_b, model.cfg.max_positions
+                ),
+            ]
         )
-    values, where = picked.topk(width, dim=1)
-    return values, index.gather(1, where)
+        if self.rule is not None:
+            required = self.rule.required(src_ids).repeat_interleave(beam, dim=0)
+            self.remaining = torch.cat([self.remaining, required])
+        self.sentence_ids += list(sentence_ids)
+        self.steps += [0] * count
+        return count
+
+    def _merge_cheapest(self) -> None:
+        """Two neighbouring cohorts as one: the pair whose younger rows gain the fewest padded
+        cache positions (masked) by taking the older one's width."""
+        widths = [block.width for block in self.cache.layers[0].steps]
+        added = [
+            self.cohorts[i + 1] * (widths[i] - widths[i + 1]) for i in range(len(self.cohorts) - 1)
+        ]
+        i = added.index(min(added))
+        self.cache.merge(i)
+        self.cohorts[i] += self.cohorts.pop(i + 1)
+
+    def _decode(self) -> tuple[Tensor, Tensor]:
+        """The next token's logits of every row, and each sentence's step count as a tensor."""
+        steps = torch.tensor(self.steps, device=self.device)
+        offset = (
+            self.steps[0]
+            if min(self.steps) == max(self.steps)
+            else steps.repeat_interleave(self.beam)
+        )
+        self._set_masks()
+        return self.model.decode(self.last, None, None, self.cache, offset=offset)[:, -1], steps
+
+    def _set_masks(self) -> None:
+        """Per cohort whose rows are at different steps (merged cohorts), the cached keys each
+        row may see at this step: its own, the last (steps) of them, and the new one."""
+        start = 0
+        for cohort, count in enumerate(self.cohorts):
+            blocks = self.cache.cohort_steps(cohort)
+            own = self.steps[start : start + count]
+            start += count
+            if min(own) == max(own):
+                for block in blocks:
+                    block.mask = None
+                continue
+            width = blocks[0].width
+            row_steps = torch.tensor(own, device=self.device).repeat_interleave(self.beam)
+            mask = (torch.arange(width + 1, device=self.device) >= (width - row_steps)[:, None])[
+                :, None, None, :
+            ]
+            for block in blocks:
+                block.mask = mask
+
+    def _select_rows(self, rows: Tensor, active: list[int], written: int = 1) -> None:
+        """Each cohort's rows from `rows` (the global decoder rows kept, reordered), picked with
+        the next step's append; cohorts left empty go, and columns no row of a cohort owns.
+        `written`: the positions cached beyond the step counts (1 within a step, after its
+        append; 0 between steps)."""
+        beam, first, cohorts, kept = self.beam, 0, [], []
+        for cohort, count in enumerate(self.cohorts):
+            # This cohort's sentences still searched.
+            members = [s for s in active if first <= s < first + count]
+            # Sentences of this cohort left: their encoder keys and values go.
+            if len(members) < count:
+                sentences = torch.tensor(
+                    [s - first for s in members], dtype=torch.long, device=self.device
+                )
+                for joined in self.cache.cohort_encoder(cohort):
+                    joined.select(sentences, len(members) * beam)
+            if members:
+                # The active rows of the cohorts before this one come first.
+                start = sum(cohorts) * beam
+                local = rows[start : start + len(members) * beam] - first * beam
+                longest = max(self.steps[s] for s in members) + written
+                for block in self.cache.cohort_steps(cohort):
+                    block.reorder(local)
+                    keep_last(block, longest)
+                cohorts.append(len(members))
+                kept.append(cohort)
+            first += count
+        if len(kept) < len(self.cohorts):
+            self.cache.keep_cohorts(kept)
+        self.cohorts = cohorts
+
+    def _keep(self, active: list[int]) -> Tensor:
+        """Only sentences `active` (indexes, in order) stay in the per-sentence lists; their indexes
+        as a tensor, for the caller's tensors."""
+        self.sentence_ids = [self.sentence_ids[s] for s in active]
+        self.steps = [self.steps[s] for s in active]
+        index = torch.tensor(active, dtype=torch.long, device=self.device)
+        self.limits = self.limits.index_select(0, index)
+        return index
+
+    def _leave(self, active: list[int]) -> tuple[Tensor, Tensor]:
+        """Between two steps, only sentences `active` (indexes, in order) stay: their rows of the
+        caches, last tokens and owed sentinels, and their per-sentence lists; their indexes and
+        their rows' indexes as tensors, for the caller's tensors."""
+        index = torch.tensor(active, dtype=torch.long, device=self.device)
+        beams = torch.arange(self.beam, device=self.device)
+        rows = (index[:, None] * self.beam + beams).view(-1)
+        self._select_rows(rows, active, written=0)
+        self._keep(active)
+        self.last = self.last.index_select(0, rows)
+        if self.rule is not None:
+            self.remaining = self.remaining.index_select(0, rows)
+        return index, rows
 
 
-# On the CPU, rows of at least this many scores in all take `best_tokens`' grouped path.
-GROUPED_ARGMAX_MIN_SCORES = 2**15
-ARGMAX_GROUP = 64
+def keep_last(block: KVBlock, positions: int) -> None:
+    """`block.keep_last(positions)`; at none (its rows joined since the last step and a merge
+    put older rows' steps before theirs) the block holds no step, as a new cohort's."""
+    if positions:
+        block.keep_last(positions)
+    else:
+        block.k = block.v = block.mask = block.pending_rows = None
 
 
-def best_tokens(scores: Tensor) -> Tensor:
-    """`scores.argmax(dim=1)`, the first index of each row's maximum, found through the maxima of
-    consecutive groups of `ARGMAX_GROUP` scores: the first group holding the row's maximum holds
-    its first index. On the CPU argmax walks every score one by one; the group maxima take one
-    vectorized pass, and argmax then reads a sixty-fourth of the scores (docs/benchmarks.md)."""
-    rows, count = scores.shape
-    if rows * count < GROUPED_ARGMAX_MIN_SCORES or count < 2 * ARGMAX_GROUP or not scores.is_cpu:
-        return scores.argmax(dim=1)
-    whole = count - count % ARGMAX_GROUP
-    maxima = scores[:, :whole].view(rows, -1, ARGMAX_GROUP).amax(dim=2)
-    if whole < count:  # the last, shorter group
-        maxima = torch.cat([maxima, scores[:, whole:].amax(dim=1, keepdim=True)], dim=1)
-    first = maxima.argmax(dim=1) * ARGMAX_GROUP
-    index = (first[:, None] + torch.arange(ARGMAX_GROUP, device=scores.device)).clamp_(
-        max=count - 1
-    )
-    return first + scores.gather(1, index).argmax(dim=1)
+# translate-cli's batches: the next joins the running search once the sentences searched are down
+# to this share of the batch budget in source tokens, so that few steps decode few rows
+# (docs/benchmarks.md).
+JOIN_BELOW = 0.5
+
+
+def search_batch(
+    search: Search,
+    sources: Sequence[Sequence[int]],
+    starts: Sequence[int | None] | None = None,
+) -> list:
+    """What `search` gives each of `sources` (source ids with EOS), one batch searched to its end,
+    in their order (each sentence still as alone): for callers that hold a whole batch, such as
+    validation BLEU in training."""
+    search.add(range(len(sources)), sources, starts)
+    found = {}
+    while len(search):
+        found.update(search.step())
+    return [found[index] for index in range(len(sources))]
+
+
+def search_joined(
+    search: Search,
+    batches: Iterable[tuple[Sequence[Hashable], Sequence[Sequence[int]]]],
+    batch_tokens: int,
+    start: int | None = None,
+    join_below: float = JOIN_BELOW,
+) -> Iterator[tuple[Hashable, list]]:
+    """Batches (sentence_ids, source ids with EOS) searched by one running `search`: the next batch
+    joins whenever the sentences being searched hold at most `join_below * batch_tokens` source
+    tokens; yields (sentence_id, what `search.step` gives) as each sentence is done, which is what
+    it gets searched alone. Given longest first, the batches
+    leave the shortest sentences for the last steps. `start` is every sentence's first decoder
+    token in place of BOS (a target-language tag)."""
+    waiting, searched, tokens = deque(batches), {}, 0  # source tokens by sentence_id, and their sum
+    while waiting or len(search):
+        while waiting and tokens <= join_below * batch_tokens:
+            sentence_ids, sources = waiting.popleft()
+            search.add(sentence_ids, sources, [start] * len(sources))
+            searched.update(zip(sentence_ids, map(len, sources)))
+            tokens += sum(map(len, sources))
+        for sentence_id, found in search.step():
+            tokens -= searched.pop(sentence_id)
+            yield sentence_id, found

@@ -5,13 +5,10 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, get_args
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from torch import Tensor
-
-Engine = Literal["auto", "cohorts", "slots"]  # translate/decode/engine.py
-ENGINES: tuple[str, ...] = get_args(Engine)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -29,7 +26,6 @@ class SearchSettings:
     restrict_to_target: bool = False  # only the ids seen on the target side in training
     target_lang: str | None = None  # a many-to-many model's output language
     source_lang: str | None = None  # the input's language, where known
-    engine: Engine = "auto"  # which search engine (translate/decode/engine.py)
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> SearchSettings:
@@ -66,6 +62,13 @@ class SearchPlan:
     max_len_b: int
     allowed_tokens: Tensor | None = None  # bool over the target vocabulary (restriction)
     never: tuple[int, ...] = ()  # ids never produced (a many-to-many model's language tags)
-    engine: Engine = "auto"
-    # Each sentinel of a source written exactly once, none other (`search.SentinelRule`).
+    # Each sentinel of a source written exactly once, none other (`steps.SentinelRule`).
     sentinels: SentinelIds | None = None
+
+    def __post_init__(self) -> None:
+        if self.beam < 1:
+            raise ValueError(f"beam must be at least 1, got {self.beam}")
+        if not 1 <= self.n_best <= self.beam:
+            raise ValueError(
+                f"n_best must be between 1 and the beam size {self.beam}, got {self.n_best}"
+            )

@@ -13,8 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from translate.decode.pipeline import Found, Segments
+from translate.decode.pipeline import Segments
 from translate.decode.settings import SearchSettings
+from translate.decode.steps import Hypothesis
 from translate.serve.continuous import Answer, Cancel, Join
 from translate.serve.supervision import (
     LOAD_TIMEOUT,
@@ -180,7 +181,7 @@ class ContinuousBatcher:
 
     async def submit(
         self, lines: list[str], key: SearchSettings, segments: Segments
-    ) -> list[list[Found]]:
+    ) -> list[list[Hypothesis]]:
         """Each of `segments`' hypotheses (`lines` are theirs, cut and tokenised by the server:
         `continuous.prepare`); QueueFull when the sentences the engine holds would pass the
         bound."""

@@ -8,7 +8,7 @@ detokenises (`finish`). No turns: between two steps the loop takes whatever has
 arrived, without waiting; it waits only when nothing is left to search.
 
 Each search setting (`SearchSettings`) has a running search of its own, made as translate-cli
-makes its own (`pipeline.search_plan`, `engine.new_search`): the same length rule, input limit
+makes its own (`pipeline.search_plan`, `search.Search`): the same length rule, input limit
 and restriction; greedy at beam 1.
 """
 
@@ -21,9 +21,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from translate.decode import pipeline
-from translate.decode.engine import Search, new_search
 from translate.decode.loaded_model import LoadedModel
+from translate.decode.search import Search
 from translate.decode.settings import SearchSettings
+from translate.decode.steps import Hypothesis
 from translate.text.vocab import EOS_ID
 
 # Waiting lines join a running search once they are an eighth of it, or have waited this many
@@ -68,7 +69,7 @@ class Answer:
     did since the answer before: `seconds` at work and `searching`, the most segments it held."""
 
     request_id: int
-    found: list[list[pipeline.Found]] | None
+    found: list[list[Hypothesis]] | None
     error: str = ""
     seconds: float = 0.0
     searching: int = 0
@@ -96,7 +97,7 @@ class Failed:
 
 @dataclass
 class _Request:
-    found: list[list[pipeline.Found]]
+    found: list[list[Hypothesis]]
     left: int
 
 
@@ -178,7 +179,7 @@ class EngineLoop:
             running = self._running_search(key)
         except Exception as error:  # noqa: BLE001 - one bad request fails alone
             return [self._answer(request_id, None, f"{type(error).__name__}: {error}")]
-        request = _Request([[([], 0.0, 0.0)] for _ in message.segments], 0)
+        request = _Request([[pipeline.BLANK] for _ in message.segments], 0)
         self.requests[request_id] = request
         for index, ids in enumerate(message.segments):
             if ids:  # an empty segment (a blank line) is not decoded
@@ -218,7 +219,7 @@ class EngineLoop:
                 request = self.requests.get(request_id)
                 if request is None:  # cancelled
                     continue
-                request.found[index] = pipeline.as_found(hypotheses, key.beam)
+                request.found[index] = hypotheses
                 request.left -= 1
                 if not request.left:
                     answers.append(self._answer(request_id, self.requests.pop(request_id).found))
@@ -242,7 +243,7 @@ class EngineLoop:
         if key not in self.searches:
             target = pipeline.target_tags_for(self.loaded, key.target_lang, key.source_lang)
             plan = pipeline.search_plan(self.loaded, key, target)
-            self.searches[key] = _RunningSearch(new_search(self.loaded.model, plan), target)
+            self.searches[key] = _RunningSearch(Search(self.loaded.model, plan), target)
         return self.searches[key]
 
     def _join(self, running: _RunningSearch) -> None:

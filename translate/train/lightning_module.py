@@ -27,8 +27,7 @@ import lightning as L
 import torch
 from torchmetrics import Metric, SumMetric
 
-from translate.decode.continuous import search_batch
-from translate.decode.engine import new_search
+from translate.decode.search import Search, search_batch
 from translate.decode.settings import SearchPlan
 from translate.errors import UsageError
 from translate.model.checkpoint import ARTIFACT_KEY, translation_artifact
@@ -457,11 +456,9 @@ class TranslationModule(L.LightningModule):
                 self.training_config["max_len_b"],
                 never=tuple(self.tag_ids),
             )
-            search = new_search(self.model, plan)
             sources = [row[row != PAD_ID].tolist() for row in batch["src"]]
-            hypotheses = self.vocab.target.decode(
-                search_batch(search, sources, batch["tgt_in"][:, 0].tolist())
-            )
+            found = search_batch(Search(self.model, plan), sources, batch["tgt_in"][:, 0].tolist())
+            hypotheses = self.vocab.target.decode([best[0].tokens for best in found])
             self.eval_bleu.update(hypotheses, batch["references"], self._target_languages(batch))
 
     def _target_languages(self, batch: dict) -> list[str | None]:
