@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from translate.model.checkpoint import write_checkpoint
+from translate.model.checkpoint import TrainingConfig, write_checkpoint
 from translate.model.transformer import ModelConfig, Transformer
 from translate.text.vocab import BOS_ID, EOS_ID, PAD_ID, Vocabularies, train_sentencepiece
 
@@ -64,7 +64,7 @@ def seeded_checkpoint(
     )
     model = Transformer(cfg, len(vocab.source), len(vocab.target), shared_vocab=vocab.joint)
     write_checkpoint(
-        path, model, vocab, training_config={"max_len_a": 1.0, "max_len_b": 5}, **artifact
+        path, model, vocab, training_config=TrainingConfig(max_len_a=1.0, max_len_b=5), **artifact
     )
     return path
 

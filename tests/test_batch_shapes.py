@@ -10,12 +10,14 @@ from tolerances import assert_within_rounding, transformer_terms
 from translate.errors import UsageError
 from translate.model.transformer import ModelConfig, Transformer
 from translate.text.vocab import BOS_ID, EOS_ID, PAD_ID
-from translate.train.data_module import TokenBatchSampler, TranslationDataModule, collate
+from translate.train.collate import collate
+from translate.train.data_module import TranslationDataModule
 from translate.train.loss import batch_nll
 from translate.train.token_batches import (
     LENGTH_GROWTH,
     LENGTH_QUANTUM,
     BatchShapes,
+    TokenBatchSampler,
     budget_batches,
     length_steps,
     padding_share,

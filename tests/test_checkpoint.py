@@ -1,12 +1,14 @@
 """Checkpoints load safely and alone; a wrong or foreign file is refused with a reason."""
 
+import inspect
 import pickle
+from dataclasses import fields
 
 import pytest
 import torch
 
 from translate.decode.loaded_model import LoadedModel, load_model
-from translate.model.checkpoint import CheckpointError
+from translate.model.checkpoint import CheckpointError, TrainingConfig
 from translate.model.transformer import ModelConfig
 from translate.text import run_data as run_data_module
 from translate.train.data_module import TranslationDataModule
@@ -35,6 +37,48 @@ def test_checkpoint_alone_rebuilds_the_model(checkpoint):
         assert torch.equal(value, loaded.model.state_dict()[name])
     assert loaded.vocab.state() == module.vocab.state()
     assert loaded.model.output.weight is loaded.model.src_embed.weight
+
+
+def test_the_training_settings_are_stored_plain_and_read_back_typed(checkpoint):
+    path, module = checkpoint
+    stored = torch.load(path, weights_only=True)["translate"]["training_config"]
+    assert stored == {
+        "lr": 7e-4,
+        "warmup_steps": 4000,
+        "lr_schedule": "inverse_sqrt",
+        "betas": [0.9, 0.98],
+        "weight_decay": 0.0,
+        "label_smoothing": 0.1,
+        "max_len_a": 1.5,
+        "max_len_b": 10,
+        "optimizer": "adam",
+        "fused_optimizer": None,
+    }
+    assert load_model(path).training_config == module.training_config == TrainingConfig()
+
+
+def test_an_older_checkpoint_lacking_a_training_setting_loads_with_its_default(
+    checkpoint, tmp_path
+):
+    path, _ = checkpoint
+    state = torch.load(path, weights_only=True)
+    state["translate"]["training_config"] = {"max_len_a": 1.2, "label_smoothing": 0.2, "gone": 1}
+    torch.save(state, tmp_path / "older.ckpt")
+    config = load_model(tmp_path / "older.ckpt").training_config
+    assert config == TrainingConfig(max_len_a=1.2, label_smoothing=0.2)
+    assert (config.max_len_b, config.betas, config.lr) == (10, (0.9, 0.98), 7e-4)
+    del state["translate"]["training_config"]
+    torch.save(state, tmp_path / "oldest.ckpt")
+    assert load_model(tmp_path / "oldest.ckpt").training_config == TrainingConfig()
+
+
+def test_a_missing_training_setting_takes_translate_train_s_default():
+    signature = inspect.signature(TranslationModule).parameters
+    for field in fields(TrainingConfig):
+        default = signature[field.name].default
+        assert getattr(TrainingConfig(), field.name) == (
+            tuple(default) if field.name == "betas" else default
+        ), field.name
 
 
 def test_checkpoint_with_another_vocabulary_is_refused(checkpoint, tmp_path, request):
@@ -117,7 +161,7 @@ def test_the_saved_config_is_parsed_once_not_on_every_question(monkeypatch):
     monkeypatch.setattr(
         run_data_module.yaml, "safe_load", lambda text: parses.append(text) or safe_load(text)
     )
-    loaded = LoadedModel(None, None, {}, "data:\n  src_lang: en\n  tgt_lang: de\n")
+    loaded = LoadedModel(None, None, TrainingConfig(), "data:\n  src_lang: en\n  tgt_lang: de\n")
     assert [loaded.data.languages for _ in range(3)] == [
         ("en", "de")
     ] * 3 and loaded.data.directions == (("en", "de"),)

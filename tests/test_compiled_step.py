@@ -9,8 +9,8 @@ import torch
 from tolerances import assert_within_rounding, tolerance, transformer_terms
 
 from translate.model.transformer import ModelConfig, Transformer
+from translate.train.collate import collate
 from translate.train.compiled_step import CompiledLoss, step_choice
-from translate.train.data_module import collate
 from translate.train.loss import batch_nll
 from translate.train.token_batches import BatchShapes
 

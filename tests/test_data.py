@@ -353,7 +353,7 @@ def test_protect_spans_masks_that_share_of_the_training_pairs_and_keys_its_own_c
     expected = [
         mask_pair(src, tgt) if hash_share(src) < 0.5 else (src, tgt) for src, tgt in fixture_pairs
     ]
-    assert list(data.training_pairs()) == expected
+    assert list(data.prepared.training_pairs()) == expected
     masked = sum(pair != original for pair, original in zip(expected, fixture_pairs))
     assert masked and masked < len(fixture_pairs)
     assert all(data.vocab.source.processor.piece_to_id(s) > 3 for s in SENTINEL_PIECES)

@@ -23,8 +23,9 @@ from translate.decode.loaded_model import load_model
 from translate.model.transformer import ModelConfig
 from translate.score.metrics import corpus_scores
 from translate.text.vocab import PAD_ID
-from translate.train.data_module import TokenBatchSampler, TranslationDataModule
+from translate.train.data_module import TranslationDataModule
 from translate.train.loss import label_smoothed_nll
+from translate.train.token_batches import TokenBatchSampler
 
 pytestmark = pytest.mark.slow  # each test starts two training processes
 
@@ -143,9 +144,7 @@ def test_validation_bleu_equals_single_process_figure_on_the_whole_dev_set(ddp_r
             logits = loaded.model(batch["src"], batch["tgt_in"], PAD_ID)
             nll += float(label_smoothed_nll(logits, batch["tgt_out"], 0.0))
             tokens += int((batch["tgt_out"] != PAD_ID).sum())
-            output = greedy_search(
-                loaded.model, batch["src"], config["max_len_a"], config["max_len_b"]
-            )
+            output = greedy_search(loaded.model, batch["src"], config.max_len_a, config.max_len_b)
             hypotheses += data.vocab.target.decode(output)
             references += batch["references"]
     assert sorted(references) == sorted(dev[i][2] for i in range(len(dev))), (

@@ -28,7 +28,8 @@ from translate.text.corpus import CorpusError
 from translate.text.language_id import off_target_rate
 from translate.text.languages import english_centric, parse_direction
 from translate.text.vocab import BOS_ID, EOS_ID
-from translate.train.data_module import TranslationDataModule, collate
+from translate.train.collate import collate
+from translate.train.data_module import TranslationDataModule
 from translate.train.directions import TemperatureBatchSampler, sampling_probabilities
 
 MULTIWAY = Path(__file__).parent / "fixtures" / "libreoffice_multiway"
@@ -153,7 +154,7 @@ def test_the_joint_vocabulary_holds_one_piece_per_tag_and_the_split_every_direct
         character_coverage=0.9995,
         cache_dir=str(tmp_path),
     )
-    tags = data.tags()
+    tags = data.prepared.tags()
     assert set(tags) == {"de", "en", "ja"}
     assert all(f"<2{lang}>" in data.vocab.target.pieces(f"<2{lang}> x") for lang in tags)
     data.setup("fit")
@@ -575,6 +576,6 @@ def test_the_server_writes_the_language_each_request_asks_for(trained):
             assert body["target_lang"] == lang
             defaults = loaded.search_defaults()
             settings = SearchSettings(
-                beam=2, length_penalty=defaults["length_penalty"], target_lang=lang
+                beam=2, length_penalty=defaults.length_penalty, target_lang=lang
             )
             assert body["translations"] == translate_lines(loaded, lines, settings)

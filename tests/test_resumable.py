@@ -4,8 +4,8 @@ resume under another rank count warns and skips the same share of the epoch."""
 import numpy as np
 import pytest
 
-from translate.train.data_module import TokenBatchSampler
 from translate.train.directions import TemperatureBatchSampler
+from translate.train.token_batches import TokenBatchSampler
 
 
 def token_sampler(rank=0, world=1, seed=4):

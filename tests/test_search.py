@@ -322,6 +322,7 @@ def test_pad_and_bos_are_never_produced():
     each gives what it gives when they are explicitly disallowed; a checkpoint's target-token
     mask leaves them out too."""
     from translate.decode.loaded_model import LoadedModel
+    from translate.model.checkpoint import TrainingConfig
 
     model = tiny_model(9)
     with torch.no_grad():
@@ -350,7 +351,7 @@ def test_pad_and_bos_are_never_produced():
     assert produced and not produced & {PAD_ID, BOS_ID}
     assert free == search(others)
     mask = LoadedModel(
-        model, None, {}, None, target_tokens=list(range(TINY_VOCAB))
+        model, None, TrainingConfig(), None, target_tokens=list(range(TINY_VOCAB))
     ).target_token_mask()
     assert not mask[PAD_ID] and not mask[BOS_ID] and mask[4:].all()
     assert search(mask) == free

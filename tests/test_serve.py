@@ -484,6 +484,11 @@ def test_info_metrics_and_the_page(loaded, checkpoint_path):
             and info["protects_spans"] is False
         )
         assert info["checkpoint_sha256"] == file_digest(checkpoint_path)
+        defaults = loaded.search_defaults()
+        assert list(info["search_defaults"].items()) == [
+            ("beam", defaults.beam),
+            ("length_penalty", defaults.length_penalty),
+        ]
         first = client.post("/v1/translate", json={"text": LINES}).json()["translations"]
         again = client.post("/v1/translate", json={"text": LINES}).json()["translations"]
         client.post("/v1/translate", json={"text": ["a"], "beam": 0})

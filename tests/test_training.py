@@ -18,7 +18,8 @@ from translate.errors import UsageError
 from translate.model.transformer import ModelConfig
 from translate.text.corpus import read_parallel
 from translate.text.vocab import Vocabularies
-from translate.train.data_module import TokenBatchSampler, TranslationDataModule, collate
+from translate.train.collate import collate
+from translate.train.data_module import TranslationDataModule
 from translate.train.lightning_module import (
     TranslationModule,
     inverse_sqrt_schedule,
@@ -26,6 +27,7 @@ from translate.train.lightning_module import (
     use_fused_optimizer,
 )
 from translate.train.loss import label_smoothed_nll
+from translate.train.token_batches import TokenBatchSampler
 
 
 @pytest.mark.numerical

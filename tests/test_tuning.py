@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -69,7 +70,7 @@ def test_fit_ends_with_the_tuned_search_in_the_last_checkpoint(trained, capfd):
     search = torch.load(trained, weights_only=True)["translate"]["search"]
     assert search["beam"] == 5 and search["length_penalty"] in tuning.CANDIDATES
     assert search["sentences"] == 40 and len(search["candidates"]) == len(tuning.CANDIDATES)
-    assert load_model(trained).search_defaults() == {
+    assert asdict(load_model(trained).search_defaults()) == {
         "beam": 5,
         "length_penalty": search["length_penalty"],
     }
@@ -94,7 +95,7 @@ def test_translate_tune_writes_the_choice_that_translate_cli_then_uses(trained, 
         == 0
     )
     assert "| beam 3, alpha 3.0 (chosen) |" in capsys.readouterr().out
-    assert load_model(checkpoint).search_defaults() == {"beam": 3, "length_penalty": 3.0}
+    assert asdict(load_model(checkpoint).search_defaults()) == {"beam": 3, "length_penalty": 3.0}
     source = tmp_path / "in.en"
     source.write_text(
         "".join(line + "\n" for line in (FIXTURE / "test.en").read_text().splitlines()[:12])

@@ -17,7 +17,7 @@ import torch
 from helpers import FIXTURE, REPO
 
 from translate.cli.train import main as train_main
-from translate.train.data_module import collate
+from translate.train.collate import collate
 
 
 class Recorder(L.Callback):

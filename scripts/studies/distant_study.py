@@ -200,7 +200,7 @@ def foreign_mass(
     import torch
 
     from translate.decode.pipeline import target_tags_for
-    from translate.train.data_module import collate
+    from translate.train.collate import collate
 
     if not foreign:
         return 0.0

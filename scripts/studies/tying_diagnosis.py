@@ -97,7 +97,7 @@ def reference_losses(loaded, sources: list[str], references: list[str], batch: i
     """(piece id, loss) of every reference token, EOS included, teacher-forced."""
     import torch
 
-    from translate.train.data_module import collate
+    from translate.train.collate import collate
 
     ids, losses = [], []
     with torch.inference_mode():

@@ -432,10 +432,10 @@ def main(argv: list[str] | None = None) -> int:
     data.setup("fit")
     vocab = data.vocab
     bigrams = target_bigrams(
-        vocab.target.encode([tgt for _, tgt in data.pairs("train")]), len(vocab.target)
+        vocab.target.encode([tgt for _, tgt in data.prepared.pairs("train")]), len(vocab.target)
     )
     baseline_mrr = bigram_mrr(unigram_scores(bigrams), bigrams)
-    test = list(islice(data.pairs("test"), args.test_sentences))
+    test = list(islice(data.prepared.pairs("test"), args.test_sentences))
     sources, references = [s for s, _ in test], [t for _, t in test]
 
     results = []

@@ -159,9 +159,9 @@ def apply_search_defaults(args: argparse.Namespace, loaded) -> None:
 
     defaults = loaded.search_defaults()
     if args.beam is None:
-        args.beam = defaults["beam"]
+        args.beam = defaults.beam
     if args.length_penalty is None:
-        args.length_penalty = defaults["length_penalty"]
+        args.length_penalty = defaults.length_penalty
     error = search_settings_error(args)
     if error:
         raise UsageError(error)

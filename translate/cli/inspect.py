@@ -87,7 +87,7 @@ def report(loaded, source_text: str | None = None, target_text: str | None = Non
         "direct_path_asymmetry": asymmetry(direct_path(model)),
         "tie_choice": asdict(loaded.tie_choice) if loaded.tie_choice else None,
         "model_config": asdict(model.cfg),
-        "training_config": loaded.training_config,
+        "training_config": loaded.training_config.to_dict(),
         "run_config": loaded.run_config,
     }
 

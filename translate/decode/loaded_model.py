@@ -10,13 +10,14 @@ from pathlib import Path
 
 import torch
 
-from translate.decode.settings import SentinelIds
+from translate.decode.settings import SearchDefaults, SentinelIds
 from translate.model.checkpoint import (
     ARTIFACT_KEY,
     DEFAULT_BEAM,
     DEFAULT_LENGTH_PENALTY,
     SEARCH_KEY,
     CheckpointError,
+    TrainingConfig,
     read_checkpoint,
 )
 from translate.model.packing import pack_linear_layers
@@ -46,7 +47,7 @@ class LoadedModel:
 
     model: Transformer | ModelShape
     vocab: Vocabularies
-    training_config: dict
+    training_config: TrainingConfig
     run_config: str | None
     target_tokens: list[int] | None = None  # ids seen on the target side of the training data
     path: str | None = None
@@ -61,14 +62,14 @@ class LoadedModel:
         default_factory=dict, init=False, repr=False, compare=False
     )
 
-    def search_defaults(self) -> dict:
+    def search_defaults(self) -> SearchDefaults:
         """Beam size and length penalty to translate with where no flag says otherwise: those
         tuned on the dev set and stored in the checkpoint, else beam 5 and GNMT alpha 1.0."""
         tuned = self.search or {}
-        return {
-            "beam": int(tuned.get("beam", DEFAULT_BEAM)),
-            "length_penalty": float(tuned.get("length_penalty", DEFAULT_LENGTH_PENALTY)),
-        }
+        return SearchDefaults(
+            beam=int(tuned.get("beam", DEFAULT_BEAM)),
+            length_penalty=float(tuned.get("length_penalty", DEFAULT_LENGTH_PENALTY)),
+        )
 
     @property
     def data(self) -> RunData:
@@ -226,7 +227,7 @@ def _loaded_model(
     return LoadedModel(
         model,
         vocab,
-        artifact.get("training_config", {}),
+        TrainingConfig.from_dict(artifact.get("training_config")),
         artifact.get("run_config"),
         target_tokens=target_tokens,
         path=str(path),

@@ -269,8 +269,8 @@ def output_length_rule(
     """(a, b) of the `a * source_length + b` output limit: the given ones, else the run config's."""
     config = loaded.training_config
     return (
-        config.get("max_len_a", 1.5) if max_len_a is None else max_len_a,
-        config.get("max_len_b", 10) if max_len_b is None else max_len_b,
+        config.max_len_a if max_len_a is None else max_len_a,
+        config.max_len_b if max_len_b is None else max_len_b,
     )
 
 

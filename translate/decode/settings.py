@@ -1,5 +1,6 @@
-"""Search settings as one object (`SearchSettings`), and what a search needs besides the model
-(`SearchPlan`, `SentinelIds`). Light: importable before torch (so `--help` stays fast)."""
+"""Search settings as one object (`SearchSettings`), a model's own defaults (`SearchDefaults`),
+and what a search needs besides the model (`SearchPlan`, `SentinelIds`). Light: importable
+before torch (so `--help` stays fast)."""
 
 from __future__ import annotations
 
@@ -37,6 +38,15 @@ class SearchSettings:
         if "restrict_target" in vars(args):
             given["restrict_to_target"] = bool(args.restrict_target)
         return cls(**given)
+
+
+@dataclass(frozen=True)
+class SearchDefaults:
+    """The beam size and length penalty a model translates with where no flag or request says
+    otherwise (`LoadedModel.search_defaults`)."""
+
+    beam: int
+    length_penalty: float  # GNMT alpha
 
 
 @dataclass(frozen=True)

@@ -46,8 +46,8 @@ class Translator:
         """The search `given` asks for (`SearchSettings` fields), the checkpoint's defaults for
         the beam and length penalty where not given."""
         defaults = self.loaded.search_defaults()
-        given.setdefault("beam", defaults["beam"])
-        given.setdefault("length_penalty", defaults["length_penalty"])
+        given.setdefault("beam", defaults.beam)
+        given.setdefault("length_penalty", defaults.length_penalty)
         return SearchSettings(**given)
 
     def translate(self, lines: Iterable[str], **settings) -> list[str]:

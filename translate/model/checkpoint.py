@@ -6,7 +6,7 @@ plain containers, so a checkpoint from an untrusted source cannot run code.
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,6 +26,41 @@ DEFAULT_BEAM, DEFAULT_LENGTH_PENALTY = 5, 1.0  # where a checkpoint holds no tun
 
 class CheckpointError(UsageError):
     """A checkpoint that cannot be used for translation; the message says why."""
+
+
+@dataclass(frozen=True)
+class TrainingConfig:
+    """How a model was trained (the optimisation settings of translate-train's `model:`), kept in
+    its checkpoint in plain types (`to_dict`) and read back once when it loads (`from_dict`);
+    `max_len_a` and `max_len_b` are also the output limit translation takes by default (at most
+    a * source length + b tokens). A setting an older checkpoint lacks takes the default here,
+    which is translate-train's."""
+
+    lr: float = 7e-4
+    warmup_steps: int = 4000
+    lr_schedule: str = "inverse_sqrt"
+    betas: tuple[float, float] = (0.9, 0.98)
+    weight_decay: float = 0.0
+    label_smoothing: float = 0.1
+    max_len_a: float = 1.5
+    max_len_b: int = 10
+    optimizer: str = "adam"
+    fused_optimizer: bool | None = None
+
+    def to_dict(self) -> dict:
+        """The settings as the checkpoint stores them (`torch.load(weights_only=True)` reads
+        plain types only)."""
+        return {**asdict(self), "betas": list(self.betas)}
+
+    @classmethod
+    def from_dict(cls, stored: object) -> TrainingConfig:
+        """The settings a checkpoint stored (keys it lacks take the defaults, keys this version
+        does not know are left out)."""
+        known = {field.name for field in fields(cls)}
+        given = {k: v for k, v in stored.items() if k in known} if isinstance(stored, dict) else {}
+        if "betas" in given:
+            given["betas"] = tuple(given["betas"])
+        return cls(**given)
 
 
 def read_checkpoint(path: str | Path, mmap: bool = False) -> dict:
@@ -53,7 +88,7 @@ def translation_artifact(
     vocab: Vocabularies,
     *,
     tie_choice: TieChoice | None = None,
-    training_config: dict | None = None,
+    training_config: TrainingConfig | None = None,
     run_config: str | None = None,
     target_tokens: list[int] | None = None,
     target_tokens_by_language: dict[str, list[int]] | None = None,
@@ -65,7 +100,7 @@ def translation_artifact(
         "src_vocab_size": model.src_vocab_size,
         "tgt_vocab_size": model.tgt_vocab_size,
         "vocab": vocab.state(),
-        "training_config": training_config or {},
+        "training_config": training_config.to_dict() if training_config is not None else {},
         "run_config": run_config,
         "target_tokens": target_tokens,
         "target_tokens_by_language": target_tokens_by_language,

@@ -9,7 +9,7 @@ import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from functools import cached_property, partial
 from importlib import resources
 from itertools import islice
@@ -244,11 +244,9 @@ class Service:
             self.note_zero_shot(body.source_lang, target.target_lang)
         return replace(
             self.settings.search,
-            beam=body.beam or self.defaults["beam"],
+            beam=body.beam or self.defaults.beam,
             length_penalty=(
-                self.defaults["length_penalty"]
-                if body.length_penalty is None
-                else body.length_penalty
+                self.defaults.length_penalty if body.length_penalty is None else body.length_penalty
             ),
             target_lang=target.target_lang,
             source_lang=body.source_lang,
@@ -327,8 +325,8 @@ class Service:
             self.note_zero_shot(source, target)
         return replace(
             self.settings.search,
-            beam=max(self.defaults["beam"], n_best),
-            length_penalty=self.defaults["length_penalty"],
+            beam=max(self.defaults.beam, n_best),
+            length_penalty=self.defaults.length_penalty,
             n_best=n_best,
             **languages,
         )
@@ -429,7 +427,7 @@ class Service:
             "joint_vocab": loaded.vocab.joint,
             # whether numbers, placeholders and the like are translated as sentinels
             "protects_spans": bool(loaded.data.protect_spans),
-            "search_defaults": self.defaults,
+            "search_defaults": asdict(self.defaults),
             "limits": {
                 "max_sentences": settings.max_sentences,
                 "max_queued_sentences": settings.max_queued_sentences,

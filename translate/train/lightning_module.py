@@ -30,7 +30,7 @@ from torchmetrics import Metric, SumMetric
 from translate.decode.search import Search, search_batch
 from translate.decode.settings import SearchPlan
 from translate.errors import UsageError
-from translate.model.checkpoint import ARTIFACT_KEY, translation_artifact
+from translate.model.checkpoint import ARTIFACT_KEY, TrainingConfig, translation_artifact
 from translate.model.transformer import TIE_MODES, ModelConfig, Transformer
 from translate.model.tying import choose_tie
 from translate.score.metrics import bleu_of_statistics, bleu_statistics, make_metric
@@ -230,18 +230,18 @@ class TranslationModule(L.LightningModule):
             shared_vocab=vocab.joint,
             target_only_ids=target_only,
         )
-        self.training_config = {
-            "lr": lr,
-            "warmup_steps": warmup_steps,
-            "lr_schedule": lr_schedule,
-            "betas": list(betas),
-            "weight_decay": weight_decay,
-            "label_smoothing": label_smoothing,
-            "max_len_a": max_len_a,
-            "max_len_b": max_len_b,
-            "optimizer": optimizer,
-            "fused_optimizer": fused_optimizer,
-        }
+        self.training_config = TrainingConfig(
+            lr=lr,
+            warmup_steps=warmup_steps,
+            lr_schedule=lr_schedule,
+            betas=tuple(betas),
+            weight_decay=weight_decay,
+            label_smoothing=label_smoothing,
+            max_len_a=max_len_a,
+            max_len_b=max_len_b,
+            optimizer=optimizer,
+            fused_optimizer=fused_optimizer,
+        )
         if loss_chunk is not None and loss_chunk < 0:
             raise UsageError(
                 f"model.loss_chunk must be 0 (all rows at once), a row count, or null, got {loss_chunk}"
@@ -313,7 +313,7 @@ class TranslationModule(L.LightningModule):
             return None
         return CompiledLoss(
             self.model,
-            self.training_config["label_smoothing"],
+            self.training_config.label_smoothing,
             self.loss_chunk,
             self.device.type,
             len(shapes.lengths),
@@ -355,7 +355,7 @@ class TranslationModule(L.LightningModule):
             if self._compiled_loss is not None:
                 nll = self._compiled_loss(batch)
             else:
-                nll = self.nll(batch, self.training_config["label_smoothing"])
+                nll = self.nll(batch, self.training_config.label_smoothing)
         self._update_nll = self._update_nll + nll.detach()
         self._update_tokens += batch["tgt_tokens"]
         self._window_tokens += batch["tgt_tokens"]
@@ -402,7 +402,7 @@ class TranslationModule(L.LightningModule):
 
     def parameter_groups(self) -> list[dict]:
         """Weight decay for the matrices only: biases and LayerNorm gains are not decayed."""
-        decay = self.training_config["weight_decay"]
+        decay = self.training_config.weight_decay
         parameters = [p for p in self.parameters() if p.requires_grad]
         if not decay:
             return [{"params": parameters, "weight_decay": 0.0}]
@@ -414,27 +414,27 @@ class TranslationModule(L.LightningModule):
     def configure_optimizers(self):
         cfg = self.training_config
         fused = use_fused_optimizer(
-            cfg["fused_optimizer"],
+            cfg.fused_optimizer,
             self.device.type,
             bool(self.trainer.gradient_clip_val),
             str(self.trainer.precision),
         )
-        kind = torch.optim.AdamW if cfg["optimizer"] == "adamw" else torch.optim.Adam
+        kind = torch.optim.AdamW if cfg.optimizer == "adamw" else torch.optim.Adam
         optimizer = kind(
             self.parameter_groups(),
-            lr=cfg["lr"],
-            betas=tuple(cfg["betas"]),
+            lr=cfg.lr,
+            betas=cfg.betas,
             eps=1e-9,
             **({"fused": True} if fused else {}),
         )
-        if cfg["lr_schedule"] == "linear":
+        if cfg.lr_schedule == "linear":
             if self.trainer.max_steps <= 0:
                 raise ValueError(
                     "lr_schedule 'linear' decays to 0 at trainer.max_steps, which is not set"
                 )
-            schedule = linear_decay_schedule(cfg["warmup_steps"], self.trainer.max_steps)
+            schedule = linear_decay_schedule(cfg.warmup_steps, self.trainer.max_steps)
         else:
-            schedule = inverse_sqrt_schedule(cfg["warmup_steps"])
+            schedule = inverse_sqrt_schedule(cfg.warmup_steps)
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
         return {
             "optimizer": optimizer,
@@ -452,8 +452,8 @@ class TranslationModule(L.LightningModule):
                 1,
                 1.0,
                 1,
-                self.training_config["max_len_a"],
-                self.training_config["max_len_b"],
+                self.training_config.max_len_a,
+                self.training_config.max_len_b,
                 never=tuple(self.tag_ids),
             )
             sources = [row[row != PAD_ID].tolist() for row in batch["src"]]

@@ -1,18 +1,19 @@
 """Where a batch sampler stands in its epoch, saved in a checkpoint and continued from it.
 
-Both training samplers (`data_module.TokenBatchSampler`, `directions.TemperatureBatchSampler`)
+Both training samplers (`token_batches.TokenBatchSampler`, `directions.TemperatureBatchSampler`)
 order an epoch's batches from their seed and the epoch alone, so their position is two
 numbers: the epoch and how many of this rank's batches the trainer has used. This base class
-keeps that position, writes it into the checkpoint and starts the next iteration after it.
+keeps that position, writes it into the checkpoint and starts the next iteration after it;
+`ResumableLoader` is the loader through which Lightning saves and restores it.
 """
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
-from torch.utils.data import Sampler
+from torch.utils.data import DataLoader, Sampler
 
 
 class ResumableBatchSampler(Sampler[list[int]]):
@@ -72,3 +73,21 @@ class ResumableBatchSampler(Sampler[list[int]]):
             )
             consumed = consumed * int(state.get("world_size") or 1) // self.world_size
         self.epoch, self._skip = int(state["epoch"]), min(consumed, len(self))
+
+
+class ResumableLoader(DataLoader):
+    """A DataLoader over a `ResumableBatchSampler` that Lightning treats as stateful.
+
+    Lightning keeps a loader's `state_dict()` in every checkpoint and hands it back through
+    `load_state_dict` before iterating on resume; without it a run resumed mid-epoch would start
+    that epoch again.  The position is the trainer's count of batches used (`consumed`), not what
+    the loader has produced, which runs ahead by the prefetched batches.
+    """
+
+    consumed: Callable[[], int] | None = None
+
+    def state_dict(self) -> dict:
+        return self.batch_sampler.state_dict(self.consumed() if self.consumed is not None else 0)
+
+    def load_state_dict(self, state: dict) -> None:
+        self.batch_sampler.load_state_dict(state)

@@ -1,15 +1,19 @@
 """Token-budget batches: pairs sorted by length, cut greedily so no batch's padded size exceeds
 the budget (the longer side times the number of pairs); with `BatchShapes`, each batch padded to
-one of a few fixed shapes, so that a step compiled or captured for a shape is met again."""
+one of a few fixed shapes, so that a step compiled or captured for a shape is met again; and
+`TokenBatchSampler`, a rank's share of them in an order reshuffled every epoch."""
 
 from __future__ import annotations
 
 import bisect
+import random
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+
+from translate.train.resumable import ResumableBatchSampler
 
 # data.batch_shapes: fixed shapes, each batch as long as its longest pair (the default), or
 # fixed on a GPU only.
@@ -41,7 +45,7 @@ class BatchShapes:
     takes `max_tokens // length` rows (at least one), `length` the first of `lengths` at least
     n; each side is padded to the first of `lengths` at least its own longest (a German target
     need not make its English source as long). Rows it lacks are filled with pairs that the loss
-    does not count (`train.data_module.collate`)."""
+    does not count (`train.collate.collate`)."""
 
     max_tokens: int
     lengths: tuple[int, ...]
@@ -127,3 +131,70 @@ def padding_share(
             positions += rows * (source + target)
         real += int(lengths[batch].sum())
     return 1 - real / positions if positions else 0.0
+
+
+class TokenBatchSampler(ResumableBatchSampler):
+    """Batches of similar length whose padded size never exceeds `max_tokens` on either side.
+
+    The batches are formed once (length-sorted, ties broken by the seed) and their order is
+    reshuffled every epoch from `seed + epoch`, so a run is reproducible and `len()` is stable.
+    Under DDP each rank takes every `world_size`-th batch.  For training every rank must get
+    the same number (or one would wait on a collective the others never reach), so the largest
+    batches are halved until the count divides evenly: the ranks' data stays disjoint and
+    together covers every example, none dropped or repeated.  For evaluation the counts may
+    differ, but batches are split until every rank has at least one where the data allows.
+
+    The sampler is resumable (`resumable.ResumableBatchSampler`): a run stopped mid-epoch
+    carries on with exactly the data it would have seen.
+
+    `lengths` is an (N, 2) array-like of (source, target) lengths as they will be padded;
+    `shapes`, fixed batch shapes that each batch must fit (`token_batches.BatchShapes`).
+    """
+
+    def __init__(
+        self,
+        lengths,
+        max_tokens: int,
+        shuffle: bool,
+        seed: int = 1,
+        rank: int = 0,
+        world_size: int = 1,
+        equal_per_rank: bool = True,
+        shapes: BatchShapes | None = None,
+    ) -> None:
+        super().__init__()
+        self.shuffle, self.seed = shuffle, seed
+        self.rank, self.world_size, self.equal_per_rank = rank, world_size, equal_per_rank
+        lengths = np.asarray(lengths, dtype=np.int64).reshape(-1, 2)
+        self.batches: list[np.ndarray] = budget_batches(lengths, max_tokens, seed, shapes)
+        while equal_per_rank and len(self.batches) % world_size:
+            if not self._split_largest():
+                raise ValueError(
+                    f"{len(lengths)} examples cannot give {world_size} ranks the same number of batches"
+                )
+        while not equal_per_rank and len(self.batches) < world_size and self._split_largest():
+            pass
+
+    def _split_largest(self) -> bool:
+        """Halve the largest batch (both halves stay within the budget); False if none has two examples."""
+        largest = max(range(len(self.batches)), key=lambda i: len(self.batches[i]), default=None)
+        if largest is None or len(self.batches[largest]) < 2:
+            return False
+        half = len(self.batches[largest]) // 2
+        self.batches[largest : largest + 1] = [
+            self.batches[largest][:half],
+            self.batches[largest][half:],
+        ]
+        return True
+
+    def rank_batches(self) -> list[np.ndarray]:
+        batches = list(self.batches)
+        if self.shuffle:
+            random.Random(self.seed + self.epoch).shuffle(batches)
+        return batches[self.rank :: self.world_size]
+
+    def layout_size(self) -> int:
+        return len(self.batches)
+
+    def __len__(self) -> int:
+        return len(self.rank_batches())
