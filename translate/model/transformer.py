@@ -279,7 +279,7 @@ def weighted_values(weights: Tensor, v: Tensor, value_rows: ValueRows | None = N
 
     On the CPU each query's output is a weighted sum of T value rows, which `F.embedding_bag`
     computes reading each row once; the batched product's matrix-vector kernel reads the cache
-    at a third of a plain read's speed here (`scripts/benchmarks/benchmark_attention.py`).
+    at a third of a plain read's speed (docs/benchmarks.md, "Attention over the decoding cache").
     `value_rows` keeps the row indexes between calls (else they are made for this call)."""
     batch, heads, length, steps = weights.shape
     if not v.is_cpu or not v.is_contiguous() or weights.dtype != v.dtype:
