@@ -72,19 +72,19 @@ AVX2 := ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS
 test-avx2: install
 	$(AVX2) $(BIN)/python -m pytest -q -m "numerical or slow" $(TEST_WORKERS)
 
-# The GPU figures in one command, on a CUDA machine after `make install TORCH=torch`: each step
-# under its own time cap, into runs/gpu-report/ (report.json, report.md, plots); `make gpu-docs`
-# then fills the docs' GPU sections from it. DRY_RUN=1: every step at toy size on the CPU,
+# The GPU figures in one command (scripts/bench.py report), on a CUDA machine after `make install
+# TORCH=torch`: each step under its own time cap, into runs/gpu-report/ (report.json, report.md,
+# plots); `make gpu-docs` then fills the docs' GPU sections from it. DRY_RUN=1: every step at toy size on the CPU,
 # into runs/gpu-report-dry-run/.
 # GPU_REPORT_ARGS="--steps converge,serve" runs only those (--list names them).
 DRY_RUN ?=
 GPU_REPORT_ARGS ?=
 REPORT ?= runs/gpu-report/report.json
 gpu-report: install
-	$(BIN)/python scripts/benchmarks/gpu_report.py $(if $(DRY_RUN),--dry-run) $(GPU_REPORT_ARGS)
+	$(BIN)/python scripts/bench.py report $(if $(DRY_RUN),--dry-run) $(GPU_REPORT_ARGS)
 
 gpu-docs: install
-	$(BIN)/python scripts/benchmarks/gpu_report_docs.py --report $(REPORT)
+	$(BIN)/python scripts/bench.py report --docs --report $(REPORT)
 
 translate: install
 	$(BIN)/translate-cli --checkpoint $(CHECKPOINT)

@@ -18,13 +18,10 @@ import argparse
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from translate.errors import UsageError  # noqa: E402
-from translate.files import check_writable  # noqa: E402
-from translate.model.checkpoint import AVERAGED_KEY, average_checkpoints, last_checkpoints  # noqa: E402
-from translate.train.checkpoint_io import atomic_torch_save  # noqa: E402
+from translate.errors import UsageError
+from translate.files import check_writable
+from translate.model.checkpoint import AVERAGED_KEY, average_checkpoints, last_checkpoints
+from translate.train.checkpoint_io import atomic_torch_save
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

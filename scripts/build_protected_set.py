@@ -36,11 +36,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+from translate.files import write_atomic
+from translate.text.protected import find_spans
 
-from translate.files import write_atomic  # noqa: E402
-from translate.text.protected import find_spans  # noqa: E402
+REPO = Path(__file__).resolve().parent.parent
 
 OUTPUT = REPO / "translate" / "corpora" / "protected_en_de"
 TRAINING = REPO / "translate" / "corpora" / "libreoffice_help_en_de"

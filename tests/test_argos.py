@@ -8,7 +8,6 @@ import json
 import shlex
 import shutil
 import subprocess
-import sys
 import time
 import zipfile
 from pathlib import Path
@@ -17,9 +16,6 @@ import pytest
 
 pytest.importorskip("ctranslate2")
 pytest.importorskip("spacy")
-from helpers import FIXTURE, fixture_lines, joint_vocab, small_config, trained_copy_checkpoint  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts" / "benchmarks"))
 from argos_check import (  # noqa: E402
     argos_translate,
     compare_greedy,
@@ -27,6 +23,7 @@ from argos_check import (  # noqa: E402
     left_out,
     libretranslate_formatting,
 )
+from helpers import FIXTURE, fixture_lines, joint_vocab, small_config, trained_copy_checkpoint  # noqa: E402
 from libretranslate_env import (  # noqa: E402
     DEFAULT_VENV,
     LIBRETRANSLATE,
@@ -202,7 +199,7 @@ def test_the_docs_install_libretranslate_as_the_tests_do():
 @pytest.fixture(scope="module")
 def libretranslate(tmp_path_factory):
     """LibreTranslate's virtual environment: .cache/libretranslate-venv if installed
-    (`.venv/bin/python scripts/benchmarks/libretranslate_env.py`; tests write nothing into
+    (`.venv/bin/python tests/libretranslate_env.py`; tests write nothing into
     .cache/), else installed from PyPI into a temporary directory, removed afterwards."""
     if installed(LIBRETRANSLATE_VENV):
         yield LIBRETRANSLATE_VENV
@@ -318,7 +315,7 @@ def sent_fields(exchange) -> dict:
 def test_libretranslate_and_translate_serve_answer_the_apps_requests_alike(
     libretranslate, exported, tmp_path
 ):
-    """The apps' requests as each sends them (scripts/benchmarks/app_requests.py, whose answers
+    """The apps' requests as each sends them (tests/app_requests.py, whose answers
     from translate-serve tests/test_libretranslate_apps.py checks word for word), replayed at
     LibreTranslate serving the package and at translate-serve serving its checkpoint: the same
     statuses from both, and in every /translate answer of both, every block translated (the

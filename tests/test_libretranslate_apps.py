@@ -4,19 +4,14 @@ Discourse's translator plugin, Mastodon's TranslationService::LibreTranslate, We
 libretranslate machinery) against a real translate-serve on loopback, with no API key set (as
 the apps send it then: empty, or null). Each answer's text is checked against what translate-cli
 gives each sentence, put back in its place by hand. The requests themselves are
-scripts/benchmarks/app_requests.py's, which replays them beside LibreTranslate."""
+tests/app_requests.py's, which replays them beside LibreTranslate."""
 
 import html
-import sys
-from pathlib import Path
 
 import pytest
 
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("lingua")
-from processes import start_server, stop  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts" / "benchmarks"))
 from app_requests import (  # noqa: E402
     MASTODON_POSTS,
     NEXTCLOUD_LINES,
@@ -28,6 +23,7 @@ from app_requests import (  # noqa: E402
     replay,
     weblate,
 )
+from processes import start_server, stop  # noqa: E402
 
 from translate.decode.loaded_model import load_model  # noqa: E402
 from translate.decode.pipeline import translate_lines  # noqa: E402

@@ -9,12 +9,11 @@ from tolerances import assert_within_rounding, transformer_terms
 from torch import nn
 
 from translate.decode.cache import SearchCache, append_steps
-from translate.model import transformer as model_module
+from translate.model.cpu_attention import ValueRows, weighted_values
 from translate.model.transformer import (
     TIE_MODES,
     ModelConfig,
     Transformer,
-    weighted_values,
 )
 
 CONFIGS = {
@@ -351,7 +350,7 @@ def test_weighted_values_equals_the_batched_product(shape):
 def test_weighted_values_grows_its_row_indexes_for_a_larger_cache(monkeypatch):
     """Grown inside inference mode (as decoding runs), the indexes still serve a call that
     records gradients."""
-    rows = model_module.ValueRows()
+    rows = ValueRows()
     rows.table = torch.arange(4)
     weights, values = torch.rand(5, 2, 1, 9).softmax(dim=-1), torch.randn(5, 2, 9, 4)
     with torch.inference_mode():

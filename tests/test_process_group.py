@@ -1,6 +1,6 @@
 """No orphan: a command that starts others runs in a process group of its own that ends whole on a
 timeout, on an interruption, and when the process that started it dies, killed outright too
-(translate/process_group.py); the GPU report's dry run and a script's server among them."""
+(translate/process_group.py); the GPU report's steps and a script's server among them."""
 
 import contextlib
 import os
@@ -98,29 +98,29 @@ def test_a_starter_that_dies_takes_its_groups_with_it(sig):
         killed_leaves_none(process, sig)
 
 
-REPORT_WITH_A_STUCK_STEP = (
-    "import sys\n"
-    "from pathlib import Path\n"
-    f"sys.path.insert(0, {str(REPO / 'scripts' / 'benchmarks')!r})\n"
-    "import gpu_report\n"
-    "out = Path(sys.argv[1])\n"
-    "step = gpu_report.Step('stuck', 'test', plan=lambda context: "
-    f"[gpu_report.Command((sys.executable, '-c', {STUBBORN!r}), 'pid.txt')], "
-    "read=lambda context, directory: {})\n"
-    "context = gpu_report.Context(out, out / 'cache', gpu_report.DRY, {})\n"
-    "gpu_report.run_steps([step], context, {}, set(), False, caps=(600.0, 600.0))\n"
-)
-
-
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
-def test_a_report_killed_mid_step_leaves_no_process_of_the_step(tmp_path, sig):
-    """The GPU report's own step runner (`run_steps`) killed while a step's command and the
-    process it started (which ignores SIGTERM) would run for five more minutes."""
-    pid_file = tmp_path / "steps" / "stuck" / "pid.txt"
-    argv = [sys.executable, "-c", REPORT_WITH_A_STUCK_STEP, str(tmp_path)]
-    with starter(argv, stderr=subprocess.DEVNULL) as report:
-        wait_until(lambda: pid_file.is_file() and pid_file.read_text().strip(), "the step running")
-        assert int(pid_file.read_text()) in descendants(report.pid)
+def test_a_report_killed_mid_step_leaves_no_process_of_the_step(
+    tmp_path, sig, bundled_corpus_cache
+):
+    """The GPU report (`scripts/bench.py report`) killed while its converge step's translate-train
+    runs: nothing the step started is left running."""
+    argv = [sys.executable, str(REPO / "scripts" / "bench.py"), "report", "--dry-run"]
+    argv += [
+        "--out",
+        str(tmp_path),
+        "--cache-dir",
+        str(bundled_corpus_cache),
+        "--steps",
+        "converge",
+    ]
+    with starter(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) as report:
+
+        def training() -> bool:
+            return any(
+                b"translate.cli.train" in command for command in descendants(report.pid).values()
+            )
+
+        wait_until(training, "the step running")
         killed_leaves_none(report, sig)
 
 

@@ -522,12 +522,12 @@ def test_greedy_search_with_grouped_best_tokens_equals_it_with_argmax(monkeypatc
 
 @pytest.mark.numerical
 def test_searches_with_values_summed_by_rows_equal_them_with_the_batched_product(monkeypatch):
-    """Decoding's attention sums the cached values row by row (`model.weighted_values`); every
+    """Decoding's attention sums the cached values row by row (`cpu_attention.weighted_values`); every
     search gives the tokens and scores it gives with the plain batched product."""
     from joining import running_search
 
     from translate.decode.search import search_joined
-    from translate.model import transformer as model_module
+    from translate.model import cpu_attention
 
     model, src = tiny_model(7), random_sources(41, 10)
     sources = [row[row != PAD_ID].tolist() for row in src]
@@ -548,14 +548,16 @@ def test_searches_with_values_summed_by_rows_equal_them_with_the_batched_product
         )
 
     summed_calls = []
-    summed = model_module.weighted_values
+    summed = cpu_attention.weighted_values
     monkeypatch.setattr(
-        model_module,
+        cpu_attention,
         "weighted_values",
         lambda w, v, rows=None: summed_calls.append(w.shape) or summed(w, v, rows),
     )
     by_rows = searches()
-    monkeypatch.setattr(model_module, "weighted_values", lambda w, v, rows=None: torch.matmul(w, v))
+    monkeypatch.setattr(
+        cpu_attention, "weighted_values", lambda w, v, rows=None: torch.matmul(w, v)
+    )
     expected = searches()
     assert by_rows[0] == expected[0] and by_rows[2] == expected[2]
     terms = 2 * search_terms(model, src, max_len_b=6)  # both searches run in float32

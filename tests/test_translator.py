@@ -2,6 +2,7 @@
 same lines with the same settings, scores with every hypothesis, and nothing of torch imported
 until it is asked for."""
 
+import re
 import subprocess
 import sys
 
@@ -67,3 +68,16 @@ def test_importing_the_package_leaves_torch_unloaded():
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.stdout.strip() == "False", result.stderr
+
+
+def test_the_readme_s_python_example_runs(checkpoint_path):
+    """The README's example, with the test checkpoint in place of `make train`'s."""
+    from helpers import REPO
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    [example] = re.findall(r"```python\n(.*?)```", readme, flags=re.S)
+    assert "runs/default/checkpoints/last.ckpt" in example
+    namespace: dict = {}
+    code = example.replace("runs/default/checkpoints/last.ckpt", str(checkpoint_path))
+    exec(compile(code, "README.md", "exec"), namespace)
+    assert isinstance(namespace["translator"].translate(["Click OK."])[0], str)

@@ -36,18 +36,14 @@ import io
 import json
 import shutil
 import statistics
+import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
-
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "scripts"))
-
-from tying_study import (  # noqa: E402
+from tying_study import (
     in_run_dir,
     interval,
     logged_metrics,
@@ -59,14 +55,16 @@ from tying_study import (  # noqa: E402
     trained_parameter_counts,
 )
 
-from translate.decode.settings import SearchSettings  # noqa: E402
-from translate.files import write_atomic  # noqa: E402
-from translate.score.metrics import DISPLAY_NAMES  # noqa: E402
-from translate.score.significance import (  # noqa: E402
+from translate.decode.settings import SearchSettings
+from translate.files import write_atomic
+from translate.score.metrics import DISPLAY_NAMES
+from translate.score.significance import (
     Contrast,
     GainDifference,
     gain_difference,
 )
+
+REPO = Path(__file__).resolve().parents[2]
 
 CELLS = {
     "none": {"model": {"model": {"tie_embeddings": "none"}}},
@@ -727,14 +725,13 @@ def main(argv: list[str] | None = None) -> int:
     if missing:  # each language's pairs do not depend on the others built, so building just these is the same
         built = args.out / "corpus"
         if lacking(built, args.langs, ("train", "dev", "test")):
-            import build_corpus
-
             print(
                 f"distant study: {args.corpus} lacks {', '.join(missing)}; building the study's "
                 f"languages into {built} from Debian's packages",
                 file=sys.stderr,
             )
-            build_corpus.build_multiway(None, args.langs, built)
+            build = [sys.executable, str(REPO / "scripts" / "build_corpus.py"), "--langs"]
+            subprocess.run([*build, *args.langs, "--out", str(built)], check=True)
         else:  # a resumed study or its report: the corpus an earlier run built
             print(
                 f"distant study: {args.corpus} lacks {', '.join(missing)}; reading {built}",

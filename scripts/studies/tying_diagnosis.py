@@ -30,10 +30,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
-
-from translate.files import write_atomic  # noqa: E402
+from translate.files import write_atomic
 
 # Target-piece frequency bands, by occurrences in the target side of the training data.
 BANDS = ((0, 10), (10, 100), (100, 1000), (1000, None))

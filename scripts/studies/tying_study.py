@@ -34,11 +34,8 @@ from pathlib import Path
 
 import yaml
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
-
-from translate.files import write_atomic  # noqa: E402
-from translate.model.analysis import (  # noqa: E402
+from translate.files import write_atomic
+from translate.model.analysis import (
     asymmetry,
     bigram_mrr,
     direct_path,
@@ -46,6 +43,8 @@ from translate.model.analysis import (  # noqa: E402
     target_bigrams,
     unigram_scores,
 )
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 @dataclass(frozen=True)

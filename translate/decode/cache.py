@@ -1,8 +1,8 @@
 """The decoder's key/value cache during search: per decoder layer, the cached self-attention steps
 and the encoder's keys and values, each in blocks of consecutive decoder rows (the cohorts of
-sentences that joined a search at one step). Attention reads a block through `size`, `k`, `v`,
-`mask` and `append` (`translate.model.transformer.CachedRows`); the search reorders, selects and
-merges blocks here."""
+sentences that joined a search at one step). The model's attention reads a layer through
+`attend_steps` and `attend_encoder` (`translate.model.transformer.CachedLayer`), block by block
+(`attend_blocks`); the search reorders, selects and merges blocks here."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from translate.model.transformer import Transformer
+from translate.model.transformer import MultiHeadAttention, Transformer
 
 
 def append_steps(cached: Tensor, new: Tensor, rows: Tensor | None) -> Tensor:
@@ -115,6 +115,33 @@ class KVBlock:
         self.size += other.size
 
 
+def attend_blocks(
+    attention: MultiHeadAttention, q: Tensor, query: Tensor, blocks: list[KVBlock], static_kv: bool
+) -> Tensor:
+    """New steps of rows that come in consecutive blocks with caches of their own: block i holds
+    `size` query rows and their keys and values (with `static_kv` the encoder's, one row per
+    sentence; else its cached steps, which the new steps join) and a `mask` where some keys are
+    hidden (source padding; cached steps of other rows' sentences). Several new steps after
+    cached ones see them causally, aligned at the end."""
+    if not static_kv:
+        new_k, new_v = attention.keys_values(query)
+    outputs, start, length = [], 0, q.shape[2]
+    for block in blocks:
+        end = start + block.size
+        mask = block.mask
+        if static_kv:
+            k, v = block.k, block.v
+        else:
+            k, v = block.append(new_k[start:end], new_v[start:end])
+            if length > 1:
+                causal = torch.ones(length, k.shape[2], dtype=torch.bool, device=q.device)
+                causal = causal.tril(k.shape[2] - length)
+                mask = causal if mask is None else mask & causal
+        outputs.append(attention.attend(q[start:end], k, v, mask, is_causal=False, cached=True))
+        start = end
+    return outputs[0] if len(outputs) == 1 else torch.cat(outputs)
+
+
 @dataclass(eq=False)
 class LayerCache:
     """One decoder layer's blocks: `steps` (self-attention) and `encoder` (cross-attention),
@@ -122,6 +149,12 @@ class LayerCache:
 
     steps: list[KVBlock] = field(default_factory=list)
     encoder: list[KVBlock] = field(default_factory=list)
+
+    def attend_steps(self, attention: MultiHeadAttention, q: Tensor, query: Tensor) -> Tensor:
+        return attend_blocks(attention, q, query, self.steps, static_kv=False)
+
+    def attend_encoder(self, attention: MultiHeadAttention, q: Tensor, query: Tensor) -> Tensor:
+        return attend_blocks(attention, q, query, self.encoder, static_kv=True)
 
 
 @dataclass(eq=False)

@@ -4,11 +4,10 @@ Decoding spends most of its time in the linear layers, multiplying a few dozen r
 oneDNN (the CPU backend bundled with PyTorch) multiplies faster when the weight has been
 reordered once into its blocked layout, and it can apply the feed-forward ReLU in the same
 pass; each call costs a small fixed overhead, where `F.linear` instead reorders the weight at every
-call, at a cost that grows with the weight (`scripts/benchmarks/benchmark_packing.py`; figures in
-docs/benchmarks.md). So every layer is packed, and a call with fewer than `PACK_MIN_ROWS` rows
-(the last sentences of a batch) takes `F.linear` only on a layer of fewer than
-`PACK_ALWAYS_WEIGHTS` weights.  `pack_linear_layers` swaps a decoding model's `nn.Linear`s for
-`PackedLinear`s that do this.
+call, at a cost that grows with the weight (docs/benchmarks.md, "Packed products"). So every layer
+is packed, and a call with fewer than `PACK_MIN_ROWS` rows (the last sentences of a batch) takes
+`F.linear` only on a layer of fewer than `PACK_ALWAYS_WEIGHTS` weights. `pack_linear_layers`
+swaps a decoding model's `nn.Linear`s for `PackedLinear`s that do this.
 
 A `PackedLinear` keeps the original `weight` and `bias` Parameters (the state dict, the ties
 between embeddings and the export are unchanged), falls back to `F.linear` wherever the

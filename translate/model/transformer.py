@@ -8,7 +8,7 @@ used by training (`forward`) and by search (`encode` + `decode` with a key/value
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -16,6 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.utils import parametrize
+
+from translate.model.cpu_attention import ValueRows, attend_step
 
 TieMode = Literal["none", "decoder", "src_tgt", "all", "shared_rows"]
 
@@ -110,43 +112,18 @@ def sinusoidal_positions(length: int, dim: int, offset: int = 0) -> Tensor:
     return table
 
 
-class CachedRows(Protocol):
-    """What attention reads of a search's cache (`translate.decode.cache.KVBlock`): keys and values
-    of `size` consecutive decoder rows, a `mask` where some keys are hidden, and `append` for
-    self-attention's new steps."""
+class CachedLayer(Protocol):
+    """What a search keeps for one decoder layer (`translate.decode.cache`), as attention reads
+    it: the attention of the new steps' queries (`q`, split into heads; `query`, the states they
+    come from) over the cached steps, which the new steps join, and over the encoder."""
 
-    size: int
-    k: Tensor | None
-    v: Tensor | None
-    mask: Tensor | None
+    def attend_steps(self, attention: MultiHeadAttention, q: Tensor, query: Tensor) -> Tensor: ...
 
-    def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]: ...
-
-
-class LayerBlocks(Protocol):
-    """One decoder layer's cached rows: self-attention `steps` and the `encoder`'s keys."""
-
-    steps: Sequence[CachedRows]
-    encoder: Sequence[CachedRows]
+    def attend_encoder(self, attention: MultiHeadAttention, q: Tensor, query: Tensor) -> Tensor: ...
 
 
 class DecoderCache(Protocol):
-    layers: Sequence[LayerBlocks]
-
-
-class ValueRows:
-    """0, 1, 2, ... grown on demand and kept: `weighted_values`' row indexes, one table per
-    attention module (no state shared across modules or left at module level)."""
-
-    def __init__(self) -> None:
-        self.table = torch.arange(0)
-
-    def first(self, count: int) -> Tensor:
-        table = self.table  # this call's own reference: another thread may grow the shared one
-        if table.numel() < count:
-            with torch.inference_mode(False):  # a plain tensor, usable outside inference mode too
-                table = self.table = torch.arange(max(count, 2 * table.numel()))
-        return table[:count]
+    layers: Sequence[CachedLayer]
 
 
 class MultiHeadAttention(nn.Module):
@@ -182,22 +159,24 @@ class MultiHeadAttention(nn.Module):
         key_value: Tensor | None,
         mask: Tensor | None = None,
         causal: bool = False,
-        blocks: Sequence[CachedRows] | None = None,
-        static_kv: bool = False,
     ) -> Tensor:
         """`mask` is boolean, True where attention is allowed, broadcast to (B, H, Lq, Lk)."""
         q = self._split(self.q_proj(query))
-        if blocks is not None:
-            return self.out_proj(self._merge(self._attend_blocks(q, query, blocks, static_kv)))
         k, v = self.keys_values(query if key_value is None else key_value)
         # a branch, not `causal and length > 1`: where the length is symbolic (a step compiled
         # for every batch shape) the comparison is no bool, the branch guards it into one
         is_causal = False
         if causal and q.shape[2] > 1:
             is_causal = True
-        return self.out_proj(self._merge(self._attend(q, k, v, mask, is_causal, cached=False)))
+        return self.out_proj(self._merge(self.attend(q, k, v, mask, is_causal, cached=False)))
 
-    def _attend(
+    def over_cache(self, query: Tensor, attend: Callable[..., Tensor]) -> Tensor:
+        """New steps' attention through a search's cache: `attend(self, q, query)` (one of a
+        `CachedLayer`'s) reads the cached keys and values and calls `attend` below on them."""
+        q = self._split(self.q_proj(query))
+        return self.out_proj(self._merge(attend(self, q, query)))
+
+    def attend(
         self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: bool, cached: bool
     ) -> Tensor:
         """Attention of (B, H, L, D) queries over keys and values with B or B / group rows."""
@@ -217,7 +196,7 @@ class MultiHeadAttention(nn.Module):
                 .reshape(-1, heads, group * length, dim)
             )
         if cached and not is_causal and not self.training and q.dtype == torch.float32:
-            out = _attend_step(q, k, v, mask, self.value_rows)
+            out = attend_step(q, k, v, mask, self.value_rows)
         else:
             out = F.scaled_dot_product_attention(
                 q,
@@ -234,66 +213,6 @@ class MultiHeadAttention(nn.Module):
                 .reshape(batch, heads, length, dim)
             )
         return out
-
-    def _attend_blocks(
-        self, q: Tensor, query: Tensor, blocks: Sequence[CachedRows], static_kv: bool
-    ) -> Tensor:
-        """New steps of rows that come in consecutive blocks with caches of their own
-        (`translate.decode.cache`): block i holds `size` query rows and their keys and values
-        (with `static_kv` the encoder's, one row per sentence; else its cached steps, which the new
-        steps join) and a `mask` where some keys are hidden (source padding; cached steps of other
-        rows' sentences). Several new steps after cached ones see them causally, aligned at the end."""
-        if not static_kv:
-            new_k, new_v = self.keys_values(query)
-        outputs, start, length = [], 0, q.shape[2]
-        for block in blocks:
-            end = start + block.size
-            mask = block.mask
-            if static_kv:
-                k, v = block.k, block.v
-            else:
-                k, v = block.append(new_k[start:end], new_v[start:end])
-                if length > 1:
-                    causal = torch.ones(length, k.shape[2], dtype=torch.bool, device=q.device)
-                    causal = causal.tril(k.shape[2] - length)
-                    mask = causal if mask is None else mask & causal
-            outputs.append(self._attend(q[start:end], k, v, mask, is_causal=False, cached=True))
-            start = end
-        return outputs[0] if len(outputs) == 1 else torch.cat(outputs)
-
-
-def _attend_step(
-    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, value_rows: ValueRows | None = None
-) -> Tensor:
-    """Attention written out for incremental decoding, where a few queries meet the cache:
-    on the CPU plain matmul-softmax-matmul beats `scaled_dot_product_attention` there.  Used
-    in float32 only; in bf16/fp16 the fused kernel's float accumulation is kept."""
-    scores = torch.matmul(q, k.transpose(-1, -2)).mul_(q.shape[-1] ** -0.5)
-    if mask is not None:
-        scores = scores.masked_fill_(~mask, float("-inf"))
-    return weighted_values(scores.softmax(dim=-1), v, value_rows)
-
-
-def weighted_values(weights: Tensor, v: Tensor, value_rows: ValueRows | None = None) -> Tensor:
-    """`weights @ v` for (B, H, L, T) attention weights over (B, H, T, D) cached values.
-
-    On the CPU each query's output is a weighted sum of T value rows, which `F.embedding_bag`
-    computes reading each row once; the batched product's matrix-vector kernel reads the cache
-    at a third of a plain read's speed here (`scripts/benchmarks/benchmark_attention.py`).
-    `value_rows` keeps the row indexes between calls (else they are made for this call)."""
-    batch, heads, length, steps = weights.shape
-    if not v.is_cpu or not v.is_contiguous() or weights.dtype != v.dtype:
-        return torch.matmul(weights, v)
-    cached_rows = batch * heads * steps
-    positions = (value_rows or ValueRows()).first(cached_rows)
-    rows = positions.view(batch * heads, 1, steps)  # bag (b, h, l): v[b, h]'s rows
-    rows = (
-        rows.view(-1, steps) if length == 1 else rows.expand(-1, length, steps).reshape(-1, steps)
-    )
-    out = F.embedding_bag(
-        rows, v.view(-1, v.shape[-1]), mode="sum", per_sample_weights=weights.reshape(-1, steps)
-    )
-    return out.view(batch, heads, length, v.shape[-1])
 
 
 class FeedForward(nn.Module):
@@ -356,15 +275,14 @@ class DecoderLayer(nn.Module):
         x: Tensor,
         memory: Tensor | None,
         src_mask: Tensor | None,
-        cache: LayerBlocks | None = None,
+        cache: CachedLayer | None = None,
     ) -> Tensor:
-        steps = None if cache is None else cache.steps
-        encoder = None if cache is None else cache.encoder
-        x = self.self_block(x, lambda h: self.self_attn(h, None, causal=True, blocks=steps))
-        x = self.cross_block(
-            x,
-            lambda h: self.cross_attn(h, memory, mask=src_mask, blocks=encoder, static_kv=True),
-        )
+        if cache is None:
+            x = self.self_block(x, lambda h: self.self_attn(h, None, causal=True))
+            x = self.cross_block(x, lambda h: self.cross_attn(h, memory, mask=src_mask))
+        else:
+            x = self.self_block(x, lambda h: self.self_attn.over_cache(h, cache.attend_steps))
+            x = self.cross_block(x, lambda h: self.cross_attn.over_cache(h, cache.attend_encoder))
         return self.ffn_block(x, self.ffn)
 
 

@@ -45,7 +45,7 @@ class CompiledLoss:
     """`loss.batch_nll` of fixed-shape batches, compiled once over symbolic sizes. Only the id
     tensors enter the compiled function (a batch's Python token count would be a new constant
     each step). `cuda_graphs` False compiles without recording graphs (what they add is
-    measured apart: benchmark_train.py's `ours-shaped-compiled` row). A size of 1 (a batch of
+    measured apart: `scripts/bench.py train`'s `ours-shaped-compiled` row). A size of 1 (a batch of
     one row) is specialised by torch, so up to `lengths` (the fixed lengths a side may take)
     recompiles are allowed, beyond torch's default limit."""
 

@@ -2,8 +2,8 @@
 probes of hostile clients, replayed against a running server: translate-serve, and beside it, where
 asked, LibreTranslate itself serving the same checkpoint's Argos package.
 
-    .venv/bin/python scripts/benchmarks/app_requests.py --url http://127.0.0.1:8000
-    .venv/bin/python scripts/benchmarks/app_requests.py --checkpoint CKPT [--libretranslate]
+    .venv/bin/python tests/app_requests.py --url http://127.0.0.1:8000
+    .venv/bin/python tests/app_requests.py --checkpoint CKPT [--libretranslate]
 
 Each app's sequence was read from its source: Nextcloud's integration_libretranslate (v1.1.1,
 with the jefs42/libretranslate client it bundles: PHP curl, so an empty urlencoded body on every
@@ -34,15 +34,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+import libretranslate_env
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
+from translate.process_group import end_group, start_group
+from translate.serve.launch import free_loopback_port, serve_command, wait_until_ready
 
-from translate.process_group import end_group, start_group  # noqa: E402
-from translate.serve.launch import free_loopback_port, serve_command, wait_until_ready  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import libretranslate_env  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 EMPTY_FORM = {"Content-Type": "application/x-www-form-urlencoded"}
 
@@ -503,7 +500,7 @@ def run(base: str, exchanges: list[Exchange], width: int) -> list[Row]:
             started = time.perf_counter()
             if item.app == "D2":  # the event loop's share: does /health still answer?
                 response, longest = health_during(
-                    base, lambda: http.request(item.method, item.path, **item.send)
+                    base, lambda item=item: http.request(item.method, item.path, **item.send)
                 )
                 extra = f" (longest /health meanwhile {longest:.2f} s)"
             else:
@@ -563,7 +560,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--libretranslate",
         action="store_true",
-        help="with --checkpoint: replay the apps' requests at LibreTranslate too, serving the checkpoint's Argos package",
+        help="with --checkpoint: replay the apps' requests at LibreTranslate too, serving the "
+        "checkpoint's Argos package",
     )
     parser.add_argument("--no-probes", action="store_true", help="the apps' requests only")
     parser.add_argument("--width", type=int, default=110, help="characters of each answer shown")

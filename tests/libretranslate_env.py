@@ -1,8 +1,10 @@
 """LibreTranslate from PyPI in a virtual environment of its own, serving exported Argos packages
-(`translate-export --format argos`) offline on 127.0.0.1: how benchmark_serve.py, argos_check.py
-and tests/test_argos.py install and start it. docs/export.md shows the same steps as commands.
+(`translate-export --format argos`) offline on 127.0.0.1: how tests/test_argos.py, argos_check.py,
+app_requests.py and the load benchmark (`scripts/bench.py serve --modes libretranslate`) install
+and start it. docs/export.md shows the same steps as commands.
 
-    .venv/bin/python scripts/benchmarks/libretranslate_env.py   # install into .cache/libretranslate-venv
+    .venv/bin/python tests/libretranslate_env.py                   # install into .cache/libretranslate-venv
+    .venv/bin/python tests/libretranslate_env.py --serve CKPT --port 5000   # and serve CKPT's packages
 
 Offline means: a private HOME and XDG directories, the package index at a loopback port nothing
 listens on, sentences split by the package's own spaCy pipeline (ARGOS_CHUNK_TYPE=SPACY), spaCy's
@@ -12,22 +14,23 @@ process started here any connection but to this machine refused (sitecustomize.p
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import fcntl
 import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
+from translate.process_group import end_group, run_group, start_group
+from translate.serve.launch import free_loopback_port, wait_until_ready
 
-from translate.process_group import end_group, run_group, start_group  # noqa: E402
-from translate.serve.launch import free_loopback_port, wait_until_ready  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 # What pip installs, and all it needs. LibreTranslate 1.9.6 pins its own dependencies (Flask
 # 2.2.5, Flask-Limiter 2.6.3, argos-translate-lt 1.12.1, numpy<2) but not spaCy, which Argos's
@@ -36,7 +39,7 @@ from translate.serve.launch import free_loopback_port, wait_until_ready  # noqa:
 # typer 0.24.2, spaCy 3.8.18); `libretranslate --help`, a server and tests/test_argos.py run on it.
 LIBRETRANSLATE = ["libretranslate==1.9.6", "spacy>=3.7"]
 DEFAULT_VENV = REPO / ".cache" / "libretranslate-venv"
-INSTALL_S = 1200  # pip's downloads, about 1 minute here
+INSTALL_S = 1200  # pip's downloads
 # With one package installed it first fetches its package index, about 1,000 times when that
 # fails (docs/export.md): at once at a closed local port, slowly where the network must time out.
 START_S = 300
@@ -175,6 +178,12 @@ def install_packages(
     return env
 
 
+def server_argv(venv: Path, port: int) -> list[str]:
+    """`libretranslate` of `venv` on 127.0.0.1:`port`, without its web page."""
+    return [str(venv / "bin" / "libretranslate"), "--host", "127.0.0.1", "--port", str(port),
+            "--disable-web-ui"]  # fmt: skip
+
+
 def start_libretranslate(
     venv: Path, env: dict[str, str], workdir: Path, start_s: float = START_S
 ) -> tuple[subprocess.Popen, str]:
@@ -185,14 +194,7 @@ def start_libretranslate(
     log = workdir / "libretranslate.log"
     with open(log, "w") as handle:
         server = start_group(
-            [
-                str(venv / "bin" / "libretranslate"),
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--disable-web-ui",
-            ],
+            server_argv(venv, port),
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -235,7 +237,7 @@ def install_checkpoint(
         check=True,
         cwd=REPO,
     )
-    beam = load_model(checkpoint, pack=False).search_defaults()["beam"]
+    beam = load_model(checkpoint, pack=False).search_defaults().beam
     return install_packages(venv, sorted(packages.iterdir()), workdir, beam, threads)
 
 
@@ -265,5 +267,37 @@ def call(base: str, path: str, body: dict | None = None, timeout_s: float = 300)
         return json.loads(response.read().decode("utf-8"))
 
 
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "venv", nargs="?", type=Path, default=DEFAULT_VENV, help=f"default: {DEFAULT_VENV}"
+    )
+    parser.add_argument(
+        "--serve",
+        metavar="CKPT",
+        help="then become LibreTranslate serving CKPT's Argos packages on 127.0.0.1 until ended",
+    )
+    parser.add_argument("--port", type=int, default=5000, help="with --serve (default: 5000)")
+    parser.add_argument("--threads", type=int, default=1, help="with --serve: CTranslate2's")
+    parser.add_argument(
+        "--workdir",
+        type=Path,
+        help="with --serve: packages and HOME (default: a new temporary one)",
+    )
+    args = parser.parse_args(argv)
+    try:
+        venv = libretranslate_venv(args.venv)
+    except LibreTranslateUnavailable as error:
+        raise SystemExit(f"error: {error}") from None
+    if not args.serve:
+        print(venv)
+        return 0
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="libretranslate-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    env = install_checkpoint(args.serve, venv, workdir, args.threads)
+    command = server_argv(venv, args.port)
+    os.execve(command[0], command, env)  # this process becomes the server, ended as it would be
+
+
 if __name__ == "__main__":
-    print(libretranslate_venv(Path(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT_VENV))
+    sys.exit(main())

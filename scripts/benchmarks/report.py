@@ -1,22 +1,24 @@
-"""The GPU figures in one command: every benchmark as a step under its own time cap, written to
-runs/gpu-report/ as report.json, report.md and plots.
+"""`bench.py report`: the GPU figures in one command, every measurement a step under its own time
+cap, written to runs/gpu-report/ as report.json, report.md and plots; `--docs` then fills the
+docs' GPU sections from a report.json.
 
     make install TORCH=torch && make gpu-report        # on a CUDA machine
     make gpu-report DRY_RUN=1                           # every step at toy size on the CPU
-    .venv/bin/python scripts/benchmarks/gpu_report.py --steps converge,decode-bf16    # only these
-    .venv/bin/python scripts/benchmarks/gpu_report_docs.py         # then the docs' GPU sections from report.json
+    .venv/bin/python scripts/bench.py report --steps converge,decode-bf16   # only these
+    .venv/bin/python scripts/bench.py report --docs     # the docs' GPU sections from report.json
 
-Each step runs its commands in a process group of its own with what is left of its cap (and of
-the whole report's); one that fails or runs out of time is recorded as such and the next runs.
-A group ends whole with its step, and with the report however it ends (killed outright too:
-`translate.process_group`), so no process of a step outlives it.
-report.json is rewritten after every step, and a step already recorded as done is not run again
-unless --again, so a report can be made over several short sessions on a GPU.
+Each step runs its commands (this tool's other modes, translate-train, translate-eval) in a
+process group of its own with what is left of its cap and of the whole report's; one that fails
+or runs out of time is recorded as such, with its last output, and the next runs. A group ends
+whole with its step, and with the report however it ends (killed outright too:
+`translate.process_group`), so no process of a step outlives it. report.json is rewritten after
+every step, and a step already recorded as done is not run again unless `--again`, so that one
+report can be made over several short leases of a GPU; it names every command line that filled
+it, and each step its day and commit.
 """
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import json
 import os
@@ -29,17 +31,18 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
+from benchmarks.harness import REPO, TOOL, commit, say
+from benchmarks.report_render import (
+    converge_run,
+    fill_docs,
+    render_markdown,
+    render_plots,
+    size_label,
+)
+from translate.files import write_atomic
+from translate.process_group import end_group, start_group
+from translate.serve.launch import free_loopback_port
 
-from gpu_report_render import converge_run, render_markdown, render_plots, size_label  # noqa: E402
-
-from translate.files import write_atomic  # noqa: E402
-from translate.process_group import end_group, start_group  # noqa: E402
-from translate.serve.launch import free_loopback_port  # noqa: E402
-
-PYTHON = sys.executable
-SCRIPTS = Path(__file__).resolve().parent  # the other benchmarks
 DONE = "ok"
 
 
@@ -50,11 +53,11 @@ class Scale:
     device: str
     train_configs: tuple[str, ...]
     batch_tokens: tuple[int, ...]
-    train_timing: tuple[str, ...]  # benchmark_train.py's rounds, steps, batches
+    train_timing: tuple[str, ...]  # the train mode's rounds, steps, warm-up and batches
     shaped_rows: str  # the train-shaped-* steps' rows (without CUDA graphs, two are one)
     loss_chunk: int
     precisions: tuple[str, ...]
-    decode_limit: tuple[str, ...]  # benchmark_translate.py's sentence limit and repeats
+    decode_limit: tuple[str, ...]  # the translate mode's sentence limit, repeats, batch size
     converge: tuple[str, ...]  # translate-train settings over the converge config
     # the settings a second converge run adds, under the same cap: fixed shapes, compiled step
     fast_path: tuple[str, ...]
@@ -63,7 +66,7 @@ class Scale:
     ddp: tuple[str, ...]  # translate-train settings of the DDP runs
     step_cap_s: float
     total_cap_s: float
-    decode_skip: tuple[str, ...] = ()  # benchmark_translate.py's systems left out
+    decode_skip: tuple[str, ...] = ()  # the translate mode's systems left out
 
 
 GPU = Scale(
@@ -79,14 +82,8 @@ GPU = Scale(
     fast_path=("--data.batch_shapes", "fixed", "--model.step", "compiled"),
     checkpoint="best.ckpt",
     serve=("--clients", "32,128", "--seconds", "30"),
-    ddp=(
-        "--config",
-        "configs/base.yaml",
-        "--trainer.max_steps",
-        "300",
-        "--trainer.log_every_n_steps",
-        "50",
-    ),
+    ddp=("--config", "configs/base.yaml", "--trainer.max_steps", "300")
+    + ("--trainer.log_every_n_steps", "50"),
     step_cap_s=9 * 60,
     total_cap_s=40 * 60,
 )
@@ -102,40 +99,21 @@ DRY = Scale(
     decode_limit=("--limit", "24", "--repeats", "1"),
     decode_skip=("ours-unpacked", "ours-int8", "ours-int8-unfused", "ctranslate2-int8"),
     converge=(
-        "--config",
-        "configs/tiny.yaml",
-        "--trainer.max_steps",
-        "8",
-        "--trainer.val_check_interval",
-        "4",
-        "--trainer.limit_val_batches",
-        "1",
-        "--trainer.log_every_n_steps",
-        "2",
-        "--tune_search",
-        "false",
+        *("--config", "configs/tiny.yaml", "--trainer.max_steps", "8"),
+        *("--trainer.val_check_interval", "4", "--trainer.limit_val_batches", "1"),
+        *("--trainer.log_every_n_steps", "2", "--tune_search", "false"),
         # Eight updates do not learn to stop: outputs capped at 8 tokens keep the test split's
         # two translations short.
-        "--model.max_len_a",
-        "0",
-        "--model.max_len_b",
-        "8",
+        *("--model.max_len_a", "0", "--model.max_len_b", "8"),
     ),
     # `auto` keeps the CPU's eager step: what is tested here is the run's path and its figures
     fast_path=("--data.batch_shapes", "fixed", "--model.step", "auto"),
     checkpoint="last.ckpt",
-    serve=("--clients", "2,4", "--seconds", "1", "--sentences", "64"),
+    serve=("--clients", "2,4", "--seconds", "1", "--limit", "64"),
     ddp=(
-        "--config",
-        "configs/tiny.yaml",
-        "--trainer.max_steps",
-        "4",
-        "--trainer.log_every_n_steps",
-        "1",
-        "--trainer.accelerator",
-        "cpu",
-        "--trainer.precision",
-        "32-true",
+        *("--config", "configs/tiny.yaml", "--trainer.max_steps", "4"),
+        *("--trainer.log_every_n_steps", "1", "--trainer.accelerator", "cpu"),
+        *("--trainer.precision", "32-true"),
     ),
     step_cap_s=3 * 60,
     total_cap_s=15 * 60,
@@ -160,6 +138,7 @@ class Outcome:
     message: str = ""
     result: dict = field(default_factory=dict)
     date: str = ""  # the day the step ran (a report can be made over several leases)
+    commit: str = ""  # the checkout it ran from
 
 
 @dataclass(frozen=True)
@@ -188,7 +167,7 @@ class Context:
         )
 
     def training_precision(self) -> str:
-        """benchmark_train.py's precision: bf16 on a GPU, on a CPU what translate-train chooses."""
+        """The train mode's precision: bf16 on a GPU, on a CPU what translate-train chooses."""
         return "fp32" if self.cpu_emulates("bf16-mixed") else "bf16"
 
     def checkpoint(self) -> Path:
@@ -198,7 +177,7 @@ class Context:
         return ("--data.cache_dir", str(self.cache))
 
     def converge_run(self) -> dict:
-        """Which converge run made the checkpoint (gpu_report_render.converge_run); {} before one."""
+        """Which converge run made the checkpoint (report_render.converge_run); {} before one."""
         outcome = self.outcomes.get("converge")
         return converge_run(outcome.result) if outcome and outcome.status == DONE else {}
 
@@ -209,8 +188,19 @@ class Step:
     section: str  # environment, training, converge, decoding, ctranslate2, serving, ddp
     plan: Callable[[Context], list[Command]]
     read: Callable[[Context, Path], dict]
-    needs: Callable[[Context], str] = lambda context: ""  # why it cannot run now; "" when it can
-    uses_checkpoint: bool = False  # measures the converge run's checkpoint (its result names which)
+    needs: Callable[[Context], str] = lambda context: ""  # why it cannot run now; "" if it can
+    uses_checkpoint: bool = False  # measures the converge run's checkpoint (its result names it)
+
+
+def mode(name: str, *args: str) -> tuple[str, ...]:
+    return (sys.executable, str(TOOL), name, *args)
+
+
+def figures(path: Path) -> dict:
+    """A mode's JSON figures, without the environment the report records once."""
+    found = json.loads(path.read_text())
+    found.pop("environment", None)
+    return found
 
 
 # ---------------------------------------------------------------------------------------------
@@ -242,25 +232,19 @@ def probe_environment() -> dict:
         "cpu_flags": sorted(cpu_flags() & {"avx2", "avx512f", *BF16_CPU_FLAGS}),
         "packages": {},
     }
-    for package in (
-        "lightning",
-        "transformers",
-        "ctranslate2",
-        "sacrebleu",
-        "sentencepiece",
-        "triton",
-    ):
+    names = ("lightning", "transformers", "ctranslate2", "sacrebleu", "sentencepiece", "triton")
+    for package in names:
         try:
             info["packages"][package] = importlib.metadata.version(package)
         except importlib.metadata.PackageNotFoundError:
             info["packages"][package] = None
     try:
-        smi = subprocess.run(
-            ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
+        query = [
+            "nvidia-smi",
+            "--query-gpu=name,driver_version,memory.total",
+            "--format=csv,noheader",
+        ]
+        smi = subprocess.run(query, capture_output=True, text=True, timeout=30)
         info["nvidia_smi"] = smi.stdout.strip().splitlines()
         info["driver"] = info["nvidia_smi"][0].split(",")[1].strip() if info["nvidia_smi"] else None
     except (OSError, subprocess.TimeoutExpired):
@@ -272,9 +256,7 @@ def environment_step() -> Step:
     return Step(
         "environment",
         "environment",
-        plan=lambda context: [
-            Command((PYTHON, str(Path(__file__)), "--probe-environment"), "environment.json")
-        ],
+        plan=lambda context: [Command(mode("report", "--probe-environment"), "environment.json")],
         read=lambda context, directory: json.loads((directory / "environment.json").read_text()),
     )
 
@@ -285,54 +267,30 @@ def needs_device(context: Context) -> str:
     return ""
 
 
-def training_step_name(config: str, tokens: int, shaped: bool = False) -> str:
-    return f"train-{'shaped-' if shaped else ''}{config}-{size_label(tokens)}"
-
-
 def training_step(config: str, tokens: int, shaped: bool = False) -> Step:
     """Training throughput and MFU of ours against transformers' Marian on the same batches, each
     speed switch a row of its own; `shaped`: ours on the fixed batch shapes, eager and with the
     compiled step (with and without CUDA graphs on a GPU), beside ours as configured (a step of
     its own, so that a compile that takes the cap leaves the other rows measured)."""
-
-    name = training_step_name(config, tokens, shaped)
+    name = f"train-{'shaped-' if shaped else ''}{config}-{size_label(tokens)}"
 
     def plan(context: Context) -> list[Command]:
         scale = context.scale
-        switches = (
-            ("--fixed-shapes", "--rows", scale.shaped_rows)
-            if shaped
-            else (
-                "--compile",
-                "--loss-chunk",
-                str(scale.loss_chunk),
-                "--math-attention",
-                "--unfused-adam",
-            )
-        )
-        argv = (
-            PYTHON,
-            str(SCRIPTS / "benchmark_train.py"),
-            "--device",
-            scale.device,
-            "--config",
-            f"configs/{config}.yaml",
-            "--max-tokens",
-            str(tokens),
-            "--precisions",
-            context.training_precision(),
-            *scale.train_timing,
-            "--no-memory",
-            *switches,
-            "--data",
-            f"cache_dir={context.cache}",
-            "--json",
-            str(context.directory(name) / "train.json"),
-        )
+        if shaped:
+            switches = ("--fixed-shapes", "--rows", scale.shaped_rows)
+        else:
+            switches = ("--compile", "--loss-chunk", str(scale.loss_chunk))
+            switches += ("--math-attention", "--unfused-adam")
+        argv = mode(
+            "train", "--device", scale.device, "--config", f"configs/{config}.yaml",
+            "--max-tokens", str(tokens), "--precisions", context.training_precision(),
+            *scale.train_timing, "--no-memory", *switches, "--data", f"cache_dir={context.cache}",
+            "--json", str(context.directory(name) / "train.json"),
+        )  # fmt: skip
         return [Command(argv)]
 
     def read(context: Context, directory: Path) -> dict:
-        summary = json.loads((directory / "train.json").read_text())
+        summary = figures(directory / "train.json")
         return {**summary, "config": config, "max_tokens": tokens, "shaped": shaped}
 
     return Step(name, "training", plan, read, needs_device)
@@ -359,9 +317,7 @@ def updates(rows: list[dict]) -> int:
 
 def series(rows: list[dict], name: str) -> list[tuple[int, float]]:
     """(updates, value) of a logged metric: the logger's step counts the updates before this one."""
-    return [
-        (int(row["step"]) + 1, float(row[name])) for row in rows if row.get(name) not in (None, "")
-    ]
+    return [(int(r["step"]) + 1, float(r[name])) for r in rows if r.get(name) not in (None, "")]
 
 
 FAST_PATH = "converge-fixed-compiled"  # the converge run with the scale's fast_path settings
@@ -377,24 +333,12 @@ def converge_step(name: str = "converge") -> Step:
 
     def plan(context: Context) -> list[Command]:
         run_dir = context.directory(name) / "run"
-        train = (
-            PYTHON,
-            "-m",
-            "translate.cli.train",
-            "fit",
-            *context.scale.converge,
-            *settings(context),
-        )
-        evaluate = (
-            PYTHON,
-            "-m",
-            "translate.cli.evaluate",
-            "--checkpoint",
-            str(run_dir / "checkpoints" / context.scale.checkpoint),
-        )
-        evaluate += ("--json", "--device", context.scale.device)
+        train = (sys.executable, "-m", "translate.cli.train", "fit", *context.scale.converge)
+        evaluate = (sys.executable, "-m", "translate.cli.evaluate", "--checkpoint")
+        evaluate += (str(run_dir / "checkpoints" / context.scale.checkpoint), "--json")
+        evaluate += ("--device", context.scale.device)
         return [
-            Command((*train, "--run_dir", str(run_dir), *context.data())),
+            Command((*train, *settings(context), "--run_dir", str(run_dir), *context.data())),
             Command(evaluate, "test.json"),
             Command((*evaluate, "--beam", "1"), "test-greedy.json"),
         ]
@@ -418,29 +362,17 @@ def converge_step(name: str = "converge") -> Step:
 
 
 def needs_checkpoint(context: Context) -> str:
-    return needs_device(context) or (
-        ""
-        if context.checkpoint().is_file()
-        else f"no checkpoint at {context.checkpoint()} (the converge step makes it)"
-    )
+    if needs_device(context) or context.checkpoint().is_file():
+        return needs_device(context)
+    return f"no checkpoint at {context.checkpoint()} (the converge step makes it)"
 
 
 def ctranslate2_step() -> Step:
     """Whether CTranslate2 translates on this device: export the checkpoint, translate one line."""
 
     def plan(context: Context) -> list[Command]:
-        return [
-            Command(
-                (
-                    PYTHON,
-                    str(Path(__file__)),
-                    "--probe-ctranslate2",
-                    str(context.checkpoint()),
-                    context.scale.device,
-                ),
-                "probe.json",
-            )
-        ]
+        probe = ("--probe-ctranslate2", str(context.checkpoint()), context.scale.device)
+        return [Command(mode("report", *probe), "probe.json")]
 
     def read(context: Context, directory: Path) -> dict:
         return json.loads((directory / "probe.json").read_text())
@@ -460,11 +392,12 @@ def probe_ctranslate2(checkpoint: str, device: str) -> dict:
             directory = export_ctranslate2(Path(checkpoint), Path(tmp) / "ct2")
             ct2 = ctranslate2.Translator(str(directory), device=device)
             ct2.translate_batch([["▁a"]], max_decoding_length=4)
+        offered = ctranslate2.get_supported_compute_types(device)
         return {
             "usable": True,
             "version": ctranslate2.__version__,
             "reason": "",
-            "compute_types": sorted(offered := ctranslate2.get_supported_compute_types(device)),
+            "compute_types": sorted(offered),
             "precisions": [p for p, compute in COMPUTE_TYPES.items() if compute in offered],
         }
     except Exception as error:  # whatever stops it is the finding: an import, a library, a driver
@@ -474,9 +407,17 @@ def probe_ctranslate2(checkpoint: str, device: str) -> dict:
 PRECISION_NAMES = {"32-true": "fp32", "bf16-mixed": "bf16", "16-mixed": "fp16"}
 
 
-def decoding_step(precision: str) -> Step:
-    """translate-cli's search, greedy and beam 5, against transformers and CTranslate2 where it loads."""
+def ctranslate2_probe(context: Context) -> dict:
+    """What the ctranslate2 step found: the compute types CTranslate2 offers on this device and
+    the precisions they serve; {} where it did not translate."""
+    outcome = context.outcomes.get("ctranslate2")
+    usable = outcome and outcome.status == DONE and outcome.result.get("usable")
+    return outcome.result if usable else {}
 
+
+def decoding_step(precision: str) -> Step:
+    """translate-cli's search, greedy and beam 5, against transformers and CTranslate2 where it
+    translates."""
     name = "decode-" + PRECISION_NAMES[precision]
 
     def plan(context: Context) -> list[Command]:
@@ -486,26 +427,18 @@ def decoding_step(precision: str) -> Step:
             skip.append("ctranslate2")
         if "int8" not in probe.get("compute_types", []):
             skip.append("ctranslate2-int8")
-        argv = (
-            PYTHON,
-            str(SCRIPTS / "benchmark_translate.py"),
-            "--checkpoint",
-            str(context.checkpoint()),
-            "--device",
-            context.scale.device,
-            "--precision",
-            precision,
-            *context.scale.decode_limit,
-            "--json",
-            str(context.directory(name) / "decode.json"),
-        )
+        argv = mode(
+            "translate", "--checkpoint", str(context.checkpoint()), "--device",
+            context.scale.device, "--precision", precision, *context.scale.decode_limit,
+            "--json", str(context.directory(name) / "decode.json"),
+        )  # fmt: skip
         return [Command(argv + (("--skip", ",".join(dict.fromkeys(skip))) if skip else ()))]
 
     def read(context: Context, directory: Path) -> dict:
         return {
             "precision": precision,
             "ctranslate2": precision in ctranslate2_probe(context).get("precisions", []),
-            "rows": json.loads((directory / "decode.json").read_text()),
+            "rows": figures(directory / "decode.json")["rows"],
         }
 
     def needs(context: Context) -> str:
@@ -518,38 +451,17 @@ def decoding_step(precision: str) -> Step:
     return Step(name, "decoding", plan, read, needs, uses_checkpoint=True)
 
 
-def ctranslate2_probe(context: Context) -> dict:
-    """What the ctranslate2 step found: the compute types CTranslate2 offers on this device and
-    the precisions they serve; {} where it did not translate."""
-    outcome = context.outcomes.get("ctranslate2")
-    usable = outcome and outcome.status == DONE and outcome.result.get("usable")
-    return outcome.result if usable else {}
-
-
 def serving_step() -> Step:
     def plan(context: Context) -> list[Command]:
-        return [
-            Command(
-                (
-                    PYTHON,
-                    str(SCRIPTS / "benchmark_serve.py"),
-                    "--checkpoint",
-                    str(context.checkpoint()),
-                    "--device",
-                    context.scale.device,
-                    "--modes",
-                    "continuous",
-                    "--batch-ceiling",
-                    "",
-                    *context.scale.serve,
-                    "--json",
-                    str(context.directory("serve") / "serve.json"),
-                )
-            )
-        ]
+        argv = mode(
+            "serve", "--checkpoint", str(context.checkpoint()), "--device", context.scale.device,
+            "--modes", "continuous", "--batch-ceiling", "", *context.scale.serve,
+            "--json", str(context.directory("serve") / "serve.json"),
+        )  # fmt: skip
+        return [Command(argv)]
 
     def read(context: Context, directory: Path) -> dict:
-        return json.loads((directory / "serve.json").read_text())
+        return figures(directory / "serve.json")
 
     return Step("serve", "serving", plan, read, needs_checkpoint, uses_checkpoint=True)
 
@@ -572,8 +484,8 @@ DDP_OVERLAY = {
 
 
 def ddp_step() -> Step:
-    """DDP over every visible GPU against one (scaling efficiency); with one GPU, or on the CPU, two
-    processes on the one device (gloo), started as a launcher on two nodes would start them."""
+    """DDP over every visible GPU against one (scaling efficiency); with one GPU, or on the CPU,
+    two processes on the one device (gloo), started as a launcher on two nodes would start them."""
 
     def gpus(context: Context) -> int:
         return len(context.environment().get("gpus", [])) if context.scale.device == "cuda" else 0
@@ -582,34 +494,17 @@ def ddp_step() -> Step:
         directory = context.directory("ddp")
         overlay = directory / "overlay.yaml"
         overlay.write_text(json.dumps(DDP_OVERLAY), encoding="utf-8")  # JSON is YAML
-        train = (
-            PYTHON,
-            "-m",
-            "translate.cli.train",
-            "fit",
-            *context.scale.ddp,
-            "--config",
-            str(overlay),
-            *context.data(),
-        )
-        one = Command(
-            (*train, "--run_dir", str(directory / "one"), "--trainer.devices", "1")
-            + ("--trainer.strategy", "auto")
-        )
+        train = (sys.executable, "-m", "translate.cli.train", "fit", *context.scale.ddp)
+        train += ("--config", str(overlay), *context.data())
+        one = ("--run_dir", str(directory / "one"), "--trainer.devices", "1")
+        one += ("--trainer.strategy", "auto")
+        every = ("--run_dir", str(directory / "all"))
         if gpus(context) > 1:
-            every = ("--trainer.devices", str(gpus(context)), "--trainer.strategy", "ddp")
-            return [one, Command((*train, "--run_dir", str(directory / "all"), *every))]
-        two_nodes = ("--trainer.devices", "1", "--trainer.num_nodes", "2")
-        gloo = (
-            "--trainer.strategy",
-            "DDPStrategy",
-            "--trainer.strategy.process_group_backend",
-            "gloo",
-        )
-        return [
-            one,
-            Command((*train, "--run_dir", str(directory / "all"), *two_nodes, *gloo), ranks=2),
-        ]
+            every += ("--trainer.devices", str(gpus(context)), "--trainer.strategy", "ddp")
+            return [Command((*train, *one)), Command((*train, *every))]
+        every += ("--trainer.devices", "1", "--trainer.num_nodes", "2", "--trainer.strategy")
+        every += ("DDPStrategy", "--trainer.strategy.process_group_backend", "gloo")
+        return [Command((*train, *one)), Command((*train, *every), ranks=2)]
 
     def read(context: Context, directory: Path) -> dict:
         result = {"gpus": gpus(context)}
@@ -621,11 +516,9 @@ def ddp_step() -> Step:
                 "updates": updates(rows),
                 "last_loss": series(rows, "train_loss")[-1][1],
             }
-        processes = max(result["gpus"], 2)
-        result["processes"] = processes
-        result["efficiency"] = result["all"]["tokens_per_s"] / (
-            processes * result["one"]["tokens_per_s"]
-        )
+        result["processes"] = processes = max(result["gpus"], 2)
+        one = result["one"]["tokens_per_s"]
+        result["efficiency"] = result["all"]["tokens_per_s"] / (processes * one)
         return result
 
     return Step("ddp", "ddp", plan, read, needs_device)
@@ -634,22 +527,19 @@ def ddp_step() -> Step:
 def steps(scale: Scale) -> list[Step]:
     """In the order they run: the figures most wanted first, in case the time runs out."""
     first, *rest = scale.batch_tokens
+    configs = scale.train_configs
     return [
         environment_step(),
-        *(training_step(config, first, shaped=True) for config in scale.train_configs),
-        *(training_step(config, first) for config in scale.train_configs),
+        *(training_step(config, first, shaped=True) for config in configs),
+        *(training_step(config, first) for config in configs),
         converge_step(),
         converge_step(FAST_PATH),
         ctranslate2_step(),
         *(decoding_step(precision) for precision in scale.precisions),
         serving_step(),
         ddp_step(),
-        *(training_step(config, tokens) for tokens in rest for config in scale.train_configs),
-        *(
-            training_step(config, tokens, shaped=True)
-            for tokens in rest
-            for config in scale.train_configs
-        ),
+        *(training_step(config, tokens) for tokens in rest for config in configs),
+        *(training_step(config, tokens, shaped=True) for tokens in rest for config in configs),
     ]
 
 
@@ -659,7 +549,7 @@ def steps(scale: Scale) -> list[Step]:
 
 def run_command(command: Command, directory: Path, deadline: float) -> tuple[str, str]:
     """(status, message) of one command run to `deadline`; its whole process group is ended
-    when the time is up."""
+    when the time is up, and every rank's when one rank fails (its peers would wait in vain)."""
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
@@ -667,33 +557,27 @@ def run_command(command: Command, directory: Path, deadline: float) -> tuple[str
     port = free_loopback_port() if command.ranks > 1 else None
     processes = []
     log = directory / "stderr.log"
-    stdout_path = directory / command.stdout if command.stdout else directory / "stdout.log"
-    with log.open("ab") as errors, stdout_path.open("ab" if not command.stdout else "wb") as out:
+    stdout_path = directory / (command.stdout or "stdout.log")
+    with log.open("ab") as errors, stdout_path.open("wb" if command.stdout else "ab") as out:
         for rank in range(command.ranks):
-            rank_env = (
-                env
-                if command.ranks == 1
-                else {
-                    **env,
-                    "MASTER_ADDR": "127.0.0.1",
-                    "MASTER_PORT": str(port),
-                    "WORLD_SIZE": str(command.ranks),
-                    "NODE_RANK": str(rank),
-                    "LOCAL_RANK": "0",
-                }
-            )
+            launcher = {
+                "MASTER_ADDR": "127.0.0.1",
+                "MASTER_PORT": str(port),
+                "WORLD_SIZE": str(command.ranks),
+                "NODE_RANK": str(rank),
+                "LOCAL_RANK": "0",
+            }
             processes.append(
                 start_group(
                     command.argv,
                     cwd=REPO,
-                    env=rank_env,
+                    env={**env, **launcher} if command.ranks > 1 else env,
                     stdout=out,
                     stderr=errors,
                     stdin=subprocess.DEVNULL,
                 )
             )
         status = DONE
-        # Until all have exited, one has failed (its peers would wait for it in vain) or the time is up.
         while any(process.poll() is None for process in processes):
             if any(process.poll() for process in processes):
                 break
@@ -709,11 +593,8 @@ def run_command(command: Command, directory: Path, deadline: float) -> tuple[str
         status = "failed"
     if status == DONE:
         return status, ""
-    tail = [
-        line
-        for line in log.read_text(encoding="utf-8", errors="replace").splitlines()
-        if line.strip()
-    ][-3:]
+    text = log.read_text(encoding="utf-8", errors="replace")
+    tail = [line for line in text.splitlines() if line.strip()][-3:]
     # The command itself is in the outcome's commands: the message says what became of it.
     return status, f"exit codes {codes}; its last output: " + " / ".join(tail)[-600:]
 
@@ -727,13 +608,10 @@ def run_step(step: Step, context: Context, deadline: float) -> Outcome:
     (directory / "stderr.log").unlink(missing_ok=True)
     started = time.monotonic()
     commands = step.plan(context)
-    outcome = Outcome(
-        DONE,
-        step.section,
-        commands=[
-            shlex.join(c.argv) + (f"  (x{c.ranks} ranks)" if c.ranks > 1 else "") for c in commands
-        ],
-    )
+    shown = [
+        shlex.join(c.argv) + (f"  (x{c.ranks} ranks)" if c.ranks > 1 else "") for c in commands
+    ]
+    outcome = Outcome(DONE, step.section, commands=shown)
     for command in commands:
         outcome.status, outcome.message = run_command(command, directory, deadline)
         if outcome.status != DONE:
@@ -746,7 +624,7 @@ def run_step(step: Step, context: Context, deadline: float) -> Outcome:
         except (OSError, ValueError, KeyError, IndexError) as error:
             outcome.status, outcome.message = "failed", f"its figures could not be read: {error}"
     outcome.seconds = time.monotonic() - started
-    outcome.date = datetime.date.today().isoformat()
+    outcome.date, outcome.commit = datetime.date.today().isoformat(), commit()
     return outcome
 
 
@@ -762,18 +640,14 @@ def load_report(path: Path) -> dict:
 
 
 def save(report: dict, out: Path) -> None:
-    """report.json, then report.md and the plots from it; a fault in the latter costs no figures and
-    stops no step (scripts/benchmarks/gpu_report_render.py makes them again from report.json)."""
+    """report.json, then report.md and the plots from it; a fault in the latter costs no figures
+    and stops no step (`--docs` makes them again from report.json)."""
     write_atomic(out / "report.json", (json.dumps(report, indent=2) + "\n").encode("utf-8"))
-
     try:
         plots = render_plots(report, out)
         write_atomic(out / "report.md", render_markdown(report, plots).encode("utf-8"))
     except Exception as error:  # noqa: BLE001 - report.json holds the figures either way
-        print(
-            f"gpu-report: report.md not written ({type(error).__name__}: {error}); report.json is",
-            file=sys.stderr,
-        )
+        say(f"gpu-report: report.md not written ({type(error).__name__}: {error}); report.json is")
 
 
 def with_converge_minutes(scale: Scale, minutes: float) -> Scale:
@@ -788,115 +662,49 @@ def with_converge_minutes(scale: Scale, minutes: float) -> Scale:
     return replace(scale, converge=tuple(settings))
 
 
-def invocations(earlier: str | None, argv: list[str] | None) -> str:
+def invocations(earlier: str | None) -> str:
     """How the report was made: this run's command line after those of the earlier runs that
     filled the same report (joined by "; "), each named once."""
-    args = sys.argv[1:] if argv is None else argv
-    command = shlex.join(["scripts/benchmarks/gpu_report.py", *args])
+    command = shlex.join(["scripts/bench.py", *sys.argv[1:]])
     commands = earlier.split("; ") if earlier else []
     return "; ".join(commands if command in commands else [*commands, command])
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--dry-run", action="store_true", help="every step at toy size on the CPU")
-    parser.add_argument(
-        "--out",
-        type=Path,
-        default=None,
-        help="default: runs/gpu-report (a dry run: runs/gpu-report-dry-run)",
-    )
-    parser.add_argument(
-        "--cache-dir",
-        type=Path,
-        default=None,
-        help="vocabularies and encoded corpora (default: OUT/cache)",
-    )
-    parser.add_argument(
-        "--steps", default="", help="comma-separated step names to run (default: all)"
-    )
-    parser.add_argument(
-        "--again", action="store_true", help="run steps already recorded as done again"
-    )
-    parser.add_argument(
-        "--minutes",
-        type=float,
-        default=None,
-        help="the whole report's cap (default 40; dry run 15)",
-    )
-    parser.add_argument(
-        "--step-minutes", type=float, default=None, help="each step's cap (default 9; dry run 3)"
-    )
-    parser.add_argument(
-        "--converge-minutes",
-        type=float,
-        default=None,
-        help="the converge run's training time (default 6; for a short lease)",
-    )
-    parser.add_argument("--list", action="store_true", help="print the steps and exit")
-    parser.add_argument("--probe-environment", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument(
-        "--probe-ctranslate2", nargs=2, metavar=("CKPT", "DEVICE"), help=argparse.SUPPRESS
-    )
-    args = parser.parse_args(argv)
-    for name in ("minutes", "step_minutes", "converge_minutes"):
-        if getattr(args, name) is not None and getattr(args, name) <= 0:
-            parser.error(f"--{name.replace('_', '-')} must be more than 0")
-    return args
-
-
-def run_steps(
-    plan: list[Step],
-    context: Context,
-    report: dict,
-    chosen: set[str],
-    again: bool,
-    caps: tuple[float, float],
-) -> None:
+def run_steps(plan, context: Context, report: dict, chosen: set[str], again: bool, caps) -> None:
     """Run the plan's steps (those `chosen`, or all; those done only `again`), each under the step
     cap and what is left of the total (`caps`, seconds), saving the report after each."""
     step_cap, total = caps
     deadline, outcomes = time.monotonic() + total, context.outcomes
     for step in plan:
-        if (chosen and step.name not in chosen) or (
-            step.name in outcomes and outcomes[step.name].status == DONE and not again
-        ):
+        done = step.name in outcomes and outcomes[step.name].status == DONE
+        if (chosen and step.name not in chosen) or (done and not again):
             continue
         left = deadline - time.monotonic()
         if left <= 0:
-            outcomes[step.name] = Outcome(
-                "not run",
-                step.section,
-                message=f"the report's {total / 60:g} minutes were spent; run it again to go on",
-            )
+            spent = f"the report's {total / 60:g} minutes were spent; run it again to go on"
+            outcomes[step.name] = Outcome("not run", step.section, message=spent)
         else:
-            print(
-                f"gpu-report: {step.name} (at most {min(step_cap, left) / 60:.1f} min)",
-                file=sys.stderr,
-                flush=True,
+            say(f"gpu-report: {step.name} (at most {min(step_cap, left) / 60:.1f} min)")
+            outcomes[step.name] = outcome = run_step(
+                step, context, time.monotonic() + min(step_cap, left)
             )
-            outcomes[step.name] = run_step(step, context, time.monotonic() + min(step_cap, left))
-            outcome = outcomes[step.name]
-            print(
-                f"gpu-report: {step.name} {outcome.status} in {outcome.seconds:.0f} s"
-                + (f": {outcome.message}" if outcome.message else ""),
-                file=sys.stderr,
-                flush=True,
-            )
-        report["steps"] = {
-            step.name: asdict(outcomes[step.name]) for step in plan if step.name in outcomes
-        }
+            said = f": {outcome.message}" if outcome.message else ""
+            say(f"gpu-report: {step.name} {outcome.status} in {outcome.seconds:.0f} s{said}")
+        report["steps"] = {s.name: asdict(outcomes[s.name]) for s in plan if s.name in outcomes}
         save(report, context.out)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+def run(args) -> int:
     if args.probe_environment:
         print(json.dumps(probe_environment(), indent=2))
         return 0
     if args.probe_ctranslate2:
         print(json.dumps(probe_ctranslate2(*args.probe_ctranslate2)))
         return 0
+    default_out = REPO / "runs" / ("gpu-report-dry-run" if args.dry_run else "gpu-report")
+    out = (args.out or default_out).resolve()
+    if args.docs:
+        return fill_docs(args.report or out / "report.json", args.docs_dir, args.allow_dry_run)
     scale = DRY if args.dry_run else GPU
     if args.converge_minutes is not None:
         scale = with_converge_minutes(scale, args.converge_minutes)
@@ -905,15 +713,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.list:
         print("\n".join(names))
         return 0
-    chosen = {name for name in args.steps.split(",") if name}
+    chosen = set(args.steps)
     unknown = sorted(chosen - set(names))
     if unknown:
         raise SystemExit(
             f"error: --steps: unknown {', '.join(unknown)} (choose from {', '.join(names)})"
         )
-    out = (
-        args.out or REPO / "runs" / ("gpu-report-dry-run" if args.dry_run else "gpu-report")
-    ).resolve()
     report = load_report(out / "report.json")
     if report and report.get("dry_run") != args.dry_run:
         kind = "a dry run" if report.get("dry_run") else "a GPU run"
@@ -925,12 +730,10 @@ def main(argv: list[str] | None = None) -> int:
         for name, value in report.get("steps", {}).items()
     }
     report.update(
-        {
-            "dry_run": args.dry_run,
-            "scale": asdict(scale),
-            "date": datetime.date.today().isoformat(),
-            "command": invocations(report.get("command"), argv),
-        }
+        dry_run=args.dry_run,
+        scale=asdict(scale),
+        date=datetime.date.today().isoformat(),
+        command=invocations(report.get("command")),
     )
     context = Context(out, (args.cache_dir or out / "cache").resolve(), scale, outcomes)
     caps = (
@@ -940,9 +743,5 @@ def main(argv: list[str] | None = None) -> int:
     run_steps(plan, context, report, chosen, args.again, caps)
     save(report, out)
     done = sum(outcome.status == DONE for outcome in outcomes.values())
-    print(f"gpu-report: {done} of {len(names)} steps done; {out / 'report.md'}", file=sys.stderr)
+    say(f"gpu-report: {done} of {len(names)} steps done; {out / 'report.md'}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

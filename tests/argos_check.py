@@ -1,7 +1,7 @@
 """A checkpoint's Argos package installed with argos-translate-lt (the engine LibreTranslate runs)
 in a temporary directory, translating the test split offline, against translate-cli.
 
-    .venv/bin/python scripts/benchmarks/argos_check.py --checkpoint runs/default/checkpoints/last.ckpt
+    .venv/bin/python tests/argos_check.py --checkpoint runs/default/checkpoints/last.ckpt
 
 Greedy (ARGOS_BEAM_SIZE=1, our output limit set to Argos's 256 tokens): lines equal, and those
 that differ because Argos's sentence splitter cut the line or its decoding wrote an underscore as
@@ -22,11 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from libretranslate_env import (  # noqa: E402
+from libretranslate_env import (
     DEFAULT_VENV,
     call,
     libretranslate,
@@ -233,15 +229,15 @@ def main(argv: list[str] | None = None) -> int:
                 print(
                     f"  line {i + 1}: {sources[i]!r}\n    ours:  {ours[i]!r}\n    LT: {answers[i]!r}"
                 )
-        beam = argos_translate(package, sources, Path(tmp) / "beam", defaults["beam"], codes)
+        beam = argos_translate(package, sources, Path(tmp) / "beam", defaults.beam, codes)
     ours_beam = translate_lines(
         loaded,
         sources,
-        SearchSettings(beam=defaults["beam"], length_penalty=defaults["length_penalty"]),
+        SearchSettings(beam=defaults.beam, length_penalty=defaults.length_penalty),
     )
     for name, hypotheses in (("translate-cli", ours_beam), ("Argos", beam["translations"])):
         scores = corpus_scores(hypotheses, references)
-        print(f"beam {defaults['beam']}, {name}: BLEU {scores.bleu:.2f}, chrF {scores.chrf:.2f}")
+        print(f"beam {defaults.beam}, {name}: BLEU {scores.bleu:.2f}, chrF {scores.chrf:.2f}")
     return 0
 
 

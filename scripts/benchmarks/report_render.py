@@ -1,9 +1,23 @@
-"""report.json of `make gpu-report` as Markdown sections and plots: report.md is made from them,
-and scripts/benchmarks/gpu_report_docs.py puts the same sections into the docs."""
+"""report.json of `bench.py report` (`make gpu-report`) as Markdown sections and plots: report.md
+is made from them, and `--docs` (`make gpu-docs`) puts the same sections into the docs.
+
+Each docs section lies between `<!-- gpu-report:NAME -->` and `<!-- /gpu-report:NAME -->` in a
+page under docs/ (NAME: environment, training, converge, decoding, serving, ddp); everything
+between is replaced by the report's section, headed by the days, device and command lines that
+made it; the plots are drawn again from report.json into docs/images/gpu-report/ (a report
+fetched from another machine needs no plot files beside it) and report.json itself is kept in
+docs/gpu-report/, so that the committed docs keep their source. Text outside the markers is
+never touched, and nothing is written unless every marker pairs.
+"""
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
+
+from benchmarks.harness import REPO, say, table
+from translate.files import write_atomic
 
 PLOTS = {"training": "training-mfu.png", "converge": "converge-dev-bleu.png"}  # file by section
 SECTIONS = ("environment", "training", "converge", "decoding", "serving", "ddp")
@@ -131,12 +145,10 @@ def training(report: dict) -> str:
         "given apart; in the earlier steps' `--steps 8`, over all of them), each row on the same "
         "batches; MFU is "
         "the model FLOPs counted from the architecture over the device's bf16 peak "
-        "(`scripts/benchmarks/benchmark_train.py`).",
+        "(`scripts/bench.py train`).",
         "",
-        "| config | padded tokens a batch | target tokens a batch | row | target tokens/s "
-        "| first round | against | TFLOP/s | MFU |",
-        "|---|---:|---:|---|---:|---:|---:|---:|---:|",
     ]
+    cells = []
     for result in results:
         for rows in result["results"].values():
             # the fixed-shape rows against ours on the exact batches of the same run, the
@@ -149,12 +161,14 @@ def training(report: dict) -> str:
                 mfu = f"{row['tflops'] / row['peak_tflops']:.1%}" if row.get("peak_tflops") else ""
                 versus = f"{row['tokens_per_s'] / against:.2f}x {label}" if against else ""
                 first = row.get("first_round_tokens_per_s", (row.get("rounds") or [None])[0])
-                lines.append(
-                    f"| {result['config']} | {result['max_tokens']:,} | "
-                    f"{result.get('target_tokens_per_batch', 0):,.0f} | {row['label']} | "
-                    f"{row['tokens_per_s']:,.0f} | {'' if first is None else f'{first:,.0f}'} | "
-                    f"{versus} | {row['tflops']:.1f} | {mfu} |"
+                cells.append(
+                    (result["config"], f"{result['max_tokens']:,}")
+                    + (f"{result.get('target_tokens_per_batch', 0):,.0f}", row["label"])
+                    + (f"{row['tokens_per_s']:,.0f}", "" if first is None else f"{first:,.0f}")
+                    + (versus, f"{row['tflops']:.1f}", mfu)
                 )
+    headers = ("config", "padded tokens a batch", "target tokens a batch", "row", "target tokens/s")
+    lines.append(table(headers + ("first round", "against", "TFLOP/s", "MFU"), cells, "lrrlrrrrr"))
     peaks = {
         f"{row['peak_tflops']:.1f} TFLOP/s ({row['peak_source']})"
         for result in results
@@ -201,10 +215,13 @@ def converge(report: dict) -> str:
         )
         + ".",
         "",
-        "| updates | " + " | ".join(f"{step:,}" for step, _ in run["dev_bleu"]) + " |",
-        "|---|" + "---:|" * len(run["dev_bleu"]),
-        "| dev BLEU (greedy) | " + " | ".join(f"{bleu:.2f}" for _, bleu in run["dev_bleu"]) + " |",
-        "| dev perplexity | " + " | ".join(f"{ppl:.2f}" for _, ppl in run["dev_ppl"]) + " |",
+        table(
+            ("updates", *(f"{step:,}" for step, _ in run["dev_bleu"])),
+            [
+                ("dev BLEU (greedy)", *(f"{bleu:.2f}" for _, bleu in run["dev_bleu"])),
+                ("dev perplexity", *(f"{ppl:.2f}" for _, ppl in run["dev_ppl"])),
+            ],
+        ),
         "",
     ]
     for label, test in (
@@ -223,21 +240,19 @@ def converge(report: dict) -> str:
 def fast_path_lines(run: dict, fast: dict) -> list[str]:
     """The converge run beside the same run with fixed shapes and the compiled step, same cap."""
 
-    def row(label: str, result: dict) -> str:
+    def row(label: str, result: dict) -> tuple:
         rate = result.get("tokens_per_s")
         test, greedy = result["test"], result["test_greedy"]
-        return (
-            f"| {label} | {result['updates']:,} | {f'{rate:,.0f}' if rate else '-'} | "
-            f"{test['bleu']:.2f} / {test['chrf']:.2f} | {greedy['bleu']:.2f} / {greedy['chrf']:.2f} |"
+        return (label, f"{result['updates']:,}", f"{rate:,.0f}" if rate else "-") + (
+            f"{test['bleu']:.2f} / {test['chrf']:.2f}",
+            f"{greedy['bleu']:.2f} / {greedy['chrf']:.2f}",
         )
 
+    headers = ("run", "updates", "target tokens/s", "test BLEU / chrF2 (its search)", "greedy")
     return [
         f"The same run with `{fast['fast_path']}`, under the same cap (its compile counted in it):",
         "",
-        "| run | updates | target tokens/s | test BLEU / chrF2 (its search) | greedy |",
-        "|---|---:|---:|---:|---:|",
-        row("as configured", run),
-        row(fast["fast_path"], fast),
+        table(headers, [row("as configured", run), row(fast["fast_path"], fast)]),
     ]
 
 
@@ -246,12 +261,11 @@ def decoding(report: dict) -> str:
     if not results:
         return with_gaps(["No decoding was measured."], report, "decode-")
     lines = [
-        "Whole test split of the bundled corpus, the converge run's checkpoint (`scripts/benchmarks/benchmark_translate.py`; "
-        "the others at length penalty 0, where all rank by the same score).",
+        "Whole test split of the bundled corpus, the converge run's checkpoint (`scripts/bench.py "
+        "translate`; the others at length penalty 0, where all rank by the same score).",
         "",
-        "| precision | system | beam | length penalty | sent/s | tok/s | BLEU | chrF | same as ours | ours / this |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
+    cells = []
     for result in results:
         ours = {
             (row["beam"], row["length_penalty"]): row
@@ -271,11 +285,13 @@ def decoding(report: dict) -> str:
                 else ""
             )
             system = row["system"] + (", restricted" if row["restrict"] else "")
-            lines.append(
-                f"| {result['precision']} | {system} | {row['beam']} | {row['length_penalty']:g} | "
-                f"{row['sentences_per_s']:,.1f} | {row['tokens_per_s']:,.0f} | {row['bleu']:.2f} | "
-                f"{row['chrf']:.2f} | {same} | {ratio} |"
+            cells.append(
+                (result["precision"], system, row["beam"], f"{row['length_penalty']:g}")
+                + (f"{row['sentences_per_s']:,.1f}", f"{row['tokens_per_s']:,.0f}")
+                + (f"{row['bleu']:.2f}", f"{row['chrf']:.2f}", same, ratio)
             )
+    headers = ("precision", "system", "beam", "length penalty", "sent/s", "tok/s", "BLEU", "chrF")
+    lines.append(table(headers + ("same as ours", "ours / this"), cells, "llrrrrrrrr"))
     lines += mixed_checkpoints(report, [(result["precision"], result) for result in results])
     probe = done(report, "ctranslate2")
     without = [result["precision"] for result in results if not result["ctranslate2"]]
@@ -301,20 +317,21 @@ def serving(report: dict) -> str:
     cli = result["cli_sentences_per_s"]
     lines = [
         f"Closed-loop clients over loopback, one test sentence a request, {result['seconds']:g} s a level "
-        f"(`scripts/benchmarks/benchmark_serve.py --device {result['device']}`); translate-cli on the same "
+        f"(`scripts/bench.py serve --device {result['device']}`); translate-cli on the same "
         f"{result['sentences']:,} sentences as one file: "
         + ", ".join(f"{value:,.1f}" for value in cli)
         + " sentences/s (before and after).",
         "",
-        "| clients | sent/s | of translate-cli | sentences a batch | model busy | p50 ms | p95 ms | p99 ms | errors |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for row in result["rows"]:
-        lines.append(
-            f"| {row['clients']} | {row['sentences_per_s']:,.1f} | {row['sentences_per_s'] / row['ceiling']:.0%} "
-            f"| {row['batch']:.1f} | {row['model_busy']:.0%} | {1000 * row['p50']:.0f} | "
-            f"{1000 * row['p95']:.0f} | {1000 * row['p99']:.0f} | {row['errors']} |"
-        )
+    cells = [
+        (row["clients"], f"{row['sentences_per_s']:,.1f}")
+        + (f"{row['sentences_per_s'] / row['ceiling']:.0%}", f"{row['batch']:.1f}")
+        + (f"{row['model_busy']:.0%}", *(f"{1000 * row[q]:.0f}" for q in ("p50", "p95", "p99")))
+        + (row["errors"],)
+        for row in result["rows"]
+    ]
+    headers = ("clients", "sent/s", "of translate-cli", "sentences a batch", "model busy")
+    lines.append(table(headers + ("p50 ms", "p95 ms", "p99 ms", "errors"), cells, "r" * 9))
     lines += mixed_checkpoints(report, [("translate-serve", result)])
     return with_gaps(lines, report, "serve")
 
@@ -338,15 +355,16 @@ def ddp(report: dict) -> str:
         [
             how + ".",
             "",
-            "| run | updates | target tokens/s (median) | last train loss |",
-            "|---|---:|---:|---:|",
-            *(
-                f"| {label} | {result[key]['updates']:,} | {result[key]['tokens_per_s']:,.0f} | "
-                f"{result[key]['last_loss']:.3f} |"
-                for key, label in (
-                    ("one", "one process"),
-                    ("all", f"{result['processes']} processes"),
-                )
+            table(
+                ("run", "updates", "target tokens/s (median)", "last train loss"),
+                [
+                    (label, f"{result[key]['updates']:,}", f"{result[key]['tokens_per_s']:,.0f}")
+                    + (f"{result[key]['last_loss']:.3f}",)
+                    for key, label in (
+                        ("one", "one process"),
+                        ("all", f"{result['processes']} processes"),
+                    )
+                ],
             ),
         ]
     )
@@ -366,26 +384,47 @@ def when_and_where(report: dict) -> str:
     env = done(report, "environment")
     device = ", ".join(env[0]["gpus"]) if env and env[0]["gpus"] else "the CPU"
     torch = f", torch {env[0]['torch']}" if env else ""
+    steps = report.get("steps", {}).values()
     # Steps recorded before steps carried their day ran on the report's day.
-    days = sorted({step.get("date") or report["date"] for step in report.get("steps", {}).values()})
-    return f"{', '.join(days or [report['date']])}, {device}{torch}"
+    days = sorted({step.get("date") or report["date"] for step in steps})
+    commits = sorted({step["commit"] for step in steps if step.get("commit")})
+    commits_text = f", {'commits' if len(commits) > 1 else 'commit'} {', '.join(commits)}"
+    return f"{', '.join(days or [report['date']])}, {device}{torch}" + (
+        commits_text if commits else ""
+    )
 
 
 def provenance(report: dict) -> str:
     return f"`{report['command']}`, {when_and_where(report)}"
 
 
+def plotted(report: dict) -> list[str]:
+    """The sections `render_plots` draws a plot of: those with data for one."""
+    runs = converge_runs(report)[0]
+    return [
+        section
+        for section, data in (
+            ("training", done(report, "training")),
+            ("converge", runs and runs[0]["dev_bleu"]),
+        )
+        if data
+    ]
+
+
 def render_plots(report: dict, out: Path) -> dict[str, Path]:
     """PNG plots of what a person would rather see than read: MFU against the batch size (the knee)
     and the dev-BLEU curve. Returns {section: path} for those that had data."""
+    plots = {}
+    if not plotted(report):
+        return plots
+    results = done(report, "training")
+    configs = sorted({result["config"] for result in results})
+    runs, fast = converge_runs(report)
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    plots = {}
-    results = done(report, "training")
-    configs = sorted({result["config"] for result in results})
     if configs:
         figure, axes = plt.subplots(1, len(configs), figsize=(5.5 * len(configs), 4), squeeze=False)
         for axis, config in zip(axes[0], configs):
@@ -423,7 +462,6 @@ def render_plots(report: dict, out: Path) -> dict[str, Path]:
         plots["training"] = out / PLOTS["training"]
         figure.savefig(plots["training"], dpi=110)
         plt.close(figure)
-    runs, fast = converge_runs(report)
     if runs and runs[0]["dev_bleu"]:
         figure, axis = plt.subplots(figsize=(5.5, 3.5))
         axis.plot(*zip(*runs[0]["dev_bleu"]), marker="o", label="as configured")
@@ -441,7 +479,7 @@ def render_plots(report: dict, out: Path) -> dict[str, Path]:
     return plots
 
 
-def render_markdown(report: dict, plots: dict[str, Path], image_prefix: str = "") -> str:
+def render_markdown(report: dict, plots: dict[str, Path]) -> str:
     lines = [f"# GPU report ({when_and_where(report)})", "", f"Made by `{report['command']}`.", ""]
     if report.get("dry_run"):
         lines += [
@@ -452,9 +490,109 @@ def render_markdown(report: dict, plots: dict[str, Path], image_prefix: str = ""
     for section in SECTIONS:
         lines += [f"## {TITLES[section]}", "", RENDERERS[section](report), ""]
         if section in plots:
-            lines += [f"![{TITLES[section]}]({image_prefix}{plots[section].name})", ""]
-    lines += ["## Steps", "", "| step | status | seconds | note |", "|---|---|---:|---|"]
-    for name, step in report.get("steps", {}).items():
-        note = step["message"].replace("|", "\\|").replace("\n", " ")[:240]
-        lines.append(f"| {name} | {step['status']} | {step['seconds']:.0f} | {note} |")
+            lines += [f"![{TITLES[section]}]({plots[section].name})", ""]
+    notes = [
+        (name, step["status"], f"{step['seconds']:.0f}")
+        + (step["message"].replace("|", "\\|").replace("\n", " ")[:240],)
+        for name, step in report.get("steps", {}).items()
+    ]
+    lines += ["## Steps", "", table(("step", "status", "seconds", "note"), notes, "llrl")]
     return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# The docs' sections
+
+MARKER = re.compile(r"<!-- (/?)gpu-report:([a-z]+) -->")
+IMAGES = "images/gpu-report"
+KEPT_REPORT = "gpu-report/report.json"
+
+
+def block(report: dict, name: str, images: dict[str, str]) -> str:
+    lines = [
+        f"_From {provenance(report)}; written by `scripts/bench.py report --docs` from the "
+        "report's report.json: edit the report, not this text._",
+        "",
+        RENDERERS[name](report),
+    ]
+    if name in images:
+        lines += ["", f"![{TITLES[name]}]({images[name]})"]
+    return "\n".join(lines)
+
+
+def fill(text: str, path: Path, report: dict, images: dict[str, str]) -> tuple[str, list[str]]:
+    """`text` with every marked section replaced; the names filled. A marker without its pair,
+    or with an unknown name, is an error naming the file and line."""
+    pieces, filled, position, open_marker = [], [], 0, None
+    for match in MARKER.finditer(text):
+        closing, name = match.group(1) == "/", match.group(2)
+        where = f"{path}:{text.count(chr(10), 0, match.start()) + 1}"
+        if name not in RENDERERS:
+            raise SystemExit(
+                f"error: {where}: unknown GPU report section {name!r} (known: {', '.join(RENDERERS)})"
+            )
+        if not closing:
+            if open_marker:
+                raise SystemExit(
+                    f"error: {where}: gpu-report:{name} opens inside gpu-report:{open_marker[0]}"
+                )
+            open_marker = (name, match.end())
+            pieces.append(text[position : match.end()])
+            continue
+        if not open_marker or open_marker[0] != name:
+            raise SystemExit(
+                f"error: {where}: /gpu-report:{name} closes a section that was not opened"
+            )
+        pieces += ["\n" + block(report, name, images) + "\n", match.group(0)]
+        position, open_marker = match.end(), None
+        filled.append(name)
+    if open_marker:
+        raise SystemExit(
+            f"error: {path}: gpu-report:{open_marker[0]} is never closed "
+            f"(<!-- /gpu-report:{open_marker[0]} -->)"
+        )
+    pieces.append(text[position:])
+    return "".join(pieces), filled
+
+
+def fill_docs(report_path: Path, docs: Path | None, allow_dry_run: bool) -> int:
+    """The GPU sections of every page under `docs` (default docs/) filled from `report_path`, its
+    plots drawn again beside them and the report kept there; nothing is written unless every
+    page's markers pair."""
+    docs = docs or REPO / "docs"
+    if not report_path.is_file():
+        raise SystemExit(f"error: {report_path}: no report here (make one with: make gpu-report)")
+    raw = report_path.read_bytes()  # parsed here, and kept as it is beside the docs
+    try:
+        report = json.loads(raw)
+        report["command"], report["steps"]
+    except (ValueError, KeyError) as error:
+        raise SystemExit(
+            f"error: {report_path}: not a report.json of the GPU report ({error})"
+        ) from None
+    if report.get("dry_run") and not allow_dry_run:
+        raise SystemExit(
+            f"error: {report_path} is a dry run's (toy sizes on the CPU): its figures do not belong "
+            "in the docs (--allow-dry-run fills them anyway, e.g. into a copy)"
+        )
+    images = {name: f"{IMAGES}/{PLOTS[name]}" for name in plotted(report)}
+    pages, every = {}, []
+    for path in sorted(docs.glob("*.md")):
+        text = path.read_text(encoding="utf-8")
+        new, filled = fill(text, path, report, images)
+        if new != text:
+            pages[path] = new
+        every += [f"{name} ({path.name})" for name in filled]
+    if images:
+        (docs / IMAGES).mkdir(parents=True, exist_ok=True)
+        render_plots(report, docs / IMAGES)
+    (docs / KEPT_REPORT).parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(docs / KEPT_REPORT, raw)
+    for path, new in pages.items():
+        write_atomic(path, new.encode("utf-8"))
+    missing = sorted(set(RENDERERS) - {entry.split(" ")[0] for entry in every})
+    say(
+        f"gpu-report docs: filled {', '.join(every) or 'nothing'}"
+        + (f"; no place in {docs} for {', '.join(missing)}" if missing else "")
+    )
+    return 0

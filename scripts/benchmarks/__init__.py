@@ -1,0 +1,1 @@
+"""The modes of scripts/bench.py and the harness they share."""
