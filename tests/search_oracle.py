@@ -15,19 +15,90 @@ import torch
 from torch import Tensor
 
 from translate.decode.cache import SearchCache
-from translate.decode.encoding import encode_by_length
 from translate.decode.settings import SentinelIds
-from translate.decode.steps import (
-    NEVER_GENERATED,
-    Hypothesis,
-    extensions,
-    length_penalty,
-    max_output_lengths,
-    next_tokens,
-    token_bias,
-)
+from translate.decode.steps import Hypothesis
 from translate.model.transformer import ModelConfig, Transformer
 from translate.text.vocab import BOS_ID, EOS_ID, PAD_ID
+
+# --- the oracles' own step maths, written apart from the product's (translate/decode/steps.py) ---
+NEVER_WRITTEN = [PAD_ID, BOS_ID]  # the decoder is never asked for these
+
+
+def allowed_bias(allowed_tokens: Tensor | None, vocab: int, device) -> Tensor | None:
+    """0 where `allowed_tokens` allows an id, -inf where it does not; None without it."""
+    if allowed_tokens is None:
+        return None
+    bias = torch.zeros(vocab, device=device)
+    bias[~allowed_tokens.to(device)] = float("-inf")
+    return bias
+
+
+def output_limits(src_ids: Tensor, max_len_a: float, max_len_b: int, positions: int) -> Tensor:
+    """Per sentence: `a * source length + b` output tokens at most (EOS included), 1 to
+    `positions`."""
+    lengths = (src_ids != PAD_ID).sum(dim=1).tolist()
+    limits = [min(max(int(length * max_len_a + max_len_b), 1), positions) for length in lengths]
+    return torch.tensor(limits, device=src_ids.device)
+
+
+def gnmt_penalty(length: int, alpha: float) -> float:
+    """GNMT's length penalty of `length` output tokens (EOS included)."""
+    return ((5.0 + length) / 6.0) ** alpha
+
+
+def most_probable(
+    logits: Tensor, blocked: list[int], bias: Tensor | None, at_limit: Tensor
+) -> Tensor:
+    """Greedy search's token of each row: the first best allowed score; EOS at the limit."""
+    scores = logits.float().clone()
+    scores[:, blocked] = float("-inf")
+    if bias is not None:
+        scores = scores + bias
+    return scores.argmax(dim=1).masked_fill(at_limit, EOS_ID)
+
+
+def beam_candidates(
+    logits: Tensor,
+    beam_lp: Tensor,
+    at_limit: Tensor,
+    beam: int,
+    blocked: list[int],
+    bias: Tensor | None,
+) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """A beam step of each sentence (fairseq's scheme): the best `2 * beam` extensions of its
+    `k` live hypotheses by total log-probability (`top_lp`, `top_beam`); those by EOS among the
+    first `beam` end (`ends`); the first `beam` others live on (`live_lp`, `live_beam`,
+    `live_token`; -inf where too few). At the limit only EOS may extend."""
+    n, k = beam_lp.shape
+    vocab = logits.shape[-1]
+    lprobs = torch.log_softmax(logits.float(), dim=-1)
+    lprobs[:, blocked] = float("-inf")
+    if bias is not None:
+        lprobs = lprobs + bias
+    lprobs = lprobs.view(n, k, vocab).clone()
+    eos = lprobs[:, :, EOS_ID].clone()
+    lprobs[at_limit] = float("-inf")
+    lprobs[:, :, EOS_ID] = torch.where(at_limit[:, None], eos, lprobs[:, :, EOS_ID])
+    totals = (lprobs + beam_lp[:, :, None]).view(n, k * vocab)
+    width = min(2 * beam, k * vocab)
+    top_lp, index = totals.topk(width, dim=1)
+    top_beam, top_token = index // vocab, index % vocab
+    ends = torch.zeros_like(top_token, dtype=torch.bool)
+    live_lp = torch.full((n, beam), float("-inf"), device=logits.device)
+    live_beam = torch.zeros((n, beam), dtype=torch.long, device=logits.device)
+    live_token = torch.full((n, beam), EOS_ID, dtype=torch.long, device=logits.device)
+    for sentence in range(n):
+        living = 0
+        for rank in range(width):
+            lp, token = float(top_lp[sentence, rank]), int(top_token[sentence, rank])
+            if token == EOS_ID:
+                ends[sentence, rank] = rank < beam and lp != float("-inf")
+            elif living < beam:
+                live_lp[sentence, living] = lp
+                live_beam[sentence, living] = top_beam[sentence, rank]
+                live_token[sentence, living] = token
+                living += 1
+    return top_lp, top_beam, ends, live_lp, live_beam, live_token
 
 
 def first_tokens(start: Tensor | None, batch: int, device: torch.device) -> Tensor:
@@ -107,11 +178,11 @@ def greedy_search(
     sentinel of a source is written exactly once (`OwedSets`).
     """
     device = src_ids.device
-    bias = token_bias(allowed_tokens, model.tgt_vocab_size, device)
-    blocked = NEVER_GENERATED + list(never)
+    bias = allowed_bias(allowed_tokens, model.tgt_vocab_size, device)
+    blocked = NEVER_WRITTEN + list(never)
     src_mask = model.source_mask(src_ids, PAD_ID)
-    memory = encode_by_length(model, src_ids, src_mask)
-    limits = max_output_lengths(src_ids, max_len_a, max_len_b, model.cfg.max_positions)
+    memory = model.encode(src_ids, src_mask)
+    limits = output_limits(src_ids, max_len_a, max_len_b, model.cfg.max_positions)
     batch = src_ids.shape[0]
     cache = new_cache(model, memory, src_mask, batch)
     last = first_tokens(start, batch, device)
@@ -123,7 +194,7 @@ def greedy_search(
         logits = model.decode(last, memory, src_mask, cache, offset=step)[:, -1]
         at_limit = step + 1 >= limits
         row_bias = owed.bias(bias, logits.shape[-1], (limits - step - 1).tolist(), device)
-        token = next_tokens(logits, blocked, row_bias, at_limit)
+        token = most_probable(logits, blocked, row_bias, at_limit)
         owed.advance(list(range(len(owed.rows))), token.tolist())
         output[active, step] = token
         done |= token == EOS_ID
@@ -201,12 +272,12 @@ def beam_search(
         raise ValueError(f"n_best must be between 1 and the beam size {beam}, got {n_best}")
     device = src_ids.device
     vocab = model.tgt_vocab_size
-    bias = token_bias(allowed_tokens, vocab, device)
-    blocked = NEVER_GENERATED + list(never)
+    bias = allowed_bias(allowed_tokens, vocab, device)
+    blocked = NEVER_WRITTEN + list(never)
     batch = src_ids.shape[0]
     src_mask = model.source_mask(src_ids, PAD_ID)
-    memory = encode_by_length(model, src_ids, src_mask)  # one row per sentence, shared by its beams
-    limits = max_output_lengths(src_ids, max_len_a, max_len_b, model.cfg.max_positions)
+    memory = model.encode(src_ids, src_mask)  # one row per sentence, shared by its beams
+    limits = output_limits(src_ids, max_len_a, max_len_b, model.cfg.max_positions)
     max_steps = int(limits.max())
 
     # Decoder rows: `k` per sentence, sentence-major; k is 1 at the first step (every beam
@@ -229,11 +300,11 @@ def beam_search(
         at_limit = step + 1 >= limits
         left = (limits - step - 1).repeat_interleave(k).tolist()
         row_bias = owed.bias(bias, vocab, left, device)
-        top_lp, top_beam, ends, live_lp, live_beam, live_token = extensions(
+        top_lp, top_beam, ends, live_lp, live_beam, live_token = beam_candidates(
             logits, beam_lp, at_limit, beam, blocked, row_bias
         )
 
-        penalty = length_penalty(step + 1, alpha)
+        penalty = gnmt_penalty(step + 1, alpha)
         ending = ends.nonzero()
         if ending.numel():
             sentence, column = ending[:, 0], ending[:, 1]

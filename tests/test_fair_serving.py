@@ -14,9 +14,10 @@ from fastapi.testclient import TestClient  # noqa: E402
 
 from translate.decode.loaded_model import load_model  # noqa: E402
 from translate.decode.settings import SearchSettings  # noqa: E402
-from translate.serve import continuous  # noqa: E402
+from translate.serve import service as service_module  # noqa: E402
 from translate.serve.app import ServeSettings, create_app  # noqa: E402
-from translate.serve.continuous import Cancel, EngineLoop, Join, prepare  # noqa: E402
+from translate.serve.engine_loop import Cancel, EngineLoop, Join  # noqa: E402
+from translate.serve.service import tokenise  # noqa: E402
 
 SERVER = SearchSettings(beam=5, length_penalty=1.0)  # the checkpoint's defaults: the server's
 MANY = [f"Select the cells {n} that you want to copy." for n in range(60)]
@@ -38,9 +39,9 @@ def test_a_request_of_many_sentences_holds_another_one_behind_one_turn(loaded):
     """Sentences join the running search in turn, one a request: a one-sentence request sent
     after one of 60 is searched while most of the 60 still wait, not after all of them."""
     engine = EngineLoop(loaded, batch_tokens=64)  # room for a few sentences at a time
-    engine.take(Join(1, prepare(loaded, MANY, SERVER).ids, SERVER))
+    engine.take(Join(1, tokenise(loaded, MANY, SERVER).ids, SERVER))
     engine.step()
-    engine.take(Join(2, prepare(loaded, ["Click OK."], SERVER).ids, SERVER))
+    engine.take(Join(2, tokenise(loaded, ["Click OK."], SERVER).ids, SERVER))
     steps_until_answered(engine, 2)
     left = engine.requests[1].left  # the long request's sentences not yet answered
     assert left > len(MANY) // 2, left
@@ -51,8 +52,8 @@ def test_a_cancelled_request_leaves_the_search_at_once_and_the_others_are_answer
     the search, so the model goes idle; another request searched beside it is answered as it
     would be alone."""
     engine = EngineLoop(loaded, batch_tokens=4096)
-    engine.take(Join(1, prepare(loaded, MANY, SERVER).ids, SERVER))
-    other = prepare(loaded, ["Click OK."], SERVER)
+    engine.take(Join(1, tokenise(loaded, MANY, SERVER).ids, SERVER))
+    other = tokenise(loaded, ["Click OK."], SERVER)
     engine.take(Join(2, other.ids, SERVER))
     for _ in range(3):
         engine.step()
@@ -145,13 +146,13 @@ def test_tokenising_a_request_runs_off_the_event_loop(loaded, monkeypatch):
     """The model's segments of a request (tokenising, cutting long lines) are made in a worker
     thread, for both APIs: a long request never stops the server answering others."""
     threads = []
-    real = continuous.prepare
+    real = service_module.tokenise
 
     def recorded(*args):
         threads.append(threading.current_thread())
         return real(*args)
 
-    monkeypatch.setattr(continuous, "prepare", recorded)
+    monkeypatch.setattr(service_module, "tokenise", recorded)
     with TestClient(create_app(loaded, ServeSettings())) as client:
         threads.clear()  # the warm-up's
         native = client.post("/v1/translate", json={"text": ["Click OK."]})

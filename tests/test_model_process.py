@@ -28,7 +28,7 @@ from translate.decode.pipeline import Part, Segments  # noqa: E402
 from translate.decode.settings import SearchSettings  # noqa: E402
 from translate.decode.steps import Hypothesis  # noqa: E402
 from translate.serve.batching import ContinuousBatcher  # noqa: E402
-from translate.serve.continuous import Answer, Cancel, Heartbeat, Loaded  # noqa: E402
+from translate.serve.engine_loop import Answer, Cancel, Heartbeat, Loaded  # noqa: E402
 from translate.serve.launch import free_loopback_port, serve_command, wait_until_ready  # noqa: E402
 from translate.serve.supervision import ModelStartError, ModelUnavailable, Restarts  # noqa: E402
 

@@ -23,7 +23,8 @@ from translate.decode.loaded_model import load_model
 from translate.decode.pipeline import translate_lines
 from translate.decode.settings import SearchSettings
 from translate.score.metrics import bleu_tokenizer, corpus_scores
-from translate.serve.continuous import EngineLoop, Join, finish, prepare
+from translate.serve.engine_loop import EngineLoop, Join
+from translate.serve.service import detokenise, tokenise
 from translate.text.corpus import CorpusError
 from translate.text.language_id import off_target_rate
 from translate.text.languages import english_centric, parse_direction
@@ -535,7 +536,7 @@ def test_continuous_batching_writes_each_request_s_language(trained):
     engine = EngineLoop(loaded, batch_tokens=4096)
     answers, segments = {}, {}
     for request_id, (lines, key) in enumerate(requests):  # two new requests a step
-        segments[request_id] = prepare(loaded, lines, key)
+        segments[request_id] = tokenise(loaded, lines, key)
         found = engine.take(Join(request_id, segments[request_id].ids, key))
         found += engine.step() if request_id % 2 else []
         answers.update((answer.request_id, answer) for answer in found)
@@ -544,7 +545,7 @@ def test_continuous_batching_writes_each_request_s_language(trained):
             break
         answers.update((answer.request_id, answer) for answer in engine.step())
     answers = {
-        request_id: finish(loaded, segments[request_id], answer.found, 1)
+        request_id: detokenise(loaded, segments[request_id], answer.found, 1)
         for request_id, answer in answers.items()
     }
     for request_id, (lines, key) in enumerate(requests):

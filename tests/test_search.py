@@ -5,6 +5,7 @@ import itertools
 
 import pytest
 import torch
+from joining import running_search
 from search_oracle import (
     TINY_VOCAB,
     beam_search,
@@ -30,6 +31,15 @@ from translate.model.transformer import Transformer
 from translate.text.vocab import BOS_ID, EOS_ID, PAD_ID
 
 OUTPUTS = [t for t in range(TINY_VOCAB) if t not in (PAD_ID, BOS_ID)]  # what a search may produce
+
+
+def products_answers(model, src: torch.Tensor, **settings) -> list:
+    """What the product's search (`translate.decode.search`) answers each row of `src` with, the
+    batch searched to its end (`running_search`'s settings)."""
+    from translate.decode.search import search_batch
+
+    sources = [row[row != PAD_ID].tolist() for row in src]
+    return search_batch(running_search(model, **settings), sources)
 
 
 class Prefix:
@@ -214,10 +224,9 @@ def test_allowed_tokens_are_the_only_ones_produced():
 
     no_eos = allowed.clone()
     no_eos[EOS_ID] = False
-    with pytest.raises(ValueError, match="must allow EOS"):
-        beam_search(model, src, allowed_tokens=no_eos)
-    with pytest.raises(ValueError, match="must allow EOS"):
-        greedy_search(model, src, allowed_tokens=no_eos)
+    for beam in (1, 4):  # the product's search refuses a restriction no hypothesis could end in
+        with pytest.raises(ValueError, match="must allow EOS"):
+            running_search(model, beam, allowed_tokens=no_eos)
 
 
 @torch.no_grad()
@@ -426,13 +435,15 @@ def test_encoding_by_length_groups_equals_encoding_the_batch_whole(monkeypatch):
         )
         with torch.autocast("cpu", dtype=torch.bfloat16):
             assert encode_by_length(model, src, mask).dtype == model.encode(src, mask).dtype
-    split_greedy, split_beam = greedy_search(model, src), beam_search(model, src, beam=3, n_best=3)
+    # the product's searches, which encode their sentences so, against the batch encoded whole
+    split_greedy = [[h.tokens for h in hyps] for hyps in products_answers(model, src)]
+    split_beam = products_answers(model, src, beam=3, n_best=3)
     monkeypatch.setattr(
         encoding, "length_groups", lambda lengths: [list(range(len(lengths)))]
     )  # never split
-    assert greedy_search(model, src) == split_greedy
+    assert [[h.tokens for h in hyps] for hyps in products_answers(model, src)] == split_greedy
     terms = 2 * search_terms(model, src)  # both searches run in float32
-    for ours, theirs in zip(beam_search(model, src, beam=3, n_best=3), split_beam):
+    for ours, theirs in zip(products_answers(model, src, beam=3, n_best=3), split_beam):
         assert [h.tokens for h in ours] == [h.tokens for h in theirs]
         assert [h.score for h in ours] == within_rounding(
             [h.score for h in theirs], torch.float32, terms
@@ -466,9 +477,10 @@ def test_the_best_candidates_found_among_few_groups_are_topk_s():
 def test_beam_search_with_grouped_candidates_equals_it_with_topk(monkeypatch, alpha, beam, groups):
     model = tiny_model(6)
     src = random_sources(40, 12)
+    settings = {"beam": beam, "alpha": alpha, "n_best": beam, "max_len_b": 5}
     with monkeypatch.context() as patch:
         patch.setattr(steps, "best_candidates", lambda scores, width: scores.topk(width, dim=1))
-        expected = beam_search(model, src, beam=beam, alpha=alpha, n_best=beam, max_len_b=5)
+        expected = products_answers(model, src, **settings)
     monkeypatch.setattr(steps, "GROUPED_TOPK_MIN_SCORES", 0)
     monkeypatch.setattr(steps, "TOPK_GROUPS", groups)
     calls = []
@@ -478,7 +490,7 @@ def test_beam_search_with_grouped_candidates_equals_it_with_topk(monkeypatch, al
         "best_candidates",
         lambda scores, width: calls.append(scores.shape) or grouped(scores, width),
     )
-    found = beam_search(model, src, beam=beam, alpha=alpha, n_best=beam, max_len_b=5)
+    found = products_answers(model, src, **settings)
     assert [[(h.tokens, h.score) for h in hyps] for hyps in found] == [
         [(h.tokens, h.score) for h in hyps] for hyps in expected
     ]
@@ -508,7 +520,7 @@ def test_the_best_token_found_through_group_maxima_is_argmax_s():
 def test_greedy_search_with_grouped_best_tokens_equals_it_with_argmax(monkeypatch):
     model = tiny_model(7)
     src = random_sources(41, 16)
-    expected = greedy_search(model, src, max_len_b=6)
+    expected = products_answers(model, src, max_len_b=6)
     monkeypatch.setattr(steps, "GROUPED_ARGMAX_MIN_SCORES", 0)
     monkeypatch.setattr(steps, "ARGMAX_GROUP", 4)  # the tiny vocabulary in several groups
     calls = []
@@ -516,7 +528,7 @@ def test_greedy_search_with_grouped_best_tokens_equals_it_with_argmax(monkeypatc
     monkeypatch.setattr(
         steps, "best_tokens", lambda scores: calls.append(scores.shape) or grouped(scores)
     )
-    assert greedy_search(model, src, max_len_b=6) == expected
+    assert products_answers(model, src, max_len_b=6) == expected
     assert calls and calls[0][1] >= 2 * steps.ARGMAX_GROUP  # the grouped path ran
 
 

@@ -34,19 +34,18 @@ from translate.decode.steps import Hypothesis  # noqa: E402
 from translate.files import file_digest  # noqa: E402
 from translate.serve.app import ServeSettings, create_app  # noqa: E402
 from translate.serve.batching import ContinuousBatcher, QueueFull  # noqa: E402
-from translate.serve.continuous import (  # noqa: E402
+from translate.serve.engine_loop import (  # noqa: E402
     Answer,
     Cancel,
     EngineLoop,
     Join,
-    finish,
-    prepare,
     run_engine,
 )
 from translate.serve.launch import (  # noqa: E402
     free_loopback_port,
     wait_until_ready,
 )
+from translate.serve.service import detokenise, tokenise  # noqa: E402
 from translate.serve.supervision import ModelUnavailable  # noqa: E402
 from translate.serve.worker import ONEDNN_CACHES  # noqa: E402
 from translate.text.protected import lost_spans  # noqa: E402
@@ -106,7 +105,7 @@ def test_continuous_batching_answers_each_request_as_translate_cli_does_alone(lo
     engine = EngineLoop(loaded, batch_tokens=40)  # a small budget: some lines wait their turn
     answers, steps, segments = {}, 0, {}
     for request_id, (lines, key) in enumerate(requests):  # two new requests a step
-        segments[request_id] = prepare(loaded, lines, key)
+        segments[request_id] = tokenise(loaded, lines, key)
         found = engine.take(Join(request_id, segments[request_id].ids, key))
         if request_id % 2:
             found += engine.step()
@@ -118,7 +117,7 @@ def test_continuous_batching_answers_each_request_as_translate_cli_does_alone(lo
         steps += 1
         assert steps < 500
     for request_id, (lines, key) in enumerate(requests):
-        texts = finish(loaded, segments[request_id], answers[request_id].found, key.n_best)
+        texts = detokenise(loaded, segments[request_id], answers[request_id].found, key.n_best)
         assert texts == translate_lines(loaded, lines, key), key
     assert not engine.requests and not engine.searches  # idle searches are let go
 
@@ -132,7 +131,7 @@ def test_the_engine_loop_takes_requests_between_steps_and_answers_each(loaded):
     engine = EngineLoop(loaded, batch_tokens=4096)
     thread = threading.Thread(target=run_engine, args=(engine, inbox, answers.put))
     thread.start()
-    sent = {request_id: prepare(loaded, [line], key) for request_id, line in enumerate(LINES)}
+    sent = {request_id: tokenise(loaded, [line], key) for request_id, line in enumerate(LINES)}
     for request_id, segments in sent.items():
         inbox.put(Join(request_id, segments.ids, key))
     inbox.put(Cancel(len(LINES)))  # a request the engine does not hold: nothing happens
@@ -144,13 +143,15 @@ def test_the_engine_loop_takes_requests_between_steps_and_answers_each(loaded):
     assert sorted(answer.request_id for answer in received) == list(range(len(LINES)))
     for answer in received[:-1]:
         [line] = [LINES[answer.request_id]]
-        assert finish(loaded, sent[answer.request_id], answer.found, 1) == [alone(loaded, line, 2)]
+        assert detokenise(loaded, sent[answer.request_id], answer.found, 1) == [
+            alone(loaded, line, 2)
+        ]
 
 
 def test_continuous_batching_fails_only_the_requests_a_bad_setting_touches(loaded):
     engine = EngineLoop(loaded, batch_tokens=4096)
     good = SearchSettings(beam=5, length_penalty=1.0)
-    segments = prepare(loaded, ["Click OK."], good)
+    segments = tokenise(loaded, ["Click OK."], good)
     [failed] = engine.take(Join(1, segments.ids, replace(good, target_lang="fr")))
     assert failed.request_id == 1 and failed.found is None and "fr" in failed.error
     assert engine.take(Join(2, segments.ids, good)) == []
@@ -158,7 +159,7 @@ def test_continuous_batching_fails_only_the_requests_a_bad_setting_touches(loade
     while engine.busy:
         answers += engine.step()
     [answer] = answers
-    assert finish(loaded, segments, answer.found, 1) == [alone(loaded, "Click OK.")]
+    assert detokenise(loaded, segments, answer.found, 1) == [alone(loaded, "Click OK.")]
 
 
 class FakeEngine(QueuedEngine):

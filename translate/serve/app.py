@@ -3,7 +3,7 @@ with the request guard (guard.py), the request and answer models (schema.py) and
 
 FastAPI validates the JSON and writes the OpenAPI page, whose assets fastapi-offline serves from
 this process (no CDN); prometheus_client writes /metrics (metrics.py); uvicorn serves. Batching
-independent clients' sentences is `translate.serve.batching` with `translate.serve.continuous`.
+independent clients' sentences is `translate.serve.batching` with `translate.serve.engine_loop`.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Continuous batching for translate-serve, the server's side: each request's segments (the
-server cut and tokenised them) are sent to the model's engine loop (`translate.serve.continuous`,
+server cut and tokenised them) are sent to the model's engine loop (`translate.serve.engine_loop`,
 in the model's process) at once and join its running search between two steps; a thread reads
 the answers back to the requests' futures and watches the engine (`translate.serve.supervision`).
 """
@@ -16,7 +16,7 @@ from typing import Protocol
 from translate.decode.pipeline import Segments
 from translate.decode.settings import SearchSettings
 from translate.decode.steps import Hypothesis
-from translate.serve.continuous import Answer, Cancel, Join
+from translate.serve.engine_loop import Answer, Cancel, Join
 from translate.serve.supervision import (
     LOAD_TIMEOUT,
     Down,
@@ -75,9 +75,9 @@ class Engine(Protocol):
 
 class ContinuousBatcher:
     """Continuous batching: a request's segments (the server cut and tokenised them) are sent to
-    the engine loop at once (`translate.serve.continuous`), join its running search at one of the
+    the engine loop at once (`translate.serve.engine_loop`), join its running search at one of the
     next steps, and are answered with their hypotheses at the step the last is done (the server
-    makes the texts: `continuous.finish`), so a short sentence does not wait for a batch's
+    makes the texts: `service.detokenise`), so a short sentence does not wait for a batch's
     longest, nor a new one for a batch to end. A reader thread
     waits for the engine's answers and hands them to the event loop.
 
@@ -183,7 +183,7 @@ class ContinuousBatcher:
         self, lines: list[str], key: SearchSettings, segments: Segments
     ) -> list[list[Hypothesis]]:
         """Each of `segments`' hypotheses (`lines` are theirs, cut and tokenised by the server:
-        `continuous.prepare`); QueueFull when the sentences the engine holds would pass the
+        `service.tokenise`); QueueFull when the sentences the engine holds would pass the
         bound."""
         if not lines:
             return []

@@ -22,7 +22,7 @@ from translate.decode import pipeline
 from translate.decode.loaded_model import LoadedModel
 from translate.decode.settings import SearchSettings
 from translate.defaults import LENGTH_PENALTY_RANGE
-from translate.serve import continuous, worker
+from translate.serve import worker
 from translate.serve.answer_cache import AnswerCache, Answered
 from translate.serve.batching import ContinuousBatcher, QueueFull, ShuttingDown
 from translate.serve.detection import Detector
@@ -97,6 +97,21 @@ def answered_items(
         for outputs, (lines, _) in zip(translated, split)
     ]
     return translations, lost
+
+
+def tokenise(loaded: LoadedModel, lines: list[str], key: SearchSettings) -> pipeline.Segments:
+    """A request's lines cut, tagged and tokenised as translate-cli does
+    (`pipeline.source_segments`), once, in the server (the model's process never sees text)."""
+    target = pipeline.target_tags_for(loaded, key.target_lang, key.source_lang)
+    return pipeline.source_segments(loaded, lines, target, key.max_input_tokens)
+
+
+def detokenise(
+    loaded: LoadedModel, segments: pipeline.Segments, found: list, n_best: int
+) -> list[str]:
+    """An answer's hypotheses as `translate_lines` gives them: each line's n-best texts."""
+    nbest = pipeline.join_segments(loaded, segments, found, n_best)
+    return [entry.text for entries in nbest for entry in entries]
 
 
 class Service:
@@ -360,15 +375,13 @@ class Service:
         hits = sum(found is not None for found in answered)
         self.metrics.looked_up(hits, len(lines) - hits)
         missing = list(dict.fromkeys(line for line, a in zip(lines, answered) if a is None))
-        segments = (
-            await self.off_loop(continuous.prepare, self.loaded, missing, key) if missing else None
-        )
+        segments = await self.off_loop(tokenise, self.loaded, missing, key) if missing else None
         return Work(lines, key, answered, missing, segments)
 
     async def translated(self, lines: list[str], key: SearchSettings) -> list[str]:
         """`lines` translated by the model, past the cache and charged to no client: the
         server's own warm-up, which must reach the model."""
-        segments = await self.off_loop(continuous.prepare, self.loaded, lines, key)
+        segments = await self.off_loop(tokenise, self.loaded, lines, key)
         return await self._search(Work(lines, key, [None] * len(lines), lines, segments))
 
     async def run(self, work: Work) -> list[str]:
@@ -405,7 +418,7 @@ class Service:
             raise HTTPException(
                 503, str(fault), headers={"Retry-After": str(fault.retry_after)}
             ) from None
-        return await self.off_loop(continuous.finish, self.loaded, segments, found, key.n_best)
+        return await self.off_loop(detokenise, self.loaded, segments, found, key.n_best)
 
     def info(self) -> dict:
         loaded, settings = self.loaded, self.settings

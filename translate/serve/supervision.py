@@ -12,7 +12,7 @@ import signal
 import time
 from dataclasses import dataclass
 
-from translate.serve.continuous import Failed, Loaded
+from translate.serve.engine_loop import Failed, Loaded
 
 log = logging.getLogger("translate.serve")
 

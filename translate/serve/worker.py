@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from multiprocessing import get_context
 
 from translate.parent_watch import exit_with_parent
-from translate.serve.continuous import Failed
+from translate.serve.engine_loop import Failed
 from translate.serve.supervision import (
     check_checkpoint,
     exit_cause,
@@ -62,9 +62,9 @@ def _as_model_process() -> None:
 
 def _run_engine(inbox, sender, settings: ModelSettings) -> None:
     """The engine's process: the model loaded (`Failed` and exit status 1 where it cannot be),
-    then `continuous.run_engine`, with heartbeats, until the server sends None (or goes:
+    then `engine_loop.run_engine`, with heartbeats, until the server sends None (or goes:
     `exit_with_parent`)."""
-    from translate.serve.continuous import EngineLoop, run_engine
+    from translate.serve.engine_loop import EngineLoop, run_engine
 
     _as_model_process()
     try:
@@ -139,7 +139,7 @@ class EngineThread:
     process), over `loaded`."""
 
     def __init__(self, loaded, batch_tokens: int) -> None:
-        from translate.serve.continuous import EngineLoop, run_engine
+        from translate.serve.engine_loop import EngineLoop, run_engine
 
         self._inbox: queue.Queue = queue.Queue()
         self._answers: queue.Queue = queue.Queue()

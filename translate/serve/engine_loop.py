@@ -1,10 +1,11 @@
-"""translate-serve's decoding engine loop: the model side of continuous batching.
+"""translate-serve's decoding engine loop: the model side of continuous batching, in the model's
+process (or a thread of the server), which never sees text.
 
-The server tokenises a request's lines (`prepare`) and sends them as one `Join`;
+The server tokenises a request's lines (`service.tokenise`) and sends them as one `Join`;
 the engine loop (`run_engine`, in the model's process or thread) puts them into the running
 search of their setting at its next step, steps every running search once, and sends an
 `Answer` for each request whose last line is done: the hypotheses' ids, which the server
-detokenises (`finish`). No turns: between two steps the loop takes whatever has
+detokenises (`service.detokenise`). No turns: between two steps the loop takes whatever has
 arrived, without waiting; it waits only when nothing is left to search.
 
 Each search setting (`SearchSettings`) has a running search of its own, made as translate-cli
@@ -32,19 +33,6 @@ from translate.text.vocab import EOS_ID
 # by one costs more.
 JOIN_FRACTION = 8
 JOIN_AFTER_STEPS = 4
-
-
-def prepare(loaded: LoadedModel, lines: list[str], key: SearchSettings) -> pipeline.Segments:
-    """A request's lines cut, tagged and tokenised as translate-cli does (`pipeline.source_segments`),
-    by the server, once."""
-    target = pipeline.target_tags_for(loaded, key.target_lang, key.source_lang)
-    return pipeline.source_segments(loaded, lines, target, key.max_input_tokens)
-
-
-def finish(loaded: LoadedModel, segments: pipeline.Segments, found: list, n_best: int) -> list[str]:
-    """An answer's hypotheses as `translate_lines` gives them: each line's n-best texts."""
-    nbest = pipeline.join_segments(loaded, segments, found, n_best)
-    return [entry.text for entries in nbest for entry in entries]
 
 
 @dataclass(frozen=True)
