@@ -173,7 +173,7 @@ def _ends_sentence(ids: list[int], end: int, pieces: Sequence[str]) -> bool:
 BLANK = Hypothesis([], 0.0, 0.0)
 
 
-def _join(parts: list[Hypothesis]) -> Hypothesis:
+def _concatenated(parts: list[Hypothesis]) -> Hypothesis:
     """One line's hypothesis from its segments': tokens in order, scores summed."""
     return Hypothesis(
         [token for part in parts for token in part.tokens],
@@ -391,14 +391,18 @@ def join_segments(
     loaded: LoadedModel, segments: Segments, found: list[list[Hypothesis]], n_best: int = 1
 ) -> list[list[Translation]]:
     """Each line's n-best list from its segments' hypotheses (`found`, in segment order): a
-    part's segments joined (`_join`), detokenized, its sentinels replaced by its spans, and a
+    part's segments joined (`_concatenated`), detokenized, its sentinels replaced by its spans, and a
     line's parts joined, each after its `before`; lists the search could not fill padded with
     empty entries."""
     unfilled = Hypothesis([], float("-inf"), float("-inf"))  # beyond what the search space held
     per_part: list[list[list[Hypothesis]]] = [[] for _ in segments.parts]
     for part, entries in zip(segments.part_of, found):
         per_part[part].append(entries + [unfilled] * (n_best - len(entries)))
-    joined = [_join([segment[k] for segment in parts]) for parts in per_part for k in range(n_best)]
+    joined = [
+        _concatenated([segment[k] for segment in parts])
+        for parts in per_part
+        for k in range(n_best)
+    ]
     texts = loaded.vocab.target.decode([hypothesis.tokens for hypothesis in joined])
     if loaded.data.protect_spans:
         texts = [unmask(text, segments.parts[i // n_best].spans) for i, text in enumerate(texts)]
@@ -412,10 +416,10 @@ def join_segments(
                 )
             ]
         )
-    return [[_joined_parts([part[k] for part in parts]) for k in range(n_best)] for parts in lines]
+    return [[_line_of_parts([part[k] for part in parts]) for k in range(n_best)] for parts in lines]
 
 
-def _joined_parts(parts: list[Translation]) -> Translation:
+def _line_of_parts(parts: list[Translation]) -> Translation:
     """One line's translation from its parts' (each with its `before` already in front)."""
     if len(parts) == 1:
         return parts[0]
