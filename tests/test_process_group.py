@@ -85,8 +85,11 @@ def test_a_timeout_ends_the_whole_group_even_what_ignores_sigterm():
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT])
 def test_a_starter_that_dies_takes_its_groups_with_it(sig):
     """The starter killed outright runs no clean-up: its keepers see it gone."""
+    # Ctrl-C's default handler, as a program started from a shell has it, whatever the test
+    # process's own (an ignored SIGINT is inherited).
     code = (
-        "import subprocess, sys\n"
+        "import signal, subprocess, sys\n"
+        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
         "from translate.process_group import start_group\n"
         f"group = start_group([sys.executable, '-c', {STUBBORN!r}], grace_s=1)\n"
         "group.wait()\n"
