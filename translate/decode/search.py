@@ -146,11 +146,7 @@ class Search:
         go, no later `step` decodes or returns them, and the others decode on as they do alone
         (the rows of those already answered go with them); how many left."""
         keys = set(keys)
-        searched = [
-            s
-            for s, (sentence_id, answered) in enumerate(zip(self.sentence_ids, self.answered))
-            if not answered
-        ]
+        searched = [s for s, answered in enumerate(self.answered) if not answered]
         active = [s for s in searched if self.sentence_ids[s] not in keys]
         dropped = len(searched) - len(active)
         if not active:

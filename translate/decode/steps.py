@@ -166,7 +166,8 @@ def greedy_extensions(
     with that token otherwise (`live_lp` -inf where it finished)."""
     normalizer = torch.logsumexp(logits.float(), dim=-1)  # before `next_tokens` changes `logits`
     token = next_tokens(logits, blocked, bias, at_limit, owed)
-    top_lp = beam_lp + (logits.float().gather(1, token[:, None]) - normalizer[:, None])
+    # One logit a row, cast as `normalizer`'s were (not the whole row again).
+    top_lp = beam_lp + (logits.gather(1, token[:, None]).float() - normalizer[:, None])
     ends = (token == EOS_ID)[:, None]
     zero = torch.zeros_like(token)[:, None]
     live_lp = top_lp.masked_fill(ends, float("-inf"))
