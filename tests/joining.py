@@ -11,7 +11,7 @@ from search_oracle import beam_search, full_prefix_log_probs, greedy_search, ran
 from tolerances import search_terms, within_rounding
 
 from translate.decode.search import Search
-from translate.decode.settings import SearchPlan, SentinelIds
+from translate.decode.settings import Budget, SearchPlan, SentinelIds
 from translate.text.vocab import PAD_ID
 
 
@@ -25,12 +25,13 @@ def running_search(
     allowed_tokens: torch.Tensor | None = None,
     never: Sequence[int] = (),
     sentinels: SentinelIds | None = None,
+    budget: Budget | None = None,
 ) -> Search:
     """The product's search of `model` under these settings (beam 1: greedy)."""
     plan = SearchPlan(
         beam, alpha, n_best, max_len_a, max_len_b, allowed_tokens, tuple(never), sentinels
     )
-    return Search(model, plan)
+    return Search(model, plan, budget)
 
 
 def sources_of(seed: int, count: int) -> list[list[int]]:
@@ -45,9 +46,11 @@ def run_continuously(
     sources: list[list[int]],
     seed: int,
     starts: list[int] | None = None,
+    plans: list[SearchPlan] | None = None,
 ) -> dict[int, list]:
-    """Every sentence joins at a random step (some several at once, some into an empty search);
-    what each was answered with (its hypotheses), by sentence_id."""
+    """Every sentence joins at a random step (some several at once, some into an empty search),
+    under its own plan from `plans` where given; what each was answered with (its hypotheses),
+    by sentence_id."""
     rng = random.Random(seed)
     waiting, answered, steps = list(range(len(sources))), {}, 0
     while waiting or len(search):
@@ -57,6 +60,7 @@ def run_continuously(
                 joining,
                 [sources[i] for i in joining],
                 None if starts is None else [starts[i] for i in joining],
+                None if plans is None else [plans[i] for i in joining],
             )
         for sentence_id, hypotheses in search.step():
             assert sentence_id not in answered

@@ -1,15 +1,34 @@
 """Processes: those of this machine as /proc shows them, for tests of what a process leaves
-running, and the translate-serve servers tests start on loopback."""
+running, the translate-serve servers tests start on loopback, and what a fresh Python imports."""
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
+import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
 
 from translate.serve.launch import free_loopback_port, serve_command, wait_until_ready
+
+# What inference must never import (the floors' contract: inference never imports training).
+TRAINING_STACK = ("lightning", "torchmetrics", "pytorch_lightning")
+
+
+def imported_after(code: str, packages: Iterable[str]) -> tuple[list[str], list[str]]:
+    """`code` run by a fresh Python: the lines it printed, and which of `packages` (top-level
+    names) it left imported."""
+    probe = (
+        f"{code}\nimport sys as _sys\n"
+        f"print(sorted({{n.split('.')[0] for n in _sys.modules}} & {set(packages)!r}))"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    *printed, last = result.stdout.strip().splitlines()
+    return printed, ast.literal_eval(last)
 
 
 def process_table() -> dict[int, tuple[int, str, bytes]]:

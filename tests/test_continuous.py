@@ -19,8 +19,8 @@ from search_oracle import beam_search, greedy_search, tiny_model
 from tolerances import search_terms, within_rounding
 
 from translate.decode import search as search_module
-from translate.decode.search import search_joined
-from translate.decode.settings import SentinelIds
+from translate.decode.search import Cost, Search, search_joined
+from translate.decode.settings import Budget, SearchPlan, SentinelIds
 from translate.text.vocab import EOS_ID, PAD_ID
 
 
@@ -56,6 +56,94 @@ def test_a_start_token_and_forbidden_ids_apply_per_sentence():
         )
         assert answered[index][0].tokens == expected[0].tokens
         assert 7 not in answered[index][0].tokens
+
+
+@pytest.mark.numerical
+@pytest.mark.parametrize("beam, n_best", [(1, 1), (3, 2)])
+def test_sentences_with_their_own_plans_share_one_search(beam, n_best, monkeypatch):
+    """Length penalty, length rule, allowed tokens and first token are each sentence's own: in one
+    search, each sentence gets what the oracle gives it alone under its plan."""
+    monkeypatch.setattr(search_module, "MAX_COHORTS", 2)  # rows of several plans share a cohort
+    model = tiny_model(seed=4, eos_bias=0.3)
+    restricted = torch.ones(model.tgt_vocab_size, dtype=torch.bool)
+    restricted[9:12] = False
+    only_few = torch.zeros(model.tgt_vocab_size, dtype=torch.bool)
+    only_few[[EOS_ID, 4, 5, 6, 8]] = True
+    kinds = [
+        SearchPlan(beam, 0.0, n_best, 1.0, 6),
+        SearchPlan(beam, 1.6, n_best, 1.5, 3, restricted),
+        SearchPlan(beam, 0.6, n_best, 0.5, 9, only_few),
+    ]
+    sources = sources_of(seed=7, count=18)
+    plans = [kinds[i % 3] for i in range(len(sources))]
+    starts = [4 + i % 2 for i in range(len(sources))]
+    search = Search(model, kinds[0])
+    answered = run_continuously(search, sources, seed=2, starts=starts, plans=plans)
+    assert sorted(answered) == list(range(len(sources)))
+    for index, source in enumerate(sources):
+        plan, src = plans[index], torch.tensor([source])
+        limits = {"max_len_a": plan.max_len_a, "max_len_b": plan.max_len_b}
+        start = torch.tensor([starts[index]])
+        got = answered[index]
+        if beam == 1:
+            [tokens] = greedy_search(
+                model, src, **limits, allowed_tokens=plan.allowed_tokens, start=start
+            )
+            assert [h.tokens for h in got] == [tokens], index
+            continue
+        [expected] = beam_search(
+            model,
+            src,
+            beam,
+            plan.length_penalty,
+            n_best,
+            **limits,
+            allowed_tokens=plan.allowed_tokens,
+            start=start,
+        )
+        assert [h.tokens for h in got] == [h.tokens for h in expected], index
+        terms = search_terms(model, src, *limits.values())
+        assert [h.score for h in got] == within_rounding(
+            [h.score for h in expected], torch.float32, 2 * terms
+        )
+    lengths = {plan.length_penalty: set() for plan in kinds}
+    for index, hypotheses in answered.items():
+        lengths[plans[index].length_penalty].add(len(hypotheses[0].tokens))
+    assert len(set(map(frozenset, lengths.values()))) > 1, "the plans made no difference"
+
+
+def test_a_plan_of_another_lane_is_refused():
+    model = tiny_model(seed=0)
+    search = running_search(model, beam=3)
+    for other in (SearchPlan(2, 1.0, 1, 1.5, 10), SearchPlan(3, 1.0, 1, 1.5, 10, never=(7,))):
+        with pytest.raises(ValueError, match="must keep the search's beam"):
+            search.add([0], [[5, EOS_ID]], plans=[other])
+    assert len(search) == 0
+
+
+def test_the_budget_counts_what_the_sentences_not_yet_answered_hold():
+    """`held` adds each joining sentence's source tokens and cache bytes and takes them off as
+    it is answered or dropped; `room` lets in what fits, and into an empty search one sentence
+    over the budget alone."""
+    model = tiny_model(seed=2, eos_bias=-1.0)
+    search = running_search(model, beam=2, max_len_a=1.0, max_len_b=3, budget=Budget(10, 10**9))
+    cfg = model.cfg
+    position = 2 * cfg.decoder_layers * cfg.d_model * 4  # float32 keys and values
+    assert search.cost(5) == Cost(5, (2 * (5 + 3) + 5) * position)
+    assert search.room().take(search.cost(50))  # an empty search takes any one sentence
+    search.add(["a", "b"], [[5, 6, EOS_ID], [7, 8, 9, 4, EOS_ID]])
+    assert search.held == search.cost(3) + search.cost(5)
+    room = search.room()
+    assert room.take(search.cost(2)) and not room.take(search.cost(1))  # 8 + 2 of 10 tokens
+    search.drop(["a"])
+    assert search.held == search.cost(5)
+    while len(search):
+        search.step()
+    assert search.held == Cost(0, 0)
+
+    by_cache = running_search(model, beam=2, max_len_a=1.0, max_len_b=3, budget=Budget(100, 1))
+    by_cache.add(["a"], [[5, 6, EOS_ID]])
+    assert not by_cache.room().take(by_cache.cost(1))  # the cache bytes bind, not the tokens
 
 
 def test_the_caches_hold_only_what_live_sentences_need():
@@ -110,10 +198,10 @@ def test_joined_batches_get_each_batch_s_greedy_search(join_below):
         (list(range(start, min(start + 7, 30))), sources[start : start + 7])
         for start in range(0, 30, 7)
     ]
-    search = running_search(model, max_len_a=8.0, max_len_b=1)
+    search = running_search(model, max_len_a=8.0, max_len_b=1, budget=Budget(40))
     found = {
         index: hypotheses[0].tokens
-        for index, hypotheses in search_joined(search, batches, 40, join_below=join_below)
+        for index, hypotheses in search_joined(search, batches, join_below=join_below)
     }
     assert sorted(found) == list(range(30))
     limits = [min(8 * len(source) + 1, model.cfg.max_positions) for source in sources]
@@ -141,9 +229,9 @@ def test_joined_batches_get_each_batch_s_beam_search():
         for start in range(0, 20, 6)
     ][::-1]
     search = running_search(
-        model, beam=3, alpha=1.0, n_best=2, max_len_a=1.5, max_len_b=4, never=[7]
+        model, beam=3, alpha=1.0, n_best=2, max_len_a=1.5, max_len_b=4, never=[7], budget=Budget(30)
     )
-    found = dict(search_joined(search, batches, 30, start=5))
+    found = dict(search_joined(search, batches, start=5))
     assert sorted(found) == list(range(20))
     for sentence_ids, batch in batches:
         src = torch.nn.utils.rnn.pad_sequence(

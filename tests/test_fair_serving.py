@@ -13,7 +13,7 @@ fastapi = pytest.importorskip("fastapi")
 from fastapi.testclient import TestClient  # noqa: E402
 
 from translate.decode.loaded_model import load_model  # noqa: E402
-from translate.decode.settings import SearchSettings  # noqa: E402
+from translate.decode.settings import Budget, SearchSettings  # noqa: E402
 from translate.serve import service as service_module  # noqa: E402
 from translate.serve.app import ServeSettings, create_app  # noqa: E402
 from translate.serve.engine_loop import Cancel, EngineLoop, Join  # noqa: E402
@@ -38,7 +38,7 @@ def steps_until_answered(engine: EngineLoop, request_id: int, limit: int = 5000)
 def test_a_request_of_many_sentences_holds_another_one_behind_one_turn(loaded):
     """Sentences join the running search in turn, one a request: a one-sentence request sent
     after one of 60 is searched while most of the 60 still wait, not after all of them."""
-    engine = EngineLoop(loaded, batch_tokens=64)  # room for a few sentences at a time
+    engine = EngineLoop(loaded, Budget(64))  # room for a few sentences at a time
     engine.take(Join(1, tokenise(loaded, MANY, SERVER).ids, SERVER))
     engine.step()
     engine.take(Join(2, tokenise(loaded, ["Click OK."], SERVER).ids, SERVER))
@@ -51,13 +51,13 @@ def test_a_cancelled_request_leaves_the_search_at_once_and_the_others_are_answer
     """Cancel (its client left): its sentences waiting are dropped and those being searched leave
     the search, so the model goes idle; another request searched beside it is answered as it
     would be alone."""
-    engine = EngineLoop(loaded, batch_tokens=4096)
+    engine = EngineLoop(loaded, Budget(4096))
     engine.take(Join(1, tokenise(loaded, MANY, SERVER).ids, SERVER))
     other = tokenise(loaded, ["Click OK."], SERVER)
     engine.take(Join(2, other.ids, SERVER))
     for _ in range(3):
         engine.step()
-    running = engine.searches[SERVER]
+    [running] = engine.searches.values()  # one lane
     assert len(running.search) == len(MANY) + 1
     engine.take(Cancel(1))
     assert len(running.search) == 1 and running.waiting_count == 0
@@ -68,7 +68,7 @@ def test_a_cancelled_request_leaves_the_search_at_once_and_the_others_are_answer
         if answers:
             found = answers[0].found
             break
-    alone = EngineLoop(loaded, batch_tokens=4096)
+    alone = EngineLoop(loaded, Budget(4096))
     alone.take(Join(2, other.ids, SERVER))
     expected = None
     for _ in range(500):

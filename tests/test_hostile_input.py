@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from helpers import joint_vocab, random_checkpoint
+from processes import TRAINING_STACK, imported_after
 
 import translate.decode.loaded_model
 from translate.cli.evaluate import main as eval_main
@@ -302,17 +303,9 @@ LEAN = [
 
 def test_help_loads_no_torch_and_no_command_loads_the_training_stack(ckpt, tmp_path):
     for module in LEAN:
-        code = (
-            f"import sys, {module} as m\n"
-            "try:\n    m.main(['--help'])\nexcept SystemExit:\n    pass\n"
-            "print(sorted({n.split('.')[0] for n in sys.modules} & {'torch', 'lightning', 'torchmetrics'}))"
-        )
-        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-        assert result.returncode == 0 and result.stdout.strip().endswith("[]"), (
-            module,
-            result.stdout,
-            result.stderr,
-        )
+        code = f"import {module} as m\ntry:\n    m.main(['--help'])\nexcept SystemExit:\n    pass"
+        _, loaded = imported_after(code, ("torch", *TRAINING_STACK))
+        assert loaded == [], module
 
     source = write(tmp_path / "in.en", SENTENCES)
     runs = {
@@ -340,18 +333,10 @@ def test_help_loads_no_torch_and_no_command_loads_the_training_stack(ckpt, tmp_p
             "ctranslate2"
         ):
             continue
-        code = (
-            f"import sys, {module} as m\n"
-            f"code = m.main({argv!r})\n"
-            "print(code, sorted({n.split('.')[0] for n in sys.modules} & {'lightning', 'torchmetrics', "
-            "'pytorch_lightning'}))"
+        printed, loaded = imported_after(
+            f"import {module} as m\nprint('exit', m.main({argv!r}))", TRAINING_STACK
         )
-        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-        assert result.stdout.strip().splitlines()[-1] == "0 []", (
-            module,
-            result.stdout,
-            result.stderr,
-        )
+        assert printed[-1] == "exit 0" and loaded == [], (module, printed)
 
 
 def test_translate_eval_scores_a_checkpoint_on_its_own_corpus(ckpt, capsys, tmp_path):

@@ -21,7 +21,7 @@ from translate.cli.train import main as train_main
 from translate.cli.translate import main as translate_main
 from translate.decode.loaded_model import load_model
 from translate.decode.pipeline import translate_lines
-from translate.decode.settings import SearchSettings
+from translate.decode.settings import Budget, SearchSettings
 from translate.score.metrics import bleu_tokenizer, corpus_scores
 from translate.serve.engine_loop import EngineLoop, Join
 from translate.serve.service import detokenise, tokenise
@@ -523,22 +523,32 @@ def test_bilingual_corpora_combine_into_one_model(tmp_path):
 
 @pytest.mark.slow  # the two models of `trained`: some 20 s each
 def test_continuous_batching_writes_each_request_s_language(trained):
-    """translate-serve's running searches, one per output language, interleaved step by step:
-    each request gets what translate-cli gives its lines in that language (tag at the source or
-    as the decoder's first token)."""
+    """translate-serve's one running search of a beam size holds requests for each output
+    language, length penalty and restriction, joining step by step: each request gets what
+    translate-cli gives its lines in that language under its settings (tag at the source or as
+    the decoder's first token)."""
     loaded = load_model(trained)
     sources = (MULTIWAY / "test.en").read_text().splitlines()[:6]
     requests = [
-        (sources[i : i + 2], SearchSettings(beam=2, length_penalty=1.0, target_lang=lang))
+        (
+            sources[i : i + 2],
+            SearchSettings(
+                beam=2,
+                length_penalty=1.0 if i == 2 else 0.6,
+                restrict_to_target=i == 4,
+                target_lang=lang,
+            ),
+        )
         for i in (0, 2, 4)
         for lang in ("de", "ja")
     ]
-    engine = EngineLoop(loaded, batch_tokens=4096)
+    engine = EngineLoop(loaded, Budget(4096))
     answers, segments = {}, {}
     for request_id, (lines, key) in enumerate(requests):  # two new requests a step
         segments[request_id] = tokenise(loaded, lines, key)
         found = engine.take(Join(request_id, segments[request_id].ids, key))
         found += engine.step() if request_id % 2 else []
+        assert len(engine.searches) <= 1  # one lane: one search steps them all
         answers.update((answer.request_id, answer) for answer in found)
     for _ in range(1000):
         if not engine.busy:
@@ -549,11 +559,7 @@ def test_continuous_batching_writes_each_request_s_language(trained):
         for request_id, answer in answers.items()
     }
     for request_id, (lines, key) in enumerate(requests):
-        assert answers[request_id] == translate_lines(
-            loaded,
-            lines,
-            SearchSettings(beam=2, length_penalty=1.0, target_lang=key.target_lang),
-        )
+        assert answers[request_id] == translate_lines(loaded, lines, key)
 
 
 @pytest.mark.slow  # the two models of `trained`: some 20 s each

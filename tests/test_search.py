@@ -26,6 +26,7 @@ from tolerances import (
 
 from translate.decode import encoding, steps
 from translate.decode.encoding import encode_by_length, length_groups
+from translate.decode.settings import Budget
 from translate.decode.steps import Hypothesis, length_penalty
 from translate.model.transformer import Transformer
 from translate.text.vocab import BOS_ID, EOS_ID, PAD_ID
@@ -548,7 +549,7 @@ def test_searches_with_values_summed_by_rows_equal_them_with_the_batched_product
         batches = [([0, 1, 2], sources[:3]), ([3, 4], sources[3:5])]
         joined = {
             index: [h.tokens for h in hypotheses]
-            for index, hypotheses in search_joined(running_search(model), batches, 8)
+            for index, hypotheses in search_joined(running_search(model, budget=Budget(8)), batches)
         }
         return (
             greedy_search(model, src),

@@ -213,7 +213,23 @@ def serve_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="PARTS",
         help=f"instead: the fairness probes, from {','.join(PROBES)}",
     )
-    add("--tree", help="with --probe: serve from this checkout instead")
+    add(
+        "--tree",
+        help="serve from this checkout too, each level beside this one's (with --probe: instead)",
+    )
+    add("--rounds", type=int, default=1, help="each mode (and --tree) this many times, in turn")
+    add(
+        "--targets",
+        type=words,
+        help="a many-to-many model: each request asks for the next of these target languages "
+        "(no translate-cli runs; use with --batch-ceiling '')",
+    )
+    add(
+        "--corpus",
+        type=Path,
+        help="with --targets: a multi-way corpus (scripts/build_corpus.py) whose English test "
+        "sentences the clients send (default: the bundled corpus's)",
+    )
     add("--json", type=Path, help="also write the figures here")
     add("--random-batches", type=numbers, help=argparse.SUPPRESS)
 

@@ -72,9 +72,11 @@ def run(args) -> int:
 # load
 
 
-def start_server(args, mode: str, workdir: Path) -> tuple[subprocess.Popen, str]:
+def start_server(
+    args, mode: str, workdir: Path, tree: str | None = None
+) -> tuple[subprocess.Popen, str]:
     """The `mode`'s server on a free loopback port, in a process group of its own (its workers
-    end with it), once it answers."""
+    end with it), once it answers; translate-serve from checkout `tree` where given."""
     port = free_loopback_port()
     if MODES[mode] is None:  # LibreTranslate: exported, installed, then the process becomes it
         workdir.mkdir(parents=True, exist_ok=True)
@@ -87,7 +89,11 @@ def start_server(args, mode: str, workdir: Path) -> tuple[subprocess.Popen, str]
     else:
         flags = ("--device", args.device, "--max-queued-sentences", "100000")
         flags += tuple(MODES[mode])
-        server = start_group(serve_command(args.checkpoint, port, *flags, threads=args.threads))
+        command = serve_command(
+            str(Path(args.checkpoint).resolve()), port, *flags, threads=args.threads
+        )
+        # `python -m` reads the package of its working directory first.
+        server = start_group(command, cwd=tree or REPO)
         ready = "/ready"
     base = f"http://127.0.0.1:{port}"
     started = time.perf_counter()
@@ -109,10 +115,10 @@ def path_of(send: dict) -> str:
     return NATIVE_TRANSLATE if "text" in send.get("json", {}) else "/translate"
 
 
-def request_for(api: str, sentences: list[str]) -> dict:
+def request_for(api: str, sentences: list[str], target: str | None = None) -> dict:
     if api == "libretranslate":
-        return {"q": sentences, "source": "en", "target": "de"}
-    return {"text": sentences}
+        return {"q": sentences, "source": "en", "target": target or "de"}
+    return {"text": sentences} if target is None else {"text": sentences, "target_lang": target}
 
 
 def translations_of(api: str, answer: dict) -> list[str]:
@@ -183,12 +189,20 @@ def rss_mib(pid: int) -> float:
     return total
 
 
-async def load(base: str, sentences: list[str], clients: int, seconds: float, api: str) -> dict:
+async def load(
+    base: str, sentences: dict[str | None, list[str]], clients: int, seconds: float, api: str
+) -> dict:
+    """`clients` closed-loop clients for `seconds`, each request one sentence for the next target
+    language of `sentences` (its sources by target; None: the server's own) in turn."""
     latencies: list[float] = []
     errors = 0
     deadline = time.perf_counter() + seconds
-    shuffled = random.Random(0).sample(sentences, len(sentences))
-    next_sentence = itertools.cycle(shuffled).__next__  # shared: one event loop, no lock
+    # Shared: one event loop, no lock.
+    next_of = {
+        target: itertools.cycle(random.Random(0).sample(lines, len(lines))).__next__
+        for target, lines in sentences.items()
+    }
+    next_target = itertools.cycle(sentences).__next__
 
     async def client() -> None:
         nonlocal errors
@@ -198,8 +212,9 @@ async def load(base: str, sentences: list[str], clients: int, seconds: float, ap
             while time.perf_counter() < deadline:
                 started = time.perf_counter()
                 try:
+                    target = next_target()
                     response = await http.post(
-                        path_for(api), json=request_for(api, [next_sentence()])
+                        path_for(api), json=request_for(api, [next_of[target]()], target)
                     )
                     ok = response.status_code == 200
                     ok = ok and len(translations_of(api, response.json())) == 1
@@ -225,6 +240,30 @@ async def load(base: str, sentences: list[str], clients: int, seconds: float, ap
         "errors": errors,
         "requests": len(latencies),
     }
+
+
+def load_sources(args) -> tuple[list[str], list[str]]:
+    """The English sentences the clients send, and their German references: the bundled test
+    split's, or (`--corpus`) a multi-way corpus's."""
+    if args.corpus is None:
+        return test_split(args.limit)
+    from translate.text.corpus import read_lines
+
+    english = read_lines(args.corpus / "test.en.gz")[: args.limit]
+    return english, read_lines(args.corpus / "test.de.gz")[: args.limit]
+
+
+def sentences_by_target(args, english: list[str]) -> dict[str | None, list[str]]:
+    """What the clients send for each target language: English, and for English the corpus's
+    German; without `--targets`, English for the server's one target (None)."""
+    if not args.targets:
+        return {None: english}
+    from translate.text.corpus import read_lines
+
+    if "en" in args.targets and args.corpus is None:
+        raise SystemExit("error: --targets en needs a multi-way --corpus (German sources)")
+    german = read_lines(args.corpus / "test.de.gz")[: args.limit] if args.corpus else []
+    return {target: german if target == "en" else english for target in args.targets}
 
 
 def counted_so_far(base: str, mode: str) -> tuple[float, float, float, float]:
@@ -314,31 +353,49 @@ def load_levels(args) -> int:
         raise SystemExit(
             "error: --modes libretranslate speaks LibreTranslate's API: add --api libretranslate"
         )
-    sources, references = test_split(args.limit)
+    if args.targets and (args.batch_ceiling or args.api == "libretranslate"):
+        raise SystemExit(
+            "error: --targets asks translate-serve's API for many target languages: "
+            "add --batch-ceiling '' and leave --api native"
+        )
+    if args.corpus and not args.targets:
+        raise SystemExit("error: --corpus is for a many-to-many model: add --targets")
+    sources, references = load_sources(args)
+    by_target = sentences_by_target(args, sources)
     say(f"{len(sources)} test sentences; {args.threads} thread(s); {args.seconds:g} s a level")
     if "libretranslate" in args.modes:  # installed before anything is timed
         install = [sys.executable, str(LIBRETRANSLATE), str(args.libretranslate_venv)]
         subprocess.run(install, check=True, stdout=sys.stderr)
     # translate-cli before every mode and after the last: a mode's ratios are to the mean of the
     # two runs around it, minutes apart, since a shared machine's speed drifts within an hour.
-    ceilings = [cli_throughput(args, sources)]
-    say(f"translate-cli, one file: {ceilings[-1]:.1f} sentences/s")
+    # (Not for many target languages, which translate-cli takes one a run.)
+    ceilings = [] if args.targets else [cli_throughput(args, sources)]
+    if ceilings:
+        say(f"translate-cli, one file: {ceilings[-1]:.1f} sentences/s")
     rows, scores = [], {}
     workdir = Path(tempfile.mkdtemp(prefix="bench-serve-"))
-    for mode in args.modes:
-        server, base = start_server(args, mode, workdir / mode)
+    trees = [None, args.tree] if args.tree else [None]
+    runs = [
+        (mode, tree)
+        for _ in range(args.rounds)
+        for mode in args.modes
+        for tree in (trees if MODES[mode] is not None else [None])  # LibreTranslate: once
+    ]
+    for number, (mode, tree) in enumerate(runs):
+        server, base = start_server(args, mode, workdir / f"{number}-{mode}", tree)
+        label = mode if tree is None else f"{mode} @{Path(tree).name}"
         first = len(rows)
         try:
             for clients in args.clients:
                 rss_start, before = rss_mib(server.pid), counted_so_far(base, mode)
                 with rss_samples(server.pid, args.rss_every):
-                    result = asyncio.run(load(base, sources, clients, args.seconds, args.api))
+                    result = asyncio.run(load(base, by_target, clients, args.seconds, args.api))
                 held, batches, model_seconds, translated = (
                     after - start for after, start in zip(counted_so_far(base, mode), before)
                 )
                 rows.append(
                     {
-                        "mode": mode,
+                        "mode": label,
                         "clients": clients,
                         "rss_start": rss_start,
                         "rss_end": rss_mib(server.pid),
@@ -356,6 +413,10 @@ def load_levels(args) -> int:
                 )
         finally:
             end_group(server)
+        if not ceilings:
+            for row in rows[first:]:
+                row["ceiling"] = float("nan")
+            continue
         ceilings.append(cli_throughput(args, sources))
         say(f"translate-cli, one file: {ceilings[-1]:.1f} sentences/s")
         for row in rows[first:]:
@@ -364,14 +425,21 @@ def load_levels(args) -> int:
     text = "\n".join(
         [
             f"{len(sources)} test sentences; {args.threads} thread(s); {args.seconds:g} s a level; "
-            f"{args.api} API",
+            f"{args.api} API"
+            + (f"; target languages in turn: {', '.join(args.targets)}" if args.targets else ""),
             "",
             levels_table(rows),
             "",
-            *ratios(rows, scores),
-            "translate-cli, before each mode and after the last: "
-            + ", ".join(f"{ceiling:.1f}" for ceiling in ceilings)
-            + " sentences/s",
+            *ratios(rows, scores, args.tree),
+            *(
+                [
+                    "translate-cli, before each mode and after the last: "
+                    + ", ".join(f"{ceiling:.1f}" for ceiling in ceilings)
+                    + " sentences/s"
+                ]
+                if ceilings
+                else []
+            ),
             *(
                 f"the model alone on random batches of {size}: {value:.1f} sentences/s "
                 f"({value / statistics.mean(ceilings):.0%} of translate-cli)"
@@ -388,6 +456,8 @@ def load_levels(args) -> int:
         "cli_sentences_per_s": ceilings,
         "model_alone_sentences_per_s": alone,
         "api": args.api,
+        "targets": args.targets,
+        "tree": args.tree,
         "test_scores": {mode: {"bleu": b, "chrf": c} for mode, (b, c) in scores.items()},
     }
     publish(environment(args.device), text, args.json, **summary)
@@ -414,17 +484,30 @@ def levels_table(rows: list[dict]) -> str:
     return table(headers + ("RSS MiB start → end",), cells, "l" + "r" * 10 + "l")
 
 
-def ratios(rows: list[dict], scores: dict) -> list[str]:
+def ratios(rows: list[dict], scores: dict, tree: str | None = None) -> list[str]:
+    """Test scores, and each level's sentences/s of the default mode to the others' (to the
+    same mode of `tree`, where given), over all rounds' rows."""
     lines = [
         f"{mode}: test BLEU {b:.2f}, chrF {c:.2f}, through its own API"
         for mode, (b, c) in scores.items()
     ]
-    ours = {r["clients"]: r for r in rows if r["mode"] == "continuous"}
-    for name in ("unbatched", "libretranslate"):
-        other = {r["clients"]: r for r in rows if r["mode"] == name}
+
+    def rates(name: str) -> dict[int, float]:
+        by_level: dict[int, list[float]] = {}
+        for row in rows:
+            if row["mode"] == name:
+                by_level.setdefault(row["clients"], []).append(row["sentences_per_s"])
+        return {clients: statistics.mean(values) for clients, values in by_level.items()}
+
+    ours = rates("continuous")
+    others = ["unbatched", "libretranslate"]
+    others += [f"continuous @{Path(tree).name}"] if tree else []
+    for name in others:
+        other = rates(name)
         for clients in sorted(set(ours) & set(other)):
-            ratio = ours[clients]["sentences_per_s"] / other[clients]["sentences_per_s"]
-            lines.append(f"{clients} clients: continuous / {name} {ratio:.2f}x")
+            lines.append(
+                f"{clients} clients: continuous / {name} {ours[clients] / other[clients]:.2f}x"
+            )
     return lines
 
 

@@ -414,12 +414,15 @@ def systems_table(rows: list[Row]) -> str:
 # step
 
 
-def greedy_search(model, max_len_a: float, max_len_b: int, never: tuple[int, ...] = ()):
-    """The product's search at beam 1 (greedy) under this length rule."""
+def greedy_search(
+    model, max_len_a: float, max_len_b: int, never: tuple[int, ...] = (), batch_tokens=None
+):
+    """The product's search at beam 1 (greedy) under this length rule (and token budget)."""
     from translate.decode.search import Search
-    from translate.decode.settings import SearchPlan
+    from translate.decode.settings import Budget, SearchPlan
 
-    return Search(model, SearchPlan(1, 1.0, 1, max_len_a, max_len_b, never=never))
+    plan = SearchPlan(1, 1.0, 1, max_len_a, max_len_b, never=never)
+    return Search(model, plan, Budget(batch_tokens) if batch_tokens else None)
 
 
 def source_tokens(loaded, count: int) -> list[int]:
@@ -587,9 +590,9 @@ def by_batch(loaded, ct2: Isolated, limit: int | None, repeats: int) -> tuple[st
         say(rows[-1])
 
     def joined() -> None:  # as translate-cli searches them: one running search, longest first
-        search = greedy_search(loaded.model, a, b)
+        search = greedy_search(loaded.model, a, b, batch_tokens=BATCH_TOKENS)
         sources = ((batch, [encoded[i] + [EOS_ID] for i in batch]) for batch in reversed(batches))
-        for _ in search_joined(search, sources, BATCH_TOKENS):
+        for _ in search_joined(search, sources):
             pass
 
     theirs = sum(row["ctranslate2_s"] for row in rows)

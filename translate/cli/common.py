@@ -87,7 +87,8 @@ def add_output_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--restrict-target",
         action="store_true",
-        help="produce only tokens seen on the target side of the training data",
+        help="produce only tokens seen on the target side of the training data (a vocabulary "
+        "shortlist)",
     )
 
 
@@ -157,11 +158,7 @@ def apply_search_defaults(args: argparse.Namespace, loaded) -> None:
     (`LoadedModel.search_defaults`), and check the flags again with them."""
     from translate.errors import UsageError
 
-    defaults = loaded.search_defaults()
-    if args.beam is None:
-        args.beam = defaults.beam
-    if args.length_penalty is None:
-        args.length_penalty = defaults.length_penalty
+    args.beam, args.length_penalty = loaded.search_defaults().fill(args.beam, args.length_penalty)
     error = search_settings_error(args)
     if error:
         raise UsageError(error)

@@ -79,7 +79,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--batch-tokens",
         type=int,
         default=BATCH_TOKENS,
-        help=f"source tokens per batch, or in the running search (default: {BATCH_TOKENS})",
+        help=f"source tokens in a running search (default: {BATCH_TOKENS}; a longer line alone)",
+    )
+    parser.add_argument(
+        "--max-cache-mib",
+        type=int,
+        default=None,
+        metavar="MIB",
+        help="attention cache a running search holds at most, counted for each sentence at its "
+        "length limit (default: bounded by --batch-tokens alone)",
     )
     parser.add_argument(
         "--max-sentences",
@@ -162,7 +170,7 @@ def settings_error(args: argparse.Namespace) -> str | None:
     ):
         if getattr(args, flag) < 1:
             return f"--{flag.replace('_', '-')} must be at least 1, got {getattr(args, flag)}"
-    for flag in ("req_limit", "char_limit", "max_input_tokens"):
+    for flag in ("req_limit", "char_limit", "max_input_tokens", "max_cache_mib"):
         value = getattr(args, flag)
         if value is not None and value < 1:
             return f"--{flag.replace('_', '-')} must be at least 1, got {value}"
@@ -202,7 +210,7 @@ def serve(args: argparse.Namespace) -> int:
 
     from translate.decode.device import set_threads
     from translate.decode.loaded_model import load_model
-    from translate.decode.settings import SearchSettings
+    from translate.decode.settings import Budget, SearchSettings
     from translate.files import file_digest
     from translate.model.quantize import quantization_available
     from translate.serve.app import DrainingServer, ServeSettings, create_app
@@ -219,8 +227,11 @@ def serve(args: argparse.Namespace) -> int:
     if args.restrict_target:  # refused now, where the checkpoint cannot restrict, not per request
         for lang in loaded.data.target_languages if loaded.multilingual() else [None]:
             loaded.target_token_mask(lang)
+    budget = Budget(
+        args.batch_tokens, None if args.max_cache_mib is None else args.max_cache_mib << 20
+    )
     settings = ServeSettings(
-        batch_tokens=args.batch_tokens,
+        budget=budget,
         max_sentences=args.max_sentences,
         max_line_chars=args.max_line_chars,
         max_body_bytes=args.max_body_bytes,
@@ -240,9 +251,7 @@ def serve(args: argparse.Namespace) -> int:
             restrict_to_target=args.restrict_target,
         ),
     )
-    model_process = ModelSettings(
-        args.checkpoint, str(device), args.quantize, args.threads, args.batch_tokens
-    )
+    model_process = ModelSettings(args.checkpoint, str(device), args.quantize, args.threads, budget)
     app = create_app(loaded, settings, model_process)
     print(
         f"translate-serve: {args.checkpoint} on {device}; http://{args.host}:{args.port}/ "

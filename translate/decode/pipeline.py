@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 
 from translate.decode.loaded_model import LoadedModel
 from translate.decode.search import Search, search_joined
-from translate.decode.settings import SearchPlan, SearchSettings
+from translate.decode.settings import Budget, SearchPlan, SearchSettings
 from translate.decode.steps import Hypothesis
 from translate.defaults import BATCH_TOKENS
 from translate.errors import UsageError
@@ -195,7 +195,7 @@ def translate_nbest(
     A blank line (`is_blank`) gives empty translations and is not decoded.
 
     Lines are sorted by length so batches carry little padding, then put back in order; the
-    batches, longest first, go through one running search (`continuous.search_joined`), each
+    batches, longest first, go through one running search (`search.search_joined`), each
     joining as the last sentences of the ones before finish, so that few steps decode few rows;
     each sentence gets what it gets searched alone. A line over `settings.max_input_tokens`
     (default: the longest training sentence, `data.max_length` of the saved run config; at most
@@ -229,12 +229,12 @@ def translate_nbest(
         return int(segments_left[line_of[index]] == 0)
 
     # One running search, each batch joining as the one before ends, longest first.
-    search = Search(loaded.model, plan)
+    search = Search(loaded.model, plan, Budget(batch_tokens))
     sources = (
         (batch, [target.prefix + segments.ids[i] + [EOS_ID] for i in batch])
         for batch in reversed(batches)
     )
-    for index, result in search_joined(search, sources, batch_tokens, target.start):
+    for index, result in search_joined(search, sources, target.start):
         found[index] = result
         if progress:
             progress(decoded(index))

@@ -18,19 +18,25 @@ aligned at the end and masked before its own. A joining sentence gets `beam` row
 but the first with a log-probability of -inf, which picks what a search started from a single
 row picks. Every sentence is answered with hypotheses (tokens, score, log-probability), best
 first, greedy search's one too.
+
+Only the beam size and the n-best size are the search's (`SearchPlan.lane`): each sentence joins
+with a plan of its own for what a step does to its rows alone, its length penalty, length limit
+and allowed tokens, and its own first token (a target-language tag). translate-serve's requests
+for many target languages, lengths and restrictions share one search.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Collection, Hashable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
 from translate.decode.cache import KVBlock, SearchCache
 from translate.decode.encoding import encode_by_length
-from translate.decode.settings import SearchPlan
+from translate.decode.settings import Budget, SearchPlan
 from translate.decode.steps import (
     NEVER_GENERATED,
     Extensions,
@@ -38,7 +44,6 @@ from translate.decode.steps import (
     OwedSentinels,
     extensions,
     greedy_extensions,
-    length_penalties,
     length_penalty,
     max_output_lengths,
     sentinel_rule,
@@ -72,18 +77,22 @@ class Search:
     `n_best` at alpha 0, where the rule is exact, else `beam`, the usual approximation), or once
     nothing lives; greedy search's sentence is done at its EOS. At the length limit
     (`max_len_a * source length + max_len_b` tokens, EOS included) only EOS may follow.
+
+    Admission: with a `budget`, `room` says which further sentences fit beside those held.
     """
 
-    def __init__(self, model: Transformer, plan: SearchPlan) -> None:
-        self.model, self.beam = model, plan.beam
-        self.alpha, self.n_best = plan.length_penalty, plan.n_best
-        self.wait_for = plan.n_best if plan.length_penalty == 0 else plan.beam  # W of the rule
-        self.max_len_a, self.max_len_b = plan.max_len_a, plan.max_len_b
+    def __init__(self, model: Transformer, plan: SearchPlan, budget: Budget | None = None) -> None:
+        self.model, self.plan, self.budget = model, plan, budget
+        # Cache bytes of one position of one row: keys and values of every decoder layer.
+        cfg = model.cfg
+        self.position_bytes = (
+            2 * cfg.decoder_layers * cfg.d_model * model.src_embed.weight.element_size()
+        )
+        self.beam, self.n_best = plan.beam, plan.n_best
         self.device = next(model.parameters()).device
-        self.bias = token_bias(plan.allowed_tokens, model.tgt_vocab_size, self.device)
         self.blocked = NEVER_GENERATED + list(plan.never)
         self.rule = sentinel_rule(plan.sentinels, self.device)
-        self.penalties = length_penalties(self.alpha, model.cfg.max_positions, self.device)
+        token_bias(plan.allowed_tokens, model.tgt_vocab_size, self.device)  # checked now
         self._reset()
 
     def _reset(self) -> None:
@@ -93,22 +102,54 @@ class Search:
         # Per decoder layer, one self- and one cross-attention block per cohort.
         self.cache = SearchCache.empty(self.model)
         self.limits = torch.empty(0, dtype=torch.long, device=self.device)
+        # Per sentence, its plan's: length penalty, the column of `best_finished` its stopping
+        # rule reads (W - 1), and its row of `biases` (-1: none).
+        self.biases = BiasTable(self.model.tgt_vocab_size, self.device)
+        self.alphas: list[float] = []
+        self.wait_columns = torch.empty(0, dtype=torch.long, device=self.device)
+        self.bias_rows: list[int] = []
         self.last = torch.empty((0, 1), dtype=torch.long, device=self.device)
         # Per row, the sentinels its hypothesis still owes (`steps.SentinelRule`; only with one).
         sentinels = 0 if self.rule is None else self.rule.sentinels
         self.remaining = torch.zeros((0, sentinels), dtype=torch.bool, device=self.device)
         self.finished: list[list[Hypothesis]] = []  # per sentence, its finished hypotheses
         self.beam_lp = torch.empty((0, self.beam), device=self.device)
-        self.best_finished = torch.empty((0, self.wait_for), device=self.device)
+        # Per sentence, the scores of its best finished hypotheses so far, best first.
+        self.best_finished = torch.empty((0, self.beam), device=self.device)
         # Per row, its tokens so far, aligned at the end (the backpointers followed as it goes).
         self.history = torch.empty((0, 0), dtype=torch.long, device=self.device)
         # Per sentence, answered while its rows are still searched (greedy search: until they leave).
         self.answered: list[bool] = []
         self.answered_count = 0
+        # Per sentence, its `Cost`; and what the sentences not yet answered hold together.
+        self.costs: list[Cost] = []
+        self.held = Cost(0, 0)
 
     def __len__(self) -> int:
         """Sentences being searched (not yet answered)."""
         return len(self.sentence_ids) - self.answered_count
+
+    def held_ids(self) -> list[Hashable]:
+        """The sentence_ids of the sentences not yet answered."""
+        return [s for s, answered in zip(self.sentence_ids, self.answered) if not answered]
+
+    def cost(self, source_tokens: int, plan: SearchPlan | None = None) -> Cost:
+        """What a sentence of `source_tokens` (EOS and tags included) holds once it joins under
+        `plan` (the search's by default): its source tokens, and the attention cache its rows
+        take at its length limit (`beam` rows of self-attention steps, one row of the encoder's)."""
+        plan = plan or self.plan
+        positions = self.model.cfg.max_positions
+        limit = min(max(int(source_tokens * plan.max_len_a + plan.max_len_b), 1), positions)
+        return Cost(source_tokens, (self.beam * limit + source_tokens) * self.position_bytes)
+
+    def room(self) -> Room:
+        """The room the budget leaves beside the sentences held (all of it, unbounded, without
+        a budget)."""
+        budget = self.budget
+        if budget is None:
+            return Room(None, None, not len(self))
+        cache = None if budget.cache_bytes is None else budget.cache_bytes - self.held.cache_bytes
+        return Room(budget.tokens - self.held.tokens, cache, not len(self))
 
     @torch.inference_mode()
     def add(
@@ -116,13 +157,25 @@ class Search:
         sentence_ids: Sequence[Hashable],
         sources: Sequence[Sequence[int]],
         starts: Sequence[int | None] | None = None,
+        plans: Sequence[SearchPlan] | None = None,
     ) -> None:
         """Sentences that join the search before its next step: source ids (with EOS, and any
-        language tag the model reads), each with an id `step` will return it with and an
-        optional first decoder token (a target-language tag) in place of BOS."""
+        language tag the model reads), each with an id `step` will return it with, an optional
+        first decoder token (a target-language tag) in place of BOS and an optional plan of its
+        own (by default the search's), whose lane must be the search's."""
         if not sources:
             return
-        count = self._add(sentence_ids, sources, starts)
+        plans = plans or [self.plan] * len(sources)
+        for plan in {id(plan): plan for plan in plans}.values():
+            if plan.lane() != self.plan.lane():
+                raise ValueError(
+                    f"a sentence's plan must keep the search's beam, n-best, blocked ids and "
+                    f"sentinels {self.plan.lane()}, got {plan.lane()}"
+                )
+        count = self._add(sentence_ids, sources, starts, plans)
+        costs = [self.cost(len(source), plan) for source, plan in zip(sources, plans)]
+        self.costs += costs
+        self.held = sum(costs, self.held)
         rows = count * self.beam
         self.history = torch.cat(
             [self.history, self.history.new_full((rows, self.history.shape[1]), PAD_ID)]
@@ -131,10 +184,7 @@ class Search:
         joining[:, 0] = 0.0
         self.beam_lp = torch.cat([self.beam_lp, joining])
         self.best_finished = torch.cat(
-            [
-                self.best_finished,
-                torch.full((count, self.wait_for), float("-inf"), device=self.device),
-            ]
+            [self.best_finished, torch.full((count, self.beam), float("-inf"), device=self.device)]
         )
         self.finished += [[] for _ in range(count)]
         self.answered += [False] * count
@@ -153,6 +203,7 @@ class Search:
             self._reset()
         elif dropped:
             index, rows = self._leave(active)
+            self.held = sum(self.costs, Cost(0, 0))  # all of them searched now
             self.beam_lp = self.beam_lp.index_select(0, index)
             self.best_finished = self.best_finished.index_select(0, index)
             self.finished = [self.finished[s] for s in active]
@@ -170,13 +221,14 @@ class Search:
         beam, n = self.beam, len(self.sentence_ids)
         logits, steps = self._decode()
         at_limit = steps + 1 >= self.limits
+        bias = self.biases.per_row(self.bias_rows, beam)
         if beam == 1:
             chosen = greedy_extensions(
-                logits, self.beam_lp, at_limit, self.blocked, self.bias, self._owed(steps)
+                logits, self.beam_lp, at_limit, self.blocked, bias, self._owed(steps)
             )
         else:
             chosen = extensions(
-                logits, self.beam_lp, at_limit, beam, self.blocked, self.bias, self._owed(steps)
+                logits, self.beam_lp, at_limit, beam, self.blocked, bias, self._owed(steps)
             )
         answered = self._finish(chosen, steps)
         if self.answered_count == n:
@@ -208,7 +260,10 @@ class Search:
         """The hypotheses that end at this step kept, and the sentences done at it answered (and
         marked so: `answered`)."""
         beam, width = self.beam, self.history.shape[1]
-        penalty = self.penalties[steps][:, None]
+        penalty = torch.tensor(
+            [length_penalty(n + 1, alpha) for n, alpha in zip(self.steps, self.alphas)],
+            device=self.device,
+        )[:, None]
         ends = chosen.ends
         if self.answered_count:
             ends = ends & ~self._answered_mask()[:, None]
@@ -223,17 +278,18 @@ class Search:
                 tokens = ids[width - self.steps[s] :]
                 self.finished[s].append(
                     Hypothesis(
-                        tokens, log_prob / length_penalty(self.steps[s] + 1, self.alpha), log_prob
+                        tokens,
+                        log_prob / length_penalty(self.steps[s] + 1, self.alphas[s]),
+                        log_prob,
                     )
                 )
             new_scores = torch.where(ends, chosen.top_lp / penalty, float("-inf"))
             self.best_finished = (
-                torch.cat([self.best_finished, new_scores], dim=1).topk(self.wait_for, dim=1).values
+                torch.cat([self.best_finished, new_scores], dim=1).topk(beam, dim=1).values
             )
         best_live = chosen.live_lp[:, 0]
-        done = (
-            (best_live == float("-inf")) | (best_live / penalty[:, 0] <= self.best_finished[:, -1])
-        ).tolist()
+        waited_for = self.best_finished.gather(1, self.wait_columns[:, None])[:, 0]
+        done = ((best_live == float("-inf")) | (best_live / penalty[:, 0] <= waited_for)).tolist()
         answered = []
         for s, is_done in enumerate(done):
             if not is_done or self.answered[s]:
@@ -246,6 +302,7 @@ class Search:
                 )
             )
             self.answered[s] = True
+            self.held = self.held - self.costs[s]
         self.answered_count += len(answered)
         return answered
 
@@ -285,9 +342,10 @@ class Search:
         sentence_ids: Sequence[Hashable],
         sources: Sequence[Sequence[int]],
         starts: Sequence[int | None] | None,
+        plans: Sequence[SearchPlan],
     ) -> int:
         """The sentences' encoder keys and values in a cohort (a new one, or the one that joined
-        since the last step), their first tokens and limits; returns how many joined."""
+        since the last step), their first tokens, limits and plans; returns how many joined."""
         model, beam, device = self.model, self.beam, self.device
         src_ids = pad(sources).to(device)
         src_mask = model.source_mask(src_ids, PAD_ID)
@@ -306,20 +364,34 @@ class Search:
         self.last = torch.cat(
             [self.last, torch.tensor(first, device=device).repeat_interleave(beam)[:, None]]
         )
-        self.limits = torch.cat(
-            [
-                self.limits,
-                max_output_lengths(
-                    src_ids, self.max_len_a, self.max_len_b, model.cfg.max_positions
-                ),
-            ]
+        self.limits = torch.cat([self.limits, self._limits(src_ids, plans)])
+        self.alphas += [plan.length_penalty for plan in plans]
+        # W of the stopping rule: `n_best` at alpha 0, where the rule is exact, else `beam`.
+        wait_for = [plan.n_best if plan.length_penalty == 0 else plan.beam for plan in plans]
+        self.wait_columns = torch.cat(
+            [self.wait_columns, torch.tensor(wait_for, device=device) - 1]
         )
+        rows = {id(plan): self.biases.row(plan.allowed_tokens) for plan in plans}
+        self.bias_rows += [rows[id(plan)] for plan in plans]
         if self.rule is not None:
             required = self.rule.required(src_ids).repeat_interleave(beam, dim=0)
             self.remaining = torch.cat([self.remaining, required])
         self.sentence_ids += list(sentence_ids)
         self.steps += [0] * count
         return count
+
+    def _limits(self, src_ids: Tensor, plans: Sequence[SearchPlan]) -> Tensor:
+        """Each sentence's output length limit under its plan's rule."""
+        positions = self.model.cfg.max_positions
+        rules = {(plan.max_len_a, plan.max_len_b) for plan in plans}
+        if len(rules) == 1:
+            return max_output_lengths(src_ids, *rules.pop(), positions)
+        limits = torch.empty(len(plans), dtype=torch.long, device=self.device)
+        for rule in rules:
+            rows = [i for i, plan in enumerate(plans) if (plan.max_len_a, plan.max_len_b) == rule]
+            index = torch.tensor(rows, device=self.device)
+            limits[index] = max_output_lengths(src_ids[index], *rule, positions)
+        return limits
 
     def _merge_cheapest(self) -> None:
         """Two neighbouring cohorts as one: the pair whose younger rows gain the fewest padded
@@ -399,8 +471,12 @@ class Search:
         as a tensor, for the caller's tensors."""
         self.sentence_ids = [self.sentence_ids[s] for s in active]
         self.steps = [self.steps[s] for s in active]
+        self.alphas = [self.alphas[s] for s in active]
+        self.costs = [self.costs[s] for s in active]
+        self.bias_rows = [self.bias_rows[s] for s in active]
         index = torch.tensor(active, dtype=torch.long, device=self.device)
         self.limits = self.limits.index_select(0, index)
+        self.wait_columns = self.wait_columns.index_select(0, index)
         return index
 
     def _leave(self, active: list[int]) -> tuple[Tensor, Tensor]:
@@ -416,6 +492,76 @@ class Search:
         if self.rule is not None:
             self.remaining = self.remaining.index_select(0, rows)
         return index, rows
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What sentences hold of a search's budget: source tokens and attention cache bytes."""
+
+    tokens: int
+    cache_bytes: int
+
+    def __add__(self, other: Cost) -> Cost:
+        return Cost(self.tokens + other.tokens, self.cache_bytes + other.cache_bytes)
+
+    def __sub__(self, other: Cost) -> Cost:
+        return Cost(self.tokens - other.tokens, self.cache_bytes - other.cache_bytes)
+
+
+@dataclass
+class Room:
+    """What a search's budget leaves (`Search.room`), taken by the sentences that join: None
+    is unbounded, and an empty search takes its first sentence whatever its cost."""
+
+    tokens: int | None
+    cache_bytes: int | None
+    empty: bool
+
+    def take(self, cost: Cost) -> bool:
+        """Whether a sentence of `cost` fits (and if so, the room it leaves)."""
+        fits = (self.tokens is None or cost.tokens <= self.tokens) and (
+            self.cache_bytes is None or cost.cache_bytes <= self.cache_bytes
+        )
+        if not (fits or self.empty):
+            return False
+        self.empty = False
+        if self.tokens is not None:
+            self.tokens -= cost.tokens
+        if self.cache_bytes is not None:
+            self.cache_bytes -= cost.cache_bytes
+        return True
+
+
+class BiasTable:
+    """`token_bias` of each allowed-token set the search's sentences have asked for since it was
+    last empty, one row each, and a last row of zeros (no restriction); `per_row` gives a step's
+    bias for the rows."""
+
+    def __init__(self, vocab_size: int, device: torch.device) -> None:
+        self.vocab_size, self.device = vocab_size, device
+        self.rows: dict[bytes, int] = {}
+        self.table = torch.zeros((1, vocab_size), device=device)
+
+    def row(self, allowed_tokens: Tensor | None) -> int:
+        """The row of `allowed_tokens` (added at its first use); -1 for none (no restriction)."""
+        if allowed_tokens is None:
+            return -1
+        key = allowed_tokens.cpu().numpy().tobytes()
+        if key not in self.rows:
+            bias = token_bias(allowed_tokens, self.vocab_size, self.device)
+            self.rows[key] = len(self.rows)
+            self.table = torch.cat([self.table[:-1], bias[None], self.table[-1:]])
+        return self.rows[key]
+
+    def per_row(self, sentence_rows: list[int], beam: int) -> Tensor | None:
+        """What a step adds to the scores of the sentences' rows (`beam` rows each, whose bias
+        rows are `sentence_rows`): None where none is restricted, one row broadcast where all
+        share one, else a row each (zeros for those not restricted)."""
+        first = sentence_rows[0]
+        if all(row == first for row in sentence_rows):
+            return None if first < 0 else self.table[first]
+        index = torch.tensor(sentence_rows, device=self.device)  # -1 reads the zeros
+        return self.table[index].repeat_interleave(beam, dim=0)
 
 
 def keep_last(block: KVBlock, positions: int) -> None:
@@ -451,23 +597,20 @@ def search_batch(
 def search_joined(
     search: Search,
     batches: Iterable[tuple[Sequence[Hashable], Sequence[Sequence[int]]]],
-    batch_tokens: int,
     start: int | None = None,
     join_below: float = JOIN_BELOW,
 ) -> Iterator[tuple[Hashable, list]]:
     """Batches (sentence_ids, source ids with EOS) searched by one running `search`: the next batch
-    joins whenever the sentences being searched hold at most `join_below * batch_tokens` source
-    tokens; yields (sentence_id, what `search.step` gives) as each sentence is done, which is what
-    it gets searched alone. Given longest first, the batches
-    leave the shortest sentences for the last steps. `start` is every sentence's first decoder
-    token in place of BOS (a target-language tag)."""
-    waiting, searched, tokens = deque(batches), {}, 0  # source tokens by sentence_id, and their sum
+    joins whenever the sentences being searched hold at most `join_below` of the search's token
+    budget; yields (sentence_id, what `search.step` gives) as each sentence is done, which is what
+    it gets searched alone. Given longest first, the batches leave the shortest sentences for the
+    last steps. `start` is every sentence's first decoder token in place of BOS (a
+    target-language tag)."""
+    if search.budget is None:
+        raise ValueError("search_joined needs a search with a budget (Search(..., budget))")
+    waiting, below = deque(batches), join_below * search.budget.tokens
     while waiting or len(search):
-        while waiting and tokens <= join_below * batch_tokens:
+        while waiting and search.held.tokens <= below:
             sentence_ids, sources = waiting.popleft()
             search.add(sentence_ids, sources, [start] * len(sources))
-            searched.update(zip(sentence_ids, map(len, sources)))
-            tokens += sum(map(len, sources))
-        for sentence_id, found in search.step():
-            tokens -= searched.pop(sentence_id)
-            yield sentence_id, found
+        yield from search.step()

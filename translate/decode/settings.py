@@ -48,6 +48,29 @@ class SearchDefaults:
     beam: int
     length_penalty: float  # GNMT alpha
 
+    def fill(self, beam: int | None, length_penalty: float | None) -> tuple[int, float]:
+        """The beam and length penalty asked for, these defaults where none is."""
+        return (
+            self.beam if beam is None else beam,
+            self.length_penalty if length_penalty is None else length_penalty,
+        )
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What one running search holds at most (`Search.room`): the source tokens of its sentences
+    not yet answered, and (where given) the bytes of attention cache they will take at their
+    length limits. A sentence over either joins an empty search alone."""
+
+    tokens: int
+    cache_bytes: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.tokens < 1:
+            raise ValueError(f"the token budget must be at least 1, got {self.tokens}")
+        if self.cache_bytes is not None and self.cache_bytes < 1:
+            raise ValueError(f"the cache budget must be at least 1 byte, got {self.cache_bytes}")
+
 
 @dataclass(frozen=True)
 class SentinelIds:
@@ -74,6 +97,12 @@ class SearchPlan:
     never: tuple[int, ...] = ()  # ids never produced (a many-to-many model's language tags)
     # Each sentinel of a source written exactly once, none other (`steps.SentinelRule`).
     sentinels: SentinelIds | None = None
+
+    def lane(self) -> tuple:
+        """What every sentence of one search shares (`Search.add`): the beam and n-best sizes, the
+        ids never produced and the sentinels; the length penalty, length rule and allowed tokens
+        may differ from one sentence to the next."""
+        return (self.beam, self.n_best, self.never, self.sentinels)
 
     def __post_init__(self) -> None:
         if self.beam < 1:

@@ -45,9 +45,9 @@ class Translator:
     def settings(self, **given) -> SearchSettings:
         """The search `given` asks for (`SearchSettings` fields), the checkpoint's defaults for
         the beam and length penalty where not given."""
-        defaults = self.loaded.search_defaults()
-        given.setdefault("beam", defaults.beam)
-        given.setdefault("length_penalty", defaults.length_penalty)
+        given["beam"], given["length_penalty"] = self.loaded.search_defaults().fill(
+            given.get("beam"), given.get("length_penalty")
+        )
         return SearchSettings(**given)
 
     def translate(self, lines: Iterable[str], **settings) -> list[str]:

@@ -18,6 +18,7 @@ from torch import Tensor, nn
 from torch.nn.utils import parametrize
 
 from translate.model.cpu_attention import ValueRows, attend_step
+from translate.model.sharing import embedding_adapter, reset_adapter, share_layers
 
 TieMode = Literal["none", "decoder", "src_tgt", "all", "shared_rows"]
 
@@ -62,12 +63,8 @@ class ModelConfig:
             training data uses get decoder-input and output rows of their own), or, in
             training, auto (chosen from the training data: `translate.model.tying`).
         max_positions: longest sequence the sinusoidal positions cover (data.max_length + 1 at least).
-        share_layer_attention: one self-attention per stack and one cross-attention, used by every
-            layer (ALBERT-style; for the tying study).
-        share_encoder_decoder_layers: encoder layer i and decoder layer i share self-attention and
-            feed-forward blocks (for the tying study).
-        embedding_adapter: a d_model x d_model map, initialised to the identity, on the decoder's
-            input embedding, so a tied model can learn an asymmetric direct path.
+        share_layer_attention, share_encoder_decoder_layers, embedding_adapter: the tying
+            study's sharing beyond the embeddings (`translate.model.sharing`).
     """
 
     d_model: int = 512
@@ -81,15 +78,8 @@ class ModelConfig:
     norm_first: bool = False
     tie_embeddings: TieMode | Literal["auto"] = "all"
     max_positions: int = 1024
-    # Sharing beyond the embeddings, measured by scripts/studies/tying_study.py.  ALBERT-style: one
-    # self-attention per stack and one cross-attention in the decoder, used by every layer.
     share_layer_attention: bool = False
-    # Encoder layer i and decoder layer i use one self-attention and one feed-forward block
-    # (i < min(encoder_layers, decoder_layers)); LayerNorms and cross-attention stay separate.
     share_encoder_decoder_layers: bool = False
-    # A d_model x d_model linear map (initialised to the identity) on the decoder's input
-    # embedding: with a tied output projection the direct path W_E W_E^T is symmetric, and
-    # this map lets the model learn an asymmetric W_E A^T W_E^T instead.
     embedding_adapter: bool = False
 
     def __post_init__(self) -> None:
@@ -360,13 +350,16 @@ class Transformer(nn.Module):
             ids = torch.as_tensor(target_only_ids, dtype=torch.long)
             for module in (self.tgt_embed, self.output):
                 parametrize.register_parametrization(module, "weight", TargetRows(ids, cfg.d_model))
-        self.tgt_embed_adapter = (
-            nn.Linear(cfg.d_model, cfg.d_model, bias=False) if cfg.embedding_adapter else None
-        )
+        self.tgt_embed_adapter = embedding_adapter(cfg.d_model, cfg.embedding_adapter)
 
         self.encoder_layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.encoder_layers))
         self.decoder_layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.decoder_layers))
-        self._share_layers()
+        share_layers(
+            self.encoder_layers,
+            self.decoder_layers,
+            attention=cfg.share_layer_attention,
+            encoder_decoder=cfg.share_encoder_decoder_layers,
+        )
         # Pre-norm stacks end un-normalised, so they get a final LayerNorm each.
         self.encoder_norm = nn.LayerNorm(cfg.d_model) if cfg.norm_first else nn.Identity()
         self.decoder_norm = nn.LayerNorm(cfg.d_model) if cfg.norm_first else nn.Identity()
@@ -375,20 +368,6 @@ class Transformer(nn.Module):
             "positions", sinusoidal_positions(cfg.max_positions, cfg.d_model), persistent=False
         )
         self._init_weights()
-
-    def _share_layers(self) -> None:
-        """Make the sharing variants real: one module object (so one Parameter each) in
-        several layers.  Encoder-decoder sharing comes first so that, with both options, every
-        self-attention of both stacks ends up as the encoder's single one."""
-        encoder, decoder = self.encoder_layers, self.decoder_layers
-        if self.cfg.share_encoder_decoder_layers:
-            for enc, dec in zip(encoder, decoder):
-                dec.self_attn, dec.ffn = enc.self_attn, enc.ffn
-        if self.cfg.share_layer_attention:
-            for layer in encoder[1:]:
-                layer.self_attn = encoder[0].self_attn
-            for layer in decoder[1:]:
-                layer.self_attn, layer.cross_attn = decoder[0].self_attn, decoder[0].cross_attn
 
     def _init_weights(self) -> None:
         for module in self.modules():
@@ -406,8 +385,7 @@ class Transformer(nn.Module):
             if parametrize.is_parametrized(module, "weight"):
                 rows = module.parametrizations["weight"][0].rows
                 nn.init.normal_(rows, mean=0.0, std=self.cfg.d_model**-0.5)
-        if self.tgt_embed_adapter is not None:  # starts as the plain tied model
-            nn.init.eye_(self.tgt_embed_adapter.weight)
+        reset_adapter(self.tgt_embed_adapter)
 
     def embedding_weights(self) -> dict[str, Tensor]:
         """The three embedding places; tied places map to the same Parameter (under

@@ -3,14 +3,16 @@ process (or a thread of the server), which never sees text.
 
 The server tokenises a request's lines (`service.tokenise`) and sends them as one `Join`;
 the engine loop (`run_engine`, in the model's process or thread) puts them into the running
-search of their setting at its next step, steps every running search once, and sends an
+search of their lane at its next step, steps every running search once, and sends an
 `Answer` for each request whose last line is done: the hypotheses' ids, which the server
 detokenises (`service.detokenise`). No turns: between two steps the loop takes whatever has
 arrived, without waiting; it waits only when nothing is left to search.
 
-Each search setting (`SearchSettings`) has a running search of its own, made as translate-cli
-makes its own (`pipeline.search_plan`, `search.Search`): the same length rule, input limit
-and restriction; greedy at beam 1.
+A request's search settings (`SearchSettings`) become its plan as translate-cli makes its own
+(`pipeline.search_plan`): the same length rule, restriction and target tags; greedy at beam 1.
+Requests whose plans share a lane (`SearchPlan.lane`: beam and n-best sizes) share one running
+search, each sentence with its own length penalty, length rule, allowed tokens and target tag:
+requests for ten target languages step one search, not ten.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from dataclasses import dataclass, field
 from translate.decode import pipeline
 from translate.decode.loaded_model import LoadedModel
 from translate.decode.search import Search
-from translate.decode.settings import SearchSettings
+from translate.decode.settings import Budget, SearchPlan, SearchSettings
 from translate.decode.steps import Hypothesis
 from translate.text.vocab import EOS_ID
 
@@ -86,35 +88,44 @@ class Failed:
 @dataclass
 class _Request:
     found: list[list[Hypothesis]]
-    left: int
+    left: int  # segments not yet answered
+
+
+@dataclass(frozen=True)
+class _Waiting:
+    """A segment waiting to join a search: its source ids (EOS and any source tag included),
+    its request's plan and first decoder token."""
+
+    segment: tuple[int, int]  # (request, index)
+    ids: list[int]
+    plan: SearchPlan
+    start: int | None
 
 
 @dataclass
 class _RunningSearch:
-    """One search setting's running search, and the segments waiting to join it: a queue a
-    request, taken in turn (round robin), so that a request of many sentences holds another's
-    one behind at most one of its own."""
+    """One lane's running search, and the segments waiting to join it: a queue a request,
+    taken in turn (round robin), so that a request of many sentences holds another's one behind
+    at most one of its own."""
 
     search: Search
-    target: pipeline.TargetTags
-    waiting: dict[int, deque] = field(default_factory=dict)  # request -> (segment, source ids)
+    waiting: dict[int, deque[_Waiting]] = field(default_factory=dict)  # by request
     waited: int = 0  # steps the first waiting segment has waited
-    tokens: dict = field(default_factory=dict)  # segment -> source tokens, of the segments searched
 
     @property
     def waiting_count(self) -> int:
         return sum(map(len, self.waiting.values()))
 
-    def wait(self, request_id: int, segment: tuple[int, int], ids: list[int]) -> None:
-        self.waiting.setdefault(request_id, deque()).append((segment, ids))
+    def wait(self, request_id: int, entry: _Waiting) -> None:
+        self.waiting.setdefault(request_id, deque()).append(entry)
 
-    def next_waiting(self) -> tuple[tuple[int, int], list[int]] | None:
+    def next_waiting(self) -> _Waiting | None:
         """The segment whose turn it is (of the request first in turn), without taking it."""
         for queue_ in self.waiting.values():
             return queue_[0]
         return None
 
-    def take_next(self) -> tuple[tuple[int, int], list[int]]:
+    def take_next(self) -> _Waiting:
         """The segment whose turn it is; its request goes to the end of the turn."""
         request_id = next(iter(self.waiting))
         queue_ = self.waiting.pop(request_id)
@@ -123,24 +134,25 @@ class _RunningSearch:
             self.waiting[request_id] = queue_
         return entry
 
-    def forget(self, request_id: int) -> None:
-        """A request's segments gone: those waiting dropped, those searched leaving the search."""
+    def forget(self, request_id: int, segments: int) -> None:
+        """A request's `segments` gone: those waiting dropped, those searched leaving the search."""
         self.waiting.pop(request_id, None)
-        searched = [segment for segment in self.tokens if segment[0] == request_id]
-        if searched:
-            self.search.drop(searched)
-            for segment in searched:
-                del self.tokens[segment]
+        self.search.drop([(request_id, index) for index in range(segments)])
+
+    def request_ids(self) -> set[int]:
+        """The requests with a segment searched or waiting."""
+        searched = {request_id for request_id, _ in self.search.held_ids()}
+        return searched | set(self.waiting)
 
 
 class EngineLoop:
-    """The requests in the model's hands, and a running search per search setting."""
+    """The requests in the model's hands, and a running search per lane (`SearchPlan.lane`)."""
 
-    def __init__(self, loaded: LoadedModel, batch_tokens: int) -> None:
+    def __init__(self, loaded: LoadedModel, budget: Budget) -> None:
         self.loaded = loaded
-        self.batch_tokens = batch_tokens  # source tokens a search holds (one longer line alone)
+        self.budget = budget  # what each running search holds (one longer line alone)
         self.requests: dict[int, _Request] = {}
-        self.searches: dict[SearchSettings, _RunningSearch] = {}
+        self.searches: dict[tuple, _RunningSearch] = {}
         self.seconds = 0.0  # at work since the last answer
         self.searching = 0  # the most segments searched at once since the last answer
 
@@ -149,8 +161,8 @@ class EngineLoop:
         return any(len(running.search) or running.waiting for running in self.searches.values())
 
     def take(self, message: Join | Cancel) -> list[Answer]:
-        """A new request waits for the next step of its setting's search (a request of blank
-        lines alone is answered at once; one whose setting fails, failed); a cancelled one's
+        """A new request waits for the next step of its lane's search (a request of blank
+        lines alone is answered at once; one whose settings fail, failed); a cancelled one's
         lines not yet searched are dropped."""
         started = time.perf_counter()
         try:
@@ -164,16 +176,17 @@ class EngineLoop:
     def _join_request(self, message: Join) -> list[Answer]:
         request_id, key = message.request_id, message.key
         try:
-            running = self._running_search(key)
+            target = pipeline.target_tags_for(self.loaded, key.target_lang, key.source_lang)
+            plan = pipeline.search_plan(self.loaded, key, target)
+            running = self._running_search(plan)
         except Exception as error:  # noqa: BLE001 - one bad request fails alone
             return [self._answer(request_id, None, f"{type(error).__name__}: {error}")]
         request = _Request([[pipeline.BLANK] for _ in message.segments], 0)
         self.requests[request_id] = request
         for index, ids in enumerate(message.segments):
             if ids:  # an empty segment (a blank line) is not decoded
-                running.wait(
-                    request_id, (request_id, index), running.target.prefix + ids + [EOS_ID]
-                )
+                source = target.prefix + ids + [EOS_ID]
+                running.wait(request_id, _Waiting((request_id, index), source, plan, target.start))
                 request.left += 1
         if not request.left:
             return [self._answer(request_id, self.requests.pop(request_id).found)]
@@ -181,10 +194,11 @@ class EngineLoop:
 
     def _cancel(self, request_id: int) -> None:
         """The request's client left: none of its segments is searched from the next step on."""
-        if self.requests.pop(request_id, None) is None:
+        request = self.requests.pop(request_id, None)
+        if request is None:
             return
         for running in self.searches.values():
-            running.forget(request_id)
+            running.forget(request_id, len(request.found))
 
     def step(self) -> list[Answer]:
         """One step of every running search, the waiting segments joining first; the requests done
@@ -201,9 +215,7 @@ class EngineLoop:
             except Exception as error:  # noqa: BLE001 - that search's requests fail
                 answers += self._fail_lane(key, f"{type(error).__name__}: {error}")
                 continue
-            for segment, hypotheses in finished:
-                request_id, index = segment
-                running.tokens.pop(segment)
+            for (request_id, index), hypotheses in finished:
                 request = self.requests.get(request_id)
                 if request is None:  # cancelled
                     continue
@@ -227,15 +239,14 @@ class EngineLoop:
         self.seconds, self.searching = 0.0, 0
         return answer
 
-    def _running_search(self, key: SearchSettings) -> _RunningSearch:
-        if key not in self.searches:
-            target = pipeline.target_tags_for(self.loaded, key.target_lang, key.source_lang)
-            plan = pipeline.search_plan(self.loaded, key, target)
-            self.searches[key] = _RunningSearch(Search(self.loaded.model, plan), target)
-        return self.searches[key]
+    def _running_search(self, plan: SearchPlan) -> _RunningSearch:
+        lane = plan.lane()
+        if lane not in self.searches:
+            self.searches[lane] = _RunningSearch(Search(self.loaded.model, plan, self.budget))
+        return self.searches[lane]
 
     def _join(self, running: _RunningSearch) -> None:
-        """Waiting segments into the search, under the token budget, when enough have gathered."""
+        """Waiting segments into the search, within its budget, when enough have gathered."""
         searching = len(running.search)
         if not running.waiting:
             return
@@ -246,27 +257,27 @@ class EngineLoop:
             and running.waited <= JOIN_AFTER_STEPS
         ):
             return
-        tokens = sum(running.tokens.values())
-        segments, sources, starts = [], [], []
-        while (turn := running.next_waiting()) is not None and (
-            tokens + len(turn[1]) <= self.batch_tokens or not (searching or segments)
+        room = running.search.room()
+        joining: list[_Waiting] = []
+        while (turn := running.next_waiting()) is not None and room.take(
+            running.search.cost(len(turn.ids), turn.plan)
         ):
-            segment, ids = running.take_next()
-            segments.append(segment)
-            sources.append(ids)
-            starts.append(running.target.start)
-            running.tokens[segment] = len(ids)
-            tokens += len(ids)
-        if segments:
-            running.search.add(segments, sources, starts)
+            joining.append(running.take_next())
+        if joining:
+            running.search.add(
+                [entry.segment for entry in joining],
+                [entry.ids for entry in joining],
+                [entry.start for entry in joining],
+                [entry.plan for entry in joining],
+            )
             running.waited = 0
 
-    def _fail_lane(self, key: SearchSettings, why: str) -> list[Answer]:
-        """Every request with a line in running `key` fails with `why`; the running starts afresh."""
+    def _fail_lane(self, key: tuple, why: str) -> list[Answer]:
+        """Every request with a line in lane `key`'s search fails with `why`; the lane starts
+        afresh."""
         running = self.searches.pop(key)
-        request_ids = {request_id for request_id, _ in running.tokens} | set(running.waiting)
         answers = []
-        for request_id in sorted(request_ids):
+        for request_id in sorted(running.request_ids()):
             if self.requests.pop(request_id, None) is not None:
                 answers.append(self._answer(request_id, None, why))
         return answers

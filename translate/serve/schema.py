@@ -19,8 +19,8 @@ from pydantic import (
     ValidationError,
 )
 
-from translate.decode.settings import SearchSettings
-from translate.defaults import LENGTH_PENALTY_RANGE
+from translate.decode.settings import Budget, SearchSettings
+from translate.defaults import BATCH_TOKENS, LENGTH_PENALTY_RANGE
 
 # The native API's route; LibreTranslate's keeps /translate, which its clients hard-code.
 NATIVE_TRANSLATE = "/v1/translate"
@@ -65,7 +65,7 @@ MAX_ERRORS_LISTED = 5  # of a request's validation errors, in its one-line messa
 
 @dataclass
 class ServeSettings:
-    batch_tokens: int = 4096
+    budget: Budget = Budget(BATCH_TOKENS)  # what a running search holds
     # A request's sentences: what the model searches (each line, each sentence of a
     # LibreTranslate text or HTML text node, and each sentence of a line too long for the model).
     max_sentences: int = 1024

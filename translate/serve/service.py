@@ -164,7 +164,7 @@ class Service:
             (
                 partial(worker.start_engine, model)
                 if model
-                else partial(worker.EngineThread, self.loaded, settings.batch_tokens)
+                else partial(worker.EngineThread, self.loaded, settings.budget)
             ),
             settings.max_queued_sentences,
             on_batch=self.metrics.batch,
@@ -257,12 +257,11 @@ class Service:
             raise HTTPException(422, f"{field}: {fault.reason('this model')}") from None
         if target.zero_shot:
             self.note_zero_shot(body.source_lang, target.target_lang)
+        beam, length_penalty = self.defaults.fill(body.beam, body.length_penalty)
         return replace(
             self.settings.search,
-            beam=body.beam or self.defaults.beam,
-            length_penalty=(
-                self.defaults.length_penalty if body.length_penalty is None else body.length_penalty
-            ),
+            beam=beam,
+            length_penalty=length_penalty,
             target_lang=target.target_lang,
             source_lang=body.source_lang,
         )

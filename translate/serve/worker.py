@@ -19,6 +19,7 @@ import threading
 from dataclasses import dataclass
 from multiprocessing import get_context
 
+from translate.decode.settings import Budget
 from translate.parent_watch import exit_with_parent
 from translate.serve.engine_loop import Failed
 from translate.serve.supervision import (
@@ -39,7 +40,7 @@ class ModelSettings:
     device: str
     quantize: str
     threads: int | None
-    batch_tokens: int
+    budget: Budget
 
     def load(self):
         """The loaded, in the process that runs it."""
@@ -73,7 +74,7 @@ def _run_engine(inbox, sender, settings: ModelSettings) -> None:
         sender.send(Failed(load_failure(settings.checkpoint, error)))
         sys.exit(1)
     try:
-        engine = EngineLoop(loaded, settings.batch_tokens)
+        engine = EngineLoop(loaded, settings.budget)
         run_engine(engine, inbox, sender.send, HEARTBEAT_SECONDS)
     except Exception as error:
         sender.send(Failed(f"its engine loop raised {type(error).__name__}: {error}"))
@@ -138,12 +139,12 @@ class EngineThread:
     """The same engine loop in a thread of this process (tests, or a server without a model
     process), over `loaded`."""
 
-    def __init__(self, loaded, batch_tokens: int) -> None:
+    def __init__(self, loaded, budget: Budget) -> None:
         from translate.serve.engine_loop import EngineLoop, run_engine
 
         self._inbox: queue.Queue = queue.Queue()
         self._answers: queue.Queue = queue.Queue()
-        engine = EngineLoop(loaded, batch_tokens)
+        engine = EngineLoop(loaded, budget)
 
         def main() -> None:
             try:
