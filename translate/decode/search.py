@@ -44,6 +44,7 @@ from translate.decode.steps import (
     OwedSentinels,
     extensions,
     greedy_extensions,
+    length_penalties,
     length_penalty,
     max_output_lengths,
     sentinel_rule,
@@ -62,6 +63,10 @@ MAX_COHORTS = 12
 # the encoder's keys and values); beam search reorders its rows every step, so its answered rows
 # leave at once.
 GREEDY_LEAVE_ONE_IN = 10
+
+# Length penalty tables kept, one per alpha; a search over sentences of several alphas computes
+# each sentence's penalty a step.
+PENALTY_TABLES = 8
 
 
 class Search:
@@ -106,8 +111,12 @@ class Search:
         # rule reads (W - 1), and its row of `biases` (-1: none).
         self.biases = BiasTable(self.model.tgt_vocab_size, self.device)
         self.alphas: list[float] = []
+        self.penalty_tables: dict[float, Tensor] = {}  # by alpha
         self.wait_columns = torch.empty(0, dtype=torch.long, device=self.device)
         self.bias_rows: list[int] = []
+        # A step's bias (`BiasTable.per_row`), made again when sentences join or leave.
+        self.bias: Tensor | None = None
+        self.bias_stale = True
         self.last = torch.empty((0, 1), dtype=torch.long, device=self.device)
         # Per row, the sentinels its hypothesis still owes (`steps.SentinelRule`; only with one).
         sentinels = 0 if self.rule is None else self.rule.sentinels
@@ -221,7 +230,9 @@ class Search:
         beam, n = self.beam, len(self.sentence_ids)
         logits, steps = self._decode()
         at_limit = steps + 1 >= self.limits
-        bias = self.biases.per_row(self.bias_rows, beam)
+        if self.bias_stale:  # sentences came or went
+            self.bias, self.bias_stale = self.biases.per_row(self.bias_rows, beam), False
+        bias = self.bias
         if beam == 1:
             chosen = greedy_extensions(
                 logits, self.beam_lp, at_limit, self.blocked, bias, self._owed(steps)
@@ -260,10 +271,7 @@ class Search:
         """The hypotheses that end at this step kept, and the sentences done at it answered (and
         marked so: `answered`)."""
         beam, width = self.beam, self.history.shape[1]
-        penalty = torch.tensor(
-            [length_penalty(n + 1, alpha) for n, alpha in zip(self.steps, self.alphas)],
-            device=self.device,
-        )[:, None]
+        penalty = self._penalties(steps)[:, None]
         ends = chosen.ends
         if self.answered_count:
             ends = ends & ~self._answered_mask()[:, None]
@@ -305,6 +313,24 @@ class Search:
             self.held = self.held - self.costs[s]
         self.answered_count += len(answered)
         return answered
+
+    def _penalties(self, steps: Tensor) -> Tensor:
+        """Per sentence, `length_penalty` of a hypothesis ending at this step under its alpha:
+        read from a table where the sentences share one alpha (a few tables kept), else
+        computed a sentence at a time."""
+        alphas = set(self.alphas)
+        if len(alphas) > 1:
+            return torch.tensor(
+                [length_penalty(n + 1, alpha) for n, alpha in zip(self.steps, self.alphas)],
+                device=self.device,
+            )
+        alpha = alphas.pop()
+        if alpha not in self.penalty_tables:
+            if len(self.penalty_tables) >= PENALTY_TABLES:
+                self.penalty_tables.clear()
+            positions = self.model.cfg.max_positions
+            self.penalty_tables[alpha] = length_penalties(alpha, positions, self.device)
+        return self.penalty_tables[alpha][steps]
 
     def _answered_mask(self) -> Tensor:
         return torch.tensor(self.answered, dtype=torch.bool, device=self.device)
@@ -373,6 +399,7 @@ class Search:
         )
         rows = {id(plan): self.biases.row(plan.allowed_tokens) for plan in plans}
         self.bias_rows += [rows[id(plan)] for plan in plans]
+        self.bias_stale = True
         if self.rule is not None:
             required = self.rule.required(src_ids).repeat_interleave(beam, dim=0)
             self.remaining = torch.cat([self.remaining, required])
@@ -474,6 +501,7 @@ class Search:
         self.alphas = [self.alphas[s] for s in active]
         self.costs = [self.costs[s] for s in active]
         self.bias_rows = [self.bias_rows[s] for s in active]
+        self.bias_stale = True
         index = torch.tensor(active, dtype=torch.long, device=self.device)
         self.limits = self.limits.index_select(0, index)
         self.wait_columns = self.wait_columns.index_select(0, index)

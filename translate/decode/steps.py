@@ -49,6 +49,12 @@ def length_penalty(length: int, alpha: float) -> float:
     return ((5.0 + length) / 6.0) ** alpha
 
 
+def length_penalties(alpha: float, steps: int, device: torch.device) -> Tensor:
+    """`length_penalty` of a hypothesis ending at each of `steps` steps (step + 1 tokens), in
+    float32 as a Python float becomes in a float32 division."""
+    return torch.tensor([length_penalty(step + 1, alpha) for step in range(steps)], device=device)
+
+
 def token_bias(
     allowed_tokens: Tensor | None, vocab_size: int, device: torch.device
 ) -> Tensor | None:
