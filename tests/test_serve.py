@@ -927,3 +927,18 @@ def test_the_native_api_names_the_protected_tokens_each_translation_lacks(loaded
         )
     assert body["lost"] == expected and expected[1] == []
     assert {"kind": "number", "text": "36"} in expected[0]  # a random model keeps none
+
+
+@pytest.mark.parametrize(
+    "flags, error",
+    [
+        (["--batch-tokens", "0"], "--batch-tokens must be at least 1, got 0"),
+        (["--max-cache-mib", "0"], "--max-cache-mib must be at least 1, got 0"),
+        (["--max-cache-mib", "64"], None),
+    ],
+)
+def test_the_search_budget_s_flags_are_checked_before_the_model_loads(flags, error):
+    from translate.cli.serve import build_parser, settings_error
+
+    args = build_parser().parse_args(["--checkpoint", "model.ckpt", *flags])
+    assert settings_error(args) == error

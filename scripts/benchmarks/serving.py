@@ -407,9 +407,9 @@ def load_levels(args) -> int:
                 )
                 say(rows[-1])
             if args.api == "libretranslate":
-                scores[mode] = bleu_through_api(base, args.api, sources, references)
+                scores[label] = bleu_through_api(base, args.api, sources, references)
                 say(
-                    f"{mode}: BLEU {scores[mode][0]:.2f}, chrF {scores[mode][1]:.2f} through its API"
+                    f"{label}: BLEU {scores[label][0]:.2f}, chrF {scores[label][1]:.2f} through its API"
                 )
         finally:
             end_group(server)
@@ -464,6 +464,12 @@ def load_levels(args) -> int:
     return 0
 
 
+def of_cli(row: dict) -> str:
+    """The row's sentences/s as a share of translate-cli's (blank where it was not measured)."""
+    ceiling = row["ceiling"]
+    return "" if ceiling != ceiling else f"{row['sentences_per_s'] / ceiling:.0%}"
+
+
 def levels_table(rows: list[dict]) -> str:
     cells = []
     for row in rows:
@@ -476,7 +482,7 @@ def levels_table(rows: list[dict]) -> str:
         latency = tuple(f"{1000 * row[q]:,.0f}" for q in ("p50", "p95", "p99"))
         cells.append(
             (row["mode"], row["clients"], f"{row['sentences_per_s']:.1f}")
-            + (f"{row['sentences_per_s'] / row['ceiling']:.0%}", *model, *latency, row["errors"])
+            + (of_cli(row), *model, *latency, row["errors"])
             + (f"{row['rss_start']:.0f} → {row['rss_end']:.0f}",)
         )
     headers = ("server", "clients", "sent/s", "of translate-cli", "sentences a batch")
