@@ -13,6 +13,7 @@ from helpers import (  # noqa: E402
     fixture_lines,
     joint_vocab,
     pad_batch,
+    random_checkpoint,
     small_config,
     trained_copy_checkpoint,
 )
@@ -325,3 +326,31 @@ def test_ctranslate2_missing_is_a_clear_error(monkeypatch, tmp_path):
     monkeypatch.setitem(__import__("sys").modules, "ctranslate2", None)
     with pytest.raises(ExportError, match="pip install ctranslate2"):
         export_ctranslate2(tmp_path / "model.ckpt", tmp_path / "ct2")
+
+
+def test_a_checkpoint_converts_to_ctranslate2_once_and_again_when_it_changes(
+    vocabularies, tmp_path, monkeypatch
+):
+    pytest.importorskip("ctranslate2")
+    from translate.export import ctranslate2 as ct2_export
+
+    checkpoint = tmp_path / "model.ckpt"
+    random_checkpoint(checkpoint, vocabularies["joint"], None)
+    first = ct2_export.converted_ctranslate2(checkpoint, cache_dir=tmp_path / "cache")
+    assert (first / "model.bin").is_file() and (first / "source.spm").is_file()
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == [first.name]  # nothing else left
+
+    calls = []
+    convert = ct2_export.export_ctranslate2
+    monkeypatch.setattr(
+        ct2_export, "export_ctranslate2", lambda *a, **k: calls.append(a) or convert(*a, **k)
+    )
+    assert ct2_export.converted_ctranslate2(checkpoint, cache_dir=tmp_path / "cache") == first
+    assert calls == []  # found, not converted again
+    int8 = ct2_export.converted_ctranslate2(checkpoint, "int8", cache_dir=tmp_path / "cache")
+    assert int8 != first and len(calls) == 1
+    random_checkpoint(checkpoint, vocabularies["joint"], [5, 6])  # the checkpoint changed
+    changed = ct2_export.converted_ctranslate2(checkpoint, cache_dir=tmp_path / "cache")
+    assert changed not in (first, int8) and len(calls) == 2
+    beside = ct2_export.converted_ctranslate2(checkpoint)  # by default beside the checkpoint
+    assert beside.parent == tmp_path and len(calls) == 3

@@ -12,6 +12,7 @@ from torch import Tensor, nn
 
 from translate.decode.loaded_model import LoadedModel, load_model
 from translate.export.output import ExportError, prepare_output, refuse_sharing_variants, staged
+from translate.files import file_digest
 from translate.model.transformer import MultiHeadAttention, Transformer
 from translate.text.vocab import BOS_ID, EOS_ID, SentencePieceVocab, Vocabularies
 
@@ -158,3 +159,29 @@ def write_ctranslate2(
             return spec
 
     _SpecConverter().convert(str(directory), quantization=quantization, force=True)
+
+
+def converted_ctranslate2(
+    checkpoint_path: str | Path,
+    quantization: str | None = None,
+    cache_dir: str | Path | None = None,
+) -> Path:
+    """`checkpoint_path` as a CTranslate2 model directory, converted once (`export_ctranslate2`)
+    and kept in `cache_dir` (default: beside the checkpoint) under a name keyed by the
+    checkpoint's SHA-256, the quantization and CTranslate2's version: a changed checkpoint or a
+    new CTranslate2 converts again, the same ones find it. A conversion is published whole (an
+    atomic rename), so a directory under that name is complete; two processes converting at
+    once both end with the one published."""
+    ctranslate2 = _require_ctranslate2()
+    checkpoint_path = Path(checkpoint_path)
+    digest = file_digest(checkpoint_path)[:16]
+    directory = Path(cache_dir) if cache_dir is not None else checkpoint_path.parent
+    name = f"{checkpoint_path.name}.ctranslate2-{quantization or 'float32'}-{digest}"
+    out_dir = directory / f"{name}-v{ctranslate2.__version__}"
+    if not (out_dir / "model.bin").is_file():
+        try:
+            export_ctranslate2(checkpoint_path, out_dir, quantization=quantization)
+        except ExportError:
+            if not (out_dir / "model.bin").is_file():  # not another process's conversion
+                raise
+    return out_dir
