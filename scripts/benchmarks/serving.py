@@ -253,16 +253,14 @@ def load_sources(args) -> tuple[list[str], list[str]]:
     return english, read_lines(args.corpus / "test.de.gz")[: args.limit]
 
 
-def sentences_by_target(args, english: list[str]) -> dict[str | None, list[str]]:
-    """What the clients send for each target language: English, and for English the corpus's
-    German; without `--targets`, English for the server's one target (None)."""
+def sentences_by_target(args, english: list[str], german: list[str]) -> dict[str | None, list[str]]:
+    """What the clients send for each target language (`load_sources`' two sides): English,
+    and for English the corpus's German; without `--targets`, English for the server's one
+    target (None)."""
     if not args.targets:
         return {None: english}
-    from translate.text.corpus import read_lines
-
     if "en" in args.targets and args.corpus is None:
         raise SystemExit("error: --targets en needs a multi-way --corpus (German sources)")
-    german = read_lines(args.corpus / "test.de.gz")[: args.limit] if args.corpus else []
     return {target: german if target == "en" else english for target in args.targets}
 
 
@@ -361,7 +359,7 @@ def load_levels(args) -> int:
     if args.corpus and not args.targets:
         raise SystemExit("error: --corpus is for a many-to-many model: add --targets")
     sources, references = load_sources(args)
-    by_target = sentences_by_target(args, sources)
+    by_target = sentences_by_target(args, sources, references)
     say(f"{len(sources)} test sentences; {args.threads} thread(s); {args.seconds:g} s a level")
     if "libretranslate" in args.modes:  # installed before anything is timed
         install = [sys.executable, str(LIBRETRANSLATE), str(args.libretranslate_venv)]

@@ -46,7 +46,7 @@ from translate.decode.steps import (
     greedy_extensions,
     length_penalties,
     length_penalty,
-    max_output_lengths,
+    output_lengths,
     sentinel_rule,
     token_bias,
 )
@@ -98,6 +98,7 @@ class Search:
         self.blocked = NEVER_GENERATED + list(plan.never)
         self.rule = sentinel_rule(plan.sentinels, self.device)
         token_bias(plan.allowed_tokens, model.tgt_vocab_size, self.device)  # checked now
+        self.penalty_tables: dict[float, Tensor] = {}  # by alpha (`_penalties`)
         self._reset()
 
     def _reset(self) -> None:
@@ -111,7 +112,6 @@ class Search:
         # rule reads (W - 1), and its row of `biases` (-1: none).
         self.biases = BiasTable(self.model.tgt_vocab_size, self.device)
         self.alphas: list[float] = []
-        self.penalty_tables: dict[float, Tensor] = {}  # by alpha
         self.wait_columns = torch.empty(0, dtype=torch.long, device=self.device)
         self.bias_rows: list[int] = []
         # A step's bias (`BiasTable.per_row`), made again when sentences join or leave.
@@ -146,9 +146,10 @@ class Search:
         """What a sentence of `source_tokens` (EOS and tags included) holds once it joins under
         `plan` (the search's by default): its source tokens, and the attention cache its rows
         take at its length limit (`beam` rows of self-attention steps, one row of the encoder's)."""
-        plan = plan or self.plan
-        positions = self.model.cfg.max_positions
-        limit = min(max(int(source_tokens * plan.max_len_a + plan.max_len_b), 1), positions)
+        [limit] = self._limits([source_tokens], [plan or self.plan]).tolist()
+        return self._cost(source_tokens, limit)
+
+    def _cost(self, source_tokens: int, limit: int) -> Cost:
         return Cost(source_tokens, (self.beam * limit + source_tokens) * self.position_bytes)
 
     def room(self) -> Room:
@@ -182,9 +183,6 @@ class Search:
                     f"sentinels {self.plan.lane()}, got {plan.lane()}"
                 )
         count = self._add(sentence_ids, sources, starts, plans)
-        costs = [self.cost(len(source), plan) for source, plan in zip(sources, plans)]
-        self.costs += costs
-        self.held = sum(costs, self.held)
         rows = count * self.beam
         self.history = torch.cat(
             [self.history, self.history.new_full((rows, self.history.shape[1]), PAD_ID)]
@@ -390,7 +388,12 @@ class Search:
         self.last = torch.cat(
             [self.last, torch.tensor(first, device=device).repeat_interleave(beam)[:, None]]
         )
-        self.limits = torch.cat([self.limits, self._limits(src_ids, plans)])
+        lengths = [len(source) for source in sources]
+        limits = self._limits(lengths, plans)
+        self.limits = torch.cat([self.limits, limits.to(device)])
+        costs = [self._cost(length, limit) for length, limit in zip(lengths, limits.tolist())]
+        self.costs += costs
+        self.held = sum(costs, self.held)
         self.alphas += [plan.length_penalty for plan in plans]
         # W of the stopping rule: `n_best` at alpha 0, where the rule is exact, else `beam`.
         wait_for = [plan.n_best if plan.length_penalty == 0 else plan.beam for plan in plans]
@@ -407,17 +410,20 @@ class Search:
         self.steps += [0] * count
         return count
 
-    def _limits(self, src_ids: Tensor, plans: Sequence[SearchPlan]) -> Tensor:
-        """Each sentence's output length limit under its plan's rule."""
+    def _limits(self, lengths: Sequence[int], plans: Sequence[SearchPlan]) -> Tensor:
+        """Each sentence's output length limit under its plan's rule, from its source length (EOS
+        and tags included), on the CPU: what joins the search and what the budget counts."""
         positions = self.model.cfg.max_positions
+        source = torch.tensor(lengths, dtype=torch.long)
         rules = {(plan.max_len_a, plan.max_len_b) for plan in plans}
         if len(rules) == 1:
-            return max_output_lengths(src_ids, *rules.pop(), positions)
-        limits = torch.empty(len(plans), dtype=torch.long, device=self.device)
+            return output_lengths(source, *rules.pop(), positions)
+        limits = torch.empty(len(plans), dtype=torch.long)
         for rule in rules:
-            rows = [i for i, plan in enumerate(plans) if (plan.max_len_a, plan.max_len_b) == rule]
-            index = torch.tensor(rows, device=self.device)
-            limits[index] = max_output_lengths(src_ids[index], *rule, positions)
+            index = torch.tensor(
+                [i for i, plan in enumerate(plans) if (plan.max_len_a, plan.max_len_b) == rule]
+            )
+            limits[index] = output_lengths(source[index], *rule, positions)
         return limits
 
     def _merge_cheapest(self) -> None:

@@ -31,12 +31,6 @@ class Hypothesis:
     log_prob: float
 
 
-def max_output_lengths(src_ids: Tensor, max_len_a: float, max_len_b: int, limit: int) -> Tensor:
-    """Per sentence of a padded batch: at most `a * source_length + b` output tokens (EOS
-    included; `output_lengths`)."""
-    return output_lengths((src_ids != PAD_ID).sum(dim=1), max_len_a, max_len_b, limit)
-
-
 def output_lengths(src_lengths: Tensor, max_len_a: float, max_len_b: int, limit: int) -> Tensor:
     """`a * source_length + b` output tokens at most (in float32, cut to an integer), between 1
     and `limit`, for each of `src_lengths` (an integer tensor)."""

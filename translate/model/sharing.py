@@ -28,9 +28,10 @@ def share_layers(
 
 
 def embedding_adapter(d_model: int, wanted: bool) -> nn.Linear | None:
-    """Where `wanted` (`embedding_adapter`), a d_model x d_model map on the decoder's input embedding: with a
-    tied output projection the direct path W_E W_E^T is symmetric, and this map lets the model
-    learn an asymmetric W_E A^T W_E^T instead (`reset_adapter` starts it as the identity)."""
+    """Where `wanted` (`embedding_adapter`), a d_model x d_model map on the decoder's input
+    embedding: with a tied output projection the direct path W_E W_E^T is symmetric, and this
+    map lets the model learn an asymmetric W_E A^T W_E^T instead (`reset_adapter` starts it as
+    the identity)."""
     return nn.Linear(d_model, d_model, bias=False) if wanted else None
 
 
