@@ -20,6 +20,7 @@ from helpers import (  # noqa: E402
 from search_oracle import greedy_search, strip_special  # noqa: E402
 from tolerances import assert_within_rounding, transformer_terms  # noqa: E402
 
+from translate.decode.loaded_model import load_model  # noqa: E402
 from translate.export.huggingface import export_huggingface  # noqa: E402
 from translate.export.output import ExportError  # noqa: E402
 from translate.text.vocab import BOS_ID, EOS_ID, PAD_ID, Vocabularies, train_sentencepiece  # noqa: E402
@@ -332,25 +333,25 @@ def test_a_checkpoint_converts_to_ctranslate2_once_and_again_when_it_changes(
     vocabularies, tmp_path, monkeypatch
 ):
     pytest.importorskip("ctranslate2")
-    from translate.export import ctranslate2 as ct2_export
+    from translate.decode import ctranslate2_model
 
     checkpoint = tmp_path / "model.ckpt"
     random_checkpoint(checkpoint, vocabularies["joint"], None)
-    first = ct2_export.converted_ctranslate2(checkpoint, cache_dir=tmp_path / "cache")
+    first = ctranslate2_model.converted_ctranslate2(load_model(checkpoint), tmp_path / "cache")
     assert (first / "model.bin").is_file() and (first / "source.spm").is_file()
     assert [p.name for p in (tmp_path / "cache").iterdir()] == [first.name]  # nothing else left
 
     calls = []
-    convert = ct2_export.export_ctranslate2
+    write = ctranslate2_model.write_ctranslate2
     monkeypatch.setattr(
-        ct2_export, "export_ctranslate2", lambda *a, **k: calls.append(a) or convert(*a, **k)
+        ctranslate2_model, "write_ctranslate2", lambda *a, **k: calls.append(a) or write(*a, **k)
     )
-    assert ct2_export.converted_ctranslate2(checkpoint, cache_dir=tmp_path / "cache") == first
+    again = load_model(checkpoint)
+    assert ctranslate2_model.converted_ctranslate2(again, tmp_path / "cache") == first
     assert calls == []  # found, not converted again
-    int8 = ct2_export.converted_ctranslate2(checkpoint, "int8", cache_dir=tmp_path / "cache")
-    assert int8 != first and len(calls) == 1
     random_checkpoint(checkpoint, vocabularies["joint"], [5, 6])  # the checkpoint changed
-    changed = ct2_export.converted_ctranslate2(checkpoint, cache_dir=tmp_path / "cache")
-    assert changed not in (first, int8) and len(calls) == 2
-    beside = ct2_export.converted_ctranslate2(checkpoint)  # by default beside the checkpoint
-    assert beside.parent == tmp_path and len(calls) == 3
+    changed = ctranslate2_model.converted_ctranslate2(load_model(checkpoint), tmp_path / "cache")
+    assert changed != first and len(calls) == 1
+    beside = ctranslate2_model.converted_ctranslate2(load_model(checkpoint))  # by default
+    assert beside.parent == tmp_path and len(calls) == 2
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []

@@ -28,8 +28,9 @@ from tolerances import assert_within_rounding, tolerance, transformer_terms, wit
 
 from translate.cli import inspect as inspect_cli
 from translate.decode.cache import SearchCache
+from translate.decode.ctranslate2_model import ctranslate2_spec
+from translate.decode.ctranslate2_search import CTranslate2Error
 from translate.decode.loaded_model import load_model
-from translate.export.ctranslate2 import ctranslate2_spec
 from translate.export.huggingface import huggingface_architecture
 from translate.export.output import ExportError
 from translate.model.analysis import (
@@ -317,7 +318,7 @@ def test_export_refuses_the_sharing_variants(option):
     model = build_variant(**{option: True})
     with pytest.raises(ExportError, match=option):
         huggingface_architecture(model)
-    with pytest.raises(ExportError, match=option):
+    with pytest.raises(CTranslate2Error, match=option):
         ctranslate2_spec(model, None)
 
 

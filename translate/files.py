@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import shutil
 import stat
 import tempfile
 from collections.abc import Iterator
@@ -122,6 +123,28 @@ def atomic_output(path: str | Path) -> Iterator[BinaryIO]:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+@contextmanager
+def directory_once(path: str | Path) -> Iterator[Path]:
+    """A temporary directory beside `path` to fill, renamed to `path` when the block ends (with
+    the umask's permissions, not a temporary directory's 0700), or deleted: on any error, and
+    where another process published `path` meanwhile (theirs is kept, whole). For caches, where
+    any complete copy will do."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp"))
+    try:
+        yield tmp
+        tmp.chmod(0o777 & ~_umask())
+        try:
+            os.rename(tmp, target)
+        except OSError:
+            if not target.is_dir():
+                raise
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def write_atomic(path: str | Path, data: bytes) -> None:

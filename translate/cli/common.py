@@ -11,6 +11,7 @@ import os
 import sys
 from collections.abc import Callable
 
+from translate.decode.settings import ENGINES
 from translate.defaults import BATCH_TOKENS, LENGTH_PENALTY_RANGE
 
 PRECISIONS = ("32-true", "bf16-mixed", "16-mixed")  # spelled as in training (trainer.precision)
@@ -65,6 +66,25 @@ def add_search_arguments(parser: argparse.ArgumentParser) -> None:
     add_output_arguments(parser)
     add_quantize_argument(parser)
     add_device_arguments(parser)
+    add_engine_arguments(parser)
+
+
+def add_engine_arguments(parser: argparse.ArgumentParser, default: str = "pytorch") -> None:
+    parser.add_argument(
+        "--engine",
+        default=default,
+        choices=ENGINES,
+        help="the search: pytorch (our own), ctranslate2 (CTranslate2 on the CPU, the checkpoint "
+        "converted once; a line whose protected spans it does not keep is searched by pytorch), "
+        "or auto (ctranslate2 on the CPU where the model converts and the package is installed, "
+        f"else pytorch); default: {default}",
+    )
+    parser.add_argument(
+        "--engine-cache",
+        default=None,
+        metavar="DIR",
+        help="where CTranslate2's conversions of checkpoints are kept (default: beside each)",
+    )
 
 
 def add_output_arguments(parser: argparse.ArgumentParser) -> None:
@@ -129,6 +149,7 @@ SEARCH_FLAGS = (
     "--quantize",
     "--device",
     "--precision",
+    "--engine",
 )
 
 
@@ -182,6 +203,36 @@ def resolve_device(args: argparse.Namespace) -> str:
     if getattr(args, "quantize", "none") == "int8" and device != "cpu":
         raise UsageError("--quantize int8 runs on the CPU: add --device cpu")
     return device
+
+
+def load_for_search(prog: str, args: argparse.Namespace, checkpoint: str, device: str):
+    """`checkpoint` loaded on `device` with the engine `--engine` asks for; the engine chosen and
+    why is said on stderr unless it is the PyTorch search asked for."""
+    from translate.decode.engine import choose_engine
+    from translate.decode.loaded_model import load_model
+    from translate.decode.settings import EngineChoice
+
+    loaded = load_model(checkpoint, device, quantize=args.quantize)
+    choice = EngineChoice(args.engine, args.quantize, args.engine_cache)
+    why = choose_engine(loaded, choice, device, args.precision)
+    if args.engine != "pytorch":
+        print(f"{prog}: searching with {why}", file=sys.stderr)
+    return loaded
+
+
+def handed_back_note(prog: str, loaded) -> None:
+    """Where CTranslate2 searched and handed sentences back to the PyTorch search, how many and
+    why, on stderr."""
+    engine = loaded.ctranslate2
+    if engine is None or not engine.reasons.handed_back:
+        return
+    reasons = engine.reasons
+    print(
+        f"{prog}: CTranslate2 answered {reasons.answered:,} sentences; {reasons.handed_back:,} "
+        f"went to the PyTorch search ({reasons.spans:,} with a protected span not written once, "
+        f"{reasons.limit:,} at their length limit)",
+        file=sys.stderr,
+    )
 
 
 def given_flags(argv: list[str] | None, flags: tuple[str, ...]) -> list[str]:

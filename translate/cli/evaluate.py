@@ -41,6 +41,8 @@ from translate.cli.common import (
     add_search_arguments,
     apply_search_defaults,
     given_flags,
+    handed_back_note,
+    load_for_search,
     resolve_device,
     run_command,
     search_settings_error,
@@ -311,14 +313,13 @@ def score_hypotheses(args: argparse.Namespace, metrics: tuple[str, ...]) -> int:
 
 def score_checkpoint(args: argparse.Namespace, metrics: tuple[str, ...]) -> int:
     from translate.decode.evaluation import checkpoint_scores, checkpoint_texts
-    from translate.decode.loaded_model import load_model
     from translate.files import write_lines_atomic
     from translate.score.scored_text import scores_table
 
     check_outputs(args)
     device = resolve_device(args)
     prepare_decoding(device)
-    loaded = load_model(args.checkpoint, device, quantize=args.quantize)
+    loaded = load_for_search("translate-eval", args, args.checkpoint, device)
     apply_search_defaults(args, loaded)
     texts = checkpoint_texts(loaded, text_choice(args))
     if len(texts) > 1 and one_direction_flag(args):
@@ -334,6 +335,7 @@ def score_checkpoint(args: argparse.Namespace, metrics: tuple[str, ...]) -> int:
             write_lines_atomic(args.output, hypotheses)
         rows.append(checkpoint_scores(loaded, text, hypotheses, metrics))
         write_extras(args, text, [(args.checkpoint, hypotheses)], metrics)
+    handed_back_note("translate-eval", loaded)
     shown = [row.to_json() for row in rows]
     print(
         json.dumps(shown if len(rows) > 1 else shown[0], indent=2)
@@ -387,9 +389,7 @@ def compare_systems(args: argparse.Namespace, metrics: tuple[str, ...]) -> int:
         if not kinds[path]:
             systems.append((path, read_lines(path)))
             continue
-        from translate.decode.loaded_model import load_model
-
-        loaded = load_model(path, device, quantize=args.quantize)
+        loaded = load_for_search("translate-eval", args, path, device)
         system_args = copy.copy(args)  # each checkpoint's own tuned beam and length penalty
         apply_search_defaults(system_args, loaded)
         if text is None:

@@ -36,6 +36,8 @@ from translate.cli.common import (
     add_language_arguments,
     add_search_arguments,
     apply_search_defaults,
+    handed_back_note,
+    load_for_search,
     resolve_device,
     run_command,
     search_settings_error,
@@ -140,6 +142,7 @@ def fingerprint(args: argparse.Namespace, checkpoint_digest: str) -> dict:
         "--precision": args.precision,
         "--target-lang": args.target_lang,
         "--quantize": args.quantize,
+        "--engine": args.engine,
     }
 
 
@@ -281,7 +284,6 @@ def translate_command(args: argparse.Namespace) -> int:
 
     from translate.decode import pipeline
     from translate.decode.device import set_threads
-    from translate.decode.loaded_model import load_model
     from translate.files import check_writable, file_digest
     from translate.partial_output import PartialOutput
     from translate.text.corpus import iter_lines
@@ -299,7 +301,7 @@ def translate_command(args: argparse.Namespace) -> int:
     target = check_writable(args.output) if to_file else None
     device = resolve_device(args)
     prepare_decoding(device)
-    loaded = load_model(args.checkpoint, device, quantize=args.quantize)
+    loaded = load_for_search("translate-cli", args, args.checkpoint, device)
     apply_search_defaults(args, loaded)
     # Refuse before any work: a language the model lacks, or restricted output without the
     # checkpoint's target tokens.
@@ -376,6 +378,7 @@ def translate_command(args: argparse.Namespace) -> int:
     finally:
         bar.close()
     output.finish()
+    handed_back_note("translate-cli", loaded)
     if lacking:
         print(
             f"translate-cli: {lacking:,} of {output.lines_done:,} translations lack a number, "

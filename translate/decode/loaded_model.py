@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -27,6 +28,9 @@ from translate.model.tying import TieChoice
 from translate.text.protected import SENTINEL_PIECES, SENTINELS, SWAPPED_SENTINELS, holds_digit
 from translate.text.run_data import RunData
 from translate.text.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocabularies
+
+if TYPE_CHECKING:
+    from translate.decode.ctranslate2_search import CTranslate2Search
 
 
 @dataclass(frozen=True)
@@ -54,6 +58,8 @@ class LoadedModel:
     target_tokens_by_language: dict[str, list[int]] | None = None  # the same, per target language
     search: dict | None = None  # the search settings tuned for this model (translate-tune)
     tie_choice: TieChoice | None = None  # the tie trained and what chose it (older: None)
+    # The CTranslate2 engine where chosen (`engine.choose_engine`); None: the PyTorch search.
+    ctranslate2: CTranslate2Search | None = field(default=None, compare=False)
     _data: tuple[str | None, RunData] | None = field(
         default=None, init=False, repr=False, compare=False
     )

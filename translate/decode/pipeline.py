@@ -6,9 +6,9 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from translate.decode.engine import search_sentences
 from translate.decode.loaded_model import LoadedModel
-from translate.decode.search import Search, search_joined
-from translate.decode.settings import Budget, SearchPlan, SearchSettings
+from translate.decode.settings import SearchPlan, SearchSettings
 from translate.decode.steps import Hypothesis
 from translate.defaults import BATCH_TOKENS
 from translate.errors import UsageError
@@ -228,13 +228,13 @@ def translate_nbest(
         segments_left[line_of[index]] -= 1
         return int(segments_left[line_of[index]] == 0)
 
-    # One running search, each batch joining as the one before ends, longest first.
-    search = Search(loaded.model, plan, Budget(batch_tokens))
+    # The batches longest first: with PyTorch, one running search, each batch joining as the one
+    # before ends.
     sources = (
         (batch, [target.prefix + segments.ids[i] + [EOS_ID] for i in batch])
         for batch in reversed(batches)
     )
-    for index, result in search_joined(search, sources, target.start):
+    for index, result in search_sentences(loaded, plan, sources, target.start, batch_tokens):
         found[index] = result
         if progress:
             progress(decoded(index))

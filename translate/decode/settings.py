@@ -56,6 +56,24 @@ class SearchDefaults:
         )
 
 
+ENGINES = ("auto", "pytorch", "ctranslate2")
+
+
+@dataclass(frozen=True)
+class EngineChoice:
+    """The engine asked for (one of `ENGINES`; `engine.choose_engine` makes it concrete), its
+    weights (`quantize` "int8": CTranslate2's int8 compute type, else float32) and where
+    CTranslate2's conversions of checkpoints are kept (`cache_dir`; None: beside each)."""
+
+    name: str = "pytorch"
+    quantize: str = "none"
+    cache_dir: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.name not in ENGINES:
+            raise ValueError(f"the engine must be one of {', '.join(ENGINES)}, got {self.name}")
+
+
 @dataclass(frozen=True)
 class Budget:
     """What one running search holds at most (`Search.room`): the source tokens of its sentences

@@ -17,17 +17,19 @@ import torch
 
 from translate.decode import pipeline
 from translate.decode.device import cuda_available, prepare_decoding
+from translate.decode.engine import choose_engine
 from translate.decode.loaded_model import load_model
-from translate.decode.settings import SearchSettings
+from translate.decode.settings import EngineChoice, SearchSettings
 from translate.defaults import BATCH_TOKENS
 
 
 class Translator:
     """A checkpoint loaded once (on `device`: "auto" takes CUDA where torch sees it; `quantize`
-    "int8" on the CPU), translating lists of lines: one translation a line, in order, an empty
-    line for an empty one, nothing dropped. Settings a call does not give are the checkpoint's
-    own (the beam and length penalty tuned for it, its output length rule), as translate-cli's
-    are."""
+    "int8" on the CPU) and searched by `engine` ("pytorch", "ctranslate2" or "auto", see
+    `engine.choose_engine`; `self.engine` says which and why), translating lists of lines: one
+    translation a line, in order, an empty line for an empty one, nothing dropped. Settings a
+    call does not give are the checkpoint's own (the beam and length penalty tuned for it, its
+    output length rule), as translate-cli's are."""
 
     def __init__(
         self,
@@ -35,11 +37,16 @@ class Translator:
         device: str = "auto",
         quantize: str = "none",
         batch_tokens: int = BATCH_TOKENS,
+        engine: str = "pytorch",
+        engine_cache: str | None = None,
     ) -> None:
         if device == "auto":
             device = "cuda" if cuda_available() else "cpu"
         prepare_decoding(device)
         self.loaded = load_model(checkpoint, torch.device(device), quantize=quantize)
+        self.engine = choose_engine(
+            self.loaded, EngineChoice(engine, quantize, engine_cache), device
+        )
         self.batch_tokens = batch_tokens
 
     def settings(self, **given) -> SearchSettings:

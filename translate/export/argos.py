@@ -18,8 +18,8 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from translate.decode.ctranslate2_model import write_ctranslate2
 from translate.decode.loaded_model import LoadedModel, load_model
-from translate.export.ctranslate2 import write_ctranslate2
 from translate.export.output import ExportError, prepare_output, staged
 from translate.text.corpus import BUNDLED_CORPUS
 from translate.text.language_codes import argos_code, language_name
@@ -171,7 +171,7 @@ def export_argos(
     packages = []
     with staged(out_dir, overwrite) as tmp:
         build = tmp / "build"
-        write_ctranslate2(loaded, build / "model")
+        write_ctranslate2(loaded, build / "model", tokenizers=False)
         spacy_pipeline(build / "spacy")
         for source, target in directions:
             root = build / package_name(source, target)

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from translate.errors import UsageError
+from translate.model.sharing import sharing_variants_used
 from translate.model.transformer import Transformer
 
 
@@ -18,12 +19,9 @@ class ExportError(UsageError):
     """A checkpoint that cannot be exported exactly; the message says why."""
 
 
-SHARING_VARIANTS = ("share_layer_attention", "share_encoder_decoder_layers", "embedding_adapter")
-
-
 def refuse_sharing_variants(model: Transformer, target: str) -> None:
     """ExportError for the sharing options `target` cannot express (copies would lose the tie)."""
-    used = [name for name in SHARING_VARIANTS if getattr(model.cfg, name, False)]
+    used = sharing_variants_used(model.cfg)
     if used:
         raise ExportError(
             f"this model uses {', '.join(f'{name}: true' for name in used)}, which {target} cannot "

@@ -6,6 +6,14 @@ from __future__ import annotations
 
 from torch import nn
 
+# The sharing options no other format has (CTranslate2, transformers): copies would lose the tie.
+SHARING_VARIANTS = ("share_layer_attention", "share_encoder_decoder_layers", "embedding_adapter")
+
+
+def sharing_variants_used(cfg) -> list[str]:
+    """The `SHARING_VARIANTS` a model's `ModelConfig` turns on."""
+    return [name for name in SHARING_VARIANTS if getattr(cfg, name, False)]
+
 
 def share_layers(
     encoder: nn.ModuleList, decoder: nn.ModuleList, attention: bool, encoder_decoder: bool

@@ -1,0 +1,196 @@
+"""The CTranslate2 engine (`--engine ctranslate2`): the same translations as the PyTorch search
+where the settings map one to one (greedy search; beam search at alpha 0), every protected span
+written once (a sentence CTranslate2 does not keep them in is searched by PyTorch), and the
+choice of engine said with its reason."""
+
+from __future__ import annotations
+
+import sys
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+pytest.importorskip("ctranslate2")
+
+from helpers import (  # noqa: E402
+    fixture_lines,
+    joint_vocab,
+    random_tied_checkpoint,
+    small_config,
+    trained_copy_checkpoint,
+    variant_config,
+)
+
+from translate.cli.translate import main as translate_cli  # noqa: E402
+from translate.decode import pipeline  # noqa: E402
+from translate.decode.ctranslate2_search import CTranslate2Search  # noqa: E402
+from translate.decode.engine import choose_engine  # noqa: E402
+from translate.decode.loaded_model import load_model  # noqa: E402
+from translate.decode.settings import EngineChoice, SearchSettings  # noqa: E402
+from translate.errors import UsageError  # noqa: E402
+from translate.model.checkpoint import write_checkpoint  # noqa: E402
+from translate.model.transformer import ModelConfig, Transformer  # noqa: E402
+from translate.text.protected import SENTINEL_PIECES  # noqa: E402
+from translate.text.vocab import Vocabularies  # noqa: E402
+
+LINES = fixture_lines("test.en")[:40]
+
+
+@pytest.fixture(scope="module")
+def copy_model(tmp_path_factory):
+    """A model trained a little on a copy task: outputs that vary and end at their own lengths."""
+    path = tmp_path_factory.mktemp("copy") / "model.ckpt"
+    trained_copy_checkpoint(path, small_config(True, "all"), joint_vocab(), train_steps=60)
+    return path
+
+
+@pytest.fixture(scope="module")
+def random_model(tmp_path_factory):
+    """A random model: outputs that repeat a token to their length limits."""
+    return random_tied_checkpoint(tmp_path_factory.mktemp("random") / "model.ckpt", 32, 1)
+
+
+def both_engines(path, settings, lines=LINES, cache=None):
+    """The PyTorch search's translations of `lines`, CTranslate2's, and its `Reasons`."""
+    loaded = load_model(path)
+    ours = pipeline.translate_nbest(loaded, lines, settings)
+    why = choose_engine(loaded, EngineChoice("ctranslate2", cache_dir=cache), "cpu")
+    assert why.startswith("CTranslate2 (float32")
+    theirs = pipeline.translate_nbest(loaded, lines, settings)
+    return ours, theirs, loaded.ctranslate2.reasons
+
+
+@pytest.mark.parametrize("model", ["copy_model", "random_model"])
+def test_greedy_search_through_ctranslate2_is_the_pytorch_search(model, request, tmp_path):
+    ours, theirs, reasons = both_engines(
+        request.getfixturevalue(model), SearchSettings(beam=1), cache=tmp_path
+    )
+    assert [t[0].text for t in theirs] == [t[0].text for t in ours]
+    # each sentence once (a long line is searched in segments)
+    assert reasons.answered + reasons.handed_back >= len(LINES) and reasons.answered
+    if model == "copy_model":
+        assert len({t[0].text for t in ours}) > 10  # outputs that differ: a real comparison
+    else:  # every line cut at its length limit, as ours ends it
+        assert reasons.handed_back == 0
+
+
+def test_beam_search_at_alpha_0_is_the_pytorch_search(copy_model, tmp_path):
+    settings = SearchSettings(beam=4, length_penalty=0.0)
+    ours, theirs, reasons = both_engines(copy_model, settings, cache=tmp_path)
+    assert [[e.text for e in t] for t in theirs] == [[e.text for e in t] for t in ours]
+    for mine, other in zip(ours, theirs):
+        # CTranslate2 normalizes over the tokens it may write (not PAD, not BOS), ours over all:
+        # its log-probabilities are ours or higher (float32 rounding aside).
+        for a, b in zip(mine, other):
+            assert a.log_prob - 1e-4 <= b.log_prob <= 0
+    assert reasons.answered == len(LINES)
+
+
+def protecting_model(directory):
+    """A random model of a vocabulary with sentinels, trained with protected spans."""
+    pairs = list(zip(fixture_lines("train.en"), fixture_lines("train.de")))
+    vocab = Vocabularies.train(pairs, 200, sentinels=SENTINEL_PIECES, split_digits=True)
+    torch.manual_seed(0)
+    cfg = ModelConfig(
+        d_model=16, heads=2, encoder_layers=1, decoder_layers=1, ffn_dim=16, max_positions=64
+    )
+    model = Transformer(cfg, len(vocab.source), len(vocab.target), shared_vocab=True)
+    path = directory / "protects.ckpt"
+    write_checkpoint(path, model, vocab, run_config="data:\n  protect_spans: 0.5\n")
+    return path
+
+
+def test_lines_whose_spans_ctranslate2_does_not_keep_are_searched_by_pytorch(tmp_path):
+    lines = ["Click button 36.", "Rows 1 to 12 of 40.", "Open it.", "Set it to 3.5 cm."]
+    ours, theirs, reasons = both_engines(protecting_model(tmp_path), SearchSettings(beam=1), lines)
+    assert [t[0].text for t in theirs] == [t[0].text for t in ours]
+    assert reasons.spans >= 3  # a random model does not write the sentinels on its own
+
+
+class FakeTranslator:
+    """`translate_batch` answering each source with the hypotheses (pieces, log-prob) given for
+    its first piece; it records the calls' keyword arguments."""
+
+    def __init__(self, answers):
+        self.answers, self.calls = answers, []
+
+    def translate_batch(self, sources, **options):
+        self.calls.append(options)
+        return [
+            SimpleNamespace(
+                hypotheses=[h for h, _ in self.answers[s[0]]],
+                scores=[lp for _, lp in self.answers[s[0]]],
+            )
+            for s in sources
+        ]
+
+
+def test_the_best_hypothesis_that_keeps_each_sentinel_once_is_taken(tmp_path):
+    loaded = load_model(protecting_model(tmp_path))
+    vocab = loaded.vocab
+    plan = pipeline.search_plan(
+        loaded, SearchSettings(beam=3, length_penalty=0.0), pipeline.target_tags_for(loaded, None)
+    )
+    one, two = "⦅1⦆", "⦅2⦆"
+    x, y = (vocab.target.processor.id_to_piece(i) for i in (100, 101))
+    a, b, c = (vocab.source.processor.id_to_piece(i) for i in (100, 101, 102))
+    fake = FakeTranslator(
+        {
+            a: [([x, one, one, "</s>"], -1.0), ([y, one, "</s>"], -2.0)],  # repeats
+            b: [([x, "</s>"], -1.0), ([y, "</s>"], -2.0)],  # drops: handed back
+            c: [([x] * 30, -0.5), ([y, "</s>"], -2.0)],  # best runs to its limit
+        }
+    )
+    engine = CTranslate2Search(fake, vocab, loaded.model.cfg.max_positions)
+    source = vocab.source.processor
+    sources = [[source.piece_to_id(p) for p in (word, one, "</s>")] for word in (a, b, c)]
+    answers, back = engine.search(["a", "b", "c"], sources, plan)
+    [(key, [best])] = answers
+    assert key == "a" and best.tokens == [vocab.target.processor.piece_to_id(p) for p in (y, one)]
+    assert best.log_prob == -2.0 and back == [1, 2]
+    assert (engine.reasons.answered, engine.reasons.spans, engine.reasons.limit) == (1, 1, 1)
+    [options] = fake.calls  # one call: the three sentences owe the same sentinel
+    suppressed = {piece for [piece] in options["suppress_sequences"]}
+    assert two in suppressed and one not in suppressed and "<s>" in suppressed
+    assert {"1", "2"} <= suppressed  # digits are written through sentinels only
+    assert options["length_penalty"] == 0.0 and options["num_hypotheses"] == 3
+
+
+def test_auto_says_which_engine_and_why(tmp_path, copy_model, monkeypatch):
+    loaded = load_model(copy_model)
+    choice = EngineChoice("auto", cache_dir=str(tmp_path))
+    assert choose_engine(loaded, choice, "cpu").startswith("CTranslate2 (float32")
+    assert loaded.ctranslate2 is not None
+    assert "on cuda" in choose_engine(loaded, choice, "cuda") and loaded.ctranslate2 is None
+    assert "bf16-mixed" in choose_engine(loaded, choice, "cpu", "bf16-mixed")
+    assert "PyTorch" in choose_engine(loaded, EngineChoice("pytorch"), "cpu")
+    int8 = choose_engine(loaded, EngineChoice("auto", "int8", str(tmp_path)), "cpu")
+    assert int8.startswith("CTranslate2 (int8")
+    shared = tmp_path / "shared.ckpt"
+    model = Transformer(variant_config(share_layer_attention=True), 200, 200, shared_vocab=True)
+    write_checkpoint(shared, model, joint_vocab())
+    why = choose_engine(load_model(shared), choice, "cpu")
+    assert why.startswith("the PyTorch search") and "share_layer_attention" in why
+    with pytest.raises(UsageError, match="share_layer_attention.*--engine pytorch"):
+        choose_engine(load_model(shared), EngineChoice("ctranslate2"), "cpu")
+    monkeypatch.setitem(sys.modules, "ctranslate2", None)
+    assert "pip install ctranslate2" in choose_engine(loaded, choice, "cpu")
+    with pytest.raises(UsageError, match="pip install ctranslate2"):
+        choose_engine(loaded, EngineChoice("ctranslate2"), "cpu")
+
+
+def test_translate_cli_with_either_engine_writes_the_same_lines(copy_model, tmp_path, capsys):
+    source = tmp_path / "in.en"
+    source.write_text("\n".join(LINES) + "\n")
+    outputs = {}
+    for engine in ("pytorch", "ctranslate2"):
+        out = tmp_path / f"{engine}.de"
+        argv = ["--checkpoint", str(copy_model), "--source", str(source), "--output", str(out)]
+        argv += ["--beam", "1", "--engine", engine, "--engine-cache", str(tmp_path / "cache")]
+        assert translate_cli(argv) == 0
+        outputs[engine] = out.read_text()
+        said = capsys.readouterr().err
+        assert ("searching with CTranslate2" in said) == (engine == "ctranslate2")
+    assert outputs["ctranslate2"] == outputs["pytorch"] and outputs["pytorch"].count("\n") == 40
+    assert [p.name for p in (tmp_path / "cache").iterdir()][0].startswith("model.ckpt.ctranslate2-")
