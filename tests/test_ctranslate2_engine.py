@@ -27,7 +27,7 @@ from translate.decode import pipeline  # noqa: E402
 from translate.decode.ctranslate2_search import CTranslate2Search  # noqa: E402
 from translate.decode.engine import choose_engine  # noqa: E402
 from translate.decode.loaded_model import load_model  # noqa: E402
-from translate.decode.settings import EngineChoice, SearchSettings  # noqa: E402
+from translate.decode.settings import Budget, EngineChoice, SearchSettings  # noqa: E402
 from translate.errors import UsageError  # noqa: E402
 from translate.model.checkpoint import write_checkpoint  # noqa: E402
 from translate.model.transformer import ModelConfig, Transformer  # noqa: E402
@@ -52,39 +52,39 @@ def random_model(tmp_path_factory):
 
 
 def both_engines(path, settings, lines=LINES, cache=None):
-    """The PyTorch search's translations of `lines`, CTranslate2's, and its `Reasons`."""
+    """The PyTorch search's translations of `lines`, CTranslate2's, and its `Counts`."""
     loaded = load_model(path)
     ours = pipeline.translate_nbest(loaded, lines, settings)
     why = choose_engine(loaded, EngineChoice("ctranslate2", cache_dir=cache), "cpu")
     assert why.startswith("CTranslate2 (float32")
     theirs = pipeline.translate_nbest(loaded, lines, settings)
-    return ours, theirs, loaded.ctranslate2.reasons
+    return ours, theirs, loaded.ctranslate2.counts
 
 
 @pytest.mark.parametrize("model", ["copy_model", "random_model"])
 def test_greedy_search_through_ctranslate2_is_the_pytorch_search(model, request, tmp_path):
-    ours, theirs, reasons = both_engines(
+    ours, theirs, counts = both_engines(
         request.getfixturevalue(model), SearchSettings(beam=1), cache=tmp_path
     )
     assert [t[0].text for t in theirs] == [t[0].text for t in ours]
     # each sentence once (a long line is searched in segments)
-    assert reasons.answered + reasons.handed_back >= len(LINES) and reasons.answered
+    assert counts.answered + counts.handed_back >= len(LINES) and counts.answered
     if model == "copy_model":
         assert len({t[0].text for t in ours}) > 10  # outputs that differ: a real comparison
     else:  # every line cut at its length limit, as ours ends it
-        assert reasons.handed_back == 0
+        assert counts.handed_back == 0
 
 
 def test_beam_search_at_alpha_0_is_the_pytorch_search(copy_model, tmp_path):
     settings = SearchSettings(beam=4, length_penalty=0.0)
-    ours, theirs, reasons = both_engines(copy_model, settings, cache=tmp_path)
+    ours, theirs, counts = both_engines(copy_model, settings, cache=tmp_path)
     assert [[e.text for e in t] for t in theirs] == [[e.text for e in t] for t in ours]
     for mine, other in zip(ours, theirs):
         # CTranslate2 normalizes over the tokens it may write (not PAD, not BOS), ours over all:
         # its log-probabilities are ours or higher (float32 rounding aside).
         for a, b in zip(mine, other):
             assert a.log_prob - 1e-4 <= b.log_prob <= 0
-    assert reasons.answered == len(LINES)
+    assert counts.answered == len(LINES)
 
 
 def protecting_model(directory):
@@ -103,9 +103,9 @@ def protecting_model(directory):
 
 def test_lines_whose_spans_ctranslate2_does_not_keep_are_searched_by_pytorch(tmp_path):
     lines = ["Click button 36.", "Rows 1 to 12 of 40.", "Open it.", "Set it to 3.5 cm."]
-    ours, theirs, reasons = both_engines(protecting_model(tmp_path), SearchSettings(beam=1), lines)
+    ours, theirs, counts = both_engines(protecting_model(tmp_path), SearchSettings(beam=1), lines)
     assert [t[0].text for t in theirs] == [t[0].text for t in ours]
-    assert reasons.spans >= 3  # a random model does not write the sentinels on its own
+    assert counts.handed_back >= 3  # a random model does not write the sentinels on its own
 
 
 class FakeTranslator:
@@ -139,17 +139,20 @@ def test_the_best_hypothesis_that_keeps_each_sentinel_once_is_taken(tmp_path):
         {
             a: [([x, one, one, "</s>"], -1.0), ([y, one, "</s>"], -2.0)],  # repeats
             b: [([x, "</s>"], -1.0), ([y, "</s>"], -2.0)],  # drops: handed back
-            c: [([x] * 30, -0.5), ([y, "</s>"], -2.0)],  # best runs to its limit
+            c: [([x] * 30 + [one], -0.5), ([y, one, "</s>"], -2.0)],  # best runs past its limit
         }
     )
     engine = CTranslate2Search(fake, vocab, loaded.model.cfg.max_positions)
     source = vocab.source.processor
     sources = [[source.piece_to_id(p) for p in (word, one, "</s>")] for word in (a, b, c)]
-    answers, back = engine.search(["a", "b", "c"], sources, plan)
-    [(key, [best])] = answers
-    assert key == "a" and best.tokens == [vocab.target.processor.piece_to_id(p) for p in (y, one)]
-    assert best.log_prob == -2.0 and back == [1, 2]
-    assert (engine.reasons.answered, engine.reasons.spans, engine.reasons.limit) == (1, 1, 1)
+    answers, back = engine.search(["a", "b", "c"], sources, [plan] * 3, [None] * 3)
+    wanted = [vocab.target.processor.piece_to_id(p) for p in (y, one)]
+    # a: its best repeats the sentinel; c: its best, cut at its limit (8 tokens), loses it
+    assert [(key, best.tokens, best.log_prob) for key, [best] in answers] == [
+        ("a", wanted, -2.0),
+        ("c", wanted, -2.0),
+    ]
+    assert back == [1] and (engine.counts.answered, engine.counts.handed_back) == (2, 1)
     [options] = fake.calls  # one call: the three sentences owe the same sentinel
     suppressed = {piece for [piece] in options["suppress_sequences"]}
     assert two in suppressed and one not in suppressed and "<s>" in suppressed
@@ -194,3 +197,39 @@ def test_translate_cli_with_either_engine_writes_the_same_lines(copy_model, tmp_
         assert ("searching with CTranslate2" in said) == (engine == "ctranslate2")
     assert outputs["ctranslate2"] == outputs["pytorch"] and outputs["pytorch"].count("\n") == 40
     assert [p.name for p in (tmp_path / "cache").iterdir()][0].startswith("model.ckpt.ctranslate2-")
+
+
+class CountingTranslator:
+    """A translator's calls counted, with the sentences each held."""
+
+    def __init__(self, translator):
+        self.translator, self.calls = translator, []
+
+    def translate_batch(self, sources, **options):
+        self.calls.append(len(sources))
+        return self.translator.translate_batch(sources, **options)
+
+
+def test_translate_serve_s_engine_loop_searches_the_requests_of_a_step_in_one_call(
+    copy_model, tmp_path
+):
+    from translate.serve.engine_loop import Cancel, EngineLoop, Join
+    from translate.serve.service import detokenise, tokenise
+
+    loaded = load_model(copy_model)
+    choose_engine(loaded, EngineChoice("ctranslate2", cache_dir=str(tmp_path)), "cpu")
+    counting = CountingTranslator(loaded.ctranslate2.translator)
+    loaded.ctranslate2.translator = counting
+    engine = EngineLoop(loaded, Budget(4096))
+    key = SearchSettings(beam=2, length_penalty=1.0)
+    sent = {r: tokenise(loaded, [line], key) for r, line in enumerate(LINES[:6])}
+    for request_id, segments in sent.items():  # six clients' requests between two steps
+        assert engine.take(Join(request_id, segments.ids, key)) == []
+    engine.take(Cancel(5))  # the sixth client left: its line is not searched
+    answers = engine.step()
+    assert counting.calls == [5] and sorted(a.request_id for a in answers) == [0, 1, 2, 3, 4]
+    for answer in answers:
+        line = LINES[answer.request_id]
+        texts = detokenise(loaded, sent[answer.request_id], answer.found, 1)
+        assert texts == pipeline.translate_lines(loaded, [line], key)
+    assert not engine.busy and not engine.searches

@@ -723,8 +723,14 @@ def test_language_codes_as_libretranslate_and_argos_write_them():
 
 @pytest.fixture(scope="module")
 def server(checkpoint_path):
+    # The answers are checked against the PyTorch search's (`loaded`), so the server uses it.
     process, base = start_server(
-        checkpoint_path, "--api-key-env", "LT_TEST_KEY", env={"LT_TEST_KEY": "k3y"}
+        checkpoint_path,
+        "--engine",
+        "pytorch",
+        "--api-key-env",
+        "LT_TEST_KEY",
+        env={"LT_TEST_KEY": "k3y"},
     )
     yield base
     stop(process)

@@ -39,7 +39,8 @@ def loaded(checkpoint_path):
 
 @pytest.fixture(scope="module")
 def base(checkpoint_path):
-    process, url = start_server(checkpoint_path)
+    # The answers are checked against the PyTorch search's (`loaded`), so the server uses it.
+    process, url = start_server(checkpoint_path, "--engine", "pytorch")
     yield url
     stop(process)
 

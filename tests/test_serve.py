@@ -66,6 +66,31 @@ def loaded(checkpoint_path):
     return load_model(checkpoint_path)
 
 
+@pytest.fixture(scope="module")
+def served(checkpoint_path):
+    """The checkpoint as translate-serve searches it by default (`--engine auto`: CTranslate2 on
+    the CPU where it is installed, converted beside the checkpoint as the server converts it)."""
+    from translate.decode.engine import choose_engine
+    from translate.decode.settings import EngineChoice
+
+    loaded = load_model(checkpoint_path)
+    choose_engine(loaded, EngineChoice("auto"), "cpu")
+    return loaded
+
+
+@pytest.fixture(scope="module")
+def ct2_loaded(checkpoint_path, tmp_path_factory):
+    """The same checkpoint searched by CTranslate2 (`--engine ctranslate2`)."""
+    pytest.importorskip("ctranslate2")
+    from translate.decode.engine import choose_engine
+    from translate.decode.settings import EngineChoice
+
+    loaded = load_model(checkpoint_path)
+    cache = str(tmp_path_factory.mktemp("ct2"))
+    choose_engine(loaded, EngineChoice("ctranslate2", cache_dir=cache), "cpu")
+    return loaded
+
+
 def client_for(loaded, **settings) -> TestClient:
     return TestClient(create_app(loaded, ServeSettings(**settings)))
 
@@ -113,16 +138,20 @@ def held_back(engine: EngineLoop) -> bool:
     return False
 
 
+@pytest.mark.parametrize("engine_name", ["pytorch", "ctranslate2"])
 @pytest.mark.parametrize(
     "budget",
     # small budgets, so that some lines wait their turn: of source tokens, and of cache bytes
     [Budget(40), Budget(4096, cache_bytes=160_000)],
     ids=["tokens", "cache"],
 )
-def test_continuous_batching_answers_each_request_as_translate_cli_does_alone(loaded, budget):
+def test_continuous_batching_answers_each_request_as_translate_cli_does_alone(
+    request, budget, engine_name
+):
     """Requests that arrive while others are being searched join them within the search's
     budget; each is answered with what translate-cli gives its lines (blank lines, over-long lines
-    cut, several settings)."""
+    cut, several settings), with either engine."""
+    loaded = request.getfixturevalue("loaded" if engine_name == "pytorch" else "ct2_loaded")
     long_line = " ".join(
         ["Choose Tools - Options."] * 12
     )  # over the checkpoint's trained length: cut
@@ -155,7 +184,13 @@ def test_continuous_batching_answers_each_request_as_translate_cli_does_alone(lo
     while engine.busy:
         answers.update((answer.request_id, answer) for answer in engine.step())
         assert within_budget(engine)
-        waited |= held_back(engine)
+        # PyTorch: a waiting line does not fit beside those searched; CTranslate2: lines were
+        # left for the next call.
+        waited |= (
+            held_back(engine)
+            if engine_name == "pytorch"
+            else any(running.waiting for running in engine.searches.values())
+        )
         steps += 1
         assert steps < 500
     assert waited, "the budget never held a line back"
@@ -585,6 +620,8 @@ def test_serving_does_not_load_the_training_stack():
 def test_the_real_server_batches_concurrent_clients_and_drains_on_sigterm(checkpoint_path, loaded):
     server, base = start_server(
         checkpoint_path,
+        "--engine",
+        "pytorch",
         "--api-key-env",
         "SERVE_TEST_KEY",
         env={"SERVE_TEST_KEY": "k"},
@@ -794,8 +831,10 @@ def test_the_model_process_starts_with_onednn_caches_bounded(checkpoint_path, mo
     not Path("/proc/self/stat").exists(), reason="finds the model process through /proc"
 )
 def test_a_killed_model_process_is_replaced_and_a_killed_server_leaves_none(
-    checkpoint_path, loaded
+    checkpoint_path, served
 ):
+    """By default (`--engine auto`) the model process searches with CTranslate2 on the CPU, and
+    a new one does too."""
     server, base = start_server(checkpoint_path)
     try:
         [worker] = model_processes(server)
@@ -804,17 +843,21 @@ def test_a_killed_model_process_is_replaced_and_a_killed_server_leaves_none(
         # held at that moment gets 503 with Retry-After (a test of the batcher checks it), the
         # next is translated by the new process.
         for _ in range(100):
-            answered = httpx.post(f"{base}/v1/translate", json={"text": LINES[:1]}, timeout=60)
+            answered = httpx.post(
+                f"{base}/v1/translate", json={"text": LINES[:1], "beam": 1}, timeout=60
+            )
             if answered.status_code != 503:
                 break
             assert answered.headers["retry-after"] == "5"
             assert "model process stopped" in answered.json()["error"]
         assert answered.status_code == 200
-        assert answered.json()["translations"] == [alone(loaded, LINES[0])]
+        assert answered.json()["translations"] == [alone(served, LINES[0], beam=1)]
         [replacement] = model_processes(server)
         assert replacement != worker
     finally:
         stop(server)
+    said = server.stderr.read()
+    assert said.count("searches with CTranslate2 (float32") == 2, said  # both model processes
     # The server killed outright (SIGKILL) cannot stop its model process: it must go by itself.
     for _ in range(100):
         if not Path(f"/proc/{replacement}").exists():
@@ -832,7 +875,7 @@ CHROMIUM = next(
 @pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (.ci/run installs it)")
 def test_the_page_translates_in_a_real_browser(checkpoint_path, loaded, tmp_path):
     playwright = pytest.importorskip("playwright.sync_api")
-    server, base = start_server(checkpoint_path)
+    server, base = start_server(checkpoint_path, "--engine", "pytorch")
     try:
         with playwright.sync_playwright() as driver:
             browser = driver.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])

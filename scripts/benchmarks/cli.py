@@ -28,7 +28,7 @@ SUMMARIES = {
     "data": "the data path's speed and memory as the corpus grows",
     "report": "the GPU figures in one capped run (make gpu-report), and the docs filled from it",
 }
-SERVE_MODES = ("continuous", "unbatched", "libretranslate")
+SERVE_MODES = ("continuous", "unbatched", "libretranslate", "pytorch")
 PROBES = ("fairness", "cancellation", "event-loop")
 
 

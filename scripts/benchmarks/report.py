@@ -386,7 +386,8 @@ def probe_ctranslate2(checkpoint: str, device: str) -> dict:
     try:
         import ctranslate2
 
-        from translate.export.ctranslate2 import COMPUTE_TYPES, export_ctranslate2
+        from translate.decode.ctranslate2_model import COMPUTE_TYPES
+        from translate.export.ctranslate2 import export_ctranslate2
 
         with tempfile.TemporaryDirectory() as tmp:
             directory = export_ctranslate2(Path(checkpoint), Path(tmp) / "ct2")

@@ -4,7 +4,8 @@ Load: closed-loop clients over loopback, each a coroutine with an httpx client o
 one test-split sentence a request and the next as soon as the answer comes, for `--seconds` a
 level of `--clients`; the clients take the sentences in one shuffled order of the whole split
 (seed 0), so that the few hundred a level reaches are a fair sample. Modes: `continuous`
-(translate-serve's defaults: requests join the running search between two steps), `unbatched`
+(translate-serve's defaults: requests join the running search between two steps; on the CPU its
+engine is CTranslate2), `pytorch` (the same with `--engine pytorch`), `unbatched`
 (`--batch-tokens 1`: one sentence in the search at a time) and `libretranslate`: LibreTranslate itself (PyPI, in a virtual environment of its own
 made at first use under `--libretranslate-venv` by the tests' `tests/libretranslate_env.py`)
 serving the checkpoint's Argos packages offline with the checkpoint's beam; with
@@ -54,6 +55,7 @@ from translate.serve.schema import NATIVE_TRANSLATE
 
 MODES = {
     "continuous": [],
+    "pytorch": ["--engine", "pytorch"],
     "unbatched": ["--batch-tokens", "1"],
     "libretranslate": None,
 }

@@ -56,11 +56,11 @@ from benchmarks.harness import (
     table,
     test_split,
 )
+from translate.decode.ctranslate2_model import COMPUTE_TYPES
 from translate.decode.device import autocast
 from translate.decode.loaded_model import LoadedModel, load_model
 from translate.decode.pipeline import BATCH_TOKENS, length_batches, translate_lines, translate_nbest
 from translate.decode.settings import SearchSettings
-from translate.export.ctranslate2 import COMPUTE_TYPES
 from translate.model.quantize import linear_bytes
 from translate.score.metrics import corpus_scores
 from translate.text.vocab import EOS_ID, PAD_ID

@@ -224,13 +224,12 @@ def handed_back_note(prog: str, loaded) -> None:
     """Where CTranslate2 searched and handed sentences back to the PyTorch search, how many and
     why, on stderr."""
     engine = loaded.ctranslate2
-    if engine is None or not engine.reasons.handed_back:
+    if engine is None or not engine.counts.handed_back:
         return
-    reasons = engine.reasons
+    counts = engine.counts
     print(
-        f"{prog}: CTranslate2 answered {reasons.answered:,} sentences; {reasons.handed_back:,} "
-        f"went to the PyTorch search ({reasons.spans:,} with a protected span not written once, "
-        f"{reasons.limit:,} at their length limit)",
+        f"{prog}: CTranslate2 answered {counts.answered:,} sentences; {counts.handed_back:,} went "
+        "to the PyTorch search, CTranslate2 not writing their protected spans once each",
         file=sys.stderr,
     )
 

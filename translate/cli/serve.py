@@ -25,6 +25,7 @@ import sys
 
 from translate.cli.common import (
     add_checkpoint_argument,
+    add_engine_arguments,
     add_output_arguments,
     add_quantize_argument,
     resolve_device,
@@ -154,8 +155,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="where to translate (default: auto, CUDA where torch sees a GPU)",
     )
     add_quantize_argument(parser)
+    add_engine_arguments(parser, default="auto")
     add_output_arguments(parser)
-    parser.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
+    parser.add_argument(
+        "--threads", type=int, default=None, help="CPU threads for torch and CTranslate2"
+    )
     return parser
 
 
@@ -210,7 +214,7 @@ def serve(args: argparse.Namespace) -> int:
 
     from translate.decode.device import set_threads
     from translate.decode.loaded_model import load_model
-    from translate.decode.settings import Budget, SearchSettings
+    from translate.decode.settings import Budget, EngineChoice, SearchSettings
     from translate.files import file_digest
     from translate.model.quantize import quantization_available
     from translate.serve.app import DrainingServer, ServeSettings, create_app
@@ -251,7 +255,10 @@ def serve(args: argparse.Namespace) -> int:
             restrict_to_target=args.restrict_target,
         ),
     )
-    model_process = ModelSettings(args.checkpoint, str(device), args.quantize, args.threads, budget)
+    engine = EngineChoice(args.engine, args.quantize, args.engine_cache)
+    model_process = ModelSettings(
+        args.checkpoint, str(device), args.quantize, args.threads, budget, engine
+    )
     app = create_app(loaded, settings, model_process)
     print(
         f"translate-serve: {args.checkpoint} on {device}; http://{args.host}:{args.port}/ "

@@ -97,7 +97,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="reference translations, one line per input line: print BLEU and chrF of the "
         "1-best output with their signatures on stderr",
     )
-    parser.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
+    parser.add_argument(
+        "--threads", type=int, default=None, help="CPU threads for torch and CTranslate2"
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bar and no prompt")
     return parser
 

@@ -5,25 +5,31 @@ for that search to answer.
 How our settings map onto `Translator.translate_batch`, one to one:
 - the beam is `beam_size`; beam 1 is its greedy search, as ours;
 - the length penalty: CTranslate2 normalizes by `length ** penalty`, not GNMT's
-  `((5 + length) / 6) ** alpha`, so it searches at penalty 0 (raw log-probabilities, which are
-  ours: EOS included) and returns all `beam` hypotheses, which are ranked here by GNMT;
-- the output limit: each sentence's own (`steps.output_lengths`); a call decodes up to its
-  longest sentence's, and a sentence whose best hypothesis did not end by EOS within its own
-  limit is handed back (`Reasons.limit`), since ours forces EOS there;
+  `((5 + length) / 6) ** alpha`, so it searches at penalty 0 (raw log-probabilities, EOS
+  included, as ours) and returns all `beam` hypotheses, which are ranked here by GNMT, each
+  sentence by its own alpha;
+- the output limit: each sentence's own (`steps.output_limits`); a call decodes up to its
+  longest sentence's, and a hypothesis that runs past its sentence's is cut there, where ours
+  ends it by EOS (greedy search writes the same tokens up to it);
 - ids never produced (PAD, BOS, a many-to-many model's tags, digits outside the sentinels),
-  tokens outside `--restrict-target`'s shortlist, and the sentinels a source does not hold are
-  `suppress_sequences` of one token (sentences owing different sentinels go in separate calls);
+  tokens outside `--restrict-target`'s shortlist, and the sentinels no sentence of the call
+  holds are `suppress_sequences` of one token (the sentences that hold sentinels go in a call of
+  their own);
 - the target tag a decoder starts from is the call's target prefix (the converted model starts
   from it; `ctranslate2_model.ctranslate2_spec`).
 
 What it cannot hold inside its search is our rule that each sentinel of a source is written
-exactly once (`steps.SentinelRule`): every hypothesis is checked after, the best one that keeps
-the rule is taken, and a sentence none of whose hypotheses keeps it is handed back
-(`Reasons.spans`).
+exactly once (`steps.SentinelRule`): every hypothesis is checked after, the best ones that keep
+the rule are taken, and a sentence with fewer than `n_best` that keep it is handed back
+(`Counts.handed_back`).
 
-Where the answers still differ from ours is beam search's stopping rule: CTranslate2 stops a
-sentence once its best candidate ends (and `beam` have ended), ours once no live hypothesis can
-beat the `beam`-th finished one at its length penalty; at alpha 0 the two agree.
+Where the answers still differ from ours:
+- beam search's stopping rule: CTranslate2 stops a sentence once its best candidate ends (and
+  `beam` have ended), ours once no live hypothesis can beat the `beam`-th finished one at its
+  length penalty; at alpha 0 the two agree;
+- scores: CTranslate2's log-probabilities are normalized over the tokens it may write (the
+  suppressed ones left out), ours over the whole vocabulary, so its are the same or higher; a
+  hypothesis cut at its limit keeps the score of all it wrote.
 """
 
 from __future__ import annotations
@@ -33,10 +39,8 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
-
 from translate.decode.settings import SearchPlan
-from translate.decode.steps import NEVER_GENERATED, Hypothesis, length_penalty, output_lengths
+from translate.decode.steps import NEVER_GENERATED, Hypothesis, length_penalty, output_limits
 from translate.errors import UsageError
 from translate.text.vocab import BOS_ID, EOS_ID, Vocabularies
 
@@ -58,24 +62,22 @@ def require_ctranslate2():
 
 
 @dataclass
-class Reasons:
-    """Sentences answered by CTranslate2, and those handed back to the PyTorch search, by why."""
+class Counts:
+    """Sentences answered by CTranslate2, and those handed back to the PyTorch search (too few of
+    their hypotheses wrote each sentinel exactly once)."""
 
     answered: int = 0
-    spans: int = 0  # no hypothesis wrote each of its sentinels exactly once
-    limit: int = 0  # its best hypothesis reached its length limit
-
-    @property
-    def handed_back(self) -> int:
-        return self.spans + self.limit
+    handed_back: int = 0
 
 
 @dataclass
 class _Sentence:
+    position: int  # in the call's sources
     key: Hashable
     source: list[str]  # pieces, without EOS
     start: str  # the decoder's first token: BOS, or a target-language tag
     limit: int  # output tokens at most, EOS included
+    plan: SearchPlan
     owed: frozenset = frozenset()  # the sentinels (slots) its source holds
 
 
@@ -93,7 +95,7 @@ def cpu_translator(directory: Path, compute_type: str = "float32", threads: int 
 
 class CTranslate2Search:
     """A `ctranslate2.Translator` (`cpu_translator`) of a model over `vocab` with `max_positions`
-    positions, searching as `plan`s ask (`search`); `reasons` counts what it answered and handed
+    positions, searching as `plan`s ask (`search`); `counts` counts what it answered and handed
     back."""
 
     def __init__(self, translator, vocab: Vocabularies, max_positions: int) -> None:
@@ -104,43 +106,46 @@ class CTranslate2Search:
         self.target_pieces = [target.id_to_piece(i) for i in range(len(vocab.target))]
         self.target_ids = {piece: i for i, piece in enumerate(self.target_pieces)}
         self.end = self.target_pieces[EOS_ID]
-        self.reasons = Reasons()
+        self.counts = Counts()
         self._writes: dict[int, int] = {}  # the current plan's: sentinel target id -> its slot
 
     def search(
         self,
         keys: Sequence[Hashable],
         sources: Sequence[Sequence[int]],
-        plan: SearchPlan,
-        start: int | None = None,
+        plans: Sequence[SearchPlan],
+        starts: Sequence[int | None],
     ) -> tuple[list[tuple[Hashable, list[Hypothesis]]], list[int]]:
-        """Each sentence (source ids with EOS and any source tag; `start` the decoder's first
-        token in place of BOS) searched as `plan` asks: the answers, (key, the `n_best` best
-        hypotheses), and the positions in `sources` of the sentences handed back."""
-        lengths = torch.tensor([len(ids) for ids in sources], dtype=torch.long)
-        limits = output_lengths(lengths, plan.max_len_a, plan.max_len_b, self.max_positions)
+        """Each sentence (source ids with EOS and any source tag) searched as its plan asks, from
+        its start (the decoder's first token in place of BOS; None: BOS); the plans share one lane
+        (`SearchPlan.lane`). The answers, (key, the `n_best` best hypotheses), and the positions
+        in `sources` of the sentences handed back."""
+        lane = plans[0]
+        limits = output_limits([len(ids) for ids in sources], plans, self.max_positions)
         slot_of, self._writes = {}, {}
-        if plan.sentinels is not None:
-            slot_of = dict(zip(plan.sentinels.source, range(len(plan.sentinels.source))))
-            self._writes = dict(zip(plan.sentinels.target, plan.sentinels.target_slot))
-        first = self.target_pieces[BOS_ID if start is None else start]
-        groups: dict[bool, list[int]] = defaultdict(list)
-        sentences = []
-        for position, (key, ids, limit) in enumerate(zip(keys, sources, limits.tolist())):
+        if lane.sentinels is not None:
+            slot_of = dict(zip(lane.sentinels.source, range(len(lane.sentinels.source))))
+            self._writes = dict(zip(lane.sentinels.target, lane.sentinels.target_slot))
+        # One call for the sentences that owe no sentinel and one for those that do, a shortlist
+        # each: the tokens suppressed are the call's.
+        groups: dict[tuple, list[_Sentence]] = defaultdict(list)
+        for position, (key, ids, plan, start, limit) in enumerate(
+            zip(keys, sources, plans, starts, limits.tolist())
+        ):
             owed = frozenset(slot_of[i] for i in ids if i in slot_of)
             pieces = [self.source_pieces[i] for i in ids[:-1]]  # CTranslate2 appends EOS
-            sentences.append(_Sentence(key, pieces, first, limit, owed))
-            groups[bool(owed)].append(position)
+            first = self.target_pieces[BOS_ID if start is None else start]
+            sentence = _Sentence(position, key, pieces, first, limit, plan, owed)
+            groups[bool(owed), id(plan.allowed_tokens)].append(sentence)
         answers, handed_back = [], []
-        for members in groups.values():
-            found = self._translate([sentences[p] for p in members], plan)
-            for position, hypotheses in zip(members, found):
+        for group in groups.values():
+            for sentence, hypotheses in zip(group, self._translate(group)):
                 if hypotheses is None:
-                    handed_back.append(position)
+                    handed_back.append(sentence.position)
                 else:
-                    answers.append((sentences[position].key, hypotheses))
-        self.reasons.answered += len(answers)
-        return answers, handed_back
+                    answers.append((sentence.key, hypotheses))
+        self.counts.answered += len(answers)
+        return answers, sorted(handed_back)
 
     def _suppressed(self, plan: SearchPlan, owed: frozenset) -> list[list[str]]:
         """The one-token sequences CTranslate2 must never write for sentences owing at most the
@@ -156,10 +161,10 @@ class CTranslate2Search:
             never |= set((~plan.allowed_tokens.cpu()).nonzero()[:, 0].tolist())
         return [[self.target_pieces[i]] for i in sorted(never)]
 
-    def _translate(
-        self, sentences: list[_Sentence], plan: SearchPlan
-    ) -> list[list[Hypothesis] | None]:
-        """Per sentence, its `n_best` hypotheses, or None where it is handed back."""
+    def _translate(self, sentences: list[_Sentence]) -> list[list[Hypothesis] | None]:
+        """Per sentence (of one lane and shortlist), its `n_best` hypotheses, or None where it is
+        handed back."""
+        plan = sentences[0].plan
         owed = frozenset().union(*(s.owed for s in sentences))
         results = self.translator.translate_batch(
             [s.source for s in sentences],
@@ -172,37 +177,27 @@ class CTranslate2Search:
             return_end_token=True,
             suppress_sequences=self._suppressed(plan, owed) or None,
         )
-        return [self._chosen(s, r.hypotheses, r.scores, plan) for s, r in zip(sentences, results)]
+        return [self._chosen(s, r.hypotheses, r.scores) for s, r in zip(sentences, results)]
 
     def _chosen(
-        self, sentence: _Sentence, pieces: list[list[str]], scores: list[float], plan: SearchPlan
+        self, sentence: _Sentence, pieces: list[list[str]], scores: list[float]
     ) -> list[Hypothesis] | None:
-        """A sentence's `n_best` best hypotheses by GNMT that end within its limit and keep the
-        sentinel rule (greedy search's cut at the limit, where ours ends it), or None, counted by
-        reason, where its best does not end within its limit (beam search), or fewer than
+        """A sentence's `n_best` best hypotheses by GNMT that keep the sentinel rule, each cut at
+        its limit where it runs past it (ours ends there), or None, counted, where fewer than
         `n_best` keep the rule."""
+        plan = sentence.plan
         ranked = []
         for tokens, log_prob in zip(pieces, scores):
             ended = bool(tokens) and tokens[-1] == self.end
             ids = [self.target_ids[p] for p in (tokens[:-1] if ended else tokens)]
-            within = ended and len(ids) < sentence.limit
-            if plan.beam == 1 and not within:
-                ids, within = ids[: sentence.limit - 1], True  # what ours writes before its EOS
+            ids = ids[: sentence.limit - 1]  # what ours writes before the EOS of its limit
             score = log_prob / length_penalty(len(ids) + 1, plan.length_penalty)
-            ranked.append((within, Hypothesis(ids, score, log_prob)))
-        ranked.sort(key=lambda h: -h[1].score)
-        if not ranked or not ranked[0][0]:
-            self.reasons.limit += 1
-            return None
-        kept = [
-            hypothesis
-            for within, hypothesis in ranked
-            if within and self._keeps_sentinels(hypothesis.tokens, sentence.owed)
-        ]
+            ranked.append(Hypothesis(ids, score, log_prob))
+        kept = [h for h in ranked if self._keeps_sentinels(h.tokens, sentence.owed)]
         if len(kept) < plan.n_best:
-            self.reasons.spans += 1
+            self.counts.handed_back += 1
             return None
-        return kept[: plan.n_best]
+        return sorted(kept, key=lambda h: -h.score)[: plan.n_best]
 
     def _keeps_sentinels(self, ids: list[int], owed: frozenset) -> bool:
         """Whether `ids` write each sentinel of `owed` exactly once, and no other."""

@@ -60,6 +60,7 @@ class LoadedModel:
     tie_choice: TieChoice | None = None  # the tie trained and what chose it (older: None)
     # The CTranslate2 engine where chosen (`engine.choose_engine`); None: the PyTorch search.
     ctranslate2: CTranslate2Search | None = field(default=None, compare=False)
+    engine: str = "the PyTorch search"  # the engine searching, and why (`choose_engine`)
     _data: tuple[str | None, RunData] | None = field(
         default=None, init=False, repr=False, compare=False
     )

@@ -46,7 +46,7 @@ from translate.decode.steps import (
     greedy_extensions,
     length_penalties,
     length_penalty,
-    output_lengths,
+    output_limits,
     sentinel_rule,
     token_bias,
 )
@@ -411,20 +411,9 @@ class Search:
         return count
 
     def _limits(self, lengths: Sequence[int], plans: Sequence[SearchPlan]) -> Tensor:
-        """Each sentence's output length limit under its plan's rule, from its source length (EOS
-        and tags included), on the CPU: what joins the search and what the budget counts."""
-        positions = self.model.cfg.max_positions
-        source = torch.tensor(lengths, dtype=torch.long)
-        rules = {(plan.max_len_a, plan.max_len_b) for plan in plans}
-        if len(rules) == 1:
-            return output_lengths(source, *rules.pop(), positions)
-        limits = torch.empty(len(plans), dtype=torch.long)
-        for rule in rules:
-            index = torch.tensor(
-                [i for i, plan in enumerate(plans) if (plan.max_len_a, plan.max_len_b) == rule]
-            )
-            limits[index] = output_lengths(source[index], *rule, positions)
-        return limits
+        """Each sentence's output length limit (`output_limits`): what joins the search and
+        what the budget counts."""
+        return output_limits(lengths, plans, self.model.cfg.max_positions)
 
     def _merge_cheapest(self) -> None:
         """Two neighbouring cohorts as one: the pair whose younger rows gain the fewest padded

@@ -37,6 +37,22 @@ def output_lengths(src_lengths: Tensor, max_len_a: float, max_len_b: int, limit:
     return (src_lengths * max_len_a + max_len_b).long().clamp(min=1, max=limit)
 
 
+def output_limits(lengths: Sequence[int], plans: Sequence, positions: int) -> Tensor:
+    """Each sentence's output length limit under its plan's rule (`SearchPlan.max_len_a`,
+    `max_len_b`; `output_lengths`), from its source length (EOS and tags included), on the CPU."""
+    source = torch.tensor(lengths, dtype=torch.long)
+    rules = {(plan.max_len_a, plan.max_len_b) for plan in plans}
+    if len(rules) == 1:
+        return output_lengths(source, *rules.pop(), positions)
+    limits = torch.empty(len(plans), dtype=torch.long)
+    for rule in rules:
+        index = torch.tensor(
+            [i for i, plan in enumerate(plans) if (plan.max_len_a, plan.max_len_b) == rule]
+        )
+        limits[index] = output_lengths(source[index], *rule, positions)
+    return limits
+
+
 def length_penalty(length: int, alpha: float) -> float:
     """GNMT's `((5 + length) / 6) ** alpha` (Wu et al. 2016); `length` counts the output
     tokens including the final EOS.  alpha 0 gives 1: the raw sum of log-probabilities."""

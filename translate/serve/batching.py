@@ -159,8 +159,11 @@ class ContinuousBatcher:
             if isinstance(answer, _Gone):
                 live.engine.stop()
             return
-        if live.watch.heard_from(answer) and self._restarts.restarting:
-            log.warning("the model process (pid %s) has loaded: translating again", live.pid)
+        if live.watch.heard_from(answer):
+            if self._restarts.restarting:
+                log.warning("the model process (pid %s) has loaded: translating again", live.pid)
+            if answer.engine:
+                log.warning("the model (pid %s) searches with %s", live.pid, answer.engine)
         if isinstance(answer, _Gone):
             self._gone(live, answer.cause)
             return

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from translate.decode import pipeline
+from translate.decode.engine import CTranslate2Lane
 from translate.decode.loaded_model import LoadedModel
 from translate.decode.search import Search
 from translate.decode.settings import Budget, SearchPlan, SearchSettings
@@ -68,7 +69,9 @@ class Answer:
 @dataclass(frozen=True)
 class Loaded:
     """The model's process has loaded the model: its loop runs (the server's loading bound ends,
-    its bound on silence begins)."""
+    its bound on silence begins); `engine` says what searches, and why."""
+
+    engine: str = ""
 
 
 @dataclass(frozen=True)
@@ -108,7 +111,7 @@ class _RunningSearch:
     taken in turn (round robin), so that a request of many sentences holds another's one behind
     at most one of its own."""
 
-    search: Search
+    search: Search | CTranslate2Lane
     waiting: dict[int, deque[_Waiting]] = field(default_factory=dict)  # by request
     waited: int = 0  # steps the first waiting segment has waited
 
@@ -242,7 +245,12 @@ class EngineLoop:
     def _running_search(self, plan: SearchPlan) -> _RunningSearch:
         lane = plan.lane()
         if lane not in self.searches:
-            self.searches[lane] = _RunningSearch(Search(self.loaded.model, plan, self.budget))
+            search = (
+                Search(self.loaded.model, plan, self.budget)
+                if self.loaded.ctranslate2 is None
+                else CTranslate2Lane(self.loaded, plan, self.budget)
+            )
+            self.searches[lane] = _RunningSearch(search)
         return self.searches[lane]
 
     def _join(self, running: _RunningSearch) -> None:
@@ -304,7 +312,7 @@ def run_engine(
         said = time.monotonic()
 
     if heartbeat is not None:
-        say(Loaded())
+        say(Loaded(engine.loaded.engine))
     while True:
         block = not engine.busy
         while True:

@@ -19,7 +19,7 @@ import threading
 from dataclasses import dataclass
 from multiprocessing import get_context
 
-from translate.decode.settings import Budget
+from translate.decode.settings import Budget, EngineChoice
 from translate.parent_watch import exit_with_parent
 from translate.serve.engine_loop import Failed
 from translate.serve.supervision import (
@@ -41,16 +41,21 @@ class ModelSettings:
     quantize: str
     threads: int | None
     budget: Budget
+    engine: EngineChoice = EngineChoice()
 
     def load(self):
-        """The loaded, in the process that runs it."""
+        """The loaded, with its engine chosen (`engine.choose_engine`), in the process that runs
+        it."""
         import torch
 
+        from translate.decode.engine import choose_engine
         from translate.decode.loaded_model import load_model
 
         if self.threads:
             torch.set_num_threads(self.threads)
-        return load_model(self.checkpoint, torch.device(self.device), quantize=self.quantize)
+        loaded = load_model(self.checkpoint, torch.device(self.device), quantize=self.quantize)
+        choose_engine(loaded, self.engine, self.device)
+        return loaded
 
 
 def _as_model_process() -> None:
