@@ -2,7 +2,8 @@
 
 systems: the test split translated by
   - ours: `translate_nbest`, what translate-cli runs (tokenize, search, detokenize), in a process
-    set up as translate-cli's; ours-unpacked: plain `nn.Linear` layers (what packing the
+    set up as translate-cli's; ours-ctranslate2: the same with `--engine ctranslate2` (in this
+    process, as translate-cli runs it); ours-unpacked: plain `nn.Linear` layers (what packing the
     weights gains); ours-int8: `--quantize int8`; ours-int8-unfused: int8 with each
     feed-forward ReLU a pass of its own (plain `quantize_dynamic`: what the fusion gains);
   - transformers: `generate` on the exported model, `do_sample=False`;
@@ -58,15 +59,17 @@ from benchmarks.harness import (
 )
 from translate.decode.ctranslate2_model import COMPUTE_TYPES
 from translate.decode.device import autocast
+from translate.decode.engine import choose_engine
 from translate.decode.loaded_model import LoadedModel, load_model
 from translate.decode.pipeline import BATCH_TOKENS, length_batches, translate_lines, translate_nbest
-from translate.decode.settings import SearchSettings
+from translate.decode.settings import EngineChoice, SearchSettings
 from translate.model.quantize import linear_bytes
 from translate.score.metrics import corpus_scores
 from translate.text.vocab import EOS_ID, PAD_ID
 
 SYSTEMS = (
     "ours",
+    "ours-ctranslate2",
     "ours-unpacked",
     "transformers",
     "ctranslate2",
@@ -74,7 +77,7 @@ SYSTEMS = (
     "ours-int8-unfused",
     "ctranslate2-int8",
 )
-CPU_ONLY = {"ours-unpacked", "ours-int8", "ours-int8-unfused"}
+CPU_ONLY = {"ours-unpacked", "ours-int8", "ours-int8-unfused", "ours-ctranslate2"}
 AUTOCAST = {"ours", "ours-unpacked", "transformers"}  # int8 and CTranslate2 keep their own types
 
 
@@ -301,6 +304,10 @@ def systems(args) -> int:
         models["ours-int8-unfused"] = int8_unfused(args.checkpoint)
     settings = settings_for(args.beams, skip)
     with tempfile.TemporaryDirectory(prefix="bench-translate.") as tmp:
+        if "ours-ctranslate2" not in skip:
+            models["ours-ctranslate2"] = load_model(args.checkpoint)
+            choice = EngineChoice("ctranslate2", cache_dir=tmp)
+            choose_engine(models["ours-ctranslate2"], choice, args.device)
         runners: dict[str, Callable] = {
             name: (lambda setting, model=model: ours(model, sources, setting, batch_tokens))
             for name, model in models.items()

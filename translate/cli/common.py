@@ -221,15 +221,16 @@ def load_for_search(prog: str, args: argparse.Namespace, checkpoint: str, device
 
 
 def handed_back_note(prog: str, loaded) -> None:
-    """Where CTranslate2 searched and handed sentences back to the PyTorch search, how many and
-    why, on stderr."""
+    """Where CTranslate2 searched, how many sentences it answered, repaired and handed back to the
+    PyTorch search, on stderr."""
     engine = loaded.ctranslate2
-    if engine is None or not engine.counts.handed_back:
+    if engine is None or not (engine.counts.repaired or engine.counts.handed_back):
         return
     counts = engine.counts
     print(
-        f"{prog}: CTranslate2 answered {counts.answered:,} sentences; {counts.handed_back:,} went "
-        "to the PyTorch search, CTranslate2 not writing their protected spans once each",
+        f"{prog}: CTranslate2 answered {counts.answered:,} sentences ({counts.repaired:,} "
+        f"repaired to write their protected spans once each); {counts.handed_back:,} went to the "
+        "PyTorch search",
         file=sys.stderr,
     )
 

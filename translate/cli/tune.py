@@ -18,6 +18,7 @@ import sys
 from translate.cli.common import (
     add_checkpoint_argument,
     add_device_arguments,
+    add_engine_arguments,
     resolve_device,
     run_command,
 )
@@ -53,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--dry-run", action="store_true", help="print the table, do not write the checkpoint"
     )
     add_device_arguments(parser)
+    add_engine_arguments(parser)
     return parser
 
 
@@ -67,6 +69,7 @@ def tune(args: argparse.Namespace) -> int:
         raise UsageError(
             f"--candidates {outside[0]}: length penalties must be between {low:g} and {high:g}"
         )
+    from translate.decode.settings import EngineChoice
     from translate.decode.tuning import report, tune_checkpoint
     from translate.files import check_writable
 
@@ -84,6 +87,7 @@ def tune(args: argparse.Namespace) -> int:
             args.candidates,
             progress=lambda line: print(f"translate-tune: {line}", file=sys.stderr),
             write=not args.dry_run,
+            engine=EngineChoice(args.engine, cache_dir=args.engine_cache),
         )
     print(report(settings))
     if not args.dry_run:

@@ -61,12 +61,19 @@ def require_ctranslate2():
     return ctranslate2
 
 
+# Greedy search's repairs (`CTranslate2Search._repaired`): the alternatives asked at a token the
+# sentinel rule forbids, and the rounds of repair before a sentence is handed back.
+ALTERNATIVES = 8
+REPAIRS = 4
+
+
 @dataclass
 class Counts:
-    """Sentences answered by CTranslate2, and those handed back to the PyTorch search (too few of
-    their hypotheses wrote each sentinel exactly once)."""
+    """Sentences answered by CTranslate2 (`repaired`: of them, those whose first answer broke the
+    sentinel rule, `CTranslate2Search._repaired`), and those handed back to the PyTorch search."""
 
     answered: int = 0
+    repaired: int = 0
     handed_back: int = 0
 
 
@@ -163,9 +170,10 @@ class CTranslate2Search:
 
     def _translate(self, sentences: list[_Sentence]) -> list[list[Hypothesis] | None]:
         """Per sentence (of one lane and shortlist), its `n_best` hypotheses, or None where it is
-        handed back."""
+        handed back (counted)."""
         plan = sentences[0].plan
         owed = frozenset().union(*(s.owed for s in sentences))
+        suppressed = self._suppressed(plan, owed) or None
         results = self.translator.translate_batch(
             [s.source for s in sentences],
             target_prefix=[[s.start] for s in sentences],
@@ -175,29 +183,169 @@ class CTranslate2Search:
             max_decoding_length=max(s.limit for s in sentences),
             return_scores=True,
             return_end_token=True,
-            suppress_sequences=self._suppressed(plan, owed) or None,
+            suppress_sequences=suppressed,
         )
-        return [self._chosen(s, r.hypotheses, r.scores) for s, r in zip(sentences, results)]
+        found = [self._chosen(s, r.hypotheses, r.scores) for s, r in zip(sentences, results)]
+        broken = [i for i, hypotheses in enumerate(found) if hypotheses is None]
+        if broken and plan.n_best == 1:
+            firsts = [self._best(sentences[i], results[i]) for i in broken]
+            for i, hypothesis in zip(
+                broken, self._repaired([sentences[i] for i in broken], firsts, suppressed)
+            ):
+                found[i] = None if hypothesis is None else [hypothesis]
+        self.counts.handed_back += sum(hypotheses is None for hypotheses in found)
+        return found
+
+    def _best(self, sentence: _Sentence, result) -> Hypothesis:
+        """A call's best hypothesis for `sentence` by GNMT, whatever the sentinel rule."""
+        ranked = [
+            self._hypothesis(sentence, tokens, log_prob)
+            for tokens, log_prob in zip(result.hypotheses, result.scores)
+        ]
+        return max(ranked, key=lambda h: h.score)
+
+    def _hypothesis(self, sentence: _Sentence, tokens: list[str], log_prob: float) -> Hypothesis:
+        """CTranslate2's pieces (an end token included or not) as a hypothesis of `sentence`,
+        cut at its limit where it runs past it (what ours writes before the EOS of its limit)."""
+        ended = bool(tokens) and tokens[-1] == self.end
+        ids = [self.target_ids[p] for p in (tokens[:-1] if ended else tokens)]
+        ids = ids[: sentence.limit - 1]
+        score = log_prob / length_penalty(len(ids) + 1, sentence.plan.length_penalty)
+        return Hypothesis(ids, score, log_prob)
 
     def _chosen(
         self, sentence: _Sentence, pieces: list[list[str]], scores: list[float]
     ) -> list[Hypothesis] | None:
         """A sentence's `n_best` best hypotheses by GNMT that keep the sentinel rule, each cut at
-        its limit where it runs past it (ours ends there), or None, counted, where fewer than
-        `n_best` keep the rule."""
-        plan = sentence.plan
-        ranked = []
-        for tokens, log_prob in zip(pieces, scores):
-            ended = bool(tokens) and tokens[-1] == self.end
-            ids = [self.target_ids[p] for p in (tokens[:-1] if ended else tokens)]
-            ids = ids[: sentence.limit - 1]  # what ours writes before the EOS of its limit
-            score = log_prob / length_penalty(len(ids) + 1, plan.length_penalty)
-            ranked.append(Hypothesis(ids, score, log_prob))
+        its limit where it runs past it (ours ends there), or None where fewer than `n_best`
+        keep the rule."""
+        ranked = [self._hypothesis(sentence, tokens, lp) for tokens, lp in zip(pieces, scores)]
         kept = [h for h in ranked if self._keeps_sentinels(h.tokens, sentence.owed)]
-        if len(kept) < plan.n_best:
-            self.counts.handed_back += 1
+        if len(kept) < sentence.plan.n_best:
             return None
-        return sorted(kept, key=lambda h: -h.score)[: plan.n_best]
+        return sorted(kept, key=lambda h: -h.score)[: sentence.plan.n_best]
+
+    def _repaired(
+        self, sentences: list[_Sentence], found: list[Hypothesis], suppressed
+    ) -> list[Hypothesis | None]:
+        """Greedy search under the sentinel rule, as ours searches, for sentences whose greedy
+        output (`found`) breaks it: at the first token the rule forbids, CTranslate2 gives the
+        `ALTERNATIVES` most probable tokens after the same prefix (`return_alternatives`, one
+        step); the most probable one the rule allows is ours' choice, greedy search goes on from
+        it (one call for all the sentences), and the rest is checked again, up to `REPAIRS`
+        times; None where no alternative is allowed or the rounds run out. The log-probabilities
+        of those repaired are scored over the whole vocabulary, as ours."""
+        done: list[Hypothesis | None] = [None] * len(sentences)
+        pending = dict(enumerate(found))
+        for round_ in range(REPAIRS + 1):
+            broken = {}
+            for i, hypothesis in pending.items():
+                at = self._first_forbidden(sentences[i], hypothesis.tokens)
+                if at is None:
+                    done[i] = hypothesis
+                else:
+                    broken[i] = hypothesis.tokens[:at]
+            if not broken or round_ == REPAIRS:
+                break
+            pending, going_on = {}, {}
+            for i, prefix in broken.items():
+                allowed = self._allowed_next(sentences[i], prefix, suppressed)
+                if allowed is not None and allowed[-1:] == [EOS_ID]:
+                    pending[i] = Hypothesis(prefix, 0.0, 0.0)
+                elif allowed is not None:
+                    going_on[i] = allowed
+            results = self._continued(
+                [sentences[i] for i in going_on], going_on.values(), suppressed
+            )
+            for i, hypothesis in zip(going_on, results):
+                pending[i] = hypothesis
+        repaired = [h is not None and h is not found[i] for i, h in enumerate(done)]
+        self.counts.repaired += sum(repaired)
+        return self._rescored(sentences, done, repaired)
+
+    def _allowed_next(self, sentence: _Sentence, prefix: list[int], suppressed) -> list[int] | None:
+        """`prefix` and the most probable token after it that the rule allows (EOS too), or
+        None where none of the `ALTERNATIVES` most probable is."""
+        [result] = self.translator.translate_batch(
+            [sentence.source],
+            target_prefix=[[sentence.start] + [self.target_pieces[t] for t in prefix]],
+            beam_size=1,
+            num_hypotheses=ALTERNATIVES,
+            return_alternatives=True,
+            max_decoding_length=len(prefix) + 1,
+            return_end_token=True,
+            suppress_sequences=suppressed,
+        )
+        at = len(prefix)
+        for tokens in result.hypotheses:
+            ended = bool(tokens) and tokens[-1] == self.end
+            ids = prefix if ended else [self.target_ids[p] for p in tokens][: at + 1]
+            if self._first_forbidden(sentence, ids, at) != at:
+                return [*prefix, EOS_ID] if ended else ids
+        return None
+
+    def _continued(self, sentences: list[_Sentence], prefixes, suppressed) -> list[Hypothesis]:
+        """Greedy search from each sentence's prefix, in one call."""
+        if not sentences:
+            return []
+        results = self.translator.translate_batch(
+            [s.source for s in sentences],
+            target_prefix=[
+                [s.start] + [self.target_pieces[t] for t in prefix]
+                for s, prefix in zip(sentences, prefixes)
+            ],
+            beam_size=sentences[0].plan.beam,
+            length_penalty=0.0,
+            max_decoding_length=max(s.limit for s in sentences),
+            return_scores=True,
+            return_end_token=True,
+            suppress_sequences=suppressed,
+        )
+        return [self._best(s, r) for s, r in zip(sentences, results)]
+
+    def _rescored(
+        self, sentences: list[_Sentence], found: list[Hypothesis | None], repaired: list[bool]
+    ) -> list[Hypothesis | None]:
+        """`found`, the log-probabilities of those `repaired` scored again over the whole
+        vocabulary (EOS included), in one call."""
+        which = [i for i, hypothesis in enumerate(found) if hypothesis is not None and repaired[i]]
+        if not which:
+            return found
+        scored = self.translator.score_batch(
+            [sentences[i].source for i in which],
+            [
+                [sentences[i].start] + [self.target_pieces[t] for t in found[i].tokens]
+                for i in which
+            ],
+        )
+        found = list(found)
+        for i, result in zip(which, scored):
+            log_prob = sum(result.log_probs)
+            alpha = sentences[i].plan.length_penalty
+            score = log_prob / length_penalty(len(found[i].tokens) + 1, alpha)
+            found[i] = Hypothesis(found[i].tokens, score, log_prob)
+        return found
+
+    def _first_forbidden(self, sentence: _Sentence, ids: list[int], start: int = 0) -> int | None:
+        """The first position from `start` where the sentinel rule (`steps.SentinelRule`) forbids
+        what `ids` (then EOS) write, or None: a sentinel the source lacks or one written
+        already, EOS while one is owed, and anything but an owed sentinel once the owed ones need
+        every token left; at the limit EOS is forced."""
+        remaining = set(sentence.owed)
+        for position, token in enumerate([*ids, EOS_ID]):
+            left = sentence.limit - position - 1  # tokens it may write before only EOS may follow
+            slot = self._writes.get(token)
+            if position >= start and left > 0:
+                if token == EOS_ID:
+                    allowed = not remaining
+                elif slot is not None:
+                    allowed = slot in remaining
+                else:
+                    allowed = len(remaining) < left
+                if not allowed:
+                    return position
+            remaining.discard(slot)
+        return None
 
     def _keeps_sentinels(self, ids: list[int], owed: frozenset) -> bool:
         """Whether `ids` write each sentinel of `owed` exactly once, and no other."""

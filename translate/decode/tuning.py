@@ -14,7 +14,7 @@ import statistics
 from collections.abc import Callable, Sequence
 
 from translate.decode.loaded_model import LoadedModel
-from translate.decode.settings import SearchSettings
+from translate.decode.settings import EngineChoice, SearchSettings
 from translate.defaults import LENGTH_PENALTY_CANDIDATES as CANDIDATES
 from translate.defaults import MIN_BREVITY_PENALTY
 from translate.model.checkpoint import ARTIFACT_KEY, SEARCH_KEY
@@ -85,13 +85,19 @@ def tune_checkpoint(
     candidates: Sequence[float] = CANDIDATES,
     progress: Callable[[str], None] | None = None,
     write: bool = True,
+    engine: EngineChoice = EngineChoice(),
 ) -> dict:
-    """Load the checkpoint at `path`, tune its length penalty on `split` and (with `write`) store
-    the result in it: what translate-tune and the end of translate-train fit do."""
+    """Load the checkpoint at `path`, tune its length penalty on `split` (searching with
+    `engine`, said to `progress` unless it is the PyTorch search asked for) and (with `write`)
+    store the result in it: what translate-tune and the end of translate-train fit do."""
+    from translate.decode.engine import choose_engine
     from translate.decode.evaluation import own_texts
     from translate.decode.loaded_model import load_model
 
     loaded = load_model(path, device)
+    why = choose_engine(loaded, engine, str(device))
+    if progress and engine.name != "pytorch":
+        progress(f"searching with {why}")
     texts = own_texts(loaded, split, sentences=sentences)
     settings = tune_length_penalty(loaded, texts, beam, candidates, progress=progress)
     if write:
