@@ -110,27 +110,36 @@ def test_lines_whose_spans_ctranslate2_does_not_keep_are_repaired_or_searched_by
 
 
 class FakeTranslator:
-    """`translate_batch` answering each source with the hypotheses (pieces, log-prob) given for
-    its first piece: the first search's (`answers`), the alternatives after a prefix
-    (`alternatives`) and the search on from one (`continuations`); `score_batch` scores every
-    token -0.5. It records the calls' keyword arguments."""
+    """`translate_batch` answering each source by its first piece: with the hypotheses (pieces,
+    log-prob) of the first search (`answers`) or of the search on from a prefix
+    (`continuations`), or with the logits of the step after a prefix (`next_logits`: piece ->
+    logit, -inf for every other); `score_batch` scores every token -0.5. It records the calls'
+    keyword arguments."""
 
-    def __init__(self, answers, alternatives, continuations):
-        self.tables = {"search": answers, "alternatives": alternatives, "on": continuations}
-        self.calls = []
+    def __init__(self, vocab, answers, next_logits, continuations):
+        self.vocab, self.calls = vocab, []
+        self.answers, self.next_logits, self.continuations = answers, next_logits, continuations
 
     def translate_batch(self, sources, target_prefix, **options):
         self.calls.append(options)
-        if options.get("return_alternatives"):
-            table = self.tables["alternatives"]
-        else:
-            table = self.tables["on" if len(target_prefix[0]) > 1 else "search"]
+        if options.get("return_logits_vocab"):  # a step's logits for each prefix token, and one
+            return [
+                SimpleNamespace(logits=[[self._logits(s[0])] * len(prefix)])
+                for s, prefix in zip(sources, target_prefix)
+            ]
+        table = self.continuations if len(target_prefix[0]) > 1 else self.answers
         return [
             SimpleNamespace(
                 hypotheses=[h for h, _ in table[s[0]]], scores=[lp for _, lp in table[s[0]]]
             )
             for s in sources
         ]
+
+    def _logits(self, first: str) -> list[float]:
+        logits = [float("-inf")] * len(self.vocab.target)
+        for piece, logit in self.next_logits[first].items():
+            logits[self.vocab.target.processor.piece_to_id(piece)] = logit
+        return logits
 
     def score_batch(self, sources, targets):
         return [SimpleNamespace(log_probs=[-0.5] * len(target)) for target in targets]
@@ -146,14 +155,15 @@ def test_the_best_hypothesis_that_keeps_each_sentinel_once_is_taken_or_repaired(
     x, y = (vocab.target.processor.id_to_piece(i) for i in (100, 101))
     a, b, c, d = (vocab.source.processor.id_to_piece(i) for i in (100, 101, 102, 103))
     fake = FakeTranslator(
+        vocab,
         {
             a: [([x, one, one, "</s>"], -1.0), ([y, one, "</s>"], -2.0)],  # repeats
             b: [([x, "</s>"], -1.0), ([y, "</s>"], -2.0)],  # drops it: repaired
             c: [([x] * 30 + [one], -0.5), ([y, one, "</s>"], -2.0)],  # best runs past its limit
             d: [([x, "</s>"], -1.0)],  # drops it, and no alternative writes it: handed back
         },
-        # after [x]: the end first (forbidden while ⦅1⦆ is owed), then ⦅1⦆, then ⦅2⦆
-        {b: [([x, "</s>"], -0.1), ([x, one], -0.2)], d: [([x, "</s>"], -0.1), ([x, two], -0.3)]},
+        # after [x]: the end first (forbidden while ⦅1⦆ is owed), then ⦅1⦆; for d ⦅2⦆ (not owed)
+        {b: {"</s>": 0.0, one: -1.0}, d: {"</s>": 0.0, two: -1.0}},
         {b: [([x, one, "</s>"], -0.4)]},
     )
     engine = CTranslate2Search(fake, vocab, loaded.model.cfg.max_positions)

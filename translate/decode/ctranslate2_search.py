@@ -61,9 +61,7 @@ def require_ctranslate2():
     return ctranslate2
 
 
-# Greedy search's repairs (`CTranslate2Search._repaired`): the alternatives asked at a token the
-# sentinel rule forbids, and the rounds of repair before a sentence is handed back.
-ALTERNATIVES = 8
+# The rounds of repair (`CTranslate2Search._repaired`) before a sentence is handed back.
 REPAIRS = 4
 
 
@@ -230,10 +228,10 @@ class CTranslate2Search:
     ) -> list[Hypothesis | None]:
         """Greedy search under the sentinel rule, as ours searches, for sentences whose greedy
         output (`found`) breaks it: at the first token the rule forbids, CTranslate2 gives the
-        `ALTERNATIVES` most probable tokens after the same prefix (`return_alternatives`, one
-        step); the most probable one the rule allows is ours' choice, greedy search goes on from
-        it (one call for all the sentences), and the rest is checked again, up to `REPAIRS`
-        times; None where no alternative is allowed or the rounds run out. The log-probabilities
+        logits of the next step after the same prefix (`_allowed_next`); the most probable token
+        the rule allows is ours' choice, the search goes on from it (one call for all the
+        sentences), and the rest is checked again, up to `REPAIRS` times; None where the rule
+        allows no token or the rounds run out. The log-probabilities
         of those repaired are scored over the whole vocabulary, as ours."""
         done: list[Hypothesis | None] = [None] * len(sentences)
         pending = dict(enumerate(found))
@@ -248,9 +246,11 @@ class CTranslate2Search:
             if not broken or round_ == REPAIRS:
                 break
             pending, going_on = {}, {}
-            for i, prefix in broken.items():
-                allowed = self._allowed_next(sentences[i], prefix, suppressed)
-                if allowed is not None and allowed[-1:] == [EOS_ID]:
+            nexts = self._allowed_next(
+                [sentences[i] for i in broken], list(broken.values()), suppressed
+            )
+            for (i, prefix), allowed in zip(broken.items(), nexts):
+                if allowed is not None and allowed[-1] == EOS_ID:
                     pending[i] = Hypothesis(prefix, 0.0, 0.0)
                 elif allowed is not None:
                     going_on[i] = allowed
@@ -263,26 +263,48 @@ class CTranslate2Search:
         self.counts.repaired += sum(repaired)
         return self._rescored(sentences, done, repaired)
 
-    def _allowed_next(self, sentence: _Sentence, prefix: list[int], suppressed) -> list[int] | None:
-        """`prefix` and the most probable token after it that the rule allows (EOS too), or
-        None where none of the `ALTERNATIVES` most probable is."""
-        [result] = self.translator.translate_batch(
-            [sentence.source],
-            target_prefix=[[sentence.start] + [self.target_pieces[t] for t in prefix]],
+    def _allowed_next(
+        self, sentences: list[_Sentence], prefixes: list[list[int]], suppressed
+    ) -> list[list[int] | None]:
+        """Each prefix and the most probable token after it that the rule allows (EOS too), from
+        the logits CTranslate2 gives for that step (`return_logits_vocab`, one call for all the
+        sentences), or None where the rule allows none."""
+        import numpy as np  # CTranslate2's own dependency
+
+        results = self.translator.translate_batch(
+            [s.source for s in sentences],
+            target_prefix=[
+                [s.start] + [self.target_pieces[t] for t in prefix]
+                for s, prefix in zip(sentences, prefixes)
+            ],
             beam_size=1,
-            num_hypotheses=ALTERNATIVES,
-            return_alternatives=True,
-            max_decoding_length=len(prefix) + 1,
-            return_end_token=True,
+            max_decoding_length=max(len(prefix) for prefix in prefixes) + 1,
+            return_logits_vocab=True,
             suppress_sequences=suppressed,
         )
-        at = len(prefix)
-        for tokens in result.hypotheses:
-            ended = bool(tokens) and tokens[-1] == self.end
-            ids = prefix if ended else [self.target_ids[p] for p in tokens][: at + 1]
-            if self._first_forbidden(sentence, ids, at) != at:
-                return [*prefix, EOS_ID] if ended else ids
-        return None
+        chosen = []
+        for sentence, prefix, result in zip(sentences, prefixes, results):
+            logits = np.array(result.logits[0][len(prefix)], dtype=np.float32, copy=True)
+            remaining, left = self._owed_after(sentence, prefix)
+            for token, slot in self._writes.items():
+                if slot not in remaining:
+                    logits[token] = -np.inf
+            if remaining:
+                logits[EOS_ID] = -np.inf
+                if len(remaining) >= left:  # nothing but the owed sentinels fits
+                    owed = [t for t, slot in self._writes.items() if slot in remaining]
+                    kept = logits[owed]
+                    logits[:] = -np.inf
+                    logits[owed] = kept
+            token = int(logits.argmax())
+            chosen.append(None if logits[token] == -np.inf else [*prefix, token])
+        return chosen
+
+    def _owed_after(self, sentence: _Sentence, prefix: list[int]) -> tuple[set, int]:
+        """The sentinels `sentence` still owes after `prefix`, and the tokens it may write
+        before only EOS may follow."""
+        written = {self._writes.get(token) for token in prefix}
+        return set(sentence.owed) - written, sentence.limit - len(prefix) - 1
 
     def _continued(self, sentences: list[_Sentence], prefixes, suppressed) -> list[Hypothesis]:
         """Greedy search from each sentence's prefix, in one call."""
