@@ -68,7 +68,7 @@ lint: install
 # chosen as without bfloat16 instructions (TRANSLATE_CPU_BF16=0: float32 where translate-train and
 # the GPU report's dry run would otherwise take bf16). Tolerances come from the dtype, so they
 # hold on either (.ci/run runs this after make test).
-AVX2 := ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2 TRANSLATE_CPU_BF16=0
+AVX2 := ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2 CT2_FORCE_CPU_ISA=AVX2 TRANSLATE_CPU_BF16=0
 test-avx2: install
 	$(AVX2) $(BIN)/python -m pytest -q -m "numerical or slow" $(TEST_WORKERS)
 

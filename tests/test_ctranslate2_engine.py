@@ -61,6 +61,7 @@ def both_engines(path, settings, lines=LINES, cache=None):
     return ours, theirs, loaded.ctranslate2.counts
 
 
+@pytest.mark.numerical
 @pytest.mark.parametrize("model", ["copy_model", "random_model"])
 def test_greedy_search_through_ctranslate2_is_the_pytorch_search(model, request, tmp_path):
     ours, theirs, counts = both_engines(
@@ -75,6 +76,7 @@ def test_greedy_search_through_ctranslate2_is_the_pytorch_search(model, request,
         assert counts.handed_back == 0
 
 
+@pytest.mark.numerical
 def test_beam_search_at_alpha_0_is_the_pytorch_search(copy_model, tmp_path):
     settings = SearchSettings(beam=4, length_penalty=0.0)
     ours, theirs, counts = both_engines(copy_model, settings, cache=tmp_path)

@@ -86,10 +86,9 @@ def search_sentences(
     """Batches (keys, source ids with EOS) searched as `plan` asks by `loaded`'s engine; yields
     (key, hypotheses) as sentences are done. With CTranslate2, the sentences it hands back (a
     protected span not kept, a length limit reached) are searched by PyTorch after."""
-    search = Search(loaded.model, plan, Budget(batch_tokens))
     engine = loaded.ctranslate2
     if engine is None:
-        yield from search_joined(search, batches, start)
+        yield from search_joined(Search(loaded.model, plan, Budget(batch_tokens)), batches, start)
         return
     handed_back = []
     for keys, sources in batches:
@@ -97,7 +96,9 @@ def search_sentences(
         yield from answers
         if back:
             handed_back.append(([keys[i] for i in back], [sources[i] for i in back]))
-    yield from search_joined(search, handed_back, start)
+    if handed_back:
+        search = Search(loaded.model, plan, Budget(batch_tokens))
+        yield from search_joined(search, handed_back, start)
 
 
 class CTranslate2Lane:
@@ -111,6 +112,7 @@ class CTranslate2Lane:
         if loaded.ctranslate2 is None:
             raise ValueError("a CTranslate2 lane needs a model with CTranslate2 chosen")
         self.engine, self.plan, self.budget = loaded.ctranslate2, plan, budget
+        # The lane's PyTorch search (its costs, and the sentences handed back to it).
         self.pytorch = Search(loaded.model, plan, budget)
         self.waiting: list[_Added] = []
 
