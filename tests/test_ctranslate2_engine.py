@@ -207,6 +207,14 @@ def test_auto_says_which_engine_and_why(tmp_path, copy_model, monkeypatch):
     assert why.startswith("the PyTorch search") and "share_layer_attention" in why
     with pytest.raises(UsageError, match="share_layer_attention.*--engine pytorch"):
         choose_engine(load_model(shared), EngineChoice("ctranslate2"), "cpu")
+    # where no conversion can be written: auto says so and takes PyTorch; asked for, an error
+    unwritable = tmp_path / "a-file"
+    unwritable.write_text("")
+    fresh = load_model(copy_model)
+    why = choose_engine(fresh, EngineChoice("auto", cache_dir=str(unwritable / "cache")), "cpu")
+    assert why.startswith("the PyTorch search") and "--engine-cache" in why
+    with pytest.raises(UsageError, match="--engine-cache"):
+        choose_engine(fresh, EngineChoice("ctranslate2", cache_dir=str(unwritable / "c")), "cpu")
     monkeypatch.setitem(sys.modules, "ctranslate2", None)
     assert "pip install ctranslate2" in choose_engine(loaded, choice, "cpu")
     with pytest.raises(UsageError, match="pip install ctranslate2"):
