@@ -141,7 +141,7 @@ class CTranslate2Search:
             pieces = [self.source_pieces[i] for i in ids[:-1]]  # CTranslate2 appends EOS
             first = self.target_pieces[BOS_ID if start is None else start]
             sentence = _Sentence(position, key, pieces, first, limit, plan, owed)
-            groups[bool(owed), id(plan.allowed_tokens)].append(sentence)
+            groups[id(plan.allowed_tokens)].append(sentence)
         answers, handed_back = [], []
         for group in groups.values():
             for sentence, hypotheses in zip(group, self._translate(group)):
@@ -307,23 +307,34 @@ class CTranslate2Search:
         return set(sentence.owed) - written, sentence.limit - len(prefix) - 1
 
     def _continued(self, sentences: list[_Sentence], prefixes, suppressed) -> list[Hypothesis]:
-        """Greedy search from each sentence's prefix, in one call."""
-        if not sentences:
-            return []
-        results = self.translator.translate_batch(
-            [s.source for s in sentences],
-            target_prefix=[
-                [s.start] + [self.target_pieces[t] for t in prefix]
-                for s, prefix in zip(sentences, prefixes)
-            ],
-            beam_size=sentences[0].plan.beam,
-            length_penalty=0.0,
-            max_decoding_length=max(s.limit for s in sentences),
-            return_scores=True,
-            return_end_token=True,
-            suppress_sequences=suppressed,
-        )
-        return [self._best(s, r) for s, r in zip(sentences, results)]
+        """The search (greedy, or beam search ranked by GNMT) on from each sentence's prefix,
+        the sentinels it no longer owes suppressed too: one call for the sentences that owe the
+        same."""
+        prefixes = list(prefixes)
+        found: list[Hypothesis | None] = [None] * len(sentences)
+        groups: dict[frozenset, list[int]] = defaultdict(list)
+        for i, (sentence, prefix) in enumerate(zip(sentences, prefixes)):
+            groups[frozenset(self._owed_after(sentence, prefix)[0])].append(i)
+        for remaining, members in groups.items():
+            done_with = [
+                [self.target_pieces[t]] for t, k in self._writes.items() if k not in remaining
+            ]
+            results = self.translator.translate_batch(
+                [sentences[i].source for i in members],
+                target_prefix=[
+                    [sentences[i].start] + [self.target_pieces[t] for t in prefixes[i]]
+                    for i in members
+                ],
+                beam_size=sentences[members[0]].plan.beam,
+                length_penalty=0.0,
+                max_decoding_length=max(sentences[i].limit for i in members),
+                return_scores=True,
+                return_end_token=True,
+                suppress_sequences=(suppressed or []) + done_with or None,
+            )
+            for i, result in zip(members, results):
+                found[i] = self._best(sentences[i], result)
+        return found
 
     def _rescored(
         self, sentences: list[_Sentence], found: list[Hypothesis | None], repaired: list[bool]
