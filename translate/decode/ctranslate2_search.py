@@ -13,14 +13,16 @@ How our settings map onto `Translator.translate_batch`, one to one:
   ends it by EOS (greedy search writes the same tokens up to it);
 - ids never produced (PAD, BOS, a many-to-many model's tags, digits outside the sentinels),
   tokens outside `--restrict-target`'s shortlist, and the sentinels no sentence of the call
-  holds are `suppress_sequences` of one token (the sentences that hold sentinels go in a call of
-  their own);
+  holds are `suppress_sequences` of one token (one call a batch and shortlist);
 - the target tag a decoder starts from is the call's target prefix (the converted model starts
   from it; `ctranslate2_model.ctranslate2_spec`).
 
 What it cannot hold inside its search is our rule that each sentinel of a source is written
-exactly once (`steps.SentinelRule`): every hypothesis is checked after, the best ones that keep
-the rule are taken, and a sentence with fewer than `n_best` that keep it is handed back
+exactly once (`steps.SentinelRule`): every hypothesis is checked after, and the best ones that
+keep the rule are taken. Where none does, the best is repaired (`CTranslate2Search._repaired`):
+from its first token the rule forbids, the most probable allowed token there and the search on
+from it, with the sentinels no longer owed suppressed; for greedy search that is ours exactly.
+A sentence still unmended, or one of an n-best list that too few keep, is handed back
 (`Counts.handed_back`).
 
 Where the answers still differ from ours:
