@@ -257,7 +257,7 @@ class CTranslate2Search:
                 elif allowed is not None:
                     going_on[i] = allowed
             results = self._continued(
-                [sentences[i] for i in going_on], going_on.values(), suppressed
+                [sentences[i] for i in going_on], list(going_on.values()), suppressed
             )
             for i, hypothesis in zip(going_on, results):
                 pending[i] = hypothesis
@@ -286,20 +286,16 @@ class CTranslate2Search:
         )
         chosen = []
         for sentence, prefix, result in zip(sentences, prefixes, results):
-            logits = np.array(result.logits[0][len(prefix)], dtype=np.float32, copy=True)
+            logits = np.asarray(result.logits[0][len(prefix)])
             remaining, left = self._owed_after(sentence, prefix)
-            for token, slot in self._writes.items():
-                if slot not in remaining:
-                    logits[token] = -np.inf
-            if remaining:
-                logits[EOS_ID] = -np.inf
-                if len(remaining) >= left:  # nothing but the owed sentinels fits
-                    owed = [t for t, slot in self._writes.items() if slot in remaining]
-                    kept = logits[owed]
-                    logits[:] = -np.inf
-                    logits[owed] = kept
-            token = int(logits.argmax())
-            chosen.append(None if logits[token] == -np.inf else [*prefix, token])
+            best = None  # the first allowed, most probable first (ties: the lower id, as argmax)
+            for token in np.argsort(-logits, kind="stable").tolist():
+                if logits[token] == -np.inf:
+                    break
+                if self._allows(token, remaining, left):
+                    best = [*prefix, token]
+                    break
+            chosen.append(best)
         return chosen
 
     def _owed_after(self, sentence: _Sentence, prefix: list[int]) -> tuple[set, int]:
@@ -308,11 +304,12 @@ class CTranslate2Search:
         written = {self._writes.get(token) for token in prefix}
         return set(sentence.owed) - written, sentence.limit - len(prefix) - 1
 
-    def _continued(self, sentences: list[_Sentence], prefixes, suppressed) -> list[Hypothesis]:
+    def _continued(
+        self, sentences: list[_Sentence], prefixes: list[list[int]], suppressed
+    ) -> list[Hypothesis]:
         """The search (greedy, or beam search ranked by GNMT) on from each sentence's prefix,
         the sentinels it no longer owes suppressed too: one call for the sentences that owe the
         same."""
-        prefixes = list(prefixes)
         found: list[Hypothesis | None] = [None] * len(sentences)
         groups: dict[frozenset, list[int]] = defaultdict(list)
         for i, (sentence, prefix) in enumerate(zip(sentences, prefixes)):
@@ -361,26 +358,29 @@ class CTranslate2Search:
             found[i] = Hypothesis(found[i].tokens, score, log_prob)
         return found
 
-    def _first_forbidden(self, sentence: _Sentence, ids: list[int], start: int = 0) -> int | None:
-        """The first position from `start` where the sentinel rule (`steps.SentinelRule`) forbids
-        what `ids` (then EOS) write, or None: a sentinel the source lacks or one written
-        already, EOS while one is owed, and anything but an owed sentinel once the owed ones need
-        every token left; at the limit EOS is forced."""
+    def _first_forbidden(self, sentence: _Sentence, ids: list[int]) -> int | None:
+        """The first position where the sentinel rule (`steps.SentinelRule`) forbids what `ids`
+        (then EOS) write, or None."""
         remaining = set(sentence.owed)
         for position, token in enumerate([*ids, EOS_ID]):
-            left = sentence.limit - position - 1  # tokens it may write before only EOS may follow
-            slot = self._writes.get(token)
-            if position >= start and left > 0:
-                if token == EOS_ID:
-                    allowed = not remaining
-                elif slot is not None:
-                    allowed = slot in remaining
-                else:
-                    allowed = len(remaining) < left
-                if not allowed:
-                    return position
-            remaining.discard(slot)
+            if not self._allows(token, remaining, sentence.limit - position - 1):
+                return position
+            remaining.discard(self._writes.get(token))
         return None
+
+    def _allows(self, token: int, remaining: set, left: int) -> bool:
+        """Whether the sentinel rule lets a hypothesis that still owes the sentinels `remaining`,
+        and may write `left` tokens before only EOS may follow, write `token`: not a sentinel the
+        source lacks or one written already, not EOS while one is owed, nothing but an owed
+        sentinel once the owed ones need every token left; at the limit, EOS alone."""
+        if left <= 0:
+            return token == EOS_ID
+        if token == EOS_ID:
+            return not remaining
+        slot = self._writes.get(token)
+        if slot is not None:
+            return slot in remaining
+        return len(remaining) < left
 
     def _keeps_sentinels(self, ids: list[int], owed: frozenset) -> bool:
         """Whether `ids` write each sentinel of `owed` exactly once, and no other."""

@@ -131,13 +131,7 @@ class CTranslate2Lane:
         return sum((entry.cost for entry in self.waiting), self.pytorch.held)
 
     def room(self) -> Room:
-        held = self.held
-        cache = self.budget.cache_bytes
-        return Room(
-            self.budget.tokens - held.tokens,
-            None if cache is None else cache - held.cache_bytes,
-            not len(self),
-        )
+        return Room.left(self.budget, self.held, not len(self))
 
     def add(
         self,
@@ -148,9 +142,7 @@ class CTranslate2Lane:
     ) -> None:
         plans = plans or [self.plan] * len(sources)
         starts = starts or [None] * len(sources)
-        for plan in plans:
-            if plan.lane() != self.plan.lane():
-                raise ValueError(f"a sentence's plan must keep the lane {self.plan.lane()}")
+        self.plan.check_joining(plans)
         for key, ids, start, plan in zip(sentence_ids, sources, starts, plans):
             self.waiting.append(_Added(key, list(ids), start, plan, self.cost(len(ids), plan)))
 

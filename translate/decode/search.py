@@ -155,11 +155,7 @@ class Search:
     def room(self) -> Room:
         """The room the budget leaves beside the sentences held (all of it, unbounded, without
         a budget)."""
-        budget = self.budget
-        if budget is None:
-            return Room(None, None, not len(self))
-        cache = None if budget.cache_bytes is None else budget.cache_bytes - self.held.cache_bytes
-        return Room(budget.tokens - self.held.tokens, cache, not len(self))
+        return Room.left(self.budget, self.held, not len(self))
 
     @torch.inference_mode()
     def add(
@@ -176,12 +172,7 @@ class Search:
         if not sources:
             return
         plans = plans or [self.plan] * len(sources)
-        for plan in {id(plan): plan for plan in plans}.values():
-            if plan.lane() != self.plan.lane():
-                raise ValueError(
-                    f"a sentence's plan must keep the search's beam, n-best, blocked ids and "
-                    f"sentinels {self.plan.lane()}, got {plan.lane()}"
-                )
+        self.plan.check_joining(plans)
         count = self._add(sentence_ids, sources, starts, plans)
         rows = count * self.beam
         self.history = torch.cat(
@@ -539,6 +530,14 @@ class Room:
     tokens: int | None
     cache_bytes: int | None
     empty: bool
+
+    @classmethod
+    def left(cls, budget: Budget | None, held: Cost, empty: bool) -> Room:
+        """What `budget` leaves beside what is `held` (all of it, unbounded, without a budget)."""
+        if budget is None:
+            return cls(None, None, empty)
+        cache = None if budget.cache_bytes is None else budget.cache_bytes - held.cache_bytes
+        return cls(budget.tokens - held.tokens, cache, empty)
 
     def take(self, cost: Cost) -> bool:
         """Whether a sentence of `cost` fits (and if so, the room it leaves)."""

@@ -5,6 +5,7 @@ before torch (so `--help` stays fast)."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -121,6 +122,16 @@ class SearchPlan:
         ids never produced and the sentinels; the length penalty, length rule and allowed tokens
         may differ from one sentence to the next."""
         return (self.beam, self.n_best, self.never, self.sentinels)
+
+    def check_joining(self, plans: Sequence[SearchPlan]) -> None:
+        """A ValueError unless every one of `plans` keeps this plan's lane: what a search of this
+        plan takes (`Search.add`, `engine.CTranslate2Lane.add`)."""
+        for plan in {id(plan): plan for plan in plans}.values():
+            if plan.lane() != self.lane():
+                raise ValueError(
+                    f"a sentence's plan must keep the search's beam, n-best, blocked ids and "
+                    f"sentinels {self.lane()}, got {plan.lane()}"
+                )
 
     def __post_init__(self) -> None:
         if self.beam < 1:
