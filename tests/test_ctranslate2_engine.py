@@ -23,11 +23,12 @@ from helpers import (  # noqa: E402
 )
 
 from translate.cli.translate import main as translate_cli  # noqa: E402
-from translate.decode import pipeline  # noqa: E402
+from translate.decode import ctranslate2_search, pipeline  # noqa: E402
 from translate.decode.ctranslate2_search import CTranslate2Search  # noqa: E402
 from translate.decode.engine import choose_engine  # noqa: E402
 from translate.decode.loaded_model import load_model  # noqa: E402
 from translate.decode.settings import Budget, EngineChoice, SearchSettings  # noqa: E402
+from translate.decode.steps import output_limits  # noqa: E402
 from translate.errors import UsageError  # noqa: E402
 from translate.model.checkpoint import write_checkpoint  # noqa: E402
 from translate.model.transformer import ModelConfig, Transformer  # noqa: E402
@@ -112,42 +113,49 @@ def test_lines_whose_spans_ctranslate2_does_not_keep_are_repaired_or_searched_by
 
 
 class FakeTranslator:
-    """`translate_batch` answering each source by its first piece: with the hypotheses (pieces,
-    log-prob) of the first search (`answers`) or of the search on from a prefix
-    (`continuations`), or with the logits of the step after a prefix (`next_logits`: piece ->
-    logit, -inf for every other); `score_batch` scores every token -0.5. It records the calls'
-    keyword arguments."""
+    """`translate_batch` answering each source by its first piece: the first search with the
+    hypotheses (pieces, log-prob) of `answers`, the search on from a longer prefix greedily by
+    `prefers` (its pieces in the order of preference, the first the call does not suppress, else
+    the vocabulary's first it does not; stopping at the call's end tokens or its maximum
+    length); `score_batch` scores every token -0.5. It records the calls' keyword arguments."""
 
-    def __init__(self, vocab, answers, next_logits, continuations):
+    def __init__(self, vocab, answers, prefers):
         self.vocab, self.calls = vocab, []
-        self.answers, self.next_logits, self.continuations = answers, next_logits, continuations
+        self.answers, self.prefers = answers, prefers
 
     def translate_batch(self, sources, target_prefix, **options):
         self.calls.append(options)
-        if options.get("return_logits_vocab"):  # a step's logits for each prefix token, and one
+        if len(target_prefix[0]) == 1:
             return [
-                SimpleNamespace(logits=[[self._logits(s[0])] * len(prefix)])
-                for s, prefix in zip(sources, target_prefix)
+                SimpleNamespace(
+                    hypotheses=[h for h, _ in self.answers[s[0]]],
+                    scores=[lp for _, lp in self.answers[s[0]]],
+                )
+                for s in sources
             ]
-        table = self.continuations if len(target_prefix[0]) > 1 else self.answers
-        return [
-            SimpleNamespace(
-                hypotheses=[h for h, _ in table[s[0]]], scores=[lp for _, lp in table[s[0]]]
-            )
-            for s in sources
-        ]
+        return [self._greedy(s[0], prefix, options) for s, prefix in zip(sources, target_prefix)]
 
-    def _logits(self, first: str) -> list[float]:
-        logits = [float("-inf")] * len(self.vocab.target)
-        for piece, logit in self.next_logits[first].items():
-            logits[self.vocab.target.processor.piece_to_id(piece)] = logit
-        return logits
+    def _greedy(self, first: str, prefix: list[str], options: dict) -> SimpleNamespace:
+        suppressed = {piece for [piece] in options.get("suppress_sequences") or []}
+        ends = options.get("end_token") or ["</s>"]
+        pieces = [self.vocab.target.processor.id_to_piece(i) for i in range(len(self.vocab.target))]
+        written = list(prefix[1:])
+        while len(written) < options["max_decoding_length"]:
+            allowed = [p for p in self.prefers[first] + pieces if p not in suppressed]
+            written.append(allowed[0])
+            if allowed[0] in ends:
+                break
+        return SimpleNamespace(hypotheses=[written], scores=[-1.0])
 
     def score_batch(self, sources, targets):
         return [SimpleNamespace(log_probs=[-0.5] * len(target)) for target in targets]
 
 
-def test_the_best_hypothesis_that_keeps_each_sentinel_once_is_taken_or_repaired(tmp_path):
+@pytest.mark.parametrize("repairs", [ctranslate2_search.REPAIRS, 1])
+def test_the_best_hypothesis_that_keeps_each_sentinel_once_is_taken_or_repaired(
+    tmp_path, monkeypatch, repairs
+):
+    monkeypatch.setattr(ctranslate2_search, "REPAIRS", repairs)
     loaded = load_model(protecting_model(tmp_path))
     vocab = loaded.vocab
     plan = pipeline.search_plan(
@@ -162,32 +170,39 @@ def test_the_best_hypothesis_that_keeps_each_sentinel_once_is_taken_or_repaired(
             a: [([x, one, one, "</s>"], -1.0), ([y, one, "</s>"], -2.0)],  # repeats
             b: [([x, "</s>"], -1.0), ([y, "</s>"], -2.0)],  # drops it: repaired
             c: [([x] * 30 + [one], -0.5), ([y, one, "</s>"], -2.0)],  # best runs past its limit
-            d: [([x, "</s>"], -1.0)],  # drops it, and no alternative writes it: handed back
+            d: [([x, "</s>"], -1.0)],  # drops it, and writes it only when nothing else may follow
         },
-        # after [x]: the end first (forbidden while ⦅1⦆ is owed), then ⦅1⦆; for d ⦅2⦆ (not owed)
-        {b: {"</s>": 0.0, one: -1.0}, d: {"</s>": 0.0, two: -1.0}},
-        {b: [([x, one, "</s>"], -0.4)]},
+        # after [x]: the end first (forbidden while ⦅1⦆ is owed), ⦅2⦆ (not owed), then ⦅1⦆
+        {b: ["</s>", two, one], d: ["</s>", two, x]},
     )
     engine = CTranslate2Search(fake, vocab, loaded.model.cfg.max_positions)
     source = vocab.source.processor
     sources = [[source.piece_to_id(p) for p in (word, one, "</s>")] for word in (a, b, c, d)]
     answers, back = engine.search(["a", "b", "c", "d"], sources, [plan] * 4, [None] * 4)
     ids = {piece: vocab.target.processor.piece_to_id(piece) for piece in (x, y, one)}
-    # a: its best repeats the sentinel; c: its best, cut at its limit (8 tokens), loses it; b:
-    # repaired, scored again (3 tokens with EOS)
-    assert [(key, best.tokens, best.log_prob) for key, [best] in answers] == [
-        ("a", [ids[y], ids[one]], -2.0),
-        ("b", [ids[x], ids[one]], -1.5),
-        ("c", [ids[y], ids[one]], -2.0),
-    ]
-    assert back == [3]
+    [limit] = output_limits([3], [plan], loaded.model.cfg.max_positions).tolist()
+    # a: its best repeats the sentinel; c: its best, cut at its limit, loses it; b: on from [x]
+    # to ⦅1⦆, then to the end, scored again (3 tokens with EOS); d: x up to its limit, then ⦅1⦆
+    # where the rule allows nothing else
+    chosen = [("a", [ids[y], ids[one]], -2.0), ("c", [ids[y], ids[one]], -2.0)]
+    d_tokens = [ids[x]] * (limit - 2) + [ids[one]]
+    repaired = [("b", [ids[x], ids[one]], -1.5), ("d", d_tokens, -0.5 * limit)]
+    found = sorted((key, best.tokens, best.log_prob) for key, [best] in answers)
     counts = engine.counts
-    assert (counts.answered, counts.repaired, counts.handed_back) == (3, 1, 1)
-    options = fake.calls[0]  # one call: the four sentences owe the same sentinel
-    suppressed = {piece for [piece] in options["suppress_sequences"]}
+    if repairs == 1:  # b and d need two calls
+        assert found == chosen and back == [1, 3]
+        assert (counts.answered, counts.repaired, counts.handed_back) == (2, 0, 2)
+        return
+    assert found == sorted(chosen + repaired) and back == []
+    assert (counts.answered, counts.repaired, counts.handed_back) == (4, 2, 0)
+    first = fake.calls[0]  # one call: the four sentences owe the same sentinel
+    suppressed = {piece for [piece] in first["suppress_sequences"]}
     assert two in suppressed and one not in suppressed and "<s>" in suppressed
     assert {"1", "2"} <= suppressed  # digits are written through sentinels only
-    assert options["length_penalty"] == 0.0 and options["num_hypotheses"] == 3
+    assert first["length_penalty"] == 0.0 and first["num_hypotheses"] == 3
+    going_on = fake.calls[1]  # b and d from [x], owing ⦅1⦆: its pieces end them
+    assert one in going_on["end_token"] and "</s>" not in going_on["end_token"]
+    assert {"</s>", two} <= {piece for [piece] in going_on["suppress_sequences"]}
 
 
 def test_auto_says_which_engine_and_why(tmp_path, copy_model, monkeypatch):

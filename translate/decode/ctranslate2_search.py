@@ -20,10 +20,12 @@ How our settings map onto `Translator.translate_batch`, one to one:
 What it cannot hold inside its search is our rule that each sentinel of a source is written
 exactly once (`steps.SentinelRule`): every hypothesis is checked after, and the best ones that
 keep the rule are taken. Where none does, the best is repaired (`CTranslate2Search._repaired`):
-from its first token the rule forbids, the most probable allowed token there and the search on
-from it, with the sentinels no longer owed suppressed; for greedy search that is ours exactly.
-A sentence still unmended, or one of an n-best list that too few keep, is handed back
-(`Counts.handed_back`).
+the search goes on from the prefix before its first token the rule forbids, under the rule as
+far as one call's settings hold it (the sentinels not owed suppressed; while one is owed, the
+end suppressed and the owed ones its end tokens, so that it stops at the first it writes and
+goes on from there; once they need every token left, nothing else allowed); for greedy search
+that is ours exactly. A sentence still unmended after `REPAIRS` calls, or one of an n-best list
+that too few keep, is handed back (`Counts.handed_back`).
 
 Where the answers still differ from ours:
 - beam search's stopping rule: CTranslate2 stops a sentence once its best candidate ends (and
@@ -63,8 +65,8 @@ def require_ctranslate2():
     return ctranslate2
 
 
-# The rounds of repair (`CTranslate2Search._repaired`) before a sentence is handed back.
-REPAIRS = 4
+# The calls of repair (`CTranslate2Search._repaired`) before a sentence is handed back.
+REPAIRS = 8
 
 
 @dataclass
@@ -181,6 +183,7 @@ class CTranslate2Search:
             num_hypotheses=plan.beam,
             length_penalty=0.0,
             max_decoding_length=max(s.limit for s in sentences),
+            min_decoding_length=0,  # ours may end at once
             return_scores=True,
             return_end_token=True,
             suppress_sequences=suppressed,
@@ -229,74 +232,32 @@ class CTranslate2Search:
         self, sentences: list[_Sentence], found: list[Hypothesis], suppressed
     ) -> list[Hypothesis | None]:
         """Greedy search under the sentinel rule, as ours searches, for sentences whose greedy
-        output (`found`) breaks it: at the first token the rule forbids, CTranslate2 gives the
-        logits of the next step after the same prefix (`_allowed_next`); the most probable token
-        the rule allows is ours' choice, the search goes on from it (one call for all the
-        sentences), and the rest is checked again, up to `REPAIRS` times; None where the rule
-        allows no token or the rounds run out. The log-probabilities
-        of those repaired are scored over the whole vocabulary, as ours."""
+        output (`found`) breaks it: the search goes on from the prefix before the first token
+        the rule forbids (`_continued`), holding the rule up to the next owed sentinel, and on
+        from each until none is owed; the rest is checked again, `REPAIRS` calls at most, None
+        where they run out. The log-probabilities of those repaired are scored over the whole
+        vocabulary, as ours."""
         done: list[Hypothesis | None] = [None] * len(sentences)
-        pending = dict(enumerate(found))
+        pending = {i: (hypothesis, True) for i, hypothesis in enumerate(found)}
         for round_ in range(REPAIRS + 1):
-            broken = {}
-            for i, hypothesis in pending.items():
-                at = self._first_forbidden(sentences[i], hypothesis.tokens)
-                if at is None:
-                    done[i] = hypothesis
-                else:
-                    broken[i] = hypothesis.tokens[:at]
-            if not broken or round_ == REPAIRS:
+            going_on = {}
+            for i, (hypothesis, ended) in pending.items():
+                at = len(hypothesis.tokens)
+                if ended:
+                    at = self._first_forbidden(sentences[i], hypothesis.tokens)
+                    if at is None:
+                        done[i] = hypothesis
+                if at is not None:
+                    going_on[i] = hypothesis.tokens[:at]
+            if not going_on or round_ == REPAIRS:
                 break
-            pending, going_on = {}, {}
-            nexts = self._allowed_next(
-                [sentences[i] for i in broken], list(broken.values()), suppressed
-            )
-            for (i, prefix), allowed in zip(broken.items(), nexts):
-                if allowed is not None and allowed[-1] == EOS_ID:
-                    pending[i] = Hypothesis(prefix, 0.0, 0.0)
-                elif allowed is not None:
-                    going_on[i] = allowed
-            results = self._continued(
+            going = self._continued(
                 [sentences[i] for i in going_on], list(going_on.values()), suppressed
             )
-            for i, hypothesis in zip(going_on, results):
-                pending[i] = hypothesis
+            pending = dict(zip(going_on, going))
         repaired = [h is not None and h is not found[i] for i, h in enumerate(done)]
         self.counts.repaired += sum(repaired)
         return self._rescored(sentences, done, repaired)
-
-    def _allowed_next(
-        self, sentences: list[_Sentence], prefixes: list[list[int]], suppressed
-    ) -> list[list[int] | None]:
-        """Each prefix and the most probable token after it that the rule allows (EOS too), from
-        the logits CTranslate2 gives for that step (`return_logits_vocab`, one call for all the
-        sentences), or None where the rule allows none."""
-        import numpy as np  # CTranslate2's own dependency
-
-        results = self.translator.translate_batch(
-            [s.source for s in sentences],
-            target_prefix=[
-                [s.start] + [self.target_pieces[t] for t in prefix]
-                for s, prefix in zip(sentences, prefixes)
-            ],
-            beam_size=1,
-            max_decoding_length=max(len(prefix) for prefix in prefixes) + 1,
-            return_logits_vocab=True,
-            suppress_sequences=suppressed,
-        )
-        chosen = []
-        for sentence, prefix, result in zip(sentences, prefixes, results):
-            logits = np.asarray(result.logits[0][len(prefix)])
-            remaining, left = self._owed_after(sentence, prefix)
-            best = None  # the first allowed, most probable first (ties: the lower id, as argmax)
-            for token in np.argsort(-logits, kind="stable").tolist():
-                if logits[token] == -np.inf:
-                    break
-                if self._allows(token, remaining, left):
-                    best = [*prefix, token]
-                    break
-            chosen.append(best)
-        return chosen
 
     def _owed_after(self, sentence: _Sentence, prefix: list[int]) -> tuple[set, int]:
         """The sentinels `sentence` still owes after `prefix`, and the tokens it may write
@@ -306,18 +267,26 @@ class CTranslate2Search:
 
     def _continued(
         self, sentences: list[_Sentence], prefixes: list[list[int]], suppressed
-    ) -> list[Hypothesis]:
+    ) -> list[tuple[Hypothesis, bool]]:
         """The search (greedy, or beam search ranked by GNMT) on from each sentence's prefix,
-        the sentinels it no longer owes suppressed too: one call for the sentences that owe the
-        same."""
-        found: list[Hypothesis | None] = [None] * len(sentences)
-        groups: dict[frozenset, list[int]] = defaultdict(list)
+        as the rule lets it: the sentinels it does not owe suppressed, and while it owes one,
+        the end suppressed and its owed sentinels the call's end tokens, so that it stops at the
+        first it writes; once the owed ones need every token left, nothing else allowed. One
+        call for the sentences alike in that. Each hypothesis, and whether it ended (by the end,
+        or at its limit) or stopped at an owed sentinel."""
+        found: list[tuple[Hypothesis, bool]] = [None] * len(sentences)  # type: ignore[list-item]
+        groups: dict[tuple[frozenset, bool], list[int]] = defaultdict(list)
         for i, (sentence, prefix) in enumerate(zip(sentences, prefixes)):
-            groups[frozenset(self._owed_after(sentence, prefix)[0])].append(i)
-        for remaining, members in groups.items():
-            done_with = [
-                [self.target_pieces[t]] for t, k in self._writes.items() if k not in remaining
-            ]
+            remaining, left = self._owed_after(sentence, prefix)
+            groups[frozenset(remaining), len(remaining) >= left].append(i)
+        for (remaining, forced), members in groups.items():
+            owed = [t for t, slot in self._writes.items() if slot in remaining]
+            if forced:
+                allowed = set(owed or [EOS_ID])
+                never = [t for t in range(len(self.target_pieces)) if t not in allowed]
+            else:
+                done_with = [t for t, slot in self._writes.items() if slot not in remaining]
+                never = done_with + ([EOS_ID] if remaining else [])
             results = self.translator.translate_batch(
                 [sentences[i].source for i in members],
                 target_prefix=[
@@ -327,12 +296,16 @@ class CTranslate2Search:
                 beam_size=sentences[members[0]].plan.beam,
                 length_penalty=0.0,
                 max_decoding_length=max(sentences[i].limit for i in members),
+                end_token=[self.target_pieces[t] for t in owed] if remaining else None,
                 return_scores=True,
                 return_end_token=True,
-                suppress_sequences=(suppressed or []) + done_with or None,
+                suppress_sequences=(suppressed or []) + [[self.target_pieces[t]] for t in never]
+                or None,
             )
             for i, result in zip(members, results):
-                found[i] = self._best(sentences[i], result)
+                best = self._best(sentences[i], result)
+                stopped = bool(best.tokens) and best.tokens[-1] in owed
+                found[i] = (best, not stopped or len(best.tokens) >= sentences[i].limit - 1)
         return found
 
     def _rescored(
