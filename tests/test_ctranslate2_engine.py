@@ -114,7 +114,7 @@ def test_lines_whose_spans_ctranslate2_does_not_keep_are_repaired_or_searched_by
 
 class FakeTranslator:
     """`translate_batch` answering each source by its first piece: the first search with the
-    hypotheses (pieces, log-prob) of `answers`, the search on from a longer prefix greedily by
+    hypotheses (pieces, log-prob divided by length ** length_penalty) of `answers`, the search on from a longer prefix greedily by
     `prefers` (its pieces in the order of preference, the first the call does not suppress, else
     the vocabulary's first it does not; stopping at the call's end tokens or its maximum
     length); `score_batch` scores every token -0.5. It records the calls' keyword arguments."""
@@ -129,7 +129,10 @@ class FakeTranslator:
             return [
                 SimpleNamespace(
                     hypotheses=[h for h, _ in self.answers[s[0]]],
-                    scores=[lp for _, lp in self.answers[s[0]]],
+                    # normalized as CTranslate2 does at its own length penalty
+                    scores=[
+                        lp / len(h) ** options["length_penalty"] for h, lp in self.answers[s[0]]
+                    ],
                 )
                 for s in sources
             ]
@@ -203,6 +206,27 @@ def test_the_best_hypothesis_that_keeps_each_sentinel_once_is_taken_or_repaired(
     going_on = fake.calls[1]  # b and d from [x], owing ⦅1⦆: its pieces end them
     assert one in going_on["end_token"] and "</s>" not in going_on["end_token"]
     assert {"</s>", two} <= {piece for [piece] in going_on["suppress_sequences"]}
+
+
+def test_beam_search_at_a_length_penalty_searches_on_and_ranks_every_ended_one_by_gnmt(tmp_path):
+    loaded = load_model(protecting_model(tmp_path))
+    vocab = loaded.vocab
+    plan = pipeline.search_plan(
+        loaded, SearchSettings(beam=3, length_penalty=1.0), pipeline.target_tags_for(loaded, None)
+    )
+    x, y = (vocab.target.processor.id_to_piece(i) for i in (100, 101))
+    a = vocab.source.processor.id_to_piece(100)
+    # raw log-probabilities -3.0 and -3.5: GNMT at alpha 1 prefers the longer, -3.5 / (10 / 6)
+    fake = FakeTranslator(vocab, {a: [([x, "</s>"], -3.0), ([y, x, x, x, "</s>"], -3.5)]}, {})
+    engine = CTranslate2Search(fake, vocab, loaded.model.cfg.max_positions)
+    source = [vocab.source.processor.piece_to_id(a), vocab.source.processor.piece_to_id("</s>")]
+    [(_, [best])], back = engine.search(["a"], [source], [plan], [None])
+    assert back == [] and best.tokens == [101, 100, 100, 100]
+    assert best.log_prob == pytest.approx(-3.5, rel=1e-5)
+    assert best.score == pytest.approx(-3.5 / (10 / 6), rel=1e-5)
+    [options] = fake.calls
+    assert options["length_penalty"] != 0 and options["patience"] == ctranslate2_search.PATIENCE
+    assert options["num_hypotheses"] == 3 * ctranslate2_search.PATIENCE
 
 
 def test_auto_says_which_engine_and_why(tmp_path, copy_model, monkeypatch):

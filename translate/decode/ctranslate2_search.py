@@ -5,9 +5,10 @@ for that search to answer.
 How our settings map onto `Translator.translate_batch`, one to one:
 - the beam is `beam_size`; beam 1 is its greedy search, as ours;
 - the length penalty: CTranslate2 normalizes by `length ** penalty`, not GNMT's
-  `((5 + length) / 6) ** alpha`, so it searches at penalty 0 (raw log-probabilities, EOS
-  included, as ours) and returns all `beam` hypotheses, which are ranked here by GNMT, each
-  sentence by its own alpha;
+  `((5 + length) / 6) ** alpha`, so it returns its hypotheses' raw log-probabilities (EOS
+  included, as ours), which are ranked here by GNMT, each sentence by its own alpha; at an
+  alpha above 0 it searches on until `beam * PATIENCE` have ended, as ours searches on while a
+  live hypothesis could still win at that alpha;
 - the output limit: each sentence's own (`steps.output_limits`); a call decodes up to its
   longest sentence's, and a hypothesis that runs past its sentence's is cut there, where ours
   ends it by EOS (greedy search writes the same tokens up to it);
@@ -28,9 +29,9 @@ that is ours exactly. A sentence still unmended after `REPAIRS` calls, or one of
 that too few keep, is handed back (`Counts.handed_back`).
 
 Where the answers still differ from ours:
-- beam search's stopping rule: CTranslate2 stops a sentence once its best candidate ends (and
-  `beam` have ended), ours once no live hypothesis can beat the `beam`-th finished one at its
-  length penalty; at alpha 0 the two agree;
+- beam search's stopping rule: CTranslate2 stops a sentence once `beam * PATIENCE` hypotheses
+  have ended (at alpha 0 once its best candidate ends, and `beam` have), ours once no live
+  hypothesis can beat the `beam`-th finished one at its length penalty;
 - scores: CTranslate2's log-probabilities are normalized over the tokens it may write (the
   suppressed ones left out), ours over the whole vocabulary, so its are the same or higher; a
   hypothesis cut at its limit keeps the score of all it wrote.
@@ -64,6 +65,14 @@ def require_ctranslate2():
         ) from None
     return ctranslate2
 
+
+# Beam search at a length penalty: CTranslate2 ends a sentence's search once its best candidate
+# ends where its own penalty is 0, which at GNMT's penalty misses the longer translations ours
+# finds; at any other penalty it goes on until `beam * PATIENCE` hypotheses have ended, all
+# returned to be ranked by GNMT. Its penalty, `_GOING_ON`, divides the scores by
+# `length ** _GOING_ON`, undone in `CTranslate2Search._searched`.
+PATIENCE = 2
+_GOING_ON = 1e-6
 
 # The calls of repair (`CTranslate2Search._repaired`) before a sentence is handed back.
 REPAIRS = 8
@@ -176,19 +185,8 @@ class CTranslate2Search:
         plan = sentences[0].plan
         owed = frozenset().union(*(s.owed for s in sentences))
         suppressed = self._suppressed(plan, owed) or None
-        results = self.translator.translate_batch(
-            [s.source for s in sentences],
-            target_prefix=[[s.start] for s in sentences],
-            beam_size=plan.beam,
-            num_hypotheses=plan.beam,
-            length_penalty=0.0,
-            max_decoding_length=max(s.limit for s in sentences),
-            min_decoding_length=0,  # ours may end at once
-            return_scores=True,
-            return_end_token=True,
-            suppress_sequences=suppressed,
-        )
-        found = [self._chosen(s, r.hypotheses, r.scores) for s, r in zip(sentences, results)]
+        results = self._searched(sentences, [[] for _ in sentences], suppress_sequences=suppressed)
+        found = [self._chosen(s, hypotheses) for s, hypotheses in zip(sentences, results)]
         broken = [i for i, hypotheses in enumerate(found) if hypotheses is None]
         if broken and plan.n_best == 1:
             firsts = [self._best(sentences[i], results[i]) for i in broken]
@@ -199,12 +197,43 @@ class CTranslate2Search:
         self.counts.handed_back += sum(hypotheses is None for hypotheses in found)
         return found
 
-    def _best(self, sentence: _Sentence, result) -> Hypothesis:
-        """A call's best hypothesis for `sentence` by GNMT, whatever the sentinel rule."""
-        ranked = [
-            self._hypothesis(sentence, tokens, log_prob)
-            for tokens, log_prob in zip(result.hypotheses, result.scores)
+    def _searched(
+        self, sentences: list[_Sentence], prefixes: list[list[int]], **options
+    ) -> list[list[tuple[list[str], float]]]:
+        """One `translate_batch` call: each sentence searched from its start and prefix at its
+        lane's beam, up to the longest limit, with `options`; each one's hypotheses as (pieces,
+        the sum of their log-probabilities)."""
+        plan = sentences[0].plan
+        beam = {"beam_size": plan.beam, "num_hypotheses": plan.beam, "length_penalty": 0.0}
+        if plan.beam > 1 and any(s.plan.length_penalty for s in sentences):
+            beam.update(
+                length_penalty=_GOING_ON, patience=PATIENCE, num_hypotheses=plan.beam * PATIENCE
+            )
+        results = self.translator.translate_batch(
+            [s.source for s in sentences],
+            target_prefix=[
+                [s.start] + [self.target_pieces[t] for t in prefix]
+                for s, prefix in zip(sentences, prefixes)
+            ],
+            max_decoding_length=max(s.limit for s in sentences),
+            min_decoding_length=0,  # ours may end at once
+            return_scores=True,
+            return_end_token=True,
+            **beam,
+            **options,
+        )
+        exponent = beam["length_penalty"]  # CTranslate2 divided by length ** exponent
+        return [
+            [
+                (pieces, score * len(pieces) ** exponent)
+                for pieces, score in zip(r.hypotheses, r.scores)
+            ]
+            for r in results
         ]
+
+    def _best(self, sentence: _Sentence, hypotheses: list[tuple[list[str], float]]) -> Hypothesis:
+        """A call's best hypothesis for `sentence` by GNMT, whatever the sentinel rule."""
+        ranked = [self._hypothesis(sentence, pieces, log_prob) for pieces, log_prob in hypotheses]
         return max(ranked, key=lambda h: h.score)
 
     def _hypothesis(self, sentence: _Sentence, tokens: list[str], log_prob: float) -> Hypothesis:
@@ -217,12 +246,12 @@ class CTranslate2Search:
         return Hypothesis(ids, score, log_prob)
 
     def _chosen(
-        self, sentence: _Sentence, pieces: list[list[str]], scores: list[float]
+        self, sentence: _Sentence, hypotheses: list[tuple[list[str], float]]
     ) -> list[Hypothesis] | None:
         """A sentence's `n_best` best hypotheses by GNMT that keep the sentinel rule, each cut at
         its limit where it runs past it (ours ends there), or None where fewer than `n_best`
         keep the rule."""
-        ranked = [self._hypothesis(sentence, tokens, lp) for tokens, lp in zip(pieces, scores)]
+        ranked = [self._hypothesis(sentence, pieces, log_prob) for pieces, log_prob in hypotheses]
         kept = [h for h in ranked if self._keeps_sentinels(h.tokens, sentence.owed)]
         if len(kept) < sentence.plan.n_best:
             return None
@@ -287,23 +316,15 @@ class CTranslate2Search:
             else:
                 done_with = [t for t, slot in self._writes.items() if slot not in remaining]
                 never = done_with + ([EOS_ID] if remaining else [])
-            results = self.translator.translate_batch(
-                [sentences[i].source for i in members],
-                target_prefix=[
-                    [sentences[i].start] + [self.target_pieces[t] for t in prefixes[i]]
-                    for i in members
-                ],
-                beam_size=sentences[members[0]].plan.beam,
-                length_penalty=0.0,
-                max_decoding_length=max(sentences[i].limit for i in members),
+            results = self._searched(
+                [sentences[i] for i in members],
+                [prefixes[i] for i in members],
                 end_token=[self.target_pieces[t] for t in owed] if remaining else None,
-                return_scores=True,
-                return_end_token=True,
                 suppress_sequences=(suppressed or []) + [[self.target_pieces[t]] for t in never]
                 or None,
             )
-            for i, result in zip(members, results):
-                best = self._best(sentences[i], result)
+            for i, hypotheses in zip(members, results):
+                best = self._best(sentences[i], hypotheses)
                 stopped = bool(best.tokens) and best.tokens[-1] in owed
                 found[i] = (best, not stopped or len(best.tokens) >= sentences[i].limit - 1)
         return found
