@@ -114,10 +114,11 @@ def test_lines_whose_spans_ctranslate2_does_not_keep_are_repaired_or_searched_by
 
 class FakeTranslator:
     """`translate_batch` answering each source by its first piece: the first search with the
-    hypotheses (pieces, log-prob divided by length ** length_penalty) of `answers`, the search on from a longer prefix greedily by
-    `prefers` (its pieces in the order of preference, the first the call does not suppress, else
-    the vocabulary's first it does not; stopping at the call's end tokens or its maximum
-    length); `score_batch` scores every token -0.5. It records the calls' keyword arguments."""
+    hypotheses (pieces, log-prob divided by length ** length_penalty) of `answers`, the search on
+    from a longer prefix greedily by `prefers` (its pieces in the order of preference, the first
+    the call does not suppress, else the vocabulary's first it does not; stopping at the call's
+    end tokens or its maximum length); `score_batch` scores every token -0.5. It records the
+    calls' keyword arguments."""
 
     def __init__(self, vocab, answers, prefers):
         self.vocab, self.calls = vocab, []
