@@ -25,7 +25,7 @@ from helpers import (  # noqa: E402
 from translate.cli.translate import main as translate_cli  # noqa: E402
 from translate.decode import ctranslate2_search, pipeline  # noqa: E402
 from translate.decode.ctranslate2_search import CTranslate2Search  # noqa: E402
-from translate.decode.engine import choose_engine  # noqa: E402
+from translate.decode.engine import choose_engine, load_searching  # noqa: E402
 from translate.decode.loaded_model import load_model  # noqa: E402
 from translate.decode.settings import Budget, EngineChoice, SearchSettings  # noqa: E402
 from translate.decode.steps import output_limits  # noqa: E402
@@ -228,6 +228,23 @@ def test_beam_search_at_a_length_penalty_searches_on_and_ranks_every_ended_one_b
     [options] = fake.calls
     assert options["length_penalty"] != 0 and options["patience"] == ctranslate2_search.PATIENCE
     assert options["num_hypotheses"] == 3 * ctranslate2_search.PATIENCE
+
+
+def test_the_engine_gets_the_threads_and_torch_keeps_them_where_it_searches(copy_model, tmp_path):
+    cache = str(tmp_path)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        loaded = load_searching(copy_model, "cpu", EngineChoice("ctranslate2", cache_dir=cache))
+        assert loaded.engine.startswith("CTranslate2 (float32, 2 threads")
+        torch.set_num_threads(2)
+        fallback = load_searching(copy_model, "cpu", EngineChoice("auto"), "bf16-mixed")
+        assert fallback.ctranslate2 is None and torch.get_num_threads() == 2
+        with pytest.raises(UsageError):  # a model loaded on one thread, refused: torch's back
+            load_searching(copy_model, "cpu", EngineChoice("ctranslate2"), "bf16-mixed")
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(threads)
 
 
 def test_auto_says_which_engine_and_why(tmp_path, copy_model, monkeypatch):

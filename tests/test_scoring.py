@@ -136,6 +136,11 @@ def test_compare_table_marks_the_baseline_and_significance(systems, capsys):
     assert rows[0].startswith("| system | BLEU | p (bs) | p (ar) | chrF2 |")
     assert rows[1].startswith(f"| baseline: {files[0]} |")
     assert rows[2].startswith(f"| {files[2]} |") and rows[2].count(" *") == 4
+    # the same output under another name: no significance claimed, whatever sacrebleu's p
+    same = write(systems["a"].parent / "same.de", read_lines(systems["a"]))
+    assert eval_main(["--compare", files[0], str(same), "--reference", str(systems["ref"])]) == 0
+    [row] = [line for line in capsys.readouterr().out.splitlines() if line.startswith(f"| {same}")]
+    assert row.count("the baseline's output") == 2 and " *" not in row
     assert "bs:1000|seed:12345" in table
 
 

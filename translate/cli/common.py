@@ -208,15 +208,13 @@ def resolve_device(args: argparse.Namespace) -> str:
 def load_for_search(prog: str, args: argparse.Namespace, checkpoint: str, device: str):
     """`checkpoint` loaded on `device` with the engine `--engine` asks for; the engine chosen and
     why is said on stderr unless it is the PyTorch search asked for."""
-    from translate.decode.engine import choose_engine
-    from translate.decode.loaded_model import load_model
+    from translate.decode.engine import load_searching
     from translate.decode.settings import EngineChoice
 
-    loaded = load_model(checkpoint, device, quantize=args.quantize)
     choice = EngineChoice(args.engine, args.quantize, args.engine_cache)
-    why = choose_engine(loaded, choice, device, args.precision)
+    loaded = load_searching(checkpoint, device, choice, args.precision)
     if args.engine != "pytorch":
-        print(f"{prog}: searching with {why}", file=sys.stderr)
+        print(f"{prog}: searching with {loaded.engine}", file=sys.stderr)
     return loaded
 
 

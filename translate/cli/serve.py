@@ -256,9 +256,7 @@ def serve(args: argparse.Namespace) -> int:
         ),
     )
     engine = EngineChoice(args.engine, args.quantize, args.engine_cache)
-    model_process = ModelSettings(
-        args.checkpoint, str(device), args.quantize, args.threads, budget, engine
-    )
+    model_process = ModelSettings(args.checkpoint, str(device), args.threads, budget, engine)
     app = create_app(loaded, settings, model_process)
     print(
         f"translate-serve: {args.checkpoint} on {device}; http://{args.host}:{args.port}/ "

@@ -12,26 +12,56 @@ from dataclasses import dataclass
 
 import torch
 
-from translate.decode.loaded_model import LoadedModel
+from translate.decode.loaded_model import LoadedModel, load_model
 from translate.decode.search import Cost, Room, Search, search_joined
 from translate.decode.settings import Budget, EngineChoice, SearchPlan
 from translate.decode.steps import Hypothesis
 from translate.errors import UsageError
 
 
+def load_searching(
+    checkpoint, device: str | torch.device, choice: EngineChoice, precision: str = "32-true"
+) -> LoadedModel:
+    """`checkpoint` loaded on `device` (quantized as `choice` asks), set up to search with the
+    engine `choice` asks for (`choose_engine`; `loaded.engine` says which and why).
+
+    Where CTranslate2 may search, the model loads with torch on one thread and CTranslate2 gets
+    the threads torch was given: once torch's OpenMP threads have run, CTranslate2's (a runtime
+    of its own in the same process) run several times slower. Torch gets its threads back where
+    the PyTorch search is chosen."""
+    threads = torch.get_num_threads()
+    kind = torch.device(device).type
+    if choice.name != "pytorch" and kind == "cpu":
+        torch.set_num_threads(1)
+    loaded = None
+    try:
+        loaded = load_model(checkpoint, torch.device(device), quantize=choice.quantize)
+        choose_engine(loaded, choice, kind, precision, threads)
+    finally:
+        if loaded is None or loaded.ctranslate2 is None:
+            torch.set_num_threads(threads)
+    return loaded
+
+
 def choose_engine(
-    loaded: LoadedModel, choice: EngineChoice, device: str, precision: str = "32-true"
+    loaded: LoadedModel,
+    choice: EngineChoice,
+    device: str,
+    precision: str = "32-true",
+    threads: int | None = None,
 ) -> str:
     """Set `loaded` up to search with the engine `choice` asks for on `device` (CTranslate2 in
-    `loaded.ctranslate2`, with torch's thread count); the line saying which engine and why, also
-    kept as `loaded.engine`. A UsageError where CTranslate2 is asked for and cannot run the
-    model."""
+    `loaded.ctranslate2`, on `threads` threads, None: torch's thread count); the line saying
+    which engine and why, also kept as `loaded.engine`. A UsageError where CTranslate2 is asked
+    for and cannot run the model."""
     loaded.ctranslate2 = None
-    loaded.engine = _chosen(loaded, choice, device, precision)
+    loaded.engine = _chosen(loaded, choice, device, precision, threads or torch.get_num_threads())
     return loaded.engine
 
 
-def _chosen(loaded: LoadedModel, choice: EngineChoice, device: str, precision: str) -> str:
+def _chosen(
+    loaded: LoadedModel, choice: EngineChoice, device: str, precision: str, threads: int
+) -> str:
     from translate.decode.ctranslate2_model import converted_ctranslate2, unsupported
     from translate.decode.ctranslate2_search import (
         CTranslate2Error,
@@ -67,9 +97,8 @@ def _chosen(loaded: LoadedModel, choice: EngineChoice, device: str, precision: s
             raise UsageError(f"--engine ctranslate2: {why_not}; use --engine pytorch")
         return f"the PyTorch search (--engine auto: {why_not})"
     compute = "int8" if choice.quantize == "int8" else "float32"
-    translator = cpu_translator(directory, compute, torch.get_num_threads())
+    translator = cpu_translator(directory, compute, threads)
     loaded.ctranslate2 = CTranslate2Search(translator, loaded.vocab, loaded.model.cfg.max_positions)
-    threads = torch.get_num_threads()
     how = f"{compute}, {threads} thread{'s' if threads > 1 else ''}"
     if choice.name == "ctranslate2":
         return f"CTranslate2 ({how})"

@@ -13,12 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-import torch
-
 from translate.decode import pipeline
 from translate.decode.device import cuda_available, prepare_decoding
-from translate.decode.engine import choose_engine
-from translate.decode.loaded_model import load_model
+from translate.decode.engine import load_searching
 from translate.decode.settings import EngineChoice, SearchSettings
 from translate.defaults import BATCH_TOKENS
 
@@ -43,10 +40,10 @@ class Translator:
         if device == "auto":
             device = "cuda" if cuda_available() else "cpu"
         prepare_decoding(device)
-        self.loaded = load_model(checkpoint, torch.device(device), quantize=quantize)
-        self.engine = choose_engine(
-            self.loaded, EngineChoice(engine, quantize, engine_cache), device
+        self.loaded = load_searching(
+            checkpoint, device, EngineChoice(engine, quantize, engine_cache)
         )
+        self.engine = self.loaded.engine
         self.batch_tokens = batch_tokens
 
     def settings(self, **given) -> SearchSettings:

@@ -90,14 +90,12 @@ def tune_checkpoint(
     """Load the checkpoint at `path`, tune its length penalty on `split` (searching with
     `engine`, said to `progress` unless it is the PyTorch search asked for) and (with `write`)
     store the result in it: what translate-tune and the end of translate-train fit do."""
-    from translate.decode.engine import choose_engine
+    from translate.decode.engine import load_searching
     from translate.decode.evaluation import own_texts
-    from translate.decode.loaded_model import load_model
 
-    loaded = load_model(path, device)
-    why = choose_engine(loaded, engine, str(device))
+    loaded = load_searching(path, device, engine)
     if progress and engine.name != "pytorch":
-        progress(f"searching with {why}")
+        progress(f"searching with {loaded.engine}")
     texts = own_texts(loaded, split, sentences=sentences)
     settings = tune_length_penalty(loaded, texts, beam, candidates, progress=progress)
     if write:

@@ -24,6 +24,9 @@ class Compared:
     ci: float  # half the width of the bootstrap's 95% interval: mean ± ci
     p_bootstrap: float | None
     p_randomization: float | None
+    # Its output is the baseline's line for line: sacrebleu's tests count no difference as no
+    # chance (p at their floor), which says nothing here.
+    same_output: bool = False
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,8 @@ class Comparison:
     def significant(self, system: str, metric: str, level: float = 0.05) -> bool:
         """Both tests reject, at `level`, that the system and the baseline score alike."""
         result = self.result(system, metric)
+        if result.same_output:
+            return False
         return max(result.p_bootstrap or 1.0, result.p_randomization or 1.0) < level
 
     def to_json(self) -> str:
@@ -68,6 +73,9 @@ class Comparison:
             for metric in self.metrics:
                 r = self.result(system, metric)
                 cells.append(f"{r.score:.2f} ({r.mean:.2f} ± {r.ci:.2f})")
+                if r.same_output:
+                    cells.extend(("the baseline's output", ""))
+                    continue
                 cells.extend(
                     "" if p is None else f"{p:.4f}{' *' if p < 0.05 else ''}"
                     for p in (r.p_bootstrap, r.p_randomization)
@@ -116,7 +124,7 @@ def compare(
         if test == "bs":
             signatures = [str(signature.format()) for signature in test_signatures.values()]
     results = []
-    for index, (name, _) in enumerate(systems):
+    for index, (name, hypotheses) in enumerate(systems):
         for metric, bootstrap_run, randomization_run in zip(
             metrics, runs["bs"], runs["ar"], strict=True
         ):
@@ -130,6 +138,7 @@ def compare(
                     ci=float(bootstrap.ci),
                     p_bootstrap=bootstrap.p_value,
                     p_randomization=randomization.p_value,
+                    same_output=index > 0 and hypotheses == systems[0][1],
                 )
             )
     return Comparison(

@@ -38,24 +38,20 @@ class ModelSettings:
 
     checkpoint: str
     device: str
-    quantize: str
     threads: int | None
     budget: Budget
     engine: EngineChoice = EngineChoice()
 
     def load(self):
-        """The loaded, with its engine chosen (`engine.choose_engine`), in the process that runs
-        it."""
+        """The loaded, with its engine chosen (`engine.load_searching`), in the process that
+        runs it."""
         import torch
 
-        from translate.decode.engine import choose_engine
-        from translate.decode.loaded_model import load_model
+        from translate.decode.engine import load_searching
 
         if self.threads:
             torch.set_num_threads(self.threads)
-        loaded = load_model(self.checkpoint, torch.device(self.device), quantize=self.quantize)
-        choose_engine(loaded, self.engine, self.device)
-        return loaded
+        return load_searching(self.checkpoint, self.device, self.engine)
 
 
 def _as_model_process() -> None:

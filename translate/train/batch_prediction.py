@@ -65,15 +65,13 @@ class BatchTranslation(L.LightningModule):
         """Loaded here, where the process knows its rank and device: the checkpoint, its part
         (resumed where asked), and the chunks still to translate."""
         from translate.decode import pipeline
-        from translate.decode.engine import choose_engine
-        from translate.decode.loaded_model import load_model
+        from translate.decode.engine import load_searching
         from translate.decode.settings import EngineChoice
         from translate.partial_output import PartialOutput
 
         args, rank, world = self.args, self.global_rank, self.trainer.world_size
-        self.loaded = load_model(args.checkpoint, self.device, quantize=args.quantize)
         choice = EngineChoice(args.engine, args.quantize, args.engine_cache)
-        choose_engine(self.loaded, choice, self.device.type, args.precision)
+        self.loaded = load_searching(args.checkpoint, self.device, choice, args.precision)
         # Refuse before any work.
         pipeline.target_tags_for(self.loaded, args.target_lang, args.source_lang)
         mine = shard(self.chunks, rank, world)
