@@ -144,8 +144,7 @@ class CTranslate2Search:
         if lane.sentinels is not None:
             slot_of = dict(zip(lane.sentinels.source, range(len(lane.sentinels.source))))
             self._writes = dict(zip(lane.sentinels.target, lane.sentinels.target_slot))
-        # One call for the sentences that owe no sentinel and one for those that do, a shortlist
-        # each: the tokens suppressed are the call's.
+        # One call a shortlist: the tokens suppressed are the call's.
         groups: dict[tuple, list[_Sentence]] = defaultdict(list)
         for position, (key, ids, plan, start, limit) in enumerate(
             zip(keys, sources, plans, starts, limits.tolist())
@@ -169,12 +168,7 @@ class CTranslate2Search:
         """The one-token sequences CTranslate2 must never write for sentences owing at most the
         sentinels `owed`."""
         never = set(NEVER_GENERATED) | set(plan.never)
-        if plan.sentinels is not None:
-            never |= {
-                target
-                for target, slot in zip(plan.sentinels.target, plan.sentinels.target_slot)
-                if slot not in owed
-            }
+        never |= {target for target, slot in self._writes.items() if slot not in owed}
         if plan.allowed_tokens is not None:
             never |= set((~plan.allowed_tokens.cpu()).nonzero()[:, 0].tolist())
         return [[self.target_pieces[i]] for i in sorted(never)]
@@ -241,7 +235,11 @@ class CTranslate2Search:
         cut at its limit where it runs past it (what ours writes before the EOS of its limit)."""
         ended = bool(tokens) and tokens[-1] == self.end
         ids = [self.target_ids[p] for p in (tokens[:-1] if ended else tokens)]
-        ids = ids[: sentence.limit - 1]
+        return self._scored(sentence, ids[: sentence.limit - 1], log_prob)
+
+    def _scored(self, sentence: _Sentence, ids: list[int], log_prob: float) -> Hypothesis:
+        """`ids` (EOS left out) of `sentence`, whose tokens and EOS sum to `log_prob`, scored by
+        GNMT at its plan's alpha."""
         score = log_prob / length_penalty(len(ids) + 1, sentence.plan.length_penalty)
         return Hypothesis(ids, score, log_prob)
 
@@ -346,10 +344,7 @@ class CTranslate2Search:
         )
         found = list(found)
         for i, result in zip(which, scored):
-            log_prob = sum(result.log_probs)
-            alpha = sentences[i].plan.length_penalty
-            score = log_prob / length_penalty(len(found[i].tokens) + 1, alpha)
-            found[i] = Hypothesis(found[i].tokens, score, log_prob)
+            found[i] = self._scored(sentences[i], found[i].tokens, sum(result.log_probs))
         return found
 
     def _first_forbidden(self, sentence: _Sentence, ids: list[int]) -> int | None:
