@@ -211,7 +211,7 @@ def load_for_search(prog: str, args: argparse.Namespace, checkpoint: str, device
     from translate.decode.engine import load_searching
     from translate.decode.settings import EngineChoice
 
-    choice = EngineChoice(args.engine, args.quantize, args.engine_cache)
+    choice = EngineChoice.from_args(args)
     loaded = load_searching(checkpoint, device, choice, args.precision)
     if args.engine != "pytorch":
         print(f"{prog}: searching with {loaded.engine}", file=sys.stderr)

@@ -255,7 +255,7 @@ def serve(args: argparse.Namespace) -> int:
             restrict_to_target=args.restrict_target,
         ),
     )
-    engine = EngineChoice(args.engine, args.quantize, args.engine_cache)
+    engine = EngineChoice.from_args(args)
     model_process = ModelSettings(args.checkpoint, str(device), args.threads, budget, engine)
     app = create_app(loaded, settings, model_process)
     print(

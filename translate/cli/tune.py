@@ -87,7 +87,7 @@ def tune(args: argparse.Namespace) -> int:
             args.candidates,
             progress=lambda line: print(f"translate-tune: {line}", file=sys.stderr),
             write=not args.dry_run,
-            engine=EngineChoice(args.engine, cache_dir=args.engine_cache),
+            engine=EngineChoice.from_args(args),
         )
     print(report(settings))
     if not args.dry_run:

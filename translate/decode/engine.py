@@ -169,9 +169,8 @@ class CTranslate2Lane:
         starts: Sequence[int | None] | None = None,
         plans: Sequence[SearchPlan] | None = None,
     ) -> None:
-        plans = plans or [self.plan] * len(sources)
+        plans = self.plan.joining(plans, len(sources))
         starts = starts or [None] * len(sources)
-        self.plan.check_joining(plans)
         for key, ids, start, plan in zip(sentence_ids, sources, starts, plans):
             self.waiting.append(_Added(key, list(ids), start, plan, self.cost(len(ids), plan)))
 

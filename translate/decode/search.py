@@ -171,8 +171,7 @@ class Search:
         own (by default the search's), whose lane must be the search's."""
         if not sources:
             return
-        plans = plans or [self.plan] * len(sources)
-        self.plan.check_joining(plans)
+        plans = self.plan.joining(plans, len(sources))
         count = self._add(sentence_ids, sources, starts, plans)
         rows = count * self.beam
         self.history = torch.cat(

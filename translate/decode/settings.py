@@ -70,6 +70,12 @@ class EngineChoice:
     quantize: str = "none"
     cache_dir: str | None = None
 
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> EngineChoice:
+        """The engine the parsed flags ask for: `--engine`, `--engine-cache` and `--quantize` (a
+        command without it keeps float32)."""
+        return cls(args.engine, getattr(args, "quantize", "none"), args.engine_cache)
+
     def __post_init__(self) -> None:
         if self.name not in ENGINES:
             raise ValueError(f"the engine must be one of {', '.join(ENGINES)}, got {self.name}")
@@ -123,15 +129,18 @@ class SearchPlan:
         may differ from one sentence to the next."""
         return (self.beam, self.n_best, self.never, self.sentinels)
 
-    def check_joining(self, plans: Sequence[SearchPlan]) -> None:
-        """A ValueError unless every one of `plans` keeps this plan's lane: what a search of this
-        plan takes (`Search.add`, `engine.CTranslate2Lane.add`)."""
+    def joining(self, plans: Sequence[SearchPlan] | None, count: int) -> Sequence[SearchPlan]:
+        """The plans of `count` sentences joining a search of this plan (`Search.add`,
+        `engine.CTranslate2Lane.add`; None: this plan for each); a ValueError unless every one
+        keeps this plan's lane."""
+        plans = plans or [self] * count
         for plan in {id(plan): plan for plan in plans}.values():
             if plan.lane() != self.lane():
                 raise ValueError(
                     f"a sentence's plan must keep the search's beam, n-best, blocked ids and "
                     f"sentinels {self.lane()}, got {plan.lane()}"
                 )
+        return plans
 
     def __post_init__(self) -> None:
         if self.beam < 1:

@@ -70,7 +70,7 @@ class BatchTranslation(L.LightningModule):
         from translate.partial_output import PartialOutput
 
         args, rank, world = self.args, self.global_rank, self.trainer.world_size
-        choice = EngineChoice(args.engine, args.quantize, args.engine_cache)
+        choice = EngineChoice.from_args(args)
         self.loaded = load_searching(args.checkpoint, self.device, choice, args.precision)
         # Refuse before any work.
         pipeline.target_tags_for(self.loaded, args.target_lang, args.source_lang)
