@@ -24,7 +24,8 @@ from helpers import (  # noqa: E402
 
 from translate.cli.translate import main as translate_cli  # noqa: E402
 from translate.decode import ctranslate2_search, pipeline  # noqa: E402
-from translate.decode.ctranslate2_search import CTranslate2Search  # noqa: E402
+from translate.decode.ctranslate2_model import converted_ctranslate2  # noqa: E402
+from translate.decode.ctranslate2_search import CTranslate2Search, load_translator  # noqa: E402
 from translate.decode.engine import choose_engine, load_searching  # noqa: E402
 from translate.decode.loaded_model import load_model  # noqa: E402
 from translate.decode.settings import Budget, EngineChoice, SearchSettings  # noqa: E402
@@ -237,12 +238,27 @@ def test_the_engine_gets_the_threads_and_torch_keeps_them_where_it_searches(copy
         torch.set_num_threads(2)
         loaded = load_searching(copy_model, "cpu", EngineChoice("ctranslate2", cache_dir=cache))
         assert loaded.engine.startswith("CTranslate2 (float32, 2 threads")
+        # torch, which searches only what CTranslate2 hands back, stays on one thread, though
+        # creating the translator may set the thread count torch reads
+        assert torch.get_num_threads() == 1
         torch.set_num_threads(2)
         fallback = load_searching(copy_model, "cpu", EngineChoice("auto"), "bf16-mixed")
         assert fallback.ctranslate2 is None and torch.get_num_threads() == 2
         with pytest.raises(UsageError):  # a model loaded on one thread, refused: torch's back
             load_searching(copy_model, "cpu", EngineChoice("ctranslate2"), "bf16-mixed")
         assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_a_translator_leaves_torch_threads_as_they_were(copy_model, tmp_path):
+    directory = converted_ctranslate2(load_model(copy_model), tmp_path)
+    threads = torch.get_num_threads()
+    try:
+        for torch_threads, translator_threads in ((2, 1), (1, 2)):
+            torch.set_num_threads(torch_threads)
+            load_translator(directory, threads=translator_threads)
+            assert torch.get_num_threads() == torch_threads
     finally:
         torch.set_num_threads(threads)
 

@@ -58,6 +58,7 @@ from benchmarks.harness import (
     test_split,
 )
 from translate.decode.ctranslate2_model import COMPUTE_TYPES
+from translate.decode.ctranslate2_search import load_translator
 from translate.decode.device import autocast
 from translate.decode.engine import choose_engine
 from translate.decode.loaded_model import LoadedModel, load_model
@@ -168,14 +169,6 @@ def transformers_runner(hf_model, loaded: LoadedModel, encoded, batches) -> Call
     return translate
 
 
-def ctranslate2_translator(ct2_dir: Path | str, device: str, compute: str, threads: int):
-    import ctranslate2
-
-    return ctranslate2.Translator(
-        str(ct2_dir), device=device, inter_threads=1, compute_type=compute, intra_threads=threads
-    )
-
-
 def ctranslate2_runner(translator, loaded: LoadedModel, encoded, batches) -> Callable:
     source, target = loaded.vocab.source.processor, loaded.vocab.target.processor
     pieces = [[source.id_to_piece(t) for t in ids] for ids in encoded]
@@ -231,7 +224,7 @@ def _systems_worker(connection, checkpoint, ct2_dir, device, compute, threads, e
     torch.set_num_threads(1)  # this process's torch only reads the checkpoint
     loaded = load_model(checkpoint, pack=False)
     translate = ctranslate2_runner(
-        ctranslate2_translator(ct2_dir, device, compute, threads), loaded, encoded, batches
+        load_translator(ct2_dir, compute, threads, device), loaded, encoded, batches
     )
     connection.send("ready")
     while (setting := connection.recv()) is not None:
@@ -269,7 +262,7 @@ def other_runners(args, directory: Path, loaded, skip, encoded, batches) -> dict
         threads = torch.get_num_threads()
         for name, compute in computes.items():
             if args.ct2_in_process:
-                translator = ctranslate2_translator(ct2_dir, args.device, compute, threads)
+                translator = load_translator(ct2_dir, compute, threads, args.device)
                 runners[name] = ctranslate2_runner(translator, loaded, encoded, batches)
             else:
                 worker = (args.checkpoint, str(ct2_dir), args.device, compute, threads)
@@ -485,7 +478,7 @@ def products_ms(loaded, rows: int, repeats: int, passes: int = 50) -> float:
 def _step_worker(connection, ct2_dir: str, compute: str, threads: int) -> None:
     """Answers ("step", pieces, rows, short, long, repeats) with ms a step and ("batch", the
     sentences' pieces, longest output, repeats) with seconds, as ours are measured."""
-    ct2 = ctranslate2_translator(ct2_dir, "cpu", compute, threads)
+    ct2 = load_translator(ct2_dir, compute, threads)
     connection.send("ready")
     while (job := connection.recv()) is not None:
         if job[0] == "batch":

@@ -99,20 +99,32 @@ class _Sentence:
     owed: frozenset = frozenset()  # the sentinels (slots) its source holds
 
 
-def cpu_translator(directory: Path, compute_type: str = "float32", threads: int = 1):
-    """A `ctranslate2.Translator` of the converted model in `directory` on the CPU, one batch at a
-    time on `threads` threads, with `compute_type` ("float32" or "int8") weights."""
-    return require_ctranslate2().Translator(
-        str(directory),
-        device="cpu",
-        compute_type=compute_type,
-        inter_threads=1,
-        intra_threads=threads,
-    )
+def load_translator(
+    directory: Path, compute_type: str = "float32", threads: int = 1, device: str = "cpu"
+):
+    """A `ctranslate2.Translator` of the converted model in `directory` on `device`, one batch at
+    a time on `threads` threads, with `compute_type` ("float32" or "int8" on the CPU) weights.
+
+    Torch's thread count is left as it was: creating a translator can change the OpenMP thread
+    count that torch reads in the thread creating it (a torch set to 1 thread was at 2 after a
+    translator on 2 threads), and torch's own work would then run on more threads than asked."""
+    import torch
+
+    kept = torch.get_num_threads()
+    try:
+        return require_ctranslate2().Translator(
+            str(directory),
+            device=device,
+            compute_type=compute_type,
+            inter_threads=1,
+            intra_threads=threads,
+        )
+    finally:
+        torch.set_num_threads(kept)
 
 
 class CTranslate2Search:
-    """A `ctranslate2.Translator` (`cpu_translator`) of a model over `vocab` with `max_positions`
+    """A `ctranslate2.Translator` (`load_translator`) of a model over `vocab` with `max_positions`
     positions, searching as `plan`s ask (`search`); `counts` counts what it answered and handed
     back."""
 

@@ -66,7 +66,7 @@ def _chosen(
     from translate.decode.ctranslate2_search import (
         CTranslate2Error,
         CTranslate2Search,
-        cpu_translator,
+        load_translator,
         require_ctranslate2,
     )
 
@@ -97,7 +97,7 @@ def _chosen(
             raise UsageError(f"--engine ctranslate2: {why_not}; use --engine pytorch")
         return f"the PyTorch search (--engine auto: {why_not})"
     compute = "int8" if choice.quantize == "int8" else "float32"
-    translator = cpu_translator(directory, compute, threads)
+    translator = load_translator(directory, compute, threads)
     loaded.ctranslate2 = CTranslate2Search(translator, loaded.vocab, loaded.model.cfg.max_positions)
     how = f"{compute}, {threads} thread{'s' if threads > 1 else ''}"
     if choice.name == "ctranslate2":

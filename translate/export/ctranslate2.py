@@ -7,7 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from translate.decode.ctranslate2_model import write_ctranslate2
-from translate.decode.ctranslate2_search import CTranslate2Error, require_ctranslate2
+from translate.decode.ctranslate2_search import (
+    CTranslate2Error,
+    load_translator,
+    require_ctranslate2,
+)
 from translate.decode.loaded_model import load_model
 from translate.export.output import ExportError, prepare_output, refuse_sharing_variants, staged
 
@@ -28,7 +32,7 @@ def export_ctranslate2(
     Written into a temporary directory beside `out_dir`, then renamed into place.
     """
     try:
-        ctranslate2 = require_ctranslate2()
+        require_ctranslate2()
     except CTranslate2Error as error:
         raise ExportError(f"exporting to CTranslate2: {error}") from None
     out_dir = Path(out_dir)
@@ -37,5 +41,5 @@ def export_ctranslate2(
     refuse_sharing_variants(loaded.model, "a CTranslate2 model")
     with staged(out_dir, overwrite) as tmp:
         write_ctranslate2(loaded, tmp, quantization)
-        ctranslate2.Translator(str(tmp), device="cpu")  # loads, or fails here and not for the user
+        load_translator(tmp)  # loads, or fails here and not for the user
     return out_dir
