@@ -53,6 +53,7 @@ from translate.serve.launch import (  # noqa: E402
     free_loopback_port,
     wait_until_ready,
 )
+from translate.serve.metrics import Metrics  # noqa: E402
 from translate.serve.service import detokenise, tokenise  # noqa: E402
 from translate.serve.supervision import ModelUnavailable  # noqa: E402
 from translate.serve.worker import ONEDNN_CACHES  # noqa: E402
@@ -985,3 +986,14 @@ def test_the_search_budget_s_flags_are_checked_before_the_model_loads(flags, err
 
     args = build_parser().parse_args(["--checkpoint", "model.ckpt", *flags])
     assert settings_error(args) == error
+
+
+def test_the_batch_histogram_holds_one_size_a_step():
+    metrics = Metrics()
+    # one step answered three requests: the first carries what the search held, the others 0
+    for searching in (5, 0, 0):
+        metrics.batch(1, 10, 0.1, searching)
+    metrics.batch(3, 30, 0.2)  # whole batches: the request's own lines
+    sizes = {s.name: s.value for s in metrics.batch_size.collect()[0].samples}
+    assert sizes["translate_batch_sentences_count"] == 2
+    assert sizes["translate_batch_sentences_sum"] == 8

@@ -3,7 +3,8 @@
 Load: closed-loop clients over loopback, each a coroutine with an httpx client of its own, sending
 one test-split sentence a request and the next as soon as the answer comes, for `--seconds` a
 level of `--clients`; the clients take the sentences in one shuffled order of the whole split
-(seed 0), so that the few hundred a level reaches are a fair sample. Modes: `continuous`
+(seed 0), so that the few hundred a level reaches are a fair sample, translated again at each
+level (translate-serve's answer cache off). Modes: `continuous`
 (translate-serve's defaults: requests join the running search between two steps; on the CPU its
 engine is CTranslate2), `pytorch` (the same with `--engine pytorch`), `unbatched`
 (`--batch-tokens 1`: one sentence in the search at a time) and `libretranslate`: LibreTranslate itself (PyPI, in a virtual environment of its own
@@ -90,6 +91,9 @@ def start_server(
         ready = "/health"
     else:
         flags = ("--device", args.device, "--max-queued-sentences", "100000")
+        # No answer cache: every level starts the same order of sentences, and LibreTranslate
+        # translates each one again.
+        flags += ("--cache-entries", "0")
         flags += tuple(MODES[mode])
         command = serve_command(
             str(Path(args.checkpoint).resolve()), port, *flags, threads=args.threads

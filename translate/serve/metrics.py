@@ -70,10 +70,14 @@ class Metrics:
     ) -> None:
         """A batch translated; with continuous batching, a request of `sentences` lines answered,
         `searching` the most lines the running searches held since the answer before (the batch
-        size) and `seconds` the model's work since then."""
+        size; 0, not observed, for the answers after the first of one step) and `seconds` the
+        model's work since then."""
         self.sentences.inc(sentences)
         self.tokens.inc(tokens)
-        self.batch_size.observe(sentences if searching is None else searching)
+        if searching is None:
+            self.batch_size.observe(sentences)
+        elif searching:
+            self.batch_size.observe(searching)
         self.model_seconds.inc(seconds)
 
     def request(self, path: str, status: int, seconds: float) -> None:
