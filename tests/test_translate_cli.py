@@ -90,7 +90,7 @@ def test_n_best_gives_n_scored_lines_per_input_line(files, capsys, tmp_path):
     )
     assert code == 0, err
     rows = [line.split(" ||| ") for line in read(tmp_path / "nbest")]
-    assert len(rows) == 3 * len(LINES) and all(len(row) == 4 for row in rows)
+    assert len(rows) == 3 * len(LINES) and all(len(row) == 5 for row in rows)
     assert [int(row[0]) for row in rows] == [i for i in range(len(LINES)) for _ in range(3)]
     for number in range(len(LINES)):
         entries = rows[3 * number : 3 * number + 3]
@@ -98,8 +98,17 @@ def test_n_best_gives_n_scored_lines_per_input_line(files, capsys, tmp_path):
         assert scores == sorted(scores, reverse=True)
         if LINES[number]:
             assert all(-math.inf < s < 0 for s in scores) and all(float(r[3]) < 0 for r in entries)
+            # the confidence: the geometric mean of the tokens' probabilities, EOS included
+            for _, text, _, log_prob, confidence in entries:
+                tokens = len(vocab_of(files).target.encode([text])[0]) + 1
+                assert 0 < float(confidence) < 1
+                assert float(confidence) == pytest.approx(
+                    math.exp(float(log_prob) / tokens), abs=1e-4
+                )
             assert len({row[1] for row in entries}) == 3, "an n-best list repeats a translation"
         else:
+            # not searched: the first entry sure, the ones the search could not fill not
+            assert [float(row[4]) for row in entries] == [1.0, 0.0, 0.0]
             assert [row[1] for row in entries] == ["", "", ""] and scores == [
                 0.0,
                 -math.inf,
@@ -482,8 +491,35 @@ def test_translate_eval_searches_as_translate_cli_does(files, capsys, tmp_path):
 def nbest_rows(path: Path) -> list[tuple[str, str, float]]:
     return [
         (number, text, float(score))
-        for number, text, score, _ in (line.split(" ||| ") for line in read(path))
+        for number, text, score, _, _ in (line.split(" ||| ") for line in read(path))
     ]
+
+
+def vocab_of(files):
+    return load_model(files["ckpt"]).vocab
+
+
+def test_scores_put_each_line_s_confidence_before_it(files, capsys, tmp_path):
+    code, _, err = run(files, capsys, "--output", str(tmp_path / "plain"))
+    assert code == 0, err
+    code, _, err = run(files, capsys, "--scores", "--output", str(tmp_path / "scored"))
+    assert code == 0, err
+    code, _, err = run(files, capsys, "--n-best", "2", "--output", str(tmp_path / "nbest"))
+    assert code == 0, err
+    plain, scored = read(tmp_path / "plain"), read(tmp_path / "scored")
+    confidences = [float(line.split("\t", 1)[0]) for line in scored]
+    assert [line.split("\t", 1)[1] for line in scored] == plain
+    # the same confidence as the n-best list's first entry; an empty line's is 1
+    firsts = [line.split(" ||| ") for line in read(tmp_path / "nbest")][::2]
+    assert confidences == [float(row[4]) for row in firsts]
+    assert [c for c, line in zip(confidences, LINES) if not line] == [1.0]
+    assert all(0 < c < 1 for c, line in zip(confidences, LINES) if line)
+    # scored against a reference: the translations, not their confidences
+    reference = tmp_path / "reference"
+    reference.write_text("".join(line + "\n" for line in plain), encoding="utf-8")
+    code, _, err = run(files, capsys, "--scores", "--reference", str(reference))
+    assert code == 0, err
+    assert "BLEU = 100.00" in err
 
 
 @pytest.mark.numerical

@@ -9,6 +9,7 @@ paired significance tests between systems.
     translate-eval --checkpoint MANY --directions en-de de-fr ja-zh-CN   # a many-to-many model
     translate-eval --compare BASE.ckpt NEW.ckpt hyp.de --test-set wmt14   # the first is the baseline
     ... --metrics bleu,chrf,chrf++,ter --sentence-scores scores.jsonl --plot by-length.png
+    translate-eval --checkpoint CKPT --confidence          # how far the confidences follow chrF
 
 Without --source, --reference or --test-set, the text comes from the corpus and languages
 recorded in the checkpoint (its training run's data settings), so a Spanish-English model is
@@ -126,6 +127,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--plot", metavar="FILE.png", help="draw BLEU by source length for each system"
     )
+    parser.add_argument(
+        "--confidence",
+        action="store_true",
+        help="with --checkpoint: how well each translation's confidence (translate-cli --scores) "
+        "follows its sentence chrF: Pearson's and Spearman's correlations, and the translations "
+        "under chrF 30 that a threshold flags",
+    )
     add_search_arguments(parser)
     add_language_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print the scores as JSON")
@@ -145,6 +153,8 @@ def arguments_error(args: argparse.Namespace, argv: list[str] | None) -> str | N
         )
     if args.compare and len(set(args.compare)) != len(args.compare):
         return "--compare names a system twice: give each checkpoint or file once"
+    if args.confidence and not args.checkpoint:
+        return "--confidence reads the search's confidences: give it with --checkpoint"
     if args.compare and (args.output or args.sentence_scores):
         flag = "--output" if args.output else "--sentence-scores"
         return f"{flag} writes one system's lines: give it with --checkpoint or --hypotheses"
@@ -237,9 +247,9 @@ def hypotheses_text(args: argparse.Namespace) -> ScoredText:
     return files_text(args.source, args.reference, direction)
 
 
-def translate(loaded, text: ScoredText, args, device: str) -> list[str]:
-    """The checkpoint's translations of the text under the search flags and its own defaults,
-    with a progress bar."""
+def translate(loaded, text: ScoredText, args, device: str) -> list:
+    """The checkpoint's translations of the text (`pipeline.Translation`s) under the search flags
+    and its own defaults, with a progress bar."""
     from tqdm import tqdm
 
     from translate.decode.evaluation import direction_settings, translate_text
@@ -327,22 +337,44 @@ def score_checkpoint(args: argparse.Namespace, metrics: tuple[str, ...]) -> int:
             f"{one_direction_flag(args)} is for one direction and {args.checkpoint} was trained on "
             f"{len(texts)}: give one of --directions"
         )
-    rows = []
+    rows, reports = [], []
     for text in texts:
         print(f"translate-eval: {text.description} ({len(text.sources):,} lines)", file=sys.stderr)
-        hypotheses = translate(loaded, text, args, device)
+        translations = translate(loaded, text, args, device)
+        hypotheses = [found.text for found in translations]
         if args.output:
             write_lines_atomic(args.output, hypotheses)
         rows.append(checkpoint_scores(loaded, text, hypotheses, metrics))
         write_extras(args, text, [(args.checkpoint, hypotheses)], metrics)
+        if args.confidence:
+            reports.append(confidence_of(text, translations))
     handed_back_note("translate-eval", loaded)
     shown = [row.to_json() for row in rows]
-    print(
-        json.dumps(shown if len(rows) > 1 else shown[0], indent=2)
-        if args.json
-        else scores_table(rows, metrics)
-    )
+    for row, report in zip(shown, reports):
+        row["confidence"] = report.to_json()
+    if args.json:
+        print(json.dumps(shown if len(rows) > 1 else shown[0], indent=2))
+    else:
+        print(scores_table(rows, metrics))
+        for row, report in zip(rows, reports):
+            print(f"{row.direction}: {report.summary()}" if len(rows) > 1 else report.summary())
     return 0
+
+
+def confidence_of(text: ScoredText, translations: list):
+    """The confidence report (`score.confidence`) of a checkpoint's `translations` of `text`."""
+    from translate.score.confidence import confidence_report
+
+    try:
+        return confidence_report(
+            [found.confidence for found in translations],
+            [found.text for found in translations],
+            text.references,
+            text.sources,
+            text.target_lang,
+        )
+    except ValueError as error:
+        raise UsageError(f"--confidence on {text.description}: {error}") from None
 
 
 def is_checkpoint(path: str) -> bool:
@@ -403,7 +435,8 @@ def compare_systems(args: argparse.Namespace, metrics: tuple[str, ...]) -> int:
             f"translate-eval: {path} on {text.description} ({len(text.sources):,} lines)",
             file=sys.stderr,
         )
-        systems.append((path, translate(loaded, text, system_args, device)))
+        translations = translate(loaded, text, system_args, device)
+        systems.append((path, [found.text for found in translations]))
     for name, hypotheses in systems:
         check_references(hypotheses, text.references, (name, text.reference_names))
     print(

@@ -5,11 +5,14 @@ a pipe is read in chunks of up to --chunk-lines lines without waiting for its en
 line gives one output line, in order; a blank line (spaces, tabs, NUL) gives an empty line.
 An input line ends at LF, CR LF or CR (one file may mix them); every output line ends with LF.
 
+With --scores every output line starts with the translation's CONFIDENCE and a tab: the
+geometric mean of its tokens' probabilities, from 0 to 1 (1 for an empty line).
+
 With --n-best N (N > 1) every input line gives N output lines, best first, each
-`SENTENCE ||| TRANSLATION ||| SCORE ||| LOG_PROB`: SENTENCE is the 0-based input line number
-(as in Moses n-best lists), SCORE the length-normalized score the beam ranks by and LOG_PROB
-the total log-probability (EOS included). An empty input line gives N entries with empty
-text (the first scored 0, the rest -inf).
+`SENTENCE ||| TRANSLATION ||| SCORE ||| LOG_PROB ||| CONFIDENCE`: SENTENCE is the 0-based input
+line number (as in Moses n-best lists), SCORE the length-normalized score the beam ranks by,
+LOG_PROB the total log-probability (EOS included) and CONFIDENCE as above. An empty input line
+gives N entries with empty text (the first scored 0, the rest -inf).
 
 With --output FILE, each chunk is added to FILE.partial as soon as it is done, and FILE
 appears, complete, at the end; after a crash or Ctrl-C, the same command with --resume
@@ -88,7 +91,13 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=1,
         help="write the N best translations of every line, in the "
-        "'SENTENCE ||| TRANSLATION ||| SCORE ||| LOG_PROB' format (N <= --beam)",
+        "'SENTENCE ||| TRANSLATION ||| SCORE ||| LOG_PROB ||| CONFIDENCE' format (N <= --beam)",
+    )
+    parser.add_argument(
+        "--scores",
+        action="store_true",
+        help="start every output line with the translation's confidence (0 to 1: the geometric "
+        "mean of its tokens' probabilities) and a tab",
     )
     parser.add_argument(
         "--reference",
@@ -115,17 +124,31 @@ def settings_error(args: argparse.Namespace) -> str | None:
 def nbest_lines(translations: list, first: int = 0) -> list[str]:
     """The n-best format; `first` is the 0-based input line number of `translations[0]`."""
     return [
-        f"{number} ||| {entry.text} ||| {entry.score:.4f} ||| {entry.log_prob:.4f}"
+        f"{number} ||| {entry.text} ||| {entry.score:.4f} ||| {entry.log_prob:.4f} ||| "
+        f"{entry.confidence:.4f}"
         for number, entries in enumerate(translations, start=first)
         for entry in entries
     ]
 
 
-def one_best(output_lines: list[str], n_best: int) -> list[str]:
+def written_lines(translations: list, first: int, n_best: int, scores: bool) -> list[str]:
+    """What translate-cli writes for `translations` (each line's n-best list), the first of them
+    input line `first` (0-based): the n-best format, or a line each, after its confidence and a
+    tab with `scores`."""
+    if n_best > 1:
+        return nbest_lines(translations, first)
+    if scores:
+        return [f"{entries[0].confidence:.4f}\t{entries[0].text}" for entries in translations]
+    return [entries[0].text for entries in translations]
+
+
+def one_best(output_lines: list[str], n_best: int, scores: bool = False) -> list[str]:
     """The best translation of every input line, from the lines translate-cli wrote."""
-    if n_best == 1:
-        return output_lines
-    return [line.split(" ||| ", 1)[1].rsplit(" ||| ", 2)[0] for line in output_lines[::n_best]]
+    if n_best > 1:
+        return [line.split(" ||| ", 1)[1].rsplit(" ||| ", 3)[0] for line in output_lines[::n_best]]
+    if scores:
+        return [line.split("\t", 1)[1] for line in output_lines]
+    return output_lines
 
 
 def fingerprint(args: argparse.Namespace, checkpoint_digest: str) -> dict:
@@ -137,6 +160,7 @@ def fingerprint(args: argparse.Namespace, checkpoint_digest: str) -> dict:
         "--beam": args.beam,
         "--length-penalty": args.length_penalty,
         "--n-best": args.n_best,
+        "--scores": args.scores,
         "--max-len-a": args.max_len_a,
         "--max-len-b": args.max_len_b,
         "--max-input-tokens": args.max_input_tokens,
@@ -359,12 +383,7 @@ def translate_command(args: argparse.Namespace) -> int:
                     first_line=first + 1,
                     on_split=split_line_warning,
                 )
-            text = (
-                [e[0].text for e in translations]
-                if args.n_best == 1
-                else nbest_lines(translations, first)
-            )
-            output.append(text, chunk)
+            output.append(written_lines(translations, first, args.n_best, args.scores), chunk)
             lacking += warn_lost(chunk, [e[0].text for e in translations], first + 1)
     except BaseException:
         if isinstance(output, PartialOutput):
@@ -398,7 +417,7 @@ def translate_command(args: argparse.Namespace) -> int:
         from translate.score.metrics import corpus_scores
 
         print(
-            corpus_scores(one_best(output.read(), args.n_best), references).report(),
+            corpus_scores(one_best(output.read(), args.n_best, args.scores), references).report(),
             file=sys.stderr,
         )
     return 0

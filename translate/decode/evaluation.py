@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from translate.decode.loaded_model import LoadedModel
 from translate.decode.settings import SearchSettings
@@ -19,6 +20,9 @@ from translate.score.scored_text import (
 )
 from translate.text.corpus import CorpusError
 from translate.text.languages import parse_direction
+
+if TYPE_CHECKING:
+    from translate.decode.pipeline import Translation
 
 
 class UnrecordedDataError(UsageError):
@@ -165,14 +169,15 @@ def translate_text(
     batch_tokens: int,
     progress: Callable[[int], object] | None = None,
     on_split: Callable | None = None,
-) -> list[str]:
-    """The checkpoint's translations of the text's sources under `settings`, in its direction."""
-    from translate.decode.pipeline import translate_lines
+) -> list[Translation]:
+    """The checkpoint's best translation of each of the text's sources under `settings`, in its
+    direction."""
+    from translate.decode.pipeline import translate_nbest
 
     settings = direction_settings(loaded, text, settings)
     if settings.restrict_to_target:
         loaded.target_token_mask(settings.target_lang)  # a checkpoint without them fails first
-    return translate_lines(
+    found = translate_nbest(
         loaded,
         text.sources,
         settings,
@@ -180,6 +185,7 @@ def translate_text(
         progress=progress,
         on_split=on_split,
     )
+    return [entries[0] for entries in found]
 
 
 def checkpoint_scores(

@@ -92,16 +92,25 @@ def target_tags_for(
 
 @dataclass
 class Translation:
-    """One entry of an n-best list: detokenized text, length-normalized score, total log-prob.
+    """One entry of an n-best list: detokenized text, length-normalized score, total log-prob,
+    and the target tokens that sums over (each segment's EOS included).
 
-    An empty input line is not decoded and gets an empty text with score 0.  Entries that fill
-    an n-best list the search could not fill (a search space smaller than n_best) have an empty
-    text and -inf.
+    An empty input line is not decoded and gets an empty text with score 0 and no tokens.
+    Entries that fill an n-best list the search could not fill (a search space smaller than
+    n_best) have an empty text and -inf.
     """
 
     text: str
     score: float
     log_prob: float
+    tokens: int = 0
+
+    @property
+    def confidence(self) -> float:
+        """The model's confidence in it, in [0, 1]: the geometric mean of its tokens'
+        probabilities, exp(log_prob / tokens), whatever the search's length penalty (1 for an
+        empty line, which is not searched; 0 for an entry the search could not fill)."""
+        return math.exp(self.log_prob / self.tokens) if self.tokens else 1.0
 
 
 def length_batches(lengths: list[int], batch_tokens: int) -> list[list[int]]:
@@ -403,17 +412,21 @@ def join_segments(
         for parts in per_part
         for k in range(n_best)
     ]
+    written = [  # each joined hypothesis's tokens, a searched segment's EOS included
+        sum(len(segment[k].tokens) + 1 for segment in parts if segment[k] is not BLANK)
+        for parts in per_part
+        for k in range(n_best)
+    ]
     texts = loaded.vocab.target.decode([hypothesis.tokens for hypothesis in joined])
     if loaded.data.protect_spans:
         texts = [unmask(text, segments.parts[i // n_best].spans) for i, text in enumerate(texts)]
     lines: list[list[list[Translation]]] = [[] for _ in range(segments.lines)]
     for p, part in enumerate(segments.parts):
+        at = slice(p * n_best, (p + 1) * n_best)
         lines[part.line].append(
             [
-                Translation(part.before + text, found.score, found.log_prob)
-                for text, found in zip(
-                    texts[p * n_best : (p + 1) * n_best], joined[p * n_best : (p + 1) * n_best]
-                )
+                Translation(part.before + text, found.score, found.log_prob, tokens)
+                for text, found, tokens in zip(texts[at], joined[at], written[at])
             ]
         )
     return [[_line_of_parts([part[k] for part in parts]) for k in range(n_best)] for parts in lines]
@@ -427,6 +440,7 @@ def _line_of_parts(parts: list[Translation]) -> Translation:
         "".join(part.text for part in parts),
         sum(part.score for part in parts),
         sum(part.log_prob for part in parts),
+        sum(part.tokens for part in parts),
     )
 
 

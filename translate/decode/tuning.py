@@ -31,7 +31,7 @@ def score(
     settings = SearchSettings(beam=beam, length_penalty=alpha)
     rows = []
     for text in texts:
-        hypotheses = translate_text(loaded, text, settings, batch_tokens)
+        hypotheses = [found.text for found in translate_text(loaded, text, settings, batch_tokens)]
         rows.append(corpus_scores(hypotheses, text.references[0], target_lang=text.target_lang))
     return {
         "beam": beam,
