@@ -341,6 +341,8 @@ def test_translate_serve_s_engine_loop_searches_the_requests_of_a_step_in_one_ca
     assert counting.calls == [5] and sorted(a.request_id for a in answers) == [0, 1, 2, 3, 4]
     for answer in answers:
         line = LINES[answer.request_id]
-        texts = detokenise(loaded, sent[answer.request_id], answer.found, 1)
+        texts = [
+            found.text for found in detokenise(loaded, sent[answer.request_id], answer.found, 1)
+        ]
         assert texts == pipeline.translate_lines(loaded, [line], key)
     assert not engine.busy and not engine.searches

@@ -555,7 +555,9 @@ def test_continuous_batching_writes_each_request_s_language(trained):
             break
         answers.update((answer.request_id, answer) for answer in engine.step())
     answers = {
-        request_id: detokenise(loaded, segments[request_id], answer.found, 1)
+        request_id: [
+            found.text for found in detokenise(loaded, segments[request_id], answer.found, 1)
+        ]
         for request_id, answer in answers.items()
     }
     for request_id, (lines, key) in enumerate(requests):

@@ -4,6 +4,7 @@ and the real server on a loopback port (concurrent clients, SIGTERM)."""
 import asyncio
 import contextlib
 import json
+import math
 import os
 import queue
 import re
@@ -36,7 +37,7 @@ from queued_engine import QueuedEngine  # noqa: E402
 from strategies import ANY_TEXT, JSON_VALUES  # noqa: E402
 
 from translate.decode.loaded_model import ModelShape, load_model  # noqa: E402
-from translate.decode.pipeline import Part, Segments, translate_lines  # noqa: E402
+from translate.decode.pipeline import Part, Segments, translate_lines, translate_nbest  # noqa: E402
 from translate.decode.settings import Budget, SearchSettings  # noqa: E402
 from translate.decode.steps import Hypothesis  # noqa: E402
 from translate.files import file_digest  # noqa: E402
@@ -196,7 +197,12 @@ def test_continuous_batching_answers_each_request_as_translate_cli_does_alone(
         assert steps < 500
     assert waited, "the budget never held a line back"
     for request_id, (lines, key) in enumerate(requests):
-        texts = detokenise(loaded, segments[request_id], answers[request_id].found, key.n_best)
+        texts = [
+            found.text
+            for found in detokenise(
+                loaded, segments[request_id], answers[request_id].found, key.n_best
+            )
+        ]
         assert texts == translate_lines(loaded, lines, key), key
     assert not engine.requests and not engine.searches  # idle searches are let go
 
@@ -222,9 +228,9 @@ def test_the_engine_loop_takes_requests_between_steps_and_answers_each(loaded):
     assert sorted(answer.request_id for answer in received) == list(range(len(LINES)))
     for answer in received[:-1]:
         [line] = [LINES[answer.request_id]]
-        assert detokenise(loaded, sent[answer.request_id], answer.found, 1) == [
-            alone(loaded, line, 2)
-        ]
+        assert [
+            found.text for found in detokenise(loaded, sent[answer.request_id], answer.found, 1)
+        ] == [alone(loaded, line, 2)]
 
 
 def test_continuous_batching_fails_only_the_requests_a_bad_setting_touches(loaded):
@@ -238,7 +244,8 @@ def test_continuous_batching_fails_only_the_requests_a_bad_setting_touches(loade
     while engine.busy:
         answers += engine.step()
     [answer] = answers
-    assert detokenise(loaded, segments, answer.found, 1) == [alone(loaded, "Click OK.")]
+    [found] = detokenise(loaded, segments, answer.found, 1)
+    assert found.text == alone(loaded, "Click OK.") and 0 < found.confidence < 1
 
 
 class FakeEngine(QueuedEngine):
@@ -971,6 +978,19 @@ def test_the_native_api_names_the_protected_tokens_each_translation_lacks(loaded
         )
     assert body["lost"] == expected and expected[1] == []
     assert {"kind": "number", "text": "36"} in expected[0]  # a random model keeps none
+
+
+def test_the_native_api_gives_each_text_the_confidence_translate_cli_gives_its_lines(loaded):
+    texts = ["Click OK.", "", "Open the file.\nSave it."]
+    with client_for(loaded) as client:
+        body = client.post("/v1/translate", json={"text": texts}).json()
+    settings = SearchSettings(beam=5, length_penalty=1.0)  # the checkpoint's defaults
+    [[one]], [[first], [second]] = (
+        translate_nbest(loaded, lines, settings) for lines in (["Click OK."], texts[2].split("\n"))
+    )
+    together = math.exp((first.log_prob + second.log_prob) / (first.tokens + second.tokens))
+    assert body["confidences"] == pytest.approx([one.confidence, 1.0, together], rel=1e-4)
+    assert 0 < together < 1 and together != pytest.approx(first.confidence, rel=1e-4)
 
 
 @pytest.mark.parametrize(

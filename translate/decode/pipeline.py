@@ -107,10 +107,17 @@ class Translation:
 
     @property
     def confidence(self) -> float:
-        """The model's confidence in it, in [0, 1]: the geometric mean of its tokens'
-        probabilities, exp(log_prob / tokens), whatever the search's length penalty (1 for an
-        empty line, which is not searched; 0 for an entry the search could not fill)."""
-        return math.exp(self.log_prob / self.tokens) if self.tokens else 1.0
+        """The model's confidence in it (`joint_confidence`)."""
+        return joint_confidence([self])
+
+
+def joint_confidence(translations: Sequence[Translation]) -> float:
+    """The model's confidence in `translations` together (a text's lines), in [0, 1]: the
+    geometric mean of their tokens' probabilities, exp(log-probability / tokens), whatever the
+    search's length penalty (1 where nothing was searched, as an empty line; 0 for an entry the
+    search could not fill)."""
+    tokens = sum(found.tokens for found in translations)
+    return math.exp(sum(found.log_prob for found in translations) / tokens) if tokens else 1.0
 
 
 def length_batches(lengths: list[int], batch_tokens: int) -> list[list[int]]:

@@ -10,14 +10,15 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass
 
+from translate.decode.pipeline import Translation
 from translate.decode.settings import SearchSettings
 
 
 @dataclass(frozen=True)
 class Answered:
-    """A line's translations (its n-best texts, best first) and the sentences it cost the model."""
+    """A line's translations (its n-best list, best first) and the sentences it cost the model."""
 
-    texts: tuple[str, ...]
+    translations: tuple[Translation, ...]
     sentences: int
 
 

@@ -312,7 +312,8 @@ async def _translate_items(
     out of `groups`; each group's pieces (its `Work`) translated together."""
     outputs: list[list[list[str]] | None] = [None] * len(items)
     done = await asyncio.gather(*(service.run(work) for work in works))
-    for members, flat in zip(groups.values(), done):
+    for members, found in zip(groups.values(), done):
+        flat = [translation.text for translation in found]
         start = 0
         for index in members:
             chunk = flat[start * n_best : (start + len(items[index].pieces)) * n_best]

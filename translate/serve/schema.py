@@ -123,6 +123,10 @@ class TranslateResponse(BaseModel):
         description="for each text, the protected tokens of its source (numbers, placeholders, "
         "URLs, ...) that its translation lacks; empty where it kept them all"
     )
+    confidences: list[float] = Field(
+        description="for each text, the model's confidence in its translation, from 0 to 1: the "
+        "geometric mean of its tokens' probabilities (1 for a blank text)"
+    )
 
 
 class ErrorResponse(BaseModel):

@@ -81,22 +81,24 @@ def header_key(headers: Headers) -> str:
 
 
 def answered_items(
-    split: list[tuple[list[str], list[str]]], outputs: list[str]
-) -> tuple[list[str], list[list[LostToken]]]:
-    """Each item's translation (its lines' joined by its own line breaks) and the protected
-    tokens of its source that the translation lacks."""
-    flat = iter(outputs)
-    translated = [list(islice(flat, len(lines))) for lines, _ in split]
-    translations = [join_lines(outputs, breaks) for outputs, (_, breaks) in zip(translated, split)]
+    split: list[tuple[list[str], list[str]]], found: list[pipeline.Translation]
+) -> tuple[list[str], list[list[LostToken]], list[float]]:
+    """Each item's translation (its lines' joined by its own line breaks), the protected tokens
+    of its source that the translation lacks, and the model's confidence in it (its lines'
+    together, `pipeline.joint_confidence`)."""
+    flat = iter(found)
+    per_item = [list(islice(flat, len(lines))) for lines, _ in split]
+    texts = [[line.text for line in item] for item in per_item]
+    translations = [join_lines(outputs, breaks) for outputs, (_, breaks) in zip(texts, split)]
     lost = [
         [
             LostToken(kind=span.kind, text=span.text)
             for source, output in zip(lines, outputs)
             for span in lost_spans(source, output)
         ]
-        for outputs, (lines, _) in zip(translated, split)
+        for outputs, (lines, _) in zip(texts, split)
     ]
-    return translations, lost
+    return translations, lost, [pipeline.joint_confidence(item) for item in per_item]
 
 
 def tokenise(loaded: LoadedModel, lines: list[str], key: SearchSettings) -> pipeline.Segments:
@@ -108,10 +110,11 @@ def tokenise(loaded: LoadedModel, lines: list[str], key: SearchSettings) -> pipe
 
 def detokenise(
     loaded: LoadedModel, segments: pipeline.Segments, found: list, n_best: int
-) -> list[str]:
-    """An answer's hypotheses as `translate_lines` gives them: each line's n-best texts."""
+) -> list[pipeline.Translation]:
+    """An answer's hypotheses as translations: each line's n-best list, one line's after
+    another's."""
     nbest = pipeline.join_segments(loaded, segments, found, n_best)
-    return [entry.text for entries in nbest for entry in entries]
+    return [entry for entries in nbest for entry in entries]
 
 
 class Service:
@@ -355,12 +358,13 @@ class Service:
         key = self.search_settings(body)
         work = await self.prepare([line for lines, _ in split for line in lines], key)
         self.admit([work], api_key, address)
-        outputs = await self.run(work)
+        found = await self.run(work)
         # Off the event loop too: the protected spans of a long request take a while to check.
-        translations, lost = await self.off_loop(answered_items, split, outputs)
+        translations, lost, confidences = await self.off_loop(answered_items, split, found)
         return TranslateResponse(
             translations=translations,
             lost=lost,
+            confidences=confidences,
             beam=key.beam,
             length_penalty=key.length_penalty,
             target_lang=key.target_lang,
@@ -377,31 +381,31 @@ class Service:
         segments = await self.off_loop(tokenise, self.loaded, missing, key) if missing else None
         return Work(lines, key, answered, missing, segments)
 
-    async def translated(self, lines: list[str], key: SearchSettings) -> list[str]:
+    async def translated(self, lines: list[str], key: SearchSettings) -> list[pipeline.Translation]:
         """`lines` translated by the model, past the cache and charged to no client: the
         server's own warm-up, which must reach the model."""
         segments = await self.off_loop(tokenise, self.loaded, lines, key)
         return await self._search(Work(lines, key, [None] * len(lines), lines, segments))
 
-    async def run(self, work: Work) -> list[str]:
-        """The translations of `work`'s lines, in order (`key.n_best` a line, as `translate_lines`
-        gives them): the cache's, and the others' from the cross-client batches, kept in the
-        cache for the next time. The batcher's refusals are HTTP errors (503 with Retry-After:
-        the server is busy now)."""
+    async def run(self, work: Work) -> list[pipeline.Translation]:
+        """The translations of `work`'s lines, in order (`key.n_best` a line, as
+        `translate_lines` gives their texts): the cache's, and the others' from the
+        cross-client batches, kept in the cache for the next time. The batcher's refusals are
+        HTTP errors (503 with Retry-After: the server is busy now)."""
         each = work.key.n_best
-        fresh: dict[str, tuple[str, ...]] = {}
+        fresh: dict[str, tuple[pipeline.Translation, ...]] = {}
         if work.segments is not None:
             found = await self._search(work)
             for index, (line, sentences) in enumerate(zip(work.missing, work.missing_sentences)):
                 fresh[line] = tuple(found[index * each : (index + 1) * each])
                 self.cache.put(line, work.key, Answered(fresh[line], sentences))
         return [
-            text
+            found
             for line, cached in zip(work.lines, work.answered)
-            for text in (cached.texts if cached is not None else fresh[line])
+            for found in (cached.translations if cached is not None else fresh[line])
         ]
 
-    async def _search(self, work: Work) -> list[str]:
+    async def _search(self, work: Work) -> list[pipeline.Translation]:
         """The missing lines translated by the model: at once in the engine loop, whose queue is
         fair between requests; the batcher's refusals as HTTP errors."""
         lines, key, segments = work.missing, work.key, work.segments
