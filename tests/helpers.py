@@ -14,6 +14,7 @@ from torch import nn
 
 from translate.model.checkpoint import TrainingConfig, write_checkpoint
 from translate.model.transformer import ModelConfig, Transformer
+from translate.text.protected import SENTINEL_PIECES
 from translate.text.vocab import BOS_ID, EOS_ID, PAD_ID, Vocabularies, train_sentencepiece
 
 REPO = Path(__file__).resolve().parent.parent
@@ -204,3 +205,17 @@ def variant_id(changes: dict) -> str:
         f"{changes['tie_embeddings']}-{changes['encoder_layers']}x{changes['decoder_layers']}-"
         + "+".join(flags)
     )
+
+
+def protecting_model(directory):
+    """A random model of a vocabulary with sentinels, trained with protected spans."""
+    pairs = list(zip(fixture_lines("train.en"), fixture_lines("train.de")))
+    vocab = Vocabularies.train(pairs, 200, sentinels=SENTINEL_PIECES, split_digits=True)
+    torch.manual_seed(0)
+    cfg = ModelConfig(
+        d_model=16, heads=2, encoder_layers=1, decoder_layers=1, ffn_dim=16, max_positions=64
+    )
+    model = Transformer(cfg, len(vocab.source), len(vocab.target), shared_vocab=True)
+    path = directory / "protects.ckpt"
+    write_checkpoint(path, model, vocab, run_config="data:\n  protect_spans: 0.5\n")
+    return path

@@ -16,6 +16,7 @@ pytest.importorskip("ctranslate2")
 from helpers import (  # noqa: E402
     fixture_lines,
     joint_vocab,
+    protecting_model,
     random_tied_checkpoint,
     small_config,
     trained_copy_checkpoint,
@@ -32,9 +33,7 @@ from translate.decode.settings import Budget, EngineChoice, SearchSettings  # no
 from translate.decode.steps import output_limits  # noqa: E402
 from translate.errors import UsageError  # noqa: E402
 from translate.model.checkpoint import write_checkpoint  # noqa: E402
-from translate.model.transformer import ModelConfig, Transformer  # noqa: E402
-from translate.text.protected import SENTINEL_PIECES  # noqa: E402
-from translate.text.vocab import Vocabularies  # noqa: E402
+from translate.model.transformer import Transformer  # noqa: E402
 
 LINES = fixture_lines("test.en")[:40]
 
@@ -89,20 +88,6 @@ def test_beam_search_at_alpha_0_is_the_pytorch_search(copy_model, tmp_path):
         for a, b in zip(mine, other):
             assert a.log_prob - 1e-4 <= b.log_prob <= 0
     assert counts.answered == len(LINES)
-
-
-def protecting_model(directory):
-    """A random model of a vocabulary with sentinels, trained with protected spans."""
-    pairs = list(zip(fixture_lines("train.en"), fixture_lines("train.de")))
-    vocab = Vocabularies.train(pairs, 200, sentinels=SENTINEL_PIECES, split_digits=True)
-    torch.manual_seed(0)
-    cfg = ModelConfig(
-        d_model=16, heads=2, encoder_layers=1, decoder_layers=1, ffn_dim=16, max_positions=64
-    )
-    model = Transformer(cfg, len(vocab.source), len(vocab.target), shared_vocab=True)
-    path = directory / "protects.ckpt"
-    write_checkpoint(path, model, vocab, run_config="data:\n  protect_spans: 0.5\n")
-    return path
 
 
 def test_lines_whose_spans_ctranslate2_does_not_keep_are_repaired_or_searched_by_pytorch(tmp_path):

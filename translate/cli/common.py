@@ -63,6 +63,14 @@ def add_search_arguments(parser: argparse.ArgumentParser) -> None:
         "** alpha; 0 = raw log-prob (default: the value tuned on the dev set at the end of "
         "training and stored in the checkpoint, else 1.0)",
     )
+    parser.add_argument(
+        "--glossary",
+        dest="glossary_file",
+        metavar="FILE",
+        help="source terms and the target terms to write for them, one 'source<TAB>target' a "
+        "line: each term found (as written, whole words) comes out as its target term, once "
+        "(a model trained with protected spans)",
+    )
     add_output_arguments(parser)
     add_quantize_argument(parser)
     add_device_arguments(parser)
@@ -150,6 +158,7 @@ SEARCH_FLAGS = (
     "--device",
     "--precision",
     "--engine",
+    "--glossary",
 )
 
 

@@ -155,6 +155,8 @@ def fingerprint(args: argparse.Namespace, checkpoint_digest: str) -> dict:
     """What an OUTPUT.partial must have been written with to be continued: the checkpoint and
     every setting that changes the output (not the device, threads or batch size, which change
     only rounding). The input is checked line by line as it is read again (`skip_done`)."""
+    from translate.files import file_digest
+
     return {
         "checkpoint": checkpoint_digest,
         "--beam": args.beam,
@@ -169,6 +171,7 @@ def fingerprint(args: argparse.Namespace, checkpoint_digest: str) -> dict:
         "--target-lang": args.target_lang,
         "--quantize": args.quantize,
         "--engine": args.engine,
+        "--glossary": file_digest(args.glossary_file) if args.glossary_file else None,
     }
 
 
@@ -316,6 +319,7 @@ def translate_command(args: argparse.Namespace) -> int:
     from translate.text.line_feed import chunks
 
     set_threads(args.threads)
+    SearchSettings.from_args(args)  # a --glossary that cannot be read fails before any work
     sources, live, count = read_source(args.source)
     source_name = "<stdin>" if args.source == "-" else args.source
     references = None if args.reference is None else list(iter_lines(args.reference))
@@ -336,6 +340,7 @@ def translate_command(args: argparse.Namespace) -> int:
     if args.restrict_target:
         loaded.target_token_mask(tags.target_lang)
 
+    settings = SearchSettings.from_args(args)  # with the checkpoint's defaults filled in
     keep = references is not None
     if to_file:
         output = PartialOutput(target, fingerprint(args, file_digest(args.checkpoint)), args.resume)
@@ -377,7 +382,7 @@ def translate_command(args: argparse.Namespace) -> int:
                 translations = pipeline.translate_nbest(
                     loaded,
                     chunk,
-                    SearchSettings.from_args(args),
+                    settings,
                     batch_tokens=args.batch_tokens,
                     progress=bar.update,
                     first_line=first + 1,

@@ -12,6 +12,7 @@ from translate.decode.settings import SearchPlan, SearchSettings
 from translate.decode.steps import Hypothesis
 from translate.defaults import BATCH_TOKENS
 from translate.errors import UsageError
+from translate.text.glossary import Glossary
 from translate.text.protected import Masked, mask, unmask
 from translate.text.sentences import is_blank
 from translate.text.vocab import EOS_ID, language_tag
@@ -226,7 +227,7 @@ def translate_nbest(
     target = target_tags_for(loaded, settings.target_lang, settings.source_lang)
     plan = search_plan(loaded, settings, target)
     segments = source_segments(
-        loaded, lines, target, settings.max_input_tokens, first_line, on_split
+        loaded, lines, target, settings.max_input_tokens, first_line, on_split, settings.glossary
     )
     line_of = segments.line_of
     # An empty segment (a blank line) is not decoded.
@@ -369,22 +370,29 @@ def source_segments(
     max_input_tokens: int | None = None,
     first_line: int = 1,
     on_split: Callable[[SplitLine], None] | None = None,
+    glossary: Glossary | None = None,
 ) -> Segments:
     """The segments decoded: each line's ids (none for a blank line), or the parts of an over-long
     one (`split_long`, told to `on_split`); a model trained with `data.protect_spans` reads each
-    line with its protected spans as sentinels, a line of more spans than sentinels in parts
-    of at most that many (`protected.mask`)."""
+    line with its protected spans, and the terms of `glossary`, as sentinels, a line of more
+    spans than sentinels in parts of at most that many (`protected.mask`). A glossary for a
+    model that does not protect spans is a UsageError."""
     vocab = loaded.vocab
     limit = min(
         max_input_tokens or loaded.data.max_length or math.inf,
         loaded.model.cfg.max_positions - 1 - len(target.prefix),
     )
     protects = bool(loaded.data.protect_spans)
+    if glossary is not None and not protects:
+        raise UsageError(
+            f"{glossary.name}: the model was not trained to keep protected spans "
+            "(data.protect_spans), so it cannot keep glossary terms"
+        )
     masked: list[Masked] = []
     parts: list[Part] = []
     for index, line in enumerate(lines):
         text = "" if is_blank(line) else line
-        for part in mask(text) if protects else [Masked(text, ())]:
+        for part in mask(text, glossary) if protects else [Masked(text, ())]:
             masked.append(part)
             parts.append(Part(index, part.spans, part.before))
     segment_ids, part_of, pieces = [], [], None

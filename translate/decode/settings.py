@@ -9,6 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from translate.text.glossary import Glossary
+
 if TYPE_CHECKING:
     from torch import Tensor
 
@@ -28,16 +30,20 @@ class SearchSettings:
     restrict_to_target: bool = False  # only the ids seen on the target side in training
     target_lang: str | None = None  # a many-to-many model's output language
     source_lang: str | None = None  # the input's language, where known
+    glossary: Glossary | None = None  # terms written as the glossary's target terms
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> SearchSettings:
-        """The settings the parsed flags give (those a command does not have keep the default)."""
+        """The settings the parsed flags give (those a command does not have keep the default);
+        `--glossary FILE` read (a GlossaryError names what is wrong in it)."""
         names = cls.__dataclass_fields__
         given = {
             name: getattr(args, name) for name in names if getattr(args, name, None) is not None
         }
         if "restrict_target" in vars(args):
             given["restrict_to_target"] = bool(args.restrict_target)
+        if getattr(args, "glossary_file", None):
+            given["glossary"] = Glossary.read(args.glossary_file)
         return cls(**given)
 
 

@@ -105,7 +105,9 @@ def tokenise(loaded: LoadedModel, lines: list[str], key: SearchSettings) -> pipe
     """A request's lines cut, tagged and tokenised as translate-cli does
     (`pipeline.source_segments`), once, in the server (the model's process never sees text)."""
     target = pipeline.target_tags_for(loaded, key.target_lang, key.source_lang)
-    return pipeline.source_segments(loaded, lines, target, key.max_input_tokens)
+    return pipeline.source_segments(
+        loaded, lines, target, key.max_input_tokens, glossary=key.glossary
+    )
 
 
 def detokenise(

@@ -19,6 +19,7 @@ import re
 import unicodedata
 from collections import Counter
 from dataclasses import dataclass
+from typing import Protocol
 
 CLASSES = (
     "reserved",
@@ -32,6 +33,7 @@ CLASSES = (
     "number",
     "code",
 )
+TERM = "term"  # a glossary's term (`Terms`), masked beside the protected spans
 
 _MODIFIERS = r"(?:Ctrl|Control|Shift|AltGr|Alt|Option|Opt|Cmd|Command|Meta|Super|Win|Fn)"
 _KEYS = (
@@ -41,7 +43,7 @@ _KEYS = (
 )
 # A word character of a script written with spaces: a number or a code beside a Chinese,
 # Japanese or Thai letter is still a token of its own ("第3章" holds the number 3).
-_W = r"[^\W\u0e00-\u0e7f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f]"
+WORD = r"[^\W\u0e00-\u0e7f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f]"
 # What joins the digit groups of one number: 7.4.2, 1,000, 10:30, 2026-11-28, 1-31, 10–20,
 # 11/28/2026, 16x16, 1920×1080 (a date, a time, a range, a phone number or a size is one span)
 _JOIN = r"(?:[.,:/]|[-–—]|[x×])"
@@ -93,17 +95,17 @@ PATTERNS: dict[str, re.Pattern] = {
     # word's : or / (localhost:5000 is a code); an ordinal's digits without its suffix (4th: 4),
     # which a translation writes its way
     "number": re.compile(
-        rf"(?<!{_W})(?<![.,\-–])(?<!{_W}[:/])"
+        rf"(?<!{WORD})(?<![.,\-–])(?<!{WORD}[:/])"
         r"(?:\[(?=[0-9A-Fa-f:.]*\d)[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*\](?::\d+)?"
         r"|0[xX][0-9A-Fa-f]+"
         r"|(?:\+\d{1,3}|\(0\d{1,5}\)|0\d{1,5})(?:[ \-/]\(?\d{2,}\)?){1,5}"
         rf"|[-+−]?{_CURRENCY}?\d+(?:{_JOIN}\d+)*(?!{_JOIN}\d)(?:%| ?{_CURRENCY})?)"
-        rf"(?={_ORDINAL}(?!{_W})|(?!{_W}))"
+        rf"(?={_ORDINAL}(?!{WORD})|(?!{WORD}))"
     ),
     # a word with a digit in it, with the words joined to it by . - / : +: X.509, v2, 12pt, 5mm,
     # MP3, x86, 3D, UTF-8, 1080p. Searched last, in what the other classes left, and only the
     # words holding a digit taken (`_DIGIT`): no digit is left to the model to write.
-    "code": re.compile(rf"(?<!{_W}){_W}+(?:[.\-/:+]{_W}+)*"),
+    "code": re.compile(rf"(?<!{WORD}){WORD}+(?:[.\-/:+]{WORD}+)*"),
 }
 _DIGIT = re.compile(r"\d")
 _DIGIT_RUN = re.compile(r"\d+")
@@ -126,7 +128,7 @@ def _trimmed(text: str) -> str:
 
 @dataclass(frozen=True)
 class Span:
-    kind: str  # one of CLASSES
+    kind: str  # one of CLASSES, or TERM
     text: str
     start: int
     end: int
@@ -255,28 +257,48 @@ def _cut(line: str, spans: list[Span]) -> tuple[int, int]:
     return spans[MAX_SENTINELS - 1].end, spans[MAX_SENTINELS - 1].end
 
 
-def mask(line: str) -> list[Masked]:
-    """The line with its protected spans replaced by ⦅1⦆, ⦅2⦆, ...: one part, or, where it has
-    more spans than sentinels (`MAX_SENTINELS`), consecutive parts of at most that many each,
-    cut between two spans (`_cut`), which joined (each part's `before` first) give the line."""
+class Terms(Protocol):
+    """What `mask` reads of a glossary (`glossary.Glossary`)."""
+
+    def find(self, text: str) -> list[Span]:
+        """The terms of `text` (kind TERM), in text order, none overlapping another."""
+
+    def target(self, term: str) -> str:
+        """The target term a found term's sentinel stands for."""
+
+
+def mask(line: str, glossary: Terms | None = None) -> list[Masked]:
+    """The line with its protected spans, and the terms of `glossary` outside them, replaced by
+    ⦅1⦆, ⦅2⦆, ...: one part, or, where it has more spans than sentinels (`MAX_SENTINELS`),
+    consecutive parts of at most that many each, cut between two spans (`_cut`), which joined
+    (each part's `before` first) give the line. A term's sentinel stands for its target term."""
     parts, before = [], ""
     spans = find_spans(line)
+    if glossary is not None:
+        covered = bytearray(len(line))
+        for span in spans:
+            covered[span.start : span.end] = b"\x01" * (span.end - span.start)
+        terms = [term for term in glossary.find(line) if not any(covered[term.start : term.end])]
+        spans = sorted(spans + terms, key=lambda span: span.start)
     while len(spans) > MAX_SENTINELS:
         end, start = _cut(line, spans)
         head = [span for span in spans if span.end <= end]
-        parts.append(_masked(line[:end], head, before))
+        parts.append(_masked(line[:end], head, before, glossary))
         before, line = line[end:start], line[start:]
         spans = [
             Span(span.kind, span.text, span.start - start, span.end - start)
             for span in spans[len(head) :]
         ]
-    return [*parts, _masked(line, spans, before)]
+    return [*parts, _masked(line, spans, before, glossary)]
 
 
-def _masked(text: str, spans: list[Span], before: str) -> Masked:
+def _masked(text: str, spans: list[Span], before: str, glossary: Terms | None) -> Masked:
     return Masked(
         _replaced(text, [(span, SENTINELS[k]) for k, span in enumerate(spans)]),
-        tuple(span.text for span in spans),
+        tuple(
+            glossary.target(span.text) if span.kind == TERM and glossary else span.text
+            for span in spans
+        ),
         before,
     )
 
