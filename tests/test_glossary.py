@@ -22,7 +22,7 @@ def test_a_glossary_file_is_read_with_its_comments_and_blank_lines_skipped(tmp_p
     )
     glossary = Glossary.read(path)
     assert glossary.pairs == (("Basic IDE", "Basic-IDE"), ("dialog", "Dialogfeld"))
-    assert glossary.name == str(path)
+    assert glossary.name == f"--glossary {path}"
     assert hash(glossary) == hash(Glossary(glossary.pairs))  # a server's answers key on it
 
 
@@ -117,7 +117,9 @@ def test_a_model_without_protected_spans_refuses_a_glossary(tmp_path, capsys):
         ["--checkpoint", str(checkpoint), "--source", str(source), "--glossary", str(glossary)]
     )
     assert code == 2
-    assert "cannot keep glossary terms" in capsys.readouterr().err
+    assert f"--glossary {glossary}: the model was not trained to keep protected spans" in (
+        capsys.readouterr().err
+    )
     code = eval_main(
         ["--hypotheses", str(source), "--reference", str(source), "--glossary", str(glossary)]
     )

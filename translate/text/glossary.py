@@ -25,8 +25,8 @@ class GlossaryError(UsageError):
 
 @dataclass(frozen=True)
 class Glossary:
-    """Source terms and their target terms (`pairs`, in the file's order); `name` is where they
-    were read from, for messages. Hashable: a server keys its answers by it."""
+    """Source terms and their target terms (`pairs`, in the file's order); `name` says where
+    they come from in messages (`--glossary FILE`). Hashable: a server keys its answers by it."""
 
     pairs: tuple[tuple[str, str], ...]
     name: str = field(default="the glossary", compare=False)
@@ -58,7 +58,9 @@ class Glossary:
             pairs.setdefault(source, (target, number))
         if not pairs:
             raise GlossaryError(f"--glossary {path}: no terms (one 'source<TAB>target' a line)")
-        return cls(tuple((source, target) for source, (target, _) in pairs.items()), str(path))
+        return cls(
+            tuple((source, target) for source, (target, _) in pairs.items()), f"--glossary {path}"
+        )
 
     @cached_property
     def _targets(self) -> dict[str, str]:
