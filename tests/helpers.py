@@ -207,8 +207,9 @@ def variant_id(changes: dict) -> str:
     )
 
 
-def protecting_model(directory):
-    """A random model of a vocabulary with sentinels, trained with protected spans."""
+def protecting_model(directory, languages: bool = False):
+    """A random model of a vocabulary with sentinels, trained with protected spans (and
+    English to German recorded as its languages, with `languages`)."""
     pairs = list(zip(fixture_lines("train.en"), fixture_lines("train.de")))
     vocab = Vocabularies.train(pairs, 200, sentinels=SENTINEL_PIECES, split_digits=True)
     torch.manual_seed(0)
@@ -217,5 +218,8 @@ def protecting_model(directory):
     )
     model = Transformer(cfg, len(vocab.source), len(vocab.target), shared_vocab=True)
     path = directory / "protects.ckpt"
-    write_checkpoint(path, model, vocab, run_config="data:\n  protect_spans: 0.5\n")
+    data = "data:\n  protect_spans: 0.5\n" + (
+        "  src_lang: en\n  tgt_lang: de\n" if languages else ""
+    )
+    write_checkpoint(path, model, vocab, run_config=data)
     return path

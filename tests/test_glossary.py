@@ -124,3 +124,55 @@ def test_a_model_without_protected_spans_refuses_a_glossary(tmp_path, capsys):
         ["--hypotheses", str(source), "--reference", str(source), "--glossary", str(glossary)]
     )
     assert code == 2 and "--glossary apply only with --checkpoint" in capsys.readouterr().err
+
+
+def test_translate_serve_keeps_its_own_glossary_and_a_request_s(tmp_path):
+    from fastapi.testclient import TestClient
+
+    from translate.decode.loaded_model import load_model
+    from translate.decode.settings import SearchSettings
+    from translate.serve.app import ServeSettings, create_app
+    from translate.serve.schema import MAX_TERM_CHARS
+
+    loaded = load_model(protecting_model(tmp_path, languages=True))
+    server = Glossary((("dialog", "Dialogfeld"), ("menu", "Menü")), "--glossary terms.tsv")
+    settings = ServeSettings(search=SearchSettings(glossary=server))
+    texts = ["Open the dialog and the menu.", "Close the Basic IDE."]
+    with TestClient(create_app(loaded, settings)) as client:
+        plain = client.post("/v1/translate", json={"text": texts}).json()["translations"]
+        assert [text.count("Dialogfeld") for text in plain] == [1, 0]
+        assert [text.count("Menü") for text in plain] == [1, 0]
+        # a request's terms are added, and win over the server's
+        asked = {"text": texts, "glossary": {"menu": "Menüleiste", "Basic IDE": "Basic-IDE"}}
+        own = client.post("/v1/translate", json=asked).json()["translations"]
+        assert [text.count("Dialogfeld") for text in own] == [1, 0]
+        assert [text.count("Menüleiste") for text in own] == [1, 0]
+        assert [text.count("Basic-IDE") for text in own] == [0, 1]
+        # LibreTranslate's API: the server's glossary
+        libre = client.post("/translate", json={"q": texts[0], "source": "en", "target": "de"})
+        assert libre.json()["translatedText"].count("Dialogfeld") == 1
+        for terms in ({"": "x"}, {"a\tb": "c"}, {"menu": "x" * (MAX_TERM_CHARS + 1)}):
+            refused = client.post("/v1/translate", json={"text": texts, "glossary": terms})
+            assert refused.status_code == 422 and "glossary: the term" in refused.json()["error"]
+        many = {f"term{k}": "x" for k in range(1001)}
+        refused = client.post("/v1/translate", json={"text": texts, "glossary": many})
+        assert refused.status_code == 422 and "over the limit of 1,000" in refused.json()["error"]
+
+
+def test_translate_serve_refuses_a_glossary_where_the_model_cannot_keep_terms(tmp_path, capsys):
+    from fastapi.testclient import TestClient
+
+    from translate.cli.serve import main as serve_main
+    from translate.decode.loaded_model import load_model
+    from translate.serve.app import ServeSettings, create_app
+
+    checkpoint = tmp_path / "plain.ckpt"
+    random_checkpoint(checkpoint, joint_vocab(), None)
+    with TestClient(create_app(load_model(checkpoint), ServeSettings())) as client:
+        asked = {"text": ["Open the dialog."], "glossary": {"dialog": "Dialogfeld"}}
+        refused = client.post("/v1/translate", json=asked)
+    assert refused.status_code == 422 and "cannot keep glossary terms" in refused.json()["error"]
+    glossary = glossary_file(tmp_path, "dialog\tDialogfeld\n")
+    code = serve_main(["--checkpoint", str(checkpoint), "--glossary", str(glossary)])
+    assert code == 2
+    assert f"--glossary {glossary}: the model was not trained" in capsys.readouterr().err

@@ -63,6 +63,14 @@ def add_search_arguments(parser: argparse.ArgumentParser) -> None:
         "** alpha; 0 = raw log-prob (default: the value tuned on the dev set at the end of "
         "training and stored in the checkpoint, else 1.0)",
     )
+    add_glossary_argument(parser)
+    add_output_arguments(parser)
+    add_quantize_argument(parser)
+    add_device_arguments(parser)
+    add_engine_arguments(parser)
+
+
+def add_glossary_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--glossary",
         dest="glossary_file",
@@ -71,10 +79,6 @@ def add_search_arguments(parser: argparse.ArgumentParser) -> None:
         "line: each term found (as written, whole words) comes out as its target term, once "
         "(a model trained with protected spans)",
     )
-    add_output_arguments(parser)
-    add_quantize_argument(parser)
-    add_device_arguments(parser)
-    add_engine_arguments(parser)
 
 
 def add_engine_arguments(parser: argparse.ArgumentParser, default: str = "pytorch") -> None:

@@ -26,6 +26,7 @@ import sys
 from translate.cli.common import (
     add_checkpoint_argument,
     add_engine_arguments,
+    add_glossary_argument,
     add_output_arguments,
     add_quantize_argument,
     resolve_device,
@@ -157,6 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_quantize_argument(parser)
     add_engine_arguments(parser, default="auto")
     add_output_arguments(parser)
+    add_glossary_argument(parser)
     parser.add_argument(
         "--threads", type=int, default=None, help="CPU threads for torch and CTranslate2"
     )
@@ -214,11 +216,13 @@ def serve(args: argparse.Namespace) -> int:
 
     from translate.decode.device import set_threads
     from translate.decode.loaded_model import load_model
+    from translate.decode.pipeline import check_glossary
     from translate.decode.settings import Budget, EngineChoice, SearchSettings
     from translate.files import file_digest
     from translate.model.quantize import quantization_available
     from translate.serve.app import DrainingServer, ServeSettings, create_app
     from translate.serve.worker import ModelSettings
+    from translate.text.glossary import Glossary
 
     args.precision = "32-true"
     device = resolve_device(args)
@@ -228,6 +232,10 @@ def serve(args: argparse.Namespace) -> int:
     # Only for the vocabulary (token counts), the languages and /info: the model process holds
     # the weights and translates, so this copy holds none.
     loaded = load_model(args.checkpoint, weights=False)
+    glossary = None
+    if args.glossary_file:  # refused now, where the model cannot keep terms, not per request
+        glossary = Glossary.read(args.glossary_file)
+        check_glossary(loaded, glossary)
     if args.restrict_target:  # refused now, where the checkpoint cannot restrict, not per request
         for lang in loaded.data.target_languages if loaded.multilingual() else [None]:
             loaded.target_token_mask(lang)
@@ -253,6 +261,7 @@ def serve(args: argparse.Namespace) -> int:
             max_len_b=args.max_len_b,
             max_input_tokens=args.max_input_tokens,
             restrict_to_target=args.restrict_target,
+            glossary=glossary,
         ),
     )
     engine = EngineChoice.from_args(args)

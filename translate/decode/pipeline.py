@@ -363,6 +363,16 @@ class Segments:
         )
 
 
+def check_glossary(loaded: LoadedModel, glossary: Glossary) -> None:
+    """A UsageError unless `loaded` can keep `glossary`'s terms: a model trained with protected
+    spans (`data.protect_spans`), whose sentinels the terms take."""
+    if not loaded.data.protect_spans:
+        raise UsageError(
+            f"{glossary.name}: the model was not trained to keep protected spans "
+            "(data.protect_spans), so it cannot keep glossary terms"
+        )
+
+
 def source_segments(
     loaded: LoadedModel,
     lines: list[str],
@@ -383,11 +393,8 @@ def source_segments(
         loaded.model.cfg.max_positions - 1 - len(target.prefix),
     )
     protects = bool(loaded.data.protect_spans)
-    if glossary is not None and not protects:
-        raise UsageError(
-            f"{glossary.name}: the model was not trained to keep protected spans "
-            "(data.protect_spans), so it cannot keep glossary terms"
-        )
+    if glossary is not None:
+        check_glossary(loaded, glossary)
     masked: list[Masked] = []
     parts: list[Part] = []
     for index, line in enumerate(lines):

@@ -87,6 +87,12 @@ class ServeSettings:
     model_timeout: float = 30.0
 
 
+# A request's own glossary: bounded, so that one request cannot make every line's search for
+# terms slow.
+MAX_REQUEST_TERMS = 1000
+MAX_TERM_CHARS = 200
+
+
 class TranslateRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     text: list[StrictStr] = Field(
@@ -104,6 +110,13 @@ class TranslateRequest(BaseModel):
         None, description="output language of a many-to-many model"
     )
     source_lang: StrictStr | None = Field(None, description="the input's language, where known")
+    glossary: dict[StrictStr, StrictStr] | None = Field(
+        None,
+        description="source terms and the target terms to write for them, added to the "
+        "server's --glossary (a source term in both takes this one's): each found as written "
+        f"and as whole words comes out as its target term, once; at most {MAX_REQUEST_TERMS:,} "
+        f"terms of at most {MAX_TERM_CHARS} characters, without tabs or line breaks",
+    )
 
 
 class LostToken(BaseModel):

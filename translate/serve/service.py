@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
+import re
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -29,6 +30,8 @@ from translate.serve.detection import Detector
 from translate.serve.metrics import Metrics
 from translate.serve.rate_limit import RateLimiter
 from translate.serve.schema import (
+    MAX_REQUEST_TERMS,
+    MAX_TERM_CHARS,
     LostToken,
     ServeSettings,
     TranslateRequest,
@@ -36,6 +39,7 @@ from translate.serve.schema import (
     invalid_unicode,
 )
 from translate.serve.supervision import ModelUnavailable
+from translate.text.glossary import Glossary
 from translate.text.language_codes import LanguageCodes
 from translate.text.protected import lost_spans
 from translate.text.sentences import is_blank, join_lines, lines_of
@@ -43,6 +47,8 @@ from translate.text.sentences import is_blank, join_lines, lines_of
 T = TypeVar("T")
 
 WARM_UP_LINE = "Hello."
+
+_TAB_OR_BREAK = re.compile(r"[\t\n\r\v\f\x1c-\x1e\x85\u2028\u2029]")  # what a term must not hold
 
 
 log = logging.getLogger("translate.serve")
@@ -269,7 +275,38 @@ class Service:
             length_penalty=length_penalty,
             target_lang=target.target_lang,
             source_lang=body.source_lang,
+            glossary=self.request_glossary(body.glossary),
         )
+
+    def request_glossary(self, terms: dict[str, str] | None) -> Glossary | None:
+        """The server's glossary (`--glossary`) with a request's own `terms` added, theirs
+        winning; HTTPException (422) naming a term that breaks the limits, or where the model
+        cannot keep terms."""
+        server = self.settings.search.glossary
+        if not terms:
+            return server
+        if not self.loaded.data.protect_spans:
+            raise HTTPException(
+                422,
+                "glossary: this model was not trained to keep protected spans "
+                "(data.protect_spans), so it cannot keep glossary terms",
+            )
+        if len(terms) > MAX_REQUEST_TERMS:
+            raise HTTPException(
+                422, f"glossary: {len(terms):,} terms, over the limit of {MAX_REQUEST_TERMS:,}"
+            )
+        pairs = dict(server.pairs if server else ())
+        for source, target in terms.items():
+            for term in (source, target):
+                if not term.strip() or len(term) > MAX_TERM_CHARS or _TAB_OR_BREAK.search(term):
+                    raise HTTPException(
+                        422,
+                        f"glossary: the term {term[:MAX_TERM_CHARS]!r} must hold a character "
+                        f"other than a space, and at most {MAX_TERM_CHARS} with no tab or "
+                        "line break",
+                    )
+            pairs[source.strip()] = target.strip()
+        return Glossary(tuple(pairs.items()), "the request's glossary")
 
     def check_lines(self, text: list[str]) -> list[tuple[list[str], list[str]]]:
         """Each item's lines and the line breaks between them (`lines_of`), within the limits
