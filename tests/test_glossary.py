@@ -1,6 +1,8 @@
 """Glossaries (`--glossary FILE`): read with errors that name the line, terms found as written and
 as whole words, masked beside the protected spans, and written back as their target terms."""
 
+import json
+
 import pytest
 from helpers import joint_vocab, protecting_model, random_checkpoint
 
@@ -123,7 +125,9 @@ def test_a_model_without_protected_spans_refuses_a_glossary(tmp_path, capsys):
     code = eval_main(
         ["--hypotheses", str(source), "--reference", str(source), "--glossary", str(glossary)]
     )
-    assert code == 2 and "--glossary apply only with --checkpoint" in capsys.readouterr().err
+    assert code == 2 and "--glossary with --hypotheses is for --metrics terms" in (
+        capsys.readouterr().err
+    )
 
 
 def test_translate_serve_keeps_its_own_glossary_and_a_request_s(tmp_path):
@@ -176,3 +180,40 @@ def test_translate_serve_refuses_a_glossary_where_the_model_cannot_keep_terms(tm
     code = serve_main(["--checkpoint", str(checkpoint), "--glossary", str(glossary)])
     assert code == 2
     assert f"--glossary {glossary}: the model was not trained" in capsys.readouterr().err
+
+
+def test_term_use_counts_each_source_term_s_target_term_in_the_translation(tmp_path, capsys):
+    from translate.score.term_use import line_terms, term_use
+
+    glossary = Glossary((("dialog", "Dialogfeld"), ("menu", "Menü")))
+    sources = [
+        "Open the dialog, then the dialog again.",  # the term twice
+        "Open the menu at https://example.org/menu.",  # the one in the URL does not count
+        "No term here.",
+    ]
+    hypotheses = ["Öffnen Sie das Dialogfeld, dann den Dialog.", "Öffnen Sie das Menü.", "Nichts."]
+    first = line_terms(glossary, sources[0], hypotheses[0])
+    assert first.counted == {"Dialogfeld": 2} and first.missing == {"Dialogfeld": 1}
+    assert first.score == 50 and first.failures() == [{"term": "Dialogfeld", "missing": 1}]
+    assert line_terms(glossary, sources[2], hypotheses[2]).score is None
+    used = term_use(glossary, sources, hypotheses)
+    assert (used.counted, used.used, used.lines) == (3, 2, 2)
+    assert used.detail() == "2/3 terms used, in 2 lines"
+    # translate-eval --hypotheses --metrics terms --glossary, with sentence scores
+    files = {}
+    for name, lines in (("src", sources), ("hyp", hypotheses), ("ref", hypotheses)):
+        files[name] = tmp_path / f"{name}.txt"
+        files[name].write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    terms = glossary_file(tmp_path, "dialog\tDialogfeld\nmenu\tMenü\n")
+    flags = ["--hypotheses", str(files["hyp"]), "--reference", str(files["ref"])]
+    flags += ["--source", str(files["src"]), "--metrics", "terms", "--glossary", str(terms)]
+    sentences = tmp_path / "sentences.jsonl"
+    assert eval_main([*flags, "--json", "--sentence-scores", str(sentences)]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["terms"] == pytest.approx(200 / 3)
+    records = [json.loads(line) for line in sentences.read_text(encoding="utf-8").splitlines()]
+    assert [record["terms"] for record in records] == [50.0, 100.0, None]
+    assert eval_main(flags[:-2]) == 2
+    assert "--metrics terms counts a glossary's terms: give --glossary FILE" in (
+        capsys.readouterr().err
+    )

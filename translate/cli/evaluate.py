@@ -117,7 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
         default="bleu,chrf",
         help="comma-separated, of bleu, chrf, chrf++, ter, copy (protected tokens kept: numbers, "
         "placeholders, URLs, ...; needs the source), digits (the source's digit runs kept; needs "
-        "the source) (default: bleu,chrf)",
+        "the source), terms (the --glossary's target terms used for the source's; needs the "
+        "source) (default: bleu,chrf)",
     )
     parser.add_argument(
         "--sentence-scores",
@@ -169,11 +170,14 @@ def arguments_error(args: argparse.Namespace, argv: list[str] | None) -> str | N
                 f"--test-set brings its own source and references; leave out {', '.join(clashing)}"
             )
     if args.hypotheses:
+        searched = tuple(flag for flag in SEARCH_FLAGS if flag != "--glossary")
         ignored = given_flags(
-            argv, SEARCH_FLAGS + ("--split", "--output", "--directions", "--source-lang")
+            argv, searched + ("--split", "--output", "--directions", "--source-lang")
         )
         if ignored:
             return f"{', '.join(ignored)} apply only with --checkpoint; --hypotheses is scored as it is"
+        if args.glossary_file and "terms" not in args.metrics.split(","):
+            return "--glossary with --hypotheses is for --metrics terms: add terms to --metrics"
         if not (args.reference or args.test_set):
             return "--hypotheses needs --reference (or --test-set), the translations to score it against"
         return None
@@ -285,6 +289,7 @@ def write_extras(
             text.references,
             tuple(dict.fromkeys(("bleu", "chrf", *metrics))),
             text.target_lang,
+            text.glossary,
         )
         write_lines_atomic(args.sentence_scores, records)
         print(f"translate-eval: sentence scores in {args.sentence_scores}", file=sys.stderr)
@@ -308,12 +313,22 @@ def check_outputs(args: argparse.Namespace) -> None:
             check_writable(path)
 
 
+def with_glossary(text: ScoredText, args: argparse.Namespace) -> ScoredText:
+    """`text` with `--glossary`, whose terms `--metrics terms` counts."""
+    from dataclasses import replace
+
+    from translate.text.glossary import Glossary
+
+    glossary = Glossary.read(args.glossary_file) if args.glossary_file else None
+    return replace(text, glossary=glossary)
+
+
 def score_hypotheses(args: argparse.Namespace, metrics: tuple[str, ...]) -> int:
     from translate.score.scored_text import DirectionScores, scores_table
     from translate.text.corpus import read_lines
 
     check_outputs(args)
-    text = hypotheses_text(args)
+    text = with_glossary(hypotheses_text(args), args)
     hypotheses = read_lines(args.hypotheses)
     row = DirectionScores.of(text, hypotheses, metrics, args.hypotheses)
     write_extras(args, text, [(args.hypotheses, hypotheses)], metrics)
@@ -331,7 +346,7 @@ def score_checkpoint(args: argparse.Namespace, metrics: tuple[str, ...]) -> int:
     prepare_decoding(device)
     loaded = load_for_search("translate-eval", args, args.checkpoint, device)
     apply_search_defaults(args, loaded)
-    texts = checkpoint_texts(loaded, text_choice(args))
+    texts = [with_glossary(text, args) for text in checkpoint_texts(loaded, text_choice(args))]
     if len(texts) > 1 and one_direction_flag(args):
         raise UsageError(
             f"{one_direction_flag(args)} is for one direction and {args.checkpoint} was trained on "

@@ -7,11 +7,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from translate.errors import UsageError
+from translate.text.glossary import Glossary
 from translate.text.language_id import base_language
 
-METRICS = ("bleu", "chrf", "chrf++", "ter", "copy", "digits")  # as --metrics spells them
-# Those that read the source lines (translate/score/copy_rate.py): not sacrebleu's, no paired test
-SOURCE_METRICS = ("copy", "digits")
+METRICS = ("bleu", "chrf", "chrf++", "ter", "copy", "digits", "terms")  # as --metrics spells them
+# Those that read the source lines (translate/score/copy_rate.py, term_use.py): not sacrebleu's,
+# no paired test
+SOURCE_METRICS = ("copy", "digits", "terms")
 DEFAULT_METRICS = ("bleu", "chrf")
 LOWER_IS_BETTER = frozenset({"ter"})
 # sacrebleu's names; copy: protected tokens kept (translate/score/copy_rate.py)
@@ -22,6 +24,7 @@ DISPLAY_NAMES = {
     "ter": "TER",
     "copy": "copy",
     "digits": "digits",
+    "terms": "terms",
 }
 SACREBLEU_METRICS = ("bleu", "chrf", "chrf++", "ter")
 
@@ -116,10 +119,14 @@ class SourcesNeededError(UsageError):
         )
 
 
-def needs_sources(metrics: tuple[str, ...], sources: list[str] | None) -> None:
+def needs_sources(
+    metrics: tuple[str, ...], sources: list[str] | None, glossary: Glossary | None = None
+) -> None:
     for metric in SOURCE_METRICS:
         if metric in metrics and sources is None:
             raise SourcesNeededError(metric)
+    if "terms" in metrics and glossary is None:
+        raise UsageError("--metrics terms counts a glossary's terms: give --glossary FILE")
 
 
 def score_corpus(
@@ -129,13 +136,21 @@ def score_corpus(
     target_lang: str | None = None,
     names: tuple[str, list[str]] = ("the hypotheses", ["the references"]),
     sources: list[str] | None = None,
+    glossary: Glossary | None = None,
 ) -> list[MetricScore]:
     """Each metric's corpus score against every reference (one list of lines per reference);
-    copy needs the `sources`."""
+    copy and digits need the `sources`, terms the `glossary` too."""
     check_references(hypotheses, references, names)
-    needs_sources(metrics, sources)
+    needs_sources(metrics, sources, glossary)
     scores = []
     for name in metrics:
+        if name == "terms":
+            from translate.score.term_use import SIGNATURE as TERMS_SIGNATURE
+            from translate.score.term_use import term_use
+
+            used = term_use(glossary, sources, hypotheses)
+            scores.append(MetricScore(name, used.score, TERMS_SIGNATURE, used.detail()))
+            continue
         if name == "copy":
             from translate.score.copy_rate import SIGNATURE, copy_score
 
@@ -168,12 +183,20 @@ def sentence_scores(
     metrics: tuple[str, ...] = DEFAULT_METRICS,
     target_lang: str | None = None,
     sources: list[str] | None = None,
+    glossary: Glossary | None = None,
 ) -> dict[str, list]:
     """Each metric's score of every sentence alone (sacrebleu's sentence_score); for copy, each
-    line's `LineCopy` (its score None where nothing counts)."""
-    needs_sources(metrics, sources)
+    line's `LineCopy` (its score None where nothing counts), and alike for digits and terms."""
+    needs_sources(metrics, sources, glossary)
     scores = {}
     for name in metrics:
+        if name == "terms":
+            from translate.score.term_use import line_terms
+
+            scores[name] = [
+                line_terms(glossary, s, h) for s, h in zip(sources, hypotheses, strict=True)
+            ]
+            continue
         if name == "copy":
             from translate.score.copy_rate import line_copy
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from translate.errors import UsageError
 from translate.score.metrics import DISPLAY_NAMES, SOURCE_METRICS, score_corpus
+from translate.text.glossary import Glossary
 
 UNKNOWN = "?"  # a direction's language where it is not known
 
@@ -35,6 +36,7 @@ class ScoredText:
     reference_names: list[str]
     direction: tuple[str, str | None]
     description: str
+    glossary: Glossary | None = None  # whose terms `--metrics terms` counts
 
     @property
     def target_lang(self) -> str | None:
@@ -111,6 +113,7 @@ class DirectionScores:
             text.target_lang,
             (name, text.reference_names),
             text.sources,
+            text.glossary,
         )
         off_target = None
         if target_languages:

@@ -267,19 +267,26 @@ class Terms(Protocol):
         """The target term a found term's sentinel stands for."""
 
 
+def masked_spans(line: str, glossary: Terms | None = None) -> list[Span]:
+    """What `mask` masks in `line`, in text order: its protected spans, and the terms of
+    `glossary` that no protected span overlaps."""
+    spans = find_spans(line)
+    if glossary is None:
+        return spans
+    covered = bytearray(len(line))
+    for span in spans:
+        covered[span.start : span.end] = b"\x01" * (span.end - span.start)
+    terms = [term for term in glossary.find(line) if not any(covered[term.start : term.end])]
+    return sorted(spans + terms, key=lambda span: span.start)
+
+
 def mask(line: str, glossary: Terms | None = None) -> list[Masked]:
     """The line with its protected spans, and the terms of `glossary` outside them, replaced by
     ⦅1⦆, ⦅2⦆, ...: one part, or, where it has more spans than sentinels (`MAX_SENTINELS`),
     consecutive parts of at most that many each, cut between two spans (`_cut`), which joined
     (each part's `before` first) give the line. A term's sentinel stands for its target term."""
     parts, before = [], ""
-    spans = find_spans(line)
-    if glossary is not None:
-        covered = bytearray(len(line))
-        for span in spans:
-            covered[span.start : span.end] = b"\x01" * (span.end - span.start)
-        terms = [term for term in glossary.find(line) if not any(covered[term.start : term.end])]
-        spans = sorted(spans + terms, key=lambda span: span.start)
+    spans = masked_spans(line, glossary)
     while len(spans) > MAX_SENTINELS:
         end, start = _cut(line, spans)
         head = [span for span in spans if span.end <= end]
