@@ -31,6 +31,7 @@ import os
 import stat
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import TextIO
 
@@ -319,7 +320,7 @@ def translate_command(args: argparse.Namespace) -> int:
     from translate.text.line_feed import chunks
 
     set_threads(args.threads)
-    SearchSettings.from_args(args)  # a --glossary that cannot be read fails before any work
+    asked = SearchSettings.from_args(args)  # a --glossary that cannot be read fails now
     sources, live, count = read_source(args.source)
     source_name = "<stdin>" if args.source == "-" else args.source
     references = None if args.reference is None else list(iter_lines(args.reference))
@@ -340,7 +341,8 @@ def translate_command(args: argparse.Namespace) -> int:
     if args.restrict_target:
         loaded.target_token_mask(tags.target_lang)
 
-    settings = SearchSettings.from_args(args)  # with the checkpoint's defaults filled in
+    # with the checkpoint's beam and length penalty where the flags give none
+    settings = replace(asked, beam=args.beam, length_penalty=args.length_penalty)
     keep = references is not None
     if to_file:
         output = PartialOutput(target, fingerprint(args, file_digest(args.checkpoint)), args.resume)

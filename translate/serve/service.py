@@ -23,6 +23,7 @@ from translate.decode import pipeline
 from translate.decode.loaded_model import LoadedModel
 from translate.decode.settings import SearchSettings
 from translate.defaults import LENGTH_PENALTY_RANGE
+from translate.errors import UsageError
 from translate.serve import worker
 from translate.serve.answer_cache import AnswerCache, Answered
 from translate.serve.batching import ContinuousBatcher, QueueFull, ShuttingDown
@@ -285,12 +286,6 @@ class Service:
         server = self.settings.search.glossary
         if not terms:
             return server
-        if not self.loaded.data.protect_spans:
-            raise HTTPException(
-                422,
-                "glossary: this model was not trained to keep protected spans "
-                "(data.protect_spans), so it cannot keep glossary terms",
-            )
         if len(terms) > MAX_REQUEST_TERMS:
             raise HTTPException(
                 422, f"glossary: {len(terms):,} terms, over the limit of {MAX_REQUEST_TERMS:,}"
@@ -306,7 +301,12 @@ class Service:
                         "line break",
                     )
             pairs[source.strip()] = target.strip()
-        return Glossary(tuple(pairs.items()), "the request's glossary")
+        glossary = Glossary(tuple(pairs.items()), "glossary")
+        try:
+            pipeline.check_glossary(self.loaded, glossary)
+        except UsageError as fault:
+            raise HTTPException(422, str(fault)) from None
+        return glossary
 
     def check_lines(self, text: list[str]) -> list[tuple[list[str], list[str]]]:
         """Each item's lines and the line breaks between them (`lines_of`), within the limits
