@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import struct
 from pathlib import Path
 
 import torch
@@ -223,3 +224,22 @@ def protecting_model(directory, languages: bool = False):
     )
     write_checkpoint(path, model, vocab, run_config=data)
     return path
+
+
+def write_mo(path: Path, messages: dict[str, str]) -> None:
+    """A gettext catalogue (GNU .mo, little-endian, no hash table), as msgfmt writes one."""
+    keys = sorted(messages)
+    ids = b"".join(key.encode() + b"\0" for key in keys)
+    strs = b"".join(messages[key].encode() + b"\0" for key in keys)
+    start = 7 * 4 + 16 * len(keys)
+    table, offset = [], start
+    for key in keys:
+        table.append((len(key.encode()), offset))
+        offset += len(key.encode()) + 1
+    values, offset = [], start + len(ids)
+    for key in keys:
+        values.append((len(messages[key].encode()), offset))
+        offset += len(messages[key].encode()) + 1
+    header = struct.pack("<7I", 0x950412DE, 0, len(keys), 28, 28 + 8 * len(keys), 0, 0)
+    body = b"".join(struct.pack("<2I", *entry) for entry in table + values)
+    path.write_bytes(header + body + ids + strs)

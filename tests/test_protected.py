@@ -3,12 +3,11 @@
 
 import importlib.util
 import json
-import struct
 from collections import Counter
 from pathlib import Path
 
 import pytest
-from helpers import REPO, fixture_lines
+from helpers import REPO, fixture_lines, write_mo
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -345,25 +344,6 @@ spec = importlib.util.spec_from_file_location(
 build_set = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(build_set)
 SHIPPED = REPO / "translate" / "corpora" / "protected_en_de"
-
-
-def write_mo(path: Path, messages: dict[str, str]) -> None:
-    """A gettext catalogue (GNU .mo, little-endian, no hash table), as msgfmt writes one."""
-    keys = sorted(messages)
-    ids = b"".join(key.encode() + b"\0" for key in keys)
-    strs = b"".join(messages[key].encode() + b"\0" for key in keys)
-    start = 7 * 4 + 16 * len(keys)
-    table, offset = [], start
-    for key in keys:
-        table.append((len(key.encode()), offset))
-        offset += len(key.encode()) + 1
-    values, offset = [], start + len(ids)
-    for key in keys:
-        values.append((len(messages[key].encode()), offset))
-        offset += len(messages[key].encode()) + 1
-    header = struct.pack("<7I", 0x950412DE, 0, len(keys), 28, 28 + 8 * len(keys), 0, 0)
-    body = b"".join(struct.pack("<2I", *entry) for entry in table + values)
-    path.write_bytes(header + body + ids + strs)
 
 
 def test_ui_strings_are_those_that_keep_a_span_and_were_not_trained_on(tmp_path):
