@@ -2,7 +2,9 @@
 
     POST /v1/translate  {"text": ["...", ...], "beam": 5, "target_lang": "de"} -> {"translations": [...]}
     LibreTranslate's  POST /translate {"q": ..., "source": "auto", "target": "de", "format": "html"},
-                      GET /languages, POST /detect, GET /frontend/settings (its clients work as is)
+                      GET /languages, POST /detect, GET /frontend/settings (its clients work as is),
+                      POST /translate_file (a multipart form: file, source, target, api_key)
+                      -> {"translatedFileUrl": ...}, GET /download_file/NAME
     GET  /            a page to type text into and translate
     GET  /health      alive;  GET /ready: ready once the model has translated a warm-up line
     GET  /info        languages, tie mode, vocabulary, checkpoint digest, limits
@@ -22,6 +24,7 @@ import argparse
 import gc
 import os
 import sys
+from pathlib import Path
 
 from translate.cli.common import (
     add_checkpoint_argument,
@@ -118,6 +121,36 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-body-bytes", type=int, default=1 << 20, help="bytes a request body (default: 1 MiB)"
     )
     parser.add_argument(
+        "--disable-files-translation",
+        action="store_true",
+        help="answer LibreTranslate's POST /translate_file with 403, as LibreTranslate's flag of "
+        "this name does (default: files are translated)",
+    )
+    parser.add_argument(
+        "--files-dir",
+        default=None,
+        metavar="DIR",
+        help="where translated files are kept until they expire (made if missing; only the files "
+        "this server writes there are ever removed) (default: a temporary directory, removed at "
+        "exit)",
+    )
+    parser.add_argument(
+        "--file-max-bytes",
+        type=int,
+        default=10 << 20,
+        metavar="N",
+        help="bytes a file sent to POST /translate_file (its form may hold 64 KiB more; "
+        "--max-body-bytes is for the other routes); beyond, 413 (default: 10 MiB)",
+    )
+    parser.add_argument(
+        "--file-expiry-seconds",
+        type=float,
+        default=1800.0,
+        metavar="S",
+        help="how long a translated file can be downloaded; then it is removed (default: 1800, "
+        "LibreTranslate's 30 minutes)",
+    )
+    parser.add_argument(
         "--max-queued-sentences",
         type=int,
         default=4096,
@@ -173,6 +206,7 @@ def settings_error(args: argparse.Namespace) -> str | None:
         "max_body_bytes",
         "max_queued_sentences",
         "max_beam",
+        "file_max_bytes",
     ):
         if getattr(args, flag) < 1:
             return f"--{flag.replace('_', '-')} must be at least 1, got {getattr(args, flag)}"
@@ -189,6 +223,13 @@ def settings_error(args: argparse.Namespace) -> str | None:
         )
     if not 0 <= args.drain_seconds < float("inf"):
         return f"--drain-seconds must be 0 or more (and finite), got {args.drain_seconds}"
+    if args.files_dir and Path(args.files_dir).exists() and not Path(args.files_dir).is_dir():
+        return f"--files-dir {args.files_dir}: not a directory"
+    if not 0 < args.file_expiry_seconds < float("inf"):
+        return (
+            f"--file-expiry-seconds must be more than 0 (and finite), got "
+            f"{args.file_expiry_seconds}"
+        )
     if not 0 < args.model_timeout < float("inf"):
         return f"--model-timeout must be more than 0 (and finite), got {args.model_timeout}"
     if not 0 <= args.port < 65536:
@@ -221,6 +262,7 @@ def serve(args: argparse.Namespace) -> int:
     from translate.files import file_digest
     from translate.model.quantize import quantization_available
     from translate.serve.app import DrainingServer, ServeSettings, create_app
+    from translate.serve.files import FileSettings
     from translate.serve.worker import ModelSettings
     from translate.text.glossary import Glossary
 
@@ -266,7 +308,14 @@ def serve(args: argparse.Namespace) -> int:
     )
     engine = EngineChoice.from_args(args)
     model_process = ModelSettings(args.checkpoint, str(device), args.threads, budget, engine)
-    app = create_app(loaded, settings, model_process)
+    file_settings = None
+    if not args.disable_files_translation:
+        file_settings = FileSettings(
+            directory=Path(args.files_dir) if args.files_dir else None,
+            max_bytes=args.file_max_bytes,
+            expiry_seconds=args.file_expiry_seconds,
+        )
+    app = create_app(loaded, settings, model_process, file_settings)
     print(
         f"translate-serve: {args.checkpoint} on {device}; http://{args.host}:{args.port}/ "
         f"(API docs at /docs){'; API key required' if key else ''}",

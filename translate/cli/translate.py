@@ -21,6 +21,13 @@ device (/dev/stdout, /dev/null) is written to as a stream; a directory is refuse
 an output that is a file the command reads (the input, through a symlink or a hard link too, the
 references or the checkpoint), before any work.
 
+A document (--source FILE with the extension of a format, or --format) is translated with its
+structure: HTML, Markdown, SubRip and WebVTT subtitles, gettext .po/.pot, XLIFF 1.2 and 2.0,
+docx, pptx, xlsx, odt, odp, ods. Only its text is translated, a paragraph's inline formatting
+carried through the search; everything else comes back as it was, written atomically to
+--output. In .po and XLIFF output a translation under --review-below is marked fuzzy / needs
+review. A .txt file is translated line by line, as above.
+
 Set TRANSLATE_DEBUG=1 for a traceback instead of a one-line error.
 """
 
@@ -50,9 +57,11 @@ from translate.cli.common import (
 )
 from translate.decode.device import autocast, prepare_decoding
 from translate.decode.settings import SearchSettings
+from translate.documents.formats import NAMES, REVIEW_BELOW
 from translate.errors import UsageError
 
 CHUNK_LINES = 5000  # lines a chunk: a few minutes of CPU work at most, lost to a crash
+DOCUMENT_FORMATS = tuple(name for name in NAMES if name != "txt")  # txt: line by line
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -101,6 +110,22 @@ def build_parser() -> argparse.ArgumentParser:
         "mean of its tokens' probabilities) and a tab",
     )
     parser.add_argument(
+        "--format",
+        default=None,
+        metavar="FORMAT",
+        help="the --source's format, where its extension does not say: lines (one sentence a "
+        f"line) or {', '.join(DOCUMENT_FORMATS)} (default: by extension; lines for .txt, "
+        "others and standard input)",
+    )
+    parser.add_argument(
+        "--review-below",
+        type=float,
+        default=REVIEW_BELOW,
+        metavar="CONF",
+        help="in .po and XLIFF output, mark translations whose confidence is under CONF fuzzy / "
+        f"needs review (0 to 1; default: {REVIEW_BELOW})",
+    )
+    parser.add_argument(
         "--reference",
         default=None,
         metavar="FILE",
@@ -115,6 +140,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def settings_error(args: argparse.Namespace) -> str | None:
+    if args.format is not None and args.format not in ("lines", "txt", *DOCUMENT_FORMATS):
+        return f"--format {args.format}: not a format; one of lines, {', '.join(DOCUMENT_FORMATS)}"
+    if not 0 <= args.review_below <= 1:
+        return f"--review-below must be from 0 to 1, got {args.review_below}"
     if args.chunk_lines < 1:
         return f"--chunk-lines must be at least 1, got {args.chunk_lines}"
     if args.threads is not None and args.threads < 1:
@@ -199,9 +228,12 @@ class StreamOutput:
         return self.written
 
 
-def warn_lost(sources: list[str], translations: list[str], first_line: int) -> int:
+def warn_lost(
+    sources: list[str], translations: list[str], first_line: int, unit: str = "line"
+) -> int:
     """A warning on stderr for each translation that lacks a protected span of its source line
-    (`protected.lost_spans`: a number, placeholder, URL, ...); how many lack one."""
+    (`protected.lost_spans`: a number, placeholder, URL, ...), named by `unit` and number; how
+    many lack one."""
     from tqdm import tqdm
 
     from translate.text.protected import describe, lost_spans
@@ -212,7 +244,7 @@ def warn_lost(sources: list[str], translations: list[str], first_line: int) -> i
         if lost:
             lacking += 1
             tqdm.write(
-                f"warning: line {number}: the translation lacks {describe(lost)}", sys.stderr
+                f"warning: {unit} {number}: the translation lacks {describe(lost)}", sys.stderr
             )
     return lacking
 
@@ -300,6 +332,137 @@ def check_inputs_kept(args: argparse.Namespace) -> None:
                 )
 
 
+def load_searching(args: argparse.Namespace, asked: SearchSettings):
+    """The checkpoint loaded for the search, the target tags, the settings (with the
+    checkpoint's beam and length penalty where the flags give none) and the device; refused
+    before any work where the model lacks a language or cannot restrict its output."""
+    from translate.decode import pipeline
+
+    device = resolve_device(args)
+    prepare_decoding(device)
+    loaded = load_for_search("translate-cli", args, args.checkpoint, device)
+    apply_search_defaults(args, loaded)
+    tags = pipeline.target_tags_for(loaded, args.target_lang, args.source_lang)
+    zero_shot_warning(args.checkpoint, args.source_lang, tags)
+    if args.restrict_target:
+        loaded.target_token_mask(tags.target_lang)
+    settings = replace(asked, beam=args.beam, length_penalty=args.length_penalty)
+    return loaded, tags, settings, device
+
+
+def searched(args, loaded, settings, device, lines: list[str], progress, first_line: int) -> list:
+    """Each line's n-best list, searched as the flags say; `first_line` numbers the first
+    line in warnings."""
+    from translate.decode import pipeline
+
+    with autocast(device, args.precision):
+        return pipeline.translate_nbest(
+            loaded,
+            lines,
+            settings,
+            batch_tokens=args.batch_tokens,
+            progress=progress,
+            first_line=first_line,
+            on_split=split_line_warning,
+        )
+
+
+def document_format(args: argparse.Namespace):
+    """The document format the --source is read as (`documents.formats.Format`), or None for
+    line by line: --format, else the --source's extension (a .txt file, another extension and
+    standard input are lines). Flags for lines only are refused with a document."""
+    from pathlib import PurePath
+
+    from translate.documents.formats import EXTENSIONS, format_named, format_of
+
+    if args.format in ("lines", "txt"):
+        return None
+    if args.format is not None:
+        document = format_named(args.format)
+    elif args.source == "-" or PurePath(args.source).suffix.lower() in ("", ".txt"):
+        return None
+    elif PurePath(args.source).suffix.lower() not in EXTENSIONS:
+        return None
+    else:
+        document = format_of(args.source)
+    for flag, given in (
+        ("--n-best", args.n_best > 1),
+        ("--scores", args.scores),
+        ("--reference", args.reference is not None),
+        ("--resume", args.resume),
+    ):
+        if given:
+            raise UsageError(
+                f"{flag} is for text translated line by line, not a {document.name} document "
+                "(--format lines reads it as lines)"
+            )
+    return document
+
+
+def translate_document(args: argparse.Namespace, document) -> int:
+    """The --source read as `document`'s format, its texts translated, written to --output."""
+    from tqdm import tqdm
+
+    from translate.decode.device import set_threads
+    from translate.documents.formats import RenderOptions
+    from translate.documents.translating import translate_texts, without_tags
+    from translate.files import check_writable, write_atomic
+
+    set_threads(args.threads)
+    asked = SearchSettings.from_args(args)
+    name = "<stdin>" if args.source == "-" else args.source
+    try:
+        data = sys.stdin.buffer.read() if args.source == "-" else Path(args.source).read_bytes()
+    except OSError as error:
+        raise UsageError(f"--source {args.source}: {error.strerror}") from None
+    read = document.read(data, name)
+    texts = read.texts()
+    to_file = args.output != "-" and not is_stream(args.output)
+    if to_file:
+        check_writable(args.output)
+    loaded, tags, settings, device = load_searching(args, asked)
+    bar = tqdm(unit=" sentences", file=sys.stderr, disable=args.quiet, mininterval=1.0)
+
+    def translate(lines: list[str]) -> list:
+        bar.reset(total=len(lines))
+        found = searched(args, loaded, settings, device, lines, bar.update, 1)
+        return [entries[0] for entries in found]
+
+    try:
+        translated = translate_texts(texts, translate)
+    finally:
+        bar.close()
+    options = RenderOptions(args.source_lang, tags.target_lang, args.review_below)
+    out = read.render(translated, options)
+    if to_file:
+        write_atomic(args.output, out)
+    else:
+        with open(
+            sys.stdout.fileno() if args.output == "-" else args.output,
+            "wb",
+            closefd=args.output != "-",
+        ) as handle:
+            handle.write(out)
+    review = sum(t.confidence < args.review_below for t in translated if t.text.strip())
+    plain = sum(t.plain_sentences for t in translated)
+    lacking = warn_lost(
+        [without_tags(text) for text in texts],
+        [without_tags(t.text) for t in translated],
+        1,
+        "text",
+    )
+    print(
+        f"translate-cli: {name} ({document.name}): {len(texts):,} texts translated, "
+        f"{review:,} under confidence {args.review_below}"
+        + (f", {plain:,} sentences without their run formatting" if plain else "")
+        + (f", {lacking:,} lacking a protected token of their source" if lacking else "")
+        + ("" if args.output == "-" else f"; written to {args.output}"),
+        file=sys.stderr,
+    )
+    handed_back_note("translate-cli", loaded)
+    return 0
+
+
 def translate_command(args: argparse.Namespace) -> int:
     error = settings_error(args)
     if not error and args.resume and (args.output == "-" or is_stream(args.output)):
@@ -309,10 +472,12 @@ def translate_command(args: argparse.Namespace) -> int:
     to_file = args.output != "-" and not is_stream(args.output)
     if to_file or args.output == "-":
         check_inputs_kept(args)
+    document = document_format(args)
+    if document is not None:
+        return translate_document(args, document)
     # Imported after parsing, so that --help and a mistyped flag answer without loading torch.
     from tqdm import tqdm
 
-    from translate.decode import pipeline
     from translate.decode.device import set_threads
     from translate.files import check_writable, file_digest
     from translate.partial_output import PartialOutput
@@ -330,19 +495,7 @@ def translate_command(args: argparse.Namespace) -> int:
             f"{source_name} has {count}: every input line needs one reference line"
         )
     target = check_writable(args.output) if to_file else None
-    device = resolve_device(args)
-    prepare_decoding(device)
-    loaded = load_for_search("translate-cli", args, args.checkpoint, device)
-    apply_search_defaults(args, loaded)
-    # Refuse before any work: a language the model lacks, or restricted output without the
-    # checkpoint's target tokens.
-    tags = pipeline.target_tags_for(loaded, args.target_lang, args.source_lang)
-    zero_shot_warning(args.checkpoint, args.source_lang, tags)
-    if args.restrict_target:
-        loaded.target_token_mask(tags.target_lang)
-
-    # with the checkpoint's beam and length penalty where the flags give none
-    settings = replace(asked, beam=args.beam, length_penalty=args.length_penalty)
+    loaded, tags, settings, device = load_searching(args, asked)
     keep = references is not None
     if to_file:
         output = PartialOutput(target, fingerprint(args, file_digest(args.checkpoint)), args.resume)
@@ -380,16 +533,7 @@ def translate_command(args: argparse.Namespace) -> int:
             )
         for chunk in chunks(sources, args.chunk_lines, live):
             first = output.lines_done
-            with autocast(device, args.precision):
-                translations = pipeline.translate_nbest(
-                    loaded,
-                    chunk,
-                    settings,
-                    batch_tokens=args.batch_tokens,
-                    progress=bar.update,
-                    first_line=first + 1,
-                    on_split=split_line_warning,
-                )
+            translations = searched(args, loaded, settings, device, chunk, bar.update, first + 1)
             output.append(written_lines(translations, first, args.n_best, args.scores), chunk)
             lacking += warn_lost(chunk, [e[0].text for e in translations], first + 1)
     except BaseException:

@@ -14,7 +14,7 @@ from collections.abc import Coroutine
 from typing import Any
 
 import uvicorn
-from fastapi import APIRouter, FastAPI, Request
+from fastapi import APIRouter, FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi_offline import FastAPIOffline
@@ -27,8 +27,9 @@ from starlette.exceptions import HTTPException as AnyHTTPException
 from starlette.requests import ClientDisconnect
 
 from translate.decode.loaded_model import LoadedModel
-from translate.serve import libretranslate
-from translate.serve.guard import RequestGuard
+from translate.serve import files, libretranslate
+from translate.serve.files import FileSettings, FileStore
+from translate.serve.guard import BodyLimit, RequestGuard, RouteLimit
 from translate.serve.schema import (
     KEY_REQUIRED,
     NATIVE_TRANSLATE,
@@ -98,6 +99,44 @@ async def translate(request: Request) -> Response:
     service = service_of(request)
     call = await libretranslate.read_request(request)
     return await unless_client_leaves(request, libretranslate.translate(service, request, call))
+
+
+@router.post(
+    files.FILE_ROUTE,
+    responses=ERRORS,
+    openapi_extra={
+        "requestBody": {
+            "description": "LibreTranslate's multipart form: file, source (a code or auto), "
+            "target, api_key"
+        }
+    },
+)
+async def translate_file(request: Request) -> Response:
+    """LibreTranslate's file translation: `{"translatedFileUrl": ...}`, where the translated
+    file can be downloaded until it expires."""
+    service, store = service_of(request), files_of(request)
+    if service.draining:
+        return error(503, "the server is shutting down; retry", **{"Retry-After": "5"})
+    call = await files.receive_upload(store, request)
+    return await unless_client_leaves(request, files.translate_file(service, store, request, call))
+
+
+@router.get(files.DOWNLOAD_ROUTE + "/{filename}")
+async def download_file(request: Request, filename: str) -> Response:
+    """A translated file, as an attachment, until it expires."""
+    store = request.app.state.files
+    if store is None:  # as LibreTranslate answers it
+        raise HTTPException(400, "Files translation are disabled on this server.")
+    return await files.download_file(store, filename)
+
+
+def files_of(request: Request) -> FileStore:
+    """The application's file store; 403 where files translation is disabled (as
+    LibreTranslate answers it)."""
+    store = request.app.state.files
+    if store is None:
+        raise HTTPException(403, "Files translation are disabled on this server.")
+    return store
 
 
 async def unless_client_leaves(request: Request, work: Coroutine[Any, Any, Response]) -> Response:
@@ -176,19 +215,28 @@ async def invalid_request(request: Request, exc: RequestValidationError) -> JSON
 
 @contextlib.asynccontextmanager
 async def lifespan(app: FastAPI):
-    await app.state.service.start()
-    yield
-    await app.state.service.stop()
+    store: FileStore | None = app.state.files
+    if store is not None:
+        await store.start()
+    try:
+        await app.state.service.start()
+        yield
+        await app.state.service.stop()
+    finally:
+        if store is not None:
+            await store.stop()
 
 
 def create_app(
     loaded: LoadedModel,
     settings: ServeSettings,
     model_process: ModelSettings | None = None,
+    file_settings: FileSettings | None = None,
 ) -> FastAPI:
     """The application: the routes above over one `Service` (`app.state.service`);
     `model_process` (how to load the model there) moves the model into a process of its own,
-    else a thread of this one translates with `loaded`."""
+    else a thread of this one translates with `loaded`. With `file_settings`, LibreTranslate's
+    file API is served (`app.state.files`), else it answers that it is disabled."""
     app = FastAPIOffline(
         title="translate-serve",
         lifespan=lifespan,
@@ -197,7 +245,12 @@ def create_app(
         'are batched. Every error is {"error": message}.',
     )
     app.state.service = Service(loaded, settings, model_process)
-    app.add_middleware(RequestGuard, service=app.state.service)
+    app.state.files = FileStore(file_settings) if file_settings is not None else None
+    uploads = ()
+    if app.state.files is not None:
+        limit = BodyLimit(app.state.files.body_bytes, "--file-max-bytes")
+        uploads = (RouteLimit(files.FILE_ROUTE, limit),)
+    app.add_middleware(RequestGuard, service=app.state.service, routes=uploads)
     app.add_exception_handler(AnyHTTPException, http_error)
     app.add_exception_handler(RequestValidationError, invalid_request)
     app.include_router(router)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 
 from fastapi import HTTPException
 from fastapi.responses import Response
@@ -31,14 +32,30 @@ log = logging.getLogger("translate.serve")
 CLIENT_LEFT = 499
 
 
+@dataclass(frozen=True)
+class BodyLimit:
+    """The bytes a request body may hold, and the flag that sets them (the 413 names it)."""
+
+    max_bytes: int
+    flag: str = "--max-body-bytes"
+
+
+@dataclass(frozen=True)
+class RouteLimit:
+    """A route whose bodies have a limit of their own (an upload's) instead of --max-body-bytes."""
+
+    path: str
+    limit: BodyLimit
+
+
 class BodyTooLarge(HTTPException):
     """Raised while FastAPI reads a body, so FastAPI passes it on as it is (it turns other
     errors there into 400); Connection: close, so the rest of the body is never read."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: BodyLimit) -> None:
         super().__init__(
             413,
-            f"the request body is over the limit of {limit} bytes (--max-body-bytes)",
+            f"the request body is over the limit of {limit.max_bytes} bytes ({limit.flag})",
             headers={"Connection": "close"},
         )
 
@@ -47,7 +64,7 @@ class GuardedExchange:
     """One request and its response as `RequestGuard` sees them: the body's bytes counted as
     they arrive, the response's status kept for the metrics."""
 
-    def __init__(self, receive: Receive, send: Send, limit: int) -> None:
+    def __init__(self, receive: Receive, send: Send, limit: BodyLimit) -> None:
         self._receive, self._send, self.limit = receive, send, limit
         self.received = 0
         self.status: int | None = None
@@ -56,7 +73,7 @@ class GuardedExchange:
         message = await self._receive()
         if message["type"] == "http.request":
             self.received += len(message.get("body", b""))
-            if self.received > self.limit:
+            if self.received > self.limit.max_bytes:
                 raise BodyTooLarge(self.limit)
         return message
 
@@ -73,16 +90,23 @@ class RequestGuard:
     routes, the body limit (by Content-Length, else counted as a chunked body
     arrives), new translations refused while draining, a JSON 500 for an unexpected fault
     (its traceback in the log, not to the client), a client that leaves mid-body counted as
-    499 and logged in one line, and every status counted in the metrics."""
+    499 and logged in one line, and every status counted in the metrics. `routes` are those whose
+    bodies have a limit of their own."""
 
-    def __init__(self, app: ASGIApp, service: Service) -> None:
-        self.app, self.service = app, service
+    def __init__(self, app: ASGIApp, service: Service, routes: tuple[RouteLimit, ...] = ()) -> None:
+        self.app, self.service, self.routes = app, service, routes
+
+    def body_limit(self, path: str) -> BodyLimit:
+        for route in self.routes:
+            if route.path == path:
+                return route.limit
+        return BodyLimit(self.service.settings.max_body_bytes)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         started, path = time.perf_counter(), scope["path"]
-        exchange = GuardedExchange(receive, send, self.service.settings.max_body_bytes)
+        exchange = GuardedExchange(receive, send, self.body_limit(path))
         refusal = self.refusal(scope)
         try:
             if refusal is not None:
@@ -121,16 +145,12 @@ class RequestGuard:
                 KEY_REQUIRED,
                 Connection="close",
             )
-        length = headers.get("content-length")
-        if (
-            length is not None
-            and length.isdigit()
-            and int(length) > service.settings.max_body_bytes
-        ):
+        length, limit = headers.get("content-length"), self.body_limit(path)
+        if length is not None and length.isdigit() and int(length) > limit.max_bytes:
             return error(
                 413,
                 f"the request body of {length} bytes is over the limit of "
-                f"{service.settings.max_body_bytes} bytes (--max-body-bytes)",
+                f"{limit.max_bytes} bytes ({limit.flag})",
                 Connection="close",
             )
         if service.draining and scope["path"] in TRANSLATE_ROUTES:

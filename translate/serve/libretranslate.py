@@ -6,7 +6,8 @@ multipart form; unlike LibreTranslate, a repeated form field `q` is a list (as l
 sends one). Answers and errors have LibreTranslate's shapes and messages. A text is translated a
 sentence at a time, line by line (with format html, in each text node: `translate.text.markup`),
 everything between the sentences given back as written; the sentences join the same cross-client
-batches as the native API's lines, searched with the server's settings.
+batches as the native API's lines, searched with the server's settings. Its file API
+(`POST /translate_file`, `GET /download_file`) is `translate.serve.files`.
 """
 
 from __future__ import annotations
@@ -220,8 +221,8 @@ async def translate(service: Service, request: Request, call: LibreRequest) -> J
         raise HTTPException(400, f"{text_format} format is not supported")
     html = text_format == "html"
     auto = call.source.strip().lower() == "auto"
-    source = None if auto else _language(service, call.source)
-    target = _language(service, call.target)
+    source = None if auto else model_language(service, call.source)
+    target = model_language(service, call.target)
     # Off the event loop: markup is read in time linear in its size, up to its caps.
     items = await service.off_loop(read_items, texts, html, service.settings.max_line_chars)
     # Each piece is at least one sentence: a request over the limit by its pieces alone is
@@ -348,7 +349,7 @@ def _alternatives(service: Service, given: str | int | None) -> int:
     return min(count, service.settings.max_beam - 1)
 
 
-def _language(service: Service, code: str) -> str:
+def model_language(service: Service, code: str) -> str:
     found = service.codes.to_model(code)
     if found is None:
         raise HTTPException(400, f"{as_libretranslate_reads(code)} is not supported")
@@ -418,6 +419,7 @@ async def frontend_settings(request: Request) -> JSONResponse:
     service: Service = request.app.state.service
     target = service.targets[0] if service.targets else None
     keyed = service.settings.api_key is not None
+    files = request.app.state.files  # translate.serve.files.FileStore, None where disabled
     return JSONResponse(
         {
             "charLimit": -1 if service.settings.char_limit is None else service.settings.char_limit,
@@ -425,8 +427,8 @@ async def frontend_settings(request: Request) -> JSONResponse:
             "apiKeys": keyed,
             "keyRequired": keyed,
             "suggestions": False,
-            "filesTranslation": False,
-            "supportedFilesFormat": [],
+            "filesTranslation": files is not None,
+            "supportedFilesFormat": list(files.extensions) if files is not None else [],
             "language": {
                 "source": {"code": "auto", "name": "Auto Detect"},
                 "target": {
@@ -436,11 +438,6 @@ async def frontend_settings(request: Request) -> JSONResponse:
             },
         }
     )
-
-
-@router.post("/translate_file")
-async def translate_file() -> JSONResponse:
-    raise HTTPException(403, "Files translation are disabled on this server.")
 
 
 @router.post("/suggest")

@@ -39,6 +39,16 @@ markup or a reference) and where in the translation they cannot start markup or 
 "<" not before an ASCII letter, "/", "!" or "?", a "&" not before an ASCII letter or digit or "#",
 any ">". The size is capped while it is parsed, in time linear in the input and, for the
 elements a browser creates again, in the depth cap.
+
+`HtmlTokens` gives the same reading as the tokens that make up the input, each with where it
+stands (they cover the input from its start to its end, one after another): for a text node
+whether it is translated and the open elements it lands in, for a start tag the element it opened
+and its attributes with where each value stands, for a raw-text element's content whether it is
+translated; a format that translates more than text nodes one by one (the text of a paragraph
+with its inline elements, attribute values, a page's title: `translate.documents.html`) builds on
+them. Read as a document (`document=True`), a noscript may also hold link and meta elements, as
+a page's head does: in head or in body, with scripting on or off, they hold no text and the
+noscript ends at its end tag alike.
 """
 
 from __future__ import annotations
@@ -46,11 +56,18 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import Enum
 from html import unescape
 from html.entities import html5
 from itertools import islice
 
-from translate.text.html_tree import RAW_TEXT_TAGS, MarkupTooLarge, TreeBuilder, ascii_lower
+from translate.text.html_tree import (
+    RAW_TEXT_TAGS,
+    Element,
+    MarkupTooLarge,
+    TreeBuilder,
+    ascii_lower,
+)
 
 MAX_NODES = 20_000  # elements (with their attributes), text nodes and comments a fragment may hold
 MAX_DEPTH = 512  # elements open at once (nesting), as browsers' parsers cap it
@@ -70,6 +87,7 @@ _INTEGRATION_POINTS = frozenset(
 )
 _IN_SELECT = frozenset({"option", "optgroup"})
 _IN_NOSCRIPT = frozenset({"img", "br", "wbr"})
+_IN_NOSCRIPT_OF_A_DOCUMENT = _IN_NOSCRIPT | {"link", "meta"}
 
 
 # A tag from "<" or "</" to its ">" (tag name, before/after attribute name, attribute name and
@@ -183,6 +201,48 @@ def _script_end(markup: str, at: int) -> int:
     return len(markup)
 
 
+class Kind(Enum):
+    """What a token of the input is."""
+
+    TEXT = "text"  # a text node
+    START = "start"  # a start tag the tree construction read
+    END = "end"  # an end tag the tree construction read
+    RAW = "raw"  # the content of a raw-text element (script, style, title, ...)
+    SKIPPED = "skipped"  # a tag in a stretch left as written whole (svg, math, select, template)
+    OTHER = "other"  # a comment, doctype, CDATA section, dropped or unfinished tag
+
+
+@dataclass(frozen=True)
+class Attribute:
+    """An attribute of a start tag (the first of its name: the one a browser keeps)."""
+
+    name: str  # lower-cased as the standard does
+    value: str  # its character references decoded
+    start: int  # where its value stands as written, quotes included; start == end: no value
+    end: int
+
+
+@dataclass(frozen=True)
+class Token:
+    """A piece of the input (`start` to `end`) as the reader read it. `translated`: for a text
+    node, that it lands in a translated element (where the reader is sure of it), blank or not;
+    for a start tag, that the element it stands for is one (its attributes may be translated);
+    for raw text, that its element is one and its end tag ends it. `path`: the open elements a
+    translated text node lands in, or, for a start tag that opened `element`, those it stands in
+    and itself."""
+
+    kind: Kind
+    start: int
+    end: int
+    name: str = ""  # a tag's, or the raw-text element's, name
+    text: str = ""  # a text node's text, or raw text (character references decoded in RCDATA)
+    translated: bool = False
+    listed: bool = False  # a text node `HtmlFragment.texts` lists
+    attributes: tuple[Attribute, ...] = ()
+    element: Element | None = None
+    path: tuple[Element, ...] | None = None
+
+
 class _Reader:
     """The standard's tokenizer in the states that decide where text, tags, comments and raw text
     begin and end, over the whole input at once: a construct still open at its end is what the
@@ -192,8 +252,17 @@ class _Reader:
     math, where the names of its open elements are kept), select and template. The caps are
     counted as it goes."""
 
-    def __init__(self, markup: str, max_nodes: int, max_depth: int) -> None:
+    def __init__(
+        self,
+        markup: str,
+        max_nodes: int,
+        max_depth: int,
+        tokens: list[Token] | None = None,
+        document: bool = False,
+    ) -> None:
         self.markup = markup
+        self.tokens = tokens  # where the tokens are kept, if they are
+        self.in_noscript = _IN_NOSCRIPT_OF_A_DOCUMENT if document else _IN_NOSCRIPT
         self.max_nodes, self.max_depth = max_nodes, max_depth
         self.nodes = self.steps = 0
         self.tree = TreeBuilder(max_depth, self._count)
@@ -250,22 +319,41 @@ class _Reader:
             return
         start, end = self.text
         self.text = None
-        if self.tree.frozen or self.foreign is not None or self.skipping:
-            return
-        text = unescape(self.markup[start:end]).replace("\x00", "")
-        blank = not text.strip(HTML_SPACE)
-        if text and not self.tree.text(blank) and not blank:
-            self.spans.append((start, end))
-            self.texts.append(text)
+        placed = listed = False
+        skipped = self.tree.frozen or self.foreign is not None or self.skipping
+        if not skipped or self.tokens is not None:
+            text = unescape(self.markup[start:end]).replace("\x00", "")
+        if not skipped:
+            blank = not text.strip(HTML_SPACE)
+            placed = bool(text) and not self.tree.text(blank)
+            listed = placed and not blank
+            if listed:
+                self.spans.append((start, end))
+                self.texts.append(text)
+        if self.tokens is not None:
+            path = tuple(self.tree.stack) if placed else None
+            self._token(
+                Kind.TEXT, start, end, text=text, translated=placed, listed=listed, path=path
+            )
+
+    def _token(self, kind: Kind, start: int, end: int, **fields: object) -> None:
+        """A token read, kept where tokens are kept."""
+        if self.tokens is not None:
+            self.tokens.append(Token(kind, start, end, **fields))
+
+    def _other(self, start: int, end: int) -> int:
+        """A comment, doctype, CDATA section or dropped tag from `start` to `end`; `end`."""
+        self._token(Kind.OTHER, start, end)
+        return end
 
     def _markup(self, nodes: int) -> None:
         self._end_text()
         self._count(nodes)
 
-    def _unclosed(self) -> int:
-        """A tag that runs into the end of the input: dropped, and the input read."""
+    def _unclosed(self, lt: int) -> int:
+        """A tag from `lt` that runs into the end of the input: dropped, and the input read."""
         self._end_text()
-        return len(self.markup)
+        return self._other(lt, len(self.markup))
 
     def _unsure(self) -> None:
         """What follows cannot be known alike for every browser: nothing more is translated, and
@@ -288,12 +376,12 @@ class _Reader:
             return self._end_tag_open(lt)
         if after == "!":
             if self.markup.startswith("--", lt + 2):
-                return self._comment(lt + 4)
+                return self._other(lt, self._comment(lt + 4))
             if self.foreign is not None and self.markup.startswith("[CDATA[", lt + 2):
-                return self._cdata(lt + 9)
-            return self._bogus_comment(lt + 2)
+                return self._other(lt, self._cdata(lt + 9))
+            return self._other(lt, self._bogus_comment(lt + 2))
         if after == "?":
-            return self._bogus_comment(lt + 1)
+            return self._other(lt, self._bogus_comment(lt + 1))
         self._text(lt, lt + 1)
         return lt + 1
 
@@ -302,17 +390,18 @@ class _Reader:
         elements of svg and math only: "<style/>" starts raw text and "<b/>" opens a b."""
         tag = _TAG.match(self.markup, lt)
         if tag[3] is None:
-            return self._unclosed()
+            return self._unclosed(lt)
         name = ascii_lower(tag[1])
         found = list(islice(_ATTRIBUTE.finditer(tag[2]), self.max_nodes))  # enough to refuse
         self._markup(1 + len(found))
         attributes = _attributes(found)
         if self.foreign is not None and self._foreign_start(name, attributes, tag[3] == "/>"):
-            return tag.end()
+            return self._skipped(lt, tag.end(), name)
         if self.skipping:
             if self.skipping == "select" and name in _IN_SELECT:
-                return tag.end()
+                return self._skipped(lt, tag.end(), name)
             self._unsure()
+        current = self.tree.stack[-1]
         self.tree.start(name, attributes)
         if name in RAW_TEXT_TAGS:
             self.raw_text = name
@@ -320,7 +409,50 @@ class _Reader:
             self.foreign = [name]
         elif name in ("select", "template"):
             self.skipping = name
+        if self.tokens is not None:
+            self._start_token(tag, name, found, attributes, current)
         return tag.end()
+
+    def _skipped(self, start: int, end: int, name: str) -> int:
+        self._token(Kind.SKIPPED, start, end, name=name)
+        return end
+
+    def _start_token(
+        self,
+        tag: re.Match[str],
+        name: str,
+        found: list[re.Match[str]],
+        attributes: dict[str, str],
+        current: Element,
+    ) -> None:
+        """A start tag's token: the element it opened (the current node now, where that was not
+        the current node before and has its name: an element created again is never the current
+        node after the tag that creates it), its attributes as written."""
+        top = self.tree.stack[-1]
+        element = top if top is not current and top.name == name else None
+        sure = not (self.tree.frozen or self.foreign is not None or self.skipping)
+        own = element if element is not None else Element(name, attributes)
+        translated = sure and not own.own and not top.untranslated
+        kept: dict[str, Attribute] = {}
+        offset = tag.start(2)
+        for attribute in found:
+            key = ascii_lower(attribute[1])
+            if key not in kept:
+                start, end = (
+                    attribute.span(2) if attribute[2] is not None else (attribute.end(),) * 2
+                )
+                value = attributes[key] if attribute[2] is not None else ""
+                kept[key] = Attribute(key, value, offset + start, offset + end)
+        self._token(
+            Kind.START,
+            tag.start(),
+            tag.end(),
+            name=name,
+            translated=translated,
+            attributes=tuple(kept.values()),
+            element=element,
+            path=tuple(self.tree.stack) if element is not None else None,
+        )
 
     def _foreign_start(self, name: str, attributes: dict[str, str], closed: bool) -> bool:
         """A start tag in svg or math: False where it is one of HTML that ends foreign content
@@ -345,38 +477,41 @@ class _Reader:
         if after.isascii() and after.isalpha():
             tag = _TAG.match(self.markup, lt)
             if tag[3] is None:
-                return self._unclosed()
+                return self._unclosed(lt)
             self._markup(0)
-            self._end_tag(ascii_lower(tag[1]))
+            name = ascii_lower(tag[1])
+            kind = Kind.END if self._end_tag(name) else Kind.SKIPPED
+            self._token(kind, lt, tag.end(), name=name)
             return tag.end()
         if after == ">":
             self._markup(0)
-            return lt + 3
+            return self._other(lt, lt + 3)
         if not after:
             self._text(lt, lt + 1)
             self._text(lt + 1, lt + 2)
             return lt + 2
-        return self._bogus_comment(lt + 2)
+        return self._other(lt, self._bogus_comment(lt + 2))
 
-    def _end_tag(self, name: str) -> None:
+    def _end_tag(self, name: str) -> bool:
         """An end tag: in svg or math, it closes the innermost open element of its name (and
         those in it), the svg or math itself ending the skip; in a select or template, its own
         end tag ends it, option and optgroup are kept in a select; any other makes the reader
-        unsure, and goes to the tree."""
+        unsure, and goes to the tree. Whether it went to the tree."""
         if self.foreign is not None:
             if name in self.foreign:
                 del self.foreign[len(self.foreign) - 1 - self.foreign[::-1].index(name) :]
                 self.foreign = self.foreign or None
-                return
+                return False
             self._unsure()
         elif self.skipping:
             if name == self.skipping:
                 self.skipping = ""
-                return
+                return False
             if self.skipping == "select" and name in _IN_SELECT:
-                return
+                return False
             self._unsure()
         self.tree.end(name)
+        return True
 
     def _comment(self, start: int) -> int:
         """A comment from `start`, after "<!--": "<!-->" and "<!--->" are empty ones, any other
@@ -417,6 +552,8 @@ class _Reader:
             end = found.start() if found else len(markup)
         if end > at:
             self._count(1)
+            if self.tokens is not None:
+                self._raw_token(at, end, name)
         if end == len(markup):
             return end
         if name == "noscript" and not self._noscript_alike(at, end):
@@ -424,10 +561,26 @@ class _Reader:
         self.raw_text = None
         tag = _TAG.match(markup, end)
         if tag[3] is None:
-            return self._unclosed()
+            return self._unclosed(end)
         self._count(0)
         self.tree.end_raw_text(name)
+        self._token(Kind.END, end, tag.end(), name=name)
         return tag.end()
+
+    def _raw_token(self, start: int, end: int, name: str) -> None:
+        """The token of a raw-text element's content: translated where its element (the current
+        node) is, the reader is sure of it and its end tag ends it."""
+        element = self.tree.stack[-1]
+        translated = (
+            end < len(self.markup)
+            and element.name == name
+            and not element.untranslated
+            and not (self.tree.frozen or self.foreign is not None or self.skipping)
+        )
+        text = self.markup[start:end]
+        if name in ("title", "textarea"):  # RCDATA: character references are decoded
+            text = unescape(text).replace("\x00", "\ufffd")
+        self._token(Kind.RAW, start, end, name=name, text=text, translated=translated)
 
     def _noscript_alike(self, start: int, end: int) -> bool:
         """Whether a noscript's content from `start` to its end tag at `end` reads alike with
@@ -441,7 +594,7 @@ class _Reader:
             at = lt + 1
             if after.isascii() and after.isalpha():
                 tag = _TAG.match(markup, lt)
-                if tag[3] is None or tag.end() > end or ascii_lower(tag[1]) not in _IN_NOSCRIPT:
+                if tag[3] is None or tag.end() > end or ascii_lower(tag[1]) not in self.in_noscript:
                     return False
                 at = tag.end()
         return True
@@ -483,3 +636,47 @@ class HtmlFragment:
             done = end
         pieces.append(self.markup[done:])
         return "".join(pieces)
+
+
+def escape_text(text: str, written: str = "") -> str:
+    """`text` written as a text node's content: &, < and > escaped but where the text node as
+    `written` held them bare and bare they start no markup or reference (as `HtmlFragment.render`
+    writes a translation)."""
+    return _escape(text, _bare(written))
+
+
+class MarkupTooLargeAt(MarkupTooLarge):
+    """MarkupTooLarge with where in the input the reader stood (`at`, an offset)."""
+
+    def __init__(self, what: str, limit: int, at: int) -> None:
+        super().__init__(what, limit)
+        self.at = at
+
+
+@dataclass
+class HtmlTokens:
+    """An HTML document or fragment as the tokens it is read as (`Token`), one after another
+    from its start to its end."""
+
+    markup: str
+    tokens: list[Token]
+
+    @classmethod
+    def parse(
+        cls,
+        markup: str,
+        max_nodes: int = MAX_NODES,
+        max_depth: int = MAX_DEPTH,
+        document: bool = False,
+    ) -> HtmlTokens:
+        """MarkupTooLargeAt as soon as the input has more than `max_nodes` nodes or more than
+        `max_depth` elements open at once; `document`: read as a whole page or a fragment of
+        one (a noscript may hold link and meta)."""
+        tokens: list[Token] = []
+        reader = _Reader(markup, max_nodes, max_depth, tokens, document)
+        try:
+            reader.read()
+        except MarkupTooLarge as error:
+            at = tokens[-1].end if tokens else 0
+            raise MarkupTooLargeAt(error.what, error.limit, at) from None
+        return cls(markup, tokens)
