@@ -20,7 +20,7 @@ from translate.documents.formats import (
 )
 from translate.documents.inline import Mark, Run, Tagged, merged
 from translate.documents.safe import Limits, Package, parse_xml, xml_bytes
-from translate.documents.translating import Plan, edges, sentences_of, translate_texts
+from translate.documents.translating import Plan, edges, project, sentences_of, translate_texts
 from translate.text.protected import find_spans
 
 ITEMS = [Run("Click ", "plain"), Run("here", "bold"), Run(" to ", "plain"), Mark("image")]
@@ -209,6 +209,9 @@ def test_a_sentence_with_pairs_is_searched_plain_too_and_the_better_kept():
         "Click New.",
         "Then OK.",
         "Open it now",
+        "New",
+        "OK",
+        "it",
     )
     out = plan.translated(
         [
@@ -220,11 +223,14 @@ def test_a_sentence_with_pairs_is_searched_plain_too_and_the_better_kept():
                 ("Klicken Sie auf Neu.", 0.0, -0.8, 4),
                 ("Dann OK.", 0.0, -0.8, 4),
                 ("Jetzt öffnen", 0.0, -0.4, 4),
+                ("Neu", 0.0, -0.1, 1),  # found in the plain translation: its run comes back
+                ("OK", 0.0, -0.1, 1),
+                ("es", 0.0, -0.1, 1),  # not found: the run's formatting is lost
             ]
         ]
     )
-    assert [(t.text, t.plain_sentences) for t in out] == [
-        ("Klicken Sie auf Neu. Dann <g2>OK</g2>.", 1),
+    assert [(t.text, t.formatting_lost) for t in out] == [
+        ("Klicken Sie auf <g1>Neu</g1>. Dann <g2>OK</g2>.", 0),
         ("<x1/>Jetzt öffnen<x3/>", 1),
     ]
 
@@ -233,4 +239,12 @@ def test_a_sentence_with_pairs_is_searched_plain_too_and_the_better_kept():
 def test_a_translation_whose_pairs_do_not_pair_up_gives_way_to_the_plain_one(garbled):
     plan = Plan.of(["Then <g1>OK</g1>."])
     found = [Translation(garbled, 0.0, 0.0, 4), Translation("Dann OK.", 0.0, -8.0, 4)]
+    found.append(Translation("Okay", 0.0, 0.0, 1))
     assert plan.translated(found)[0].text == "Dann OK."
+
+
+def test_runs_are_put_back_longest_first_outside_the_tags_and_in_any_case():
+    runs = [("g1", "Extras"), ("g2", "Extras – Makros"), ("g3", " neu "), ("g4", "<fehlt>")]
+    text, placed = project("Wählen Sie <x5/>Extras – Makros und dann Neu.", runs)
+    assert text == "Wählen Sie <x5/><g2>Extras – Makros</g2> und dann <g3>Neu</g3>."
+    assert placed == 2

@@ -444,7 +444,7 @@ def translate_document(args: argparse.Namespace, document) -> int:
         ) as handle:
             handle.write(out)
     review = sum(t.confidence < args.review_below for t in translated if t.text.strip())
-    plain = sum(t.plain_sentences for t in translated)
+    plain = sum(t.formatting_lost for t in translated)
     lacking = warn_lost(
         [without_tags(text) for text in texts],
         [without_tags(t.text) for t in translated],
@@ -454,7 +454,7 @@ def translate_document(args: argparse.Namespace, document) -> int:
     print(
         f"translate-cli: {name} ({document.name}): {len(texts):,} texts translated, "
         f"{review:,} under confidence {args.review_below}"
-        + (f", {plain:,} sentences without their run formatting" if plain else "")
+        + (f", {plain:,} sentences lost a run's formatting" if plain else "")
         + (f", {lacking:,} lacking a protected token of their source" if lacking else "")
         + ("" if args.output == "-" else f"; written to {args.output}"),
         file=sys.stderr,

@@ -21,7 +21,7 @@ class Translated:
 
     text: str
     confidence: float
-    plain_sentences: int = 0  # sentences translated without their run formatting (`translating`)
+    formatting_lost: int = 0  # sentences that lost a run's formatting (`translating.Plan`)
 
 
 @dataclass(frozen=True)

@@ -4,12 +4,13 @@ call, and each text put together again with its confidence (its sentences' toget
 `pipeline.joint_confidence`).
 
 A sentence whose inline tags pair text (`<g1>New</g1>`) is searched twice: as it is, and without
-its pairs' tags (its marks kept). The tagged translation is kept unless the plain one is the
-better bet: where the tagged one lost the words of a pair (`<g1></g1>` for `<g1>New</g1>`), its
-tags do not pair up, or the model is less confident in it than in the plain one. A model
-that has seen few tags around words writes worse sentences around them; the plain translation
-keeps every word and mark, and only that sentence's run formatting is lost (`plain_sentences`
-counts where).
+its pairs' tags (its marks kept), and each pair's words alone. The tagged translation is kept
+unless the plain one is the better bet: where the tagged one lost the words of a pair
+(`<g1></g1>` for `<g1>New</g1>`), its tags do not pair up, or the model is less confident in it
+than in the plain one. A model that has seen few tags around words writes worse sentences around
+them; the plain translation keeps every word and mark, and each pair's tags are put back around
+the translation of its words where the plain translation holds it (`project`); a pair whose
+words it does not hold loses its run formatting (`formatting_lost` counts those sentences).
 
 Tags at a sentence's edges are not searched at all: marks before and after its words (an
 anchor, an image, a bookmark) and a pair around all of it (`<g1>...</g1>`) are set aside and
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from translate.decode.pipeline import Translation, joint_confidence
 from translate.documents.formats import Translated
@@ -123,17 +124,70 @@ def _keeps_pairs(source: str, translation: str) -> bool:
     )
 
 
+def project(translation: str, runs: Sequence[tuple[str, str]]) -> tuple[str, int]:
+    """A plain translation with each run's own translation (`runs`: tag, text) wrapped in its
+    tag pair where the translation holds that text (as written, else in another case) outside
+    the tags and runs placed before it, longest first; and how many were placed."""
+    placed = 0
+    for tag, text in sorted(runs, key=lambda run: -len(run[1])):
+        text = text.strip()
+        if not _WORD.search(text):
+            continue
+        taken = [m.span() for m in _TAG.finditer(translation)]
+        taken += [(a, b) for a, b in _runs_in(translation)]
+        for haystack in (translation, translation.lower()):
+            needle = text if haystack is translation else text.lower()
+            if len(haystack) != len(translation):
+                continue
+            at = _free(haystack, needle, taken)
+            if at is not None:
+                end = at + len(text)
+                translation = (
+                    f"{translation[:at]}<{tag}>{translation[at:end]}</{tag}>{translation[end:]}"
+                )
+                placed += 1
+                break
+    return translation, placed
+
+
+def _runs_in(text: str) -> list[tuple[int, int]]:
+    """Where the pairs of `text` stand, their tags included."""
+    spans, opened = [], {}
+    for match in _TAG.finditer(text):
+        closing, letter, number, empty = match.groups()
+        if empty:
+            continue
+        if closing and letter + number in opened:
+            spans.append((opened.pop(letter + number), match.end()))
+        elif not closing:
+            opened[letter + number] = match.start()
+    return spans
+
+
+def _free(haystack: str, needle: str, taken: list[tuple[int, int]]) -> int | None:
+    """The first place of `needle` in `haystack` that overlaps no span of `taken`."""
+    at = haystack.find(needle)
+    while at >= 0:
+        if all(at + len(needle) <= a or at >= b for a, b in taken):
+            return at
+        at = haystack.find(needle, at + 1)
+    return None
+
+
 @dataclass(frozen=True)
 class Plan:
     """What a document's texts are searched as: `lines`, every sentence of every text in order
-    without its edges (`edges`), then the plain form (`without_pairs`) of each of those with a
+    without its edges (`edges`); then the plain form (`without_pairs`) of each of those with a
     pair of tags holding words (`plain`: the sentence's index among the sentences, by plain
-    form)."""
+    form); then the words of each such pair holding no other tag (`runs`: the sentence's index
+    and the pair's tag), which a plain translation gets back around its own translation
+    (`project`)."""
 
     splits: tuple[SplitText, ...]
     edges: tuple[tuple[str, str], ...]  # each sentence's head and tail
     lines: tuple[str, ...]
     plain: tuple[int, ...]
+    runs: tuple[tuple[int, str], ...]
 
     @classmethod
     def of(cls, texts: Sequence[str], max_chars: int | None = None) -> Plan:
@@ -145,22 +199,45 @@ class Plan:
             for k, core in enumerate(cores)
             if any(_WORD.search(words) for words in (_pairs(core) or {}).values())
         )
-        lines = (*cores, *(without_pairs(cores[k]) for k in plain))
-        return cls(splits, tuple((head, tail) for head, _, tail in cut), lines, plain)
+        runs = [
+            (k, tag, words)
+            for k in plain
+            for tag, words in _pairs(cores[k]).items()
+            if _WORD.search(words) and not _TAG.search(words)
+        ]
+        lines = (
+            *cores,
+            *(without_pairs(cores[k]) for k in plain),
+            *(words.strip() for _, _, words in runs),
+        )
+        return cls(
+            splits,
+            tuple((head, tail) for head, _, tail in cut),
+            lines,
+            plain,
+            tuple((k, tag) for k, tag, _ in runs),
+        )
 
     def translated(self, found: Sequence[Translation]) -> list[Translated]:
         """Each text's translation from `found`, one Translation a line of `lines`."""
         if len(found) != len(self.lines):
             raise ValueError(f"{len(self.lines)} sentences, {len(found)} translations")
-        chosen = list(found[: len(self.lines) - len(self.plain)])
+        sentences = len(self.lines) - len(self.plain) - len(self.runs)
+        chosen = list(found[:sentences])
+        plains = found[sentences : sentences + len(self.plain)]
+        runs: dict[int, list[tuple[str, str]]] = {}
+        for (k, tag), run in zip(self.runs, found[sentences + len(self.plain) :]):
+            runs.setdefault(k, []).append((tag, run.text))
         used_plain = set()
-        for k, plain in zip(self.plain, found[len(chosen) :]):
+        for k, plain in zip(self.plain, plains):
             tagged = chosen[k]
             if not _keeps_pairs(self.lines[k], tagged.text) or (
                 joint_confidence([plain]) > joint_confidence([tagged])
             ):
-                chosen[k] = plain
-                used_plain.add(k)
+                text, placed = project(plain.text, runs.get(k, []))
+                chosen[k] = replace(plain, text=text)
+                if placed < len(_pairs(self.lines[k])):
+                    used_plain.add(k)
         out, at = [], 0
         for split in self.splits:
             mine = chosen[at : at + len(split.pieces)]
