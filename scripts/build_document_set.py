@@ -7,9 +7,13 @@
   `libreoffice-writer-nogui`) to odt and docx, and the page with a table to ods and xlsx (Calc);
 - a gettext catalogue: LibreOffice's Basic messages (`sb`) from Debian's `libreoffice-l10n-de`,
   as a template (`sb.pot`: the English, no translation) and as the German catalogue
-  (`sb.de.po`, the reference).
+  (`sb.de.po`, the reference);
+- the first page as Markdown, converted by Debian's `pandoc` (GitHub's Markdown, no raw HTML),
+  and the template as XLIFF, converted by Debian's `translate-toolkit` (`po2xliff`, which
+  writes XLIFF 1.1).
 
-Needs apt-get (or --help-root and --mo-root with the packages extracted) and soffice.
+Needs apt-get (or --help-root and --mo-root with the packages extracted), soffice, pandoc and
+po2xliff.
 
     python scripts/build_document_set.py
     python scripts/build_document_set.py --help-root DIR/usr/share/libreoffice/help --mo-root DIR
@@ -76,6 +80,12 @@ def convert(sources: list[Path], to: str, infilter: str, out: Path, profile: Pat
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL, timeout=300)
 
 
+def run_tool(command: list[str], package: str) -> None:
+    if shutil.which(command[0]) is None:
+        raise SystemExit(f"build_document_set: {command[0]} not found: apt-get install {package}")
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, timeout=300)
+
+
 def catalogues(mo: Path) -> tuple[polib.POFile, polib.POFile]:
     """The catalogue as a template (no translations) and as its German translation."""
     with mo.open("rb") as handle:
@@ -125,6 +135,16 @@ def main(argv: list[str] | None = None) -> int:
         template, german = catalogues(mo_root / f"{CATALOGUE}.mo")
         template.save(str(args.out / f"{CATALOGUE}.pot"))
         german.save(str(args.out / f"{CATALOGUE}.de.po"))
+        first = args.out / Path(PAGES[0]).name
+        markdown = first.with_suffix(".md")
+        run_tool(
+            ["pandoc", "-f", "html", "-t", "gfm-raw_html", str(first), "-o", str(markdown)],
+            "pandoc",
+        )
+        as_po = work / f"{CATALOGUE}.po"  # po2xliff reads .po files, a template as one
+        shutil.copyfile(args.out / f"{CATALOGUE}.pot", as_po)
+        xlf = args.out / f"{CATALOGUE}.xlf"
+        run_tool(["po2xliff", "--progress=none", str(as_po), str(xlf)], "translate-toolkit")
     for path in sorted(args.out.iterdir()):
         print(f"build_document_set: {path.name}: {path.stat().st_size:,} bytes", file=sys.stderr)
     return 0

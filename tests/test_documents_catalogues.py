@@ -654,9 +654,9 @@ EXTERNAL = (
             "x.xlf: not well-formed XML (Premature end of data in tag trans-unit line 10",
         ),
         (
-            '<xliff xmlns="urn:oasis:names:tc:xliff:document:1.1" version="1.1"/>',
-            "x.xlf: XLIFF 1.1 in namespace urn:oasis:names:tc:xliff:document:1.1; only XLIFF 1.2 "
-            "(urn:oasis:names:tc:xliff:document:1.2) and 2.0 "
+            '<xliff xmlns="urn:oasis:names:tc:xliff:document:1.0" version="1.0"/>',
+            "x.xlf: XLIFF 1.0 in namespace urn:oasis:names:tc:xliff:document:1.0; only XLIFF 1.1 "
+            "and 1.2 (urn:oasis:names:tc:xliff:document:1.2) and 2.0 "
             "(urn:oasis:names:tc:xliff:document:2.0) are read",
         ),
         ('<xliff version="1.2"><file/></xliff>', "x.xlf: XLIFF 1.2 in namespace (none); only"),
@@ -686,3 +686,23 @@ def test_xliff_limits():
         xliff.read(data, "sample.xlf", Limits(max_texts=3))
     with pytest.raises(DocumentError, match="a file may hold"):
         xliff.read(data, "sample.xlf", Limits(max_bytes=100))
+
+
+def test_xliff_1_1_as_translate_toolkit_writes_it_is_read_as_1_2():
+    data = (
+        b'<?xml version="1.0" encoding="UTF-8"?>\n'
+        b'<xliff xmlns="urn:oasis:names:tc:xliff:document:1.1" version="1.1">\n'
+        b'  <file original="sb.po" source-language="en-US" datatype="plaintext">\n'
+        b"    <body>\n"
+        b'      <trans-unit xml:space="preserve" id="3"><source>Save <g id="1">all</g></source>\n'
+        b"        <target></target>\n"
+        b"      </trans-unit>\n"
+        b"    </body>\n"
+        b"  </file>\n"
+        b"</xliff>\n"
+    )
+    document = xliff.read(data, "sb.xlf")
+    assert document.texts() == ["Save <g1>all</g1>"]
+    out = document.render([Translated("<g1>Alle</g1> speichern", 0.9)], RenderOptions(None, "de"))
+    assert b'xml:lang="de" state="translated"><g id="1">Alle</g> speichern</target>' in out
+    assert b'target-language="de"' in out and b"document:1.2" not in out

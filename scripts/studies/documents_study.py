@@ -53,7 +53,7 @@ from translate.text.protected import find_spans  # noqa: E402
 FIXTURES = REPO / "tests" / "fixtures"
 REAL = FIXTURES / "documents_real"
 # the formats documents_real has no file of: LibreOffice's own pptx and odp (from a flat file
-# written for the tests), and subtitles, Markdown and XLIFF written for the tests
+# written for the tests), and subtitles, Markdown and XLIFF 1.2 and 2.0 written for the tests
 MORE = (
     FIXTURES / "documents_office" / "slides.pptx",
     FIXTURES / "documents_office" / "slides.odp",
@@ -262,7 +262,8 @@ def main(argv: list[str] | None = None) -> int:
     sources = sorted(
         p
         for p in args.files.iterdir()
-        if p.suffix in (".html", ".docx", ".odt", ".ods", ".xlsx", ".pot")
+        if p.suffix in (".html", ".docx", ".odt", ".ods", ".xlsx", ".pot", ".md", ".xlf")
+        and p.name != "README.md"
     ) + ([] if args.no_more else list(MORE))
     rows: list[Row] = []
     with tempfile.TemporaryDirectory() as tmp:

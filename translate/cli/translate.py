@@ -22,7 +22,7 @@ an output that is a file the command reads (the input, through a symlink or a ha
 references or the checkpoint), before any work.
 
 A document (--source FILE with the extension of a format, or --format) is translated with its
-structure: HTML, Markdown, SubRip and WebVTT subtitles, gettext .po/.pot, XLIFF 1.2 and 2.0,
+structure: HTML, Markdown, SubRip and WebVTT subtitles, gettext .po/.pot, XLIFF 1.1, 1.2 and 2.0,
 docx, pptx, xlsx, odt, odp, ods. Only its text is translated, a paragraph's inline formatting
 carried through the search; everything else comes back as it was, written atomically to
 --output. In .po and XLIFF output a translation under --review-below is marked fuzzy / needs

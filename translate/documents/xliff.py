@@ -1,9 +1,9 @@
-"""XLIFF 1.2 and 2.0: each unit's source translated into its target, inline codes kept, and every
+"""XLIFF 1.2 (and 1.1, read alike) and 2.0: each unit's source translated into its target, inline codes kept, and every
 other node (notes, skeletons, alt-trans, other namespaces' elements and attributes, comments,
 processing instructions, whitespace) written back as it was.
 
 Read through `safe.parse_xml` (no DTD, no entities); the version is the root's namespace
-(urn:oasis:names:tc:xliff:document:1.2 or :2.0), any other root is an error. The rules:
+(urn:oasis:names:tc:xliff:document:1.1, :1.2 or :2.0), any other root is an error. The rules:
 
 - What is translated: 1.2, each `<trans-unit>`'s `<source>`, or where its `<seg-source>` holds
   `<mrk mtype="seg">` segments, each segment; 2.0, each `<segment>` of a `<unit>`. Not a unit
@@ -38,7 +38,7 @@ from __future__ import annotations
 import copy
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from lxml import etree
 
@@ -65,6 +65,11 @@ class _Version:
     def q(self, local: str) -> str:
         return f"{{{self.ns}}}{local}"
 
+    @property
+    def first(self) -> bool:
+        """XLIFF 1.x (1.1 and 1.2 read alike): trans-units, `<g>`, target states."""
+        return self.number.startswith("1.")
+
 
 V12 = _Version(
     "1.2",
@@ -82,6 +87,8 @@ V12 = _Version(
         )
     ),
 )
+# 1.1 (translate-toolkit's po2xliff writes it) has 1.2's units, codes and states
+V11 = replace(V12, number="1.1", ns="urn:oasis:names:tc:xliff:document:1.1")
 V20 = _Version(
     "2.0",
     "urn:oasis:names:tc:xliff:document:2.0",
@@ -141,10 +148,10 @@ class Xliff:
         for job in jobs:
             mine = [next(found) for text in job.texts if text.tagged is not None]
             below = min(t.confidence for t in mine) < options.review_below
-            if self.version is V12:
+            if self.version.first:
                 if language and not job.file.get("target-language"):
                     job.file.set("target-language", language)
-                _write_12(job, mine, below)
+                _write_12(job, mine, below, self.version)
             else:
                 _write_20(job, mine, below)
         return _written(tree, self.data)
@@ -169,13 +176,13 @@ def read(data: bytes, name: str, limits: Limits = DEFAULT_LIMITS) -> Xliff:
 
 def _version(root: etree._Element, name: str) -> _Version:
     tag = etree.QName(root)
-    for version in (V12, V20):
+    for version in (V11, V12, V20):
         if tag.namespace == version.ns and tag.localname == "xliff":
             return version
     if tag.localname == "xliff":
         raise DocumentError(
             f"{name}: XLIFF {root.get('version', '(no version)')} in namespace "
-            f"{tag.namespace or '(none)'}; only XLIFF 1.2 ({V12.ns}) and 2.0 ({V20.ns}) are read"
+            f"{tag.namespace or '(none)'}; only XLIFF 1.1 and 1.2 ({V12.ns}) and 2.0 ({V20.ns}) are read"
         )
     raise DocumentError(f"{name}: not XLIFF (its root element is <{tag.localname}>)")
 
@@ -185,11 +192,11 @@ def _jobs(tree: etree._ElementTree, version: _Version, name: str) -> list[_Job]:
     """The units to translate, in document order."""
     jobs = []
     for file in tree.getroot().iter(version.q("file")):
-        unit_tag = "trans-unit" if version is V12 else "unit"
+        unit_tag = "trans-unit" if version.first else "unit"
         for unit in file.iter(version.q(unit_tag)):
             if _translate_no(unit, file):
                 continue
-            holders = [unit] if version is V12 else unit.findall(version.q("segment"))
+            holders = [unit] if version.first else unit.findall(version.q("segment"))
             for holder in holders:
                 job = _job(holder, file, version, name)
                 if job is not None:
@@ -212,12 +219,12 @@ def _translate_no(unit: etree._Element, file: etree._Element) -> bool:
 def _job(holder: etree._Element, file, version: _Version, name: str) -> _Job | None:
     source = holder.find(version.q("source"))
     if source is None:
-        what = f"trans-unit {holder.get('id')!r}" if version is V12 else "segment"
+        what = f"trans-unit {holder.get('id')!r}" if version.first else "segment"
         raise DocumentError(f"{name} line {holder.sourceline}: {what} has no <source>")
     if _kept(holder, version):
         return None
     texts = [source]
-    if version is V12:
+    if version.first:
         segmented = holder.find(version.q("seg-source"))
         segments = _segments(segmented, version) if segmented is not None else []
         if segments:
@@ -233,7 +240,7 @@ def _kept(holder: etree._Element, version: _Version) -> bool:
     target = holder.find(version.q("target"))
     if target is None or not len(target) and is_blank(target.text or ""):
         return False
-    if version is V12:
+    if version.first:
         if holder.get("approved") == "yes":
             return True
         return target.get("state", "") not in version.drafts
@@ -276,17 +283,17 @@ def _is_run(node: etree._Element, version: _Version) -> bool:
 
 
 # --- writing ------------------------------------------------------------------------------
-def _write_12(job: _Job, translated: list[Translated], below: bool) -> None:
-    target = _target(job, V12)
+def _write_12(job: _Job, translated: list[Translated], below: bool, version: _Version) -> None:
+    target = _target(job, version)
     if target.get(f"{{{XML_NS}}}lang") is None and job.file.get("target-language"):
         target.set(f"{{{XML_NS}}}lang", job.file.get("target-language"))
     target.set("state", "needs-review-translation" if below else "translated")
-    _fill_target(job, target, translated)
+    _fill_target(job, target, translated, version)
 
 
 def _write_20(job: _Job, translated: list[Translated], below: bool) -> None:
     target = _target(job, V20)
-    _fill_target(job, target, translated)
+    _fill_target(job, target, translated, V20)
     if below:
         job.holder.set("state", "initial")
         job.holder.set("subState", SUBSTATE_REVIEW)
@@ -302,7 +309,7 @@ def _target(job: _Job, version: _Version) -> etree._Element:
         target.text = None
         del target[:]
         return target
-    anchor = job.holder.find(version.q("seg-source")) if version is V12 else None
+    anchor = job.holder.find(version.q("seg-source")) if version.first else None
     anchor = anchor if anchor is not None else job.holder.find(version.q("source"))
     target = job.holder.makeelement(version.q("target"), {})
     space = anchor.get(f"{{{XML_NS}}}space")
@@ -317,14 +324,16 @@ def _target(job: _Job, version: _Version) -> etree._Element:
     return target
 
 
-def _fill_target(job: _Job, target: etree._Element, translated: list[Translated]) -> None:
+def _fill_target(
+    job: _Job, target: etree._Element, translated: list[Translated], version: _Version
+) -> None:
     """The target's content: each text's translation with its inline codes, a segmented
     source's segmentation and what lies between its segments copied."""
-    if job.source.tag == V12.q("seg-source"):
+    if job.source.tag == version.q("seg-source"):
         target.text = job.source.text
         for child in job.source:
             target.append(copy.deepcopy(child))
-        places = _segments(target, V12)
+        places = _segments(target, version)
     else:
         places = [target]
     found = iter(translated)
