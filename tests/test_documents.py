@@ -121,6 +121,8 @@ def test_plain_text_keeps_its_line_breaks_and_byte_order_mark():
     assert same == data
     with pytest.raises(DocumentError, match=r"^b\.txt line 2: not UTF-8 text$"):
         plain.read(b"ok\n\xff\n", "b.txt")
+    with pytest.raises(DocumentError, match=r"^c\.txt: 3 texts, more than the 2 allowed$"):
+        plain.read(b"a\nb\nc", "c.txt", Limits(max_texts=2))
 
 
 def zip_of(entries: dict[str, bytes], compression=zipfile.ZIP_DEFLATED) -> bytes:

@@ -38,7 +38,7 @@ import polib
 
 from translate.documents.errors import DocumentError
 from translate.documents.formats import RenderOptions, Translated
-from translate.documents.safe import DEFAULT_LIMITS, Limits, check_size, text_of
+from translate.documents.safe import DEFAULT_LIMITS, Limits, check_size, check_texts, text_of
 from translate.text.sentences import is_blank
 
 WIDTH = 79  # gettext's default page width: a wrapped line holds at most this many columns
@@ -214,10 +214,7 @@ def read(data: bytes, name: str, limits: Limits = DEFAULT_LIMITS) -> Catalogue:
             continue
         messages.append(_message(entry, kinds, *blocks[index]))
     texts = sum(len(message.texts()) for message in messages)
-    if texts > limits.max_texts:
-        raise DocumentError(
-            f"{name}: {texts:,} texts to translate, more than the {limits.max_texts:,} allowed"
-        )
+    check_texts(texts, name, limits, "texts to translate")
     nplurals = _nplurals(header.value) if header else None
     return Catalogue(
         lines=tuple(lines),

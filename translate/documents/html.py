@@ -50,7 +50,7 @@ from dataclasses import dataclass
 from translate.documents.errors import DocumentError
 from translate.documents.formats import RenderOptions
 from translate.documents.inline import Inline, Mark, Run, Tagged
-from translate.documents.safe import DEFAULT_LIMITS, Limits, check_size, text_of
+from translate.documents.safe import DEFAULT_LIMITS, Limits, check_size, check_texts, text_of
 from translate.documents.translating import Translated
 from translate.text.html_tree import Element, ascii_lower
 from translate.text.markup import (
@@ -642,9 +642,6 @@ def read(data: bytes, name: str, limits: Limits = DEFAULT_LIMITS) -> HtmlDocumen
         )
         raise DocumentError(f"{name} line {line}: more than {error.limit:,} {what}") from None
     parts = _parts(tokens, markup)
-    if len(parts) > limits.max_texts:
-        raise DocumentError(
-            f"{name}: {len(parts):,} texts, more than the {limits.max_texts:,} allowed"
-        )
+    check_texts(len(parts), name, limits)
     sources = tuple(_source(part, tokens) for part in parts)
     return HtmlDocument(markup, tokens, tuple(parts), sources, encoding)

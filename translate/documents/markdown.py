@@ -37,10 +37,9 @@ from markdown_it import MarkdownIt, rules_inline
 from markdown_it.rules_inline import StateInline
 from markdown_it.token import Token
 
-from translate.documents.errors import DocumentError
 from translate.documents.formats import RenderOptions, Translated
 from translate.documents.inline import Inline, Mark, Run, Tagged, merged
-from translate.documents.safe import DEFAULT_LIMITS, Limits, check_size, text_of
+from translate.documents.safe import DEFAULT_LIMITS, Limits, check_size, check_texts, text_of
 from translate.text.sentences import lines_of
 
 _SPAN = "translate.documents.markdown.span"  # a noted token's meta: its `_Span`
@@ -216,10 +215,7 @@ def read(data: bytes, name: str, limits: Limits = DEFAULT_LIMITS) -> MarkdownDoc
             items = _items(token.children or [], token.content, block)
             if items is not None and any(isinstance(i, Run) and i.text.strip() for i in items):
                 parts.append(_Part(start, end, block, Tagged.write(merged(items))))
-    if len(parts) > limits.max_texts:
-        raise DocumentError(
-            f"{name}: {len(parts):,} texts, more than the {limits.max_texts:,} allowed"
-        )
+    check_texts(len(parts), name, limits)
     return MarkdownDocument(text, bom, tuple(parts))
 
 

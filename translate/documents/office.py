@@ -38,7 +38,14 @@ from lxml import etree
 from translate.documents.errors import DocumentError
 from translate.documents.formats import RenderOptions
 from translate.documents.inline import Inline, Mark, Run, Tagged, merged
-from translate.documents.safe import Limits, Package, parse_xml, xml_bytes
+from translate.documents.safe import (
+    DEFAULT_LIMITS,
+    Limits,
+    Package,
+    check_texts,
+    parse_xml,
+    xml_bytes,
+)
 from translate.documents.translating import Translated
 
 _OLE = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"  # an OLE compound file's first bytes
@@ -97,7 +104,6 @@ _ORDERED_ENDS = ("Start", "End", "-start", "-end")
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 _DECLARATION = re.compile(rb"\A(?:\xef\xbb\xbf)?\s*<\?xml[^>]*\?>\s*")
 _MAX_SPACES = 10_000  # a text:s's count at most
-_LIMITS = Limits()  # frozen: the default limits
 
 
 @dataclass(frozen=True)
@@ -812,7 +818,7 @@ class OfficeDocument:
         )
 
 
-def read(data: bytes, name: str, limits: Limits = _LIMITS) -> OfficeDocument:
+def read(data: bytes, name: str, limits: Limits = DEFAULT_LIMITS) -> OfficeDocument:
     if data[: len(_OLE)] == _OLE:
         raise DocumentError(
             f"{name}: an encrypted or legacy binary Office file (an OLE compound file, not a zip "
@@ -821,12 +827,10 @@ def read(data: bytes, name: str, limits: Limits = _LIMITS) -> OfficeDocument:
     package = Package(data, name, limits)
     kind, entries = _inspect(package, name)
     document = OfficeDocument.of(package, name, kind, entries)
-    texts = len(document.found)
-    if texts > limits.max_texts:
-        raise DocumentError(f"{name}: {texts:,} texts, more than the {limits.max_texts:,} allowed")
+    check_texts(len(document.found), name, limits)
     return document
 
 
-def counts(data: bytes, name: str, limits: Limits = _LIMITS) -> Counts:
+def counts(data: bytes, name: str, limits: Limits = DEFAULT_LIMITS) -> Counts:
     """The paragraphs, texts, runs and marks of an office package's text parts."""
     return read(data, name, limits).counts()

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from translate.documents.formats import RenderOptions, Translated
-from translate.documents.safe import DEFAULT_LIMITS, Limits, check_size, text_of
+from translate.documents.safe import DEFAULT_LIMITS, Limits, check_size, check_texts, text_of
 from translate.text.sentences import join_lines, lines_of
 
 
@@ -28,4 +28,5 @@ def read(data: bytes, name: str, limits: Limits = DEFAULT_LIMITS) -> PlainText:
     check_size(data, name, limits)
     text, bom = text_of(data, name)
     lines, breaks = lines_of(text)
+    check_texts(len(lines), name, limits)
     return PlainText(lines, breaks, bom)

@@ -29,6 +29,12 @@ class Limits:
 DEFAULT_LIMITS = Limits()
 
 
+def check_texts(count: int, name: str, limits: Limits, what: str = "texts") -> None:
+    """A DocumentError where a file holds more texts to translate than `limits` allow."""
+    if count > limits.max_texts:
+        raise DocumentError(f"{name}: {count:,} {what}, more than the {limits.max_texts:,} allowed")
+
+
 def check_size(data: bytes, name: str, limits: Limits) -> None:
     if len(data) > limits.max_bytes:
         raise DocumentError(

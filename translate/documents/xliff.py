@@ -45,7 +45,7 @@ from lxml import etree
 from translate.documents.errors import DocumentError
 from translate.documents.formats import RenderOptions, Translated
 from translate.documents.inline import Inline, Mark, Run, Tagged
-from translate.documents.safe import DEFAULT_LIMITS, Limits, check_size, parse_xml
+from translate.documents.safe import DEFAULT_LIMITS, Limits, check_size, check_texts, parse_xml
 from translate.text.sentences import is_blank
 
 XML_NS = "http://www.w3.org/XML/1998/namespace"
@@ -167,10 +167,7 @@ def read(data: bytes, name: str, limits: Limits = DEFAULT_LIMITS) -> Xliff:
         for text in job.texts
         if text.tagged is not None
     ]
-    if len(texts) > limits.max_texts:
-        raise DocumentError(
-            f"{name}: {len(texts):,} texts to translate, more than the {limits.max_texts:,} allowed"
-        )
+    check_texts(len(texts), name, limits, "texts to translate")
     return Xliff(data, name, version, tuple(texts))
 
 

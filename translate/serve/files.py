@@ -321,10 +321,6 @@ def read_document(fmt: Format, data: bytes, name: str, limits: Limits, max_chars
     def read() -> ReadFile:
         document = fmt.read(data, name, limits)
         texts = document.texts()
-        if len(texts) > limits.max_texts:
-            raise DocumentError(
-                f"{name}: {len(texts):,} texts, more than the {limits.max_texts:,} allowed"
-            )
         return ReadFile(document, texts, Plan.of(texts, max_chars))
 
     return guarded(name, fmt, read)
