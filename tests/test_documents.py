@@ -181,7 +181,12 @@ def test_xml_with_a_document_type_is_refused(xml):
 def test_xml_is_written_again_with_its_declaration():
     data = b"<?xml version='1.0' encoding='UTF-8' standalone='yes'?>\n<a b=\"1\">t<!-- c --></a>"
     tree = parse_xml(data, "a.xml")
-    assert xml_bytes(tree) == data
+    assert xml_bytes(tree, data) == data
+    # no standalone declared: none written; comments before the root and the last line break kept
+    plain = b'<?xml version="1.0" encoding="UTF-8"?>\n<!-- c -->\n<a>t</a>\n'
+    tree = parse_xml(plain, "b.xml")
+    tree.getroot().text = "u"
+    assert xml_bytes(tree, plain) == plain.replace(b">t<", b">u<")
     with pytest.raises(DocumentError, match=r"^a\.xml: not well-formed XML \("):
         parse_xml(b"<a><b></a>", "a.xml")
 

@@ -102,7 +102,6 @@ _TEXT_PARTS = MappingProxyType(
 _ORDERED = frozenset({"fldChar", "instrText", "commentReference", "annotation", "annotation-end"})
 _ORDERED_ENDS = ("Start", "End", "-start", "-end")
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
-_DECLARATION = re.compile(rb"\A(?:\xef\xbb\xbf)?\s*<\?xml[^>]*\?>\s*")
 _MAX_SPACES = 10_000  # a text:s's count at most
 
 
@@ -740,14 +739,8 @@ class _Part:
 
 
 def _serialized(part: _Part) -> bytes:
-    """The part written again with its XML declaration and what follows it as they were."""
-    declaration = _DECLARATION.match(part.raw)
-    encoding = part.tree.docinfo.encoding or "UTF-8"
-    if declaration is None or encoding.upper().replace("-", "") not in ("UTF8", "ASCII", "USASCII"):
-        return xml_bytes(part.tree)
-    return declaration.group(0) + etree.tostring(
-        part.tree, encoding=encoding, xml_declaration=False
-    )
+    """The part written again, its declaration and what precedes its root as they were."""
+    return xml_bytes(part.tree, part.raw)
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ byte for byte, in its order and with its compression."""
 from __future__ import annotations
 
 import io
+import re
 import zipfile
 from dataclasses import dataclass
 
@@ -142,15 +143,22 @@ def parse_xml(data: bytes, name: str) -> etree._ElementTree:
     return tree
 
 
-def xml_bytes(tree: etree._ElementTree) -> bytes:
-    """The document written again with its XML declaration (standalone kept) in its encoding."""
-    info = tree.docinfo
-    return etree.tostring(
-        tree,
-        xml_declaration=True,
-        encoding=info.encoding or "UTF-8",
-        standalone=info.standalone,
-    )
+# What may stand before the root: a byte-order mark, whitespace, the XML declaration, processing
+# instructions and comments (a DTD is refused by `parse_xml`)
+_PROLOG = re.compile(rb"(?:\xef\xbb\xbf)?(?:\s+|<\?.*?\?>|<!--.*?-->)*", re.DOTALL)
+
+
+def xml_bytes(tree: etree._ElementTree, original: bytes) -> bytes:
+    """The document parsed from `original` written again in its encoding: the original's
+    declaration, what precedes the root and its trailing whitespace as they were, where it is in
+    an ASCII-compatible encoding and nothing follows the root; else with lxml's declaration."""
+    encoding = tree.docinfo.encoding or "UTF-8"
+    root = tree.getroot()
+    prolog = _PROLOG.match(original)
+    if original[prolog.end() : prolog.end() + 1] != b"<" or root.getnext() is not None:
+        return etree.tostring(tree, xml_declaration=True, encoding=encoding)
+    body = etree.tostring(root, encoding=encoding, xml_declaration=False)
+    return original[: prolog.end()] + body + original[len(original.rstrip()) :]
 
 
 def _first_line(error: Exception) -> str:

@@ -36,7 +36,6 @@ Read through `safe.parse_xml` (no DTD, no entities); the version is the root's n
 from __future__ import annotations
 
 import copy
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -45,12 +44,18 @@ from lxml import etree
 from translate.documents.errors import DocumentError
 from translate.documents.formats import RenderOptions, Translated
 from translate.documents.inline import Inline, Mark, Run, Tagged
-from translate.documents.safe import DEFAULT_LIMITS, Limits, check_size, check_texts, parse_xml
+from translate.documents.safe import (
+    DEFAULT_LIMITS,
+    Limits,
+    check_size,
+    check_texts,
+    parse_xml,
+    xml_bytes,
+)
 from translate.text.sentences import is_blank
 
 XML_NS = "http://www.w3.org/XML/1998/namespace"
 SUBSTATE_REVIEW = "translate:needs-review"
-_PROLOG = re.compile(rb"(?:\xef\xbb\xbf)?(?:\s+|<\?.*?\?>|<!--.*?-->)*", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -154,7 +159,7 @@ class Xliff:
                 _write_12(job, mine, below, self.version)
             else:
                 _write_20(job, mine, below)
-        return _written(tree, self.data)
+        return xml_bytes(tree, self.data)
 
 
 def read(data: bytes, name: str, limits: Limits = DEFAULT_LIMITS) -> Xliff:
@@ -378,17 +383,3 @@ def _append_text(element: etree._Element, text: str) -> None:
         element[-1].tail = (element[-1].tail or "") + text
     else:
         element.text = (element.text or "") + text
-
-
-def _written(tree: etree._ElementTree, data: bytes) -> bytes:
-    """The document as bytes: the original's declaration, what precedes the root and trailing
-    whitespace as they were, where it is in an ASCII-compatible encoding."""
-    encoding = tree.docinfo.encoding or "UTF-8"
-    root = tree.getroot()
-    prolog = _PROLOG.match(data)
-    ascii_like = data[prolog.end() : prolog.end() + 1] == b"<" if prolog else False
-    if not ascii_like or root.getnext() is not None:
-        return etree.tostring(tree, xml_declaration=True, encoding=encoding)
-    body = etree.tostring(root, encoding=encoding, xml_declaration=False)
-    trailing = data[len(data.rstrip()) :]
-    return data[: prolog.end()] + body + trailing
