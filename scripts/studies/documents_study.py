@@ -46,6 +46,7 @@ from lxml import etree  # noqa: E402
 
 from translate.documents import office  # noqa: E402
 from translate.documents.formats import format_of  # noqa: E402
+from translate.documents.translating import without_tags  # noqa: E402
 from translate.process_group import end_group  # noqa: E402
 from translate.text.language_id import detect  # noqa: E402
 from translate.text.protected import find_spans  # noqa: E402
@@ -63,7 +64,6 @@ MORE = (
     FIXTURES / "documents_catalogues" / "sample-1.2.xlf",
     FIXTURES / "documents_catalogues" / "sample-2.0.xlf",
 )
-TAG = re.compile(r"</?[a-z]\d+/?>")
 WORDS = re.compile(r"[^\W\d_]{2,}.*\s.*[^\W\d_]{2,}")  # two words or more
 
 
@@ -98,7 +98,7 @@ def texts_of(path: Path, translated: bool = False) -> list[str]:
         return [e.msgstr if path.suffix == ".po" else e.msgid for e in entries]
     if path.suffix == ".xlf":
         return xliff_texts(data, "target" if translated else "source")
-    return [TAG.sub("", text) for text in format_of(path.name).read(data, path.name).texts()]
+    return [without_tags(text) for text in format_of(path.name).read(data, path.name).texts()]
 
 
 def structure(path: Path) -> str:

@@ -82,10 +82,10 @@ def edges(sentence: str) -> tuple[str, str, str]:
             return head, sentence, tail
 
 
-def _pairs(text: str) -> dict[str, str] | None:
-    """The text each pair of tags holds, by its tag (`g1`), for pairs that pair up; None for
-    a text whose pair tags do not."""
-    held, stack, starts = {}, [], {}
+def _pair_spans(text: str) -> dict[str, tuple[int, int, int, int]] | None:
+    """Where each pair of tags stands, by its tag (`g1`): its start tag's start and end, its end
+    tag's start and end; None for a text whose pair tags do not pair up."""
+    spans, stack, opened = {}, [], {}
     for match in _TAG.finditer(text):
         closing, letter, number, empty = match.groups()
         if empty:
@@ -93,18 +93,28 @@ def _pairs(text: str) -> dict[str, str] | None:
         tag = letter + number
         if not closing:
             stack.append(tag)
-            starts[tag] = match.end()
+            opened[tag] = match.span()
         elif stack and stack[-1] == tag:
             stack.pop()
-            held[tag] = text[starts[tag] : match.start()]
+            spans[tag] = (*opened[tag], *match.span())
         else:
             return None
-    return None if stack else held
+    return None if stack else spans
 
 
-def without_tags(text: str) -> str:
-    """The text without its inline tags: its words, as a reader sees them."""
-    return _TAG.sub("", text)
+def _pairs(text: str) -> dict[str, str] | None:
+    """The text each pair of tags holds, by its tag, for pairs that pair up; None for a text
+    whose pair tags do not."""
+    spans = _pair_spans(text)
+    if spans is None:
+        return None
+    return {tag: text[opened:closed] for tag, (_, opened, closed, _) in spans.items()}
+
+
+def without_tags(text: str, gap: str = "") -> str:
+    """The text without its inline tags, each replaced by `gap`: its words, as a reader sees
+    them."""
+    return _TAG.sub(gap, text)
 
 
 def without_pairs(sentence: str) -> str:
@@ -134,7 +144,7 @@ def project(translation: str, runs: Sequence[tuple[str, str]]) -> tuple[str, int
         if not _WORD.search(text):
             continue
         taken = [m.span() for m in _TAG.finditer(translation)]
-        taken += [(a, b) for a, b in _runs_in(translation)]
+        taken += [(start, end) for start, _, _, end in (_pair_spans(translation) or {}).values()]
         for haystack in (translation, translation.lower()):
             needle = text if haystack is translation else text.lower()
             if len(haystack) != len(translation):
@@ -148,20 +158,6 @@ def project(translation: str, runs: Sequence[tuple[str, str]]) -> tuple[str, int
                 placed += 1
                 break
     return translation, placed
-
-
-def _runs_in(text: str) -> list[tuple[int, int]]:
-    """Where the pairs of `text` stand, their tags included."""
-    spans, opened = [], {}
-    for match in _TAG.finditer(text):
-        closing, letter, number, empty = match.groups()
-        if empty:
-            continue
-        if closing and letter + number in opened:
-            spans.append((opened.pop(letter + number), match.end()))
-        elif not closing:
-            opened[letter + number] = match.start()
-    return spans
 
 
 def _free(haystack: str, needle: str, taken: list[tuple[int, int]]) -> int | None:

@@ -44,7 +44,7 @@ from translate.decode.pipeline import Translation
 from translate.documents.errors import DocumentError
 from translate.documents.formats import FORMATS, Document, Format, RenderOptions, Translated
 from translate.documents.safe import Limits
-from translate.documents.translating import Plan
+from translate.documents.translating import Plan, without_tags
 from translate.serve.detection import Detected
 from translate.serve.libretranslate import (
     check_direction,
@@ -70,7 +70,6 @@ _UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 # What the store writes, and all that a download may name.
 STORED_NAME = re.compile(rf"({_UUID})\.([A-Za-z0-9_-]{{1,{2 * MAX_NAME_CHARS}}}\.[a-z0-9]{{1,10}})")
 PARTIAL_PREFIX = ".part-"  # a file being written, renamed once whole
-_TAG = re.compile(r"</?[a-z]\d+/?>")  # an inline tag of `translate.documents.inline`
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
 
 log = logging.getLogger("translate.serve")
@@ -346,7 +345,7 @@ def detection_text(texts: Sequence[str]) -> str:
     """What detection reads of a file: its first texts, up to 4,096 characters, without tags."""
     sample, length = [], 0
     for text in texts:
-        words = _TAG.sub(" ", text).strip()
+        words = without_tags(text, " ").strip()
         if words:
             sample.append(words)
             length += len(words) + 1
