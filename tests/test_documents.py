@@ -19,7 +19,7 @@ from translate.documents.formats import (
     format_of,
 )
 from translate.documents.inline import Mark, Run, Tagged, merged
-from translate.documents.safe import Limits, Package, parse_xml, xml_bytes
+from translate.documents.safe import Limits, Package, parse_xml, read_bounded, xml_bytes
 from translate.documents.translating import Plan, edges, project, sentences_of, translate_texts
 from translate.text.protected import find_spans
 
@@ -255,3 +255,11 @@ def test_runs_are_put_back_longest_first_outside_the_tags_and_in_any_case():
     text, placed = project("Wählen Sie <x5/>Extras – Makros und dann Neu.", runs)
     assert text == "Wählen Sie <x5/><g2>Extras – Makros</g2> und dann <g3>Neu</g3>."
     assert placed == 2
+
+
+def test_a_file_over_the_size_limit_is_refused_before_it_is_read_whole():
+    handle = io.BytesIO(b"x" * 100)
+    with pytest.raises(DocumentError, match=r"^big\.html: more than the 10 bytes a file may hold$"):
+        read_bounded(handle, "big.html", Limits(max_bytes=10))
+    assert handle.tell() == 11  # read one byte past the limit, no further
+    assert read_bounded(io.BytesIO(b"x" * 10), "ok.html", Limits(max_bytes=10)) == b"x" * 10

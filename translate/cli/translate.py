@@ -378,13 +378,13 @@ def document_format(args: argparse.Namespace):
     if args.format in ("lines", "txt"):
         return None
     if args.format is not None:
-        document = format_named(args.format)
+        fmt = format_named(args.format)
     elif args.source == "-" or PurePath(args.source).suffix.lower() in ("", ".txt"):
         return None
     elif PurePath(args.source).suffix.lower() not in EXTENSIONS:
         return None
     else:
-        document = format_of(args.source)
+        fmt = format_of(args.source)
     for flag, given in (
         ("--n-best", args.n_best > 1),
         ("--scores", args.scores),
@@ -393,18 +393,20 @@ def document_format(args: argparse.Namespace):
     ):
         if given:
             raise UsageError(
-                f"{flag} is for text translated line by line, not a {document.name} document "
+                f"{flag} is for text translated line by line, not a {fmt.name} document "
                 "(--format lines reads it as lines)"
             )
-    return document
+    return fmt
 
 
-def translate_document(args: argparse.Namespace, document) -> int:
-    """The --source read as `document`'s format, its texts translated, written to --output."""
+def translate_document(args: argparse.Namespace, fmt) -> int:
+    """The --source read as `fmt`'s format (`documents.formats.Format`), its texts translated,
+    written to --output."""
     from tqdm import tqdm
 
     from translate.decode.device import set_threads
     from translate.documents.formats import RenderOptions
+    from translate.documents.safe import read_bounded
     from translate.documents.translating import translate_texts, without_tags
     from translate.files import check_writable, write_atomic
 
@@ -412,11 +414,15 @@ def translate_document(args: argparse.Namespace, document) -> int:
     asked = SearchSettings.from_args(args)
     name = "<stdin>" if args.source == "-" else args.source
     try:
-        data = sys.stdin.buffer.read() if args.source == "-" else Path(args.source).read_bytes()
+        if args.source == "-":
+            data = read_bounded(sys.stdin.buffer, name)
+        else:
+            with open(args.source, "rb") as handle:
+                data = read_bounded(handle, name)
     except OSError as error:
         raise UsageError(f"--source {args.source}: {error.strerror}") from None
-    read = document.read(data, name)
-    texts = read.texts()
+    document = fmt.read(data, name)
+    texts = document.texts()
     to_file = args.output != "-" and not is_stream(args.output)
     if to_file:
         check_writable(args.output)
@@ -433,7 +439,7 @@ def translate_document(args: argparse.Namespace, document) -> int:
     finally:
         bar.close()
     options = RenderOptions(args.source_lang, tags.target_lang, args.review_below)
-    out = read.render(translated, options)
+    out = document.render(translated, options)
     if to_file:
         write_atomic(args.output, out)
     else:
@@ -452,7 +458,7 @@ def translate_document(args: argparse.Namespace, document) -> int:
         "text",
     )
     print(
-        f"translate-cli: {name} ({document.name}): {len(texts):,} texts translated, "
+        f"translate-cli: {name} ({fmt.name}): {len(texts):,} texts translated, "
         f"{review:,} under confidence {args.review_below}"
         + (f", {plain:,} sentences lost a run's formatting" if plain else "")
         + (f", {lacking:,} lacking a protected token of their source" if lacking else "")
@@ -472,9 +478,9 @@ def translate_command(args: argparse.Namespace) -> int:
     to_file = args.output != "-" and not is_stream(args.output)
     if to_file or args.output == "-":
         check_inputs_kept(args)
-    document = document_format(args)
-    if document is not None:
-        return translate_document(args, document)
+    fmt = document_format(args)
+    if fmt is not None:
+        return translate_document(args, fmt)
     # Imported after parsing, so that --help and a mistyped flag answer without loading torch.
     from tqdm import tqdm
 

@@ -10,6 +10,7 @@ import io
 import re
 import zipfile
 from dataclasses import dataclass
+from typing import BinaryIO
 
 from lxml import etree
 
@@ -34,6 +35,15 @@ def check_texts(count: int, name: str, limits: Limits, what: str = "texts") -> N
     """A DocumentError where a file holds more texts to translate than `limits` allow."""
     if count > limits.max_texts:
         raise DocumentError(f"{name}: {count:,} {what}, more than the {limits.max_texts:,} allowed")
+
+
+def read_bounded(handle: BinaryIO, name: str, limits: Limits = DEFAULT_LIMITS) -> bytes:
+    """What `handle` holds, read no further than a file may hold (`Limits.max_bytes`): a file
+    past it is refused before it is read whole."""
+    data = handle.read(limits.max_bytes + 1)
+    if len(data) > limits.max_bytes:
+        raise DocumentError(f"{name}: more than the {limits.max_bytes:,} bytes a file may hold")
+    return data
 
 
 def check_size(data: bytes, name: str, limits: Limits) -> None:
