@@ -208,6 +208,11 @@ def serve_arguments(parser: argparse.ArgumentParser) -> None:
         help="--modes libretranslate: its virtual environment, made at first use",
     )
     add(
+        "--libretranslate-checkpoint",
+        help="--modes libretranslate: the checkpoint whose Argos export it serves (default: "
+        "--checkpoint), e.g. a teacher against its student",
+    )
+    add(
         "--probe",
         type=words,
         metavar="PARTS",

@@ -84,7 +84,8 @@ def start_server(
     if MODES[mode] is None:  # LibreTranslate: exported, installed, then the process becomes it
         workdir.mkdir(parents=True, exist_ok=True)
         command = [sys.executable, str(LIBRETRANSLATE), str(args.libretranslate_venv)]
-        command += ["--serve", args.checkpoint, "--port", str(port), "--threads", str(args.threads)]
+        served = args.libretranslate_checkpoint or args.checkpoint
+        command += ["--serve", served, "--port", str(port), "--threads", str(args.threads)]
         command += ["--workdir", str(workdir)]
         with open(workdir / "libretranslate.log", "w") as log:
             server = start_group(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=log)

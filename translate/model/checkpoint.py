@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from translate.text.vocab import Vocabularies
 
 ARTIFACT_KEY = "translate"  # checkpoint entry holding everything needed to translate
+STARTED_FROM_KEY = "started_from"  # the model a run started from: {"path", "step", "sha256"}
 SEARCH_KEY = "search"  # its entry of search settings tuned on the dev set (translate-tune)
 DEFAULT_BEAM, DEFAULT_LENGTH_PENALTY = 5, 1.0  # where a checkpoint holds no tuned settings
 
@@ -92,6 +93,7 @@ def translation_artifact(
     run_config: str | None = None,
     target_tokens: list[int] | None = None,
     target_tokens_by_language: dict[str, list[int]] | None = None,
+    started_from: dict | None = None,
 ) -> dict:
     """The checkpoint's `ARTIFACT_KEY` entry: what translation needs beside the weights, in
     plain types, so the checkpoint stands alone (what `load_model` reads)."""
@@ -107,6 +109,8 @@ def translation_artifact(
     }
     if tie_choice is not None:
         artifact["tie_choice"] = asdict(tie_choice)
+    if started_from is not None:  # the checkpoint a fine-tuning started from (path, step, sha256)
+        artifact[STARTED_FROM_KEY] = started_from
     return artifact
 
 

@@ -75,6 +75,12 @@ class TranslationDataModule(L.LightningDataModule):
         character_coverage: share of characters the SentencePiece model covers (CJK: 0.9995).
         loader_workers: processes that assemble training batches (0: the training process);
             batches go to a GPU through pinned memory.
+        vocab_from: take the SentencePiece vocabulary of this checkpoint instead of training
+            one (set by `--init_from`).
+        mix_corpus: a corpus (read in corpus_format) whose training pairs are mixed into the
+            training split (with `--init_from` and mix_share, the checkpoint's own corpus).
+        mix_share: the share of mix_corpus's training pairs mixed in (0: none), chosen by a
+            hash of the source, the same on every run.
     """
 
     def __init__(
@@ -107,6 +113,9 @@ class TranslationDataModule(L.LightningDataModule):
         protect_spans: float = 0.0,
         split_digits: bool = False,
         batch_shapes: BatchShapeMode = "exact",
+        vocab_from: str | None = None,
+        mix_corpus: str | None = None,
+        mix_share: float = 0.0,
     ) -> None:
         super().__init__()
         self.prepared = PreparedData(
@@ -139,6 +148,9 @@ class TranslationDataModule(L.LightningDataModule):
                 protect_spans=protect_spans,
                 split_digits=split_digits,
                 batch_shapes=batch_shapes,
+                vocab_from=vocab_from,
+                mix_corpus=mix_corpus,
+                mix_share=mix_share,
             )
         )
 

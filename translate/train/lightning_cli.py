@@ -54,9 +54,12 @@ def say(message: str) -> None:
         log.info(message)
 
 
-def given_data_flags(argv: list[str]) -> set[str]:
-    """The `data.*` settings given on the command line (`--data.KEY VALUE` or `--data.KEY=VALUE`)."""
-    return {word[len("--data.") :].split("=", 1)[0] for word in argv if word.startswith("--data.")}
+def given_flags(argv: list[str], section: str = "data") -> set[str]:
+    """The settings of `section` (`data`, `model.model`) given on the command line
+    (`--data.KEY VALUE` or `--data.KEY=VALUE`)."""
+    prefix = f"--{section}."
+    keys = (word[len(prefix) :].split("=", 1)[0] for word in argv if word.startswith(prefix))
+    return {key for key in keys if "." not in key}
 
 
 class SaveConfigToCheckpoint(SaveConfigCallback):
@@ -80,6 +83,14 @@ class TranslateCLI(LightningCLI):
             default=True,
             help="at the end of fit, choose the length penalty on the dev set and store it in the last "
             "checkpoint (translate-tune)",
+        )
+        parser.add_argument(
+            "--init_from",
+            type=str | None,
+            default=None,
+            help="start from this checkpoint: its weights, tie layout, model settings and "
+            "SentencePiece vocabulary, with a fresh optimizer and schedule (fine-tuning on "
+            "--data.corpus_dir; --data.mix_share mixes in its original corpus)",
         )
         parser.add_argument(
             "--run_dir",
@@ -119,8 +130,11 @@ class TranslateCLI(LightningCLI):
             self.take_data_from_checkpoint(config, ckpt_path, saved.get("data"))
             # A resumed or evaluated run stays in its directory.
             saved_run_dir = saved.get("run_dir")
+        if config.get("init_from"):
+            self.start_from(config)
         data = config.data
         data.corpus_dir = self.absolute_corpus(data.corpus_dir, data.corpus_format)
+        data.mix_corpus = self.absolute_corpus(data.mix_corpus, data.corpus_format)
         if data.get("directions"):  # a direction's own corpus, too
             data.directions = [
                 [*d[:2], *(self.absolute_corpus(c, data.corpus_format) for c in d[2:])]
@@ -132,7 +146,7 @@ class TranslateCLI(LightningCLI):
             or default_run_dir(
                 [Path(p) for p in config.get("config") or []],
                 config.data,
-                data_given=bool(given_data_flags(self.argv) & DATA_IDENTITY),
+                data_given=bool(given_flags(self.argv) & DATA_IDENTITY),
             )
         )
         config.run_dir = str(run_dir)
@@ -156,12 +170,30 @@ class TranslateCLI(LightningCLI):
             config.trainer.enable_progress_bar = False
         say(f"run directory {run_dir} (logs, config.yaml, checkpoints)")
 
+    def start_from(self, config) -> None:
+        """`--init_from CKPT`: the checkpoint's model and vocabulary settings (`starting.settle`)."""
+        if self.subcommand != "fit":
+            raise UsageError(
+                f"--init_from starts a training run (fit), not {self.subcommand}: give the "
+                "checkpoint as --ckpt_path"
+            )
+        from translate.train.starting import StartingPoint, settle
+
+        start = StartingPoint.read(config.init_from)
+        config.init_from = str(start.path)
+        taken = settle(config, start, given_flags(self.argv, "model.model"), given_flags(self.argv))
+        say(
+            f"starting from {start.path} (step {start.step:,}): its weights and vocabulary, a "
+            "fresh optimizer and schedule"
+            + (f"; settings from it: {', '.join(taken)}" if taken else "")
+        )
+
     def take_data_from_checkpoint(self, config, ckpt_path: str, saved: dict | None) -> None:
         """Evaluate or resume on the data the checkpoint was trained with: its saved `data`
         settings replace the config file's, except those given on the command line."""
         if not isinstance(saved, dict):
             return
-        given = given_data_flags(self.argv)
+        given = given_flags(self.argv)
         # Resuming continues the same batches; evaluating may batch as this machine prefers.
         local = MACHINE_DATA_SETTINGS | ({"max_tokens"} if self.subcommand != "fit" else set())
         taken = []
@@ -174,6 +206,9 @@ class TranslateCLI(LightningCLI):
             ):
                 config.data[key] = value
                 taken.append(key)
+        if config.data.get("vocab_from"):
+            # A run started from another checkpoint: this one holds the same vocabulary.
+            config.data.vocab_from = str(Path(ckpt_path).resolve())
         if taken:
             say(
                 f"data settings from {ckpt_path}: {', '.join(f'{k}={saved[k]}' for k in sorted(taken))}"
@@ -255,6 +290,17 @@ class TranslateCLI(LightningCLI):
         precision, why = choose_precision(config.trainer.get("accelerator"))
         config.trainer.precision = precision
         say(f"precision {precision} ({why}); --trainer.precision chooses another")
+
+    def before_fit(self) -> None:
+        """A run started from a checkpoint (`--init_from`) takes its weights, unless it resumes
+        (`--ckpt_path`), whose checkpoint holds them."""
+        config = self.config.fit
+        if config.get("init_from"):
+            from translate.train.starting import StartingPoint
+
+            self.model.start_from(
+                StartingPoint.read(config.init_from), load_weights=not config.ckpt_path
+            )
 
     # --- after the run ---------------------------------------------------------------------
     def after_fit(self) -> None:

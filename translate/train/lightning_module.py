@@ -21,7 +21,7 @@ import math
 import os
 import time
 from dataclasses import replace
-from typing import Literal, get_args
+from typing import TYPE_CHECKING, Literal, get_args
 
 import lightning as L
 import torch
@@ -30,7 +30,12 @@ from torchmetrics import Metric, SumMetric
 from translate.decode.search import Search, search_batch
 from translate.decode.settings import SearchPlan
 from translate.errors import UsageError
-from translate.model.checkpoint import ARTIFACT_KEY, TrainingConfig, translation_artifact
+from translate.model.checkpoint import (
+    ARTIFACT_KEY,
+    STARTED_FROM_KEY,
+    TrainingConfig,
+    translation_artifact,
+)
 from translate.model.transformer import TIE_MODES, ModelConfig, Transformer
 from translate.model.tying import choose_tie
 from translate.score.metrics import bleu_of_statistics, bleu_statistics, make_metric
@@ -38,6 +43,9 @@ from translate.text.vocab import PAD_ID, Vocabularies
 from translate.text.vocab_overlap import PieceUse
 from translate.train.compiled_step import CompiledLoss, StepMode, step_choice
 from translate.train.loss import batch_nll
+
+if TYPE_CHECKING:
+    from translate.train.starting import StartingPoint
 
 log = logging.getLogger(__name__)
 
@@ -263,6 +271,10 @@ class TranslationModule(L.LightningModule):
         # Ids seen on the target side of the training data, all and per target language.
         self.target_tokens: list[int] | None = None
         self.target_tokens_by_language: dict[str, list[int]] | None = None
+        # The checkpoint this run started from (`start_from`): its record, and the ids its
+        # training targets used, which decoding keeps allowed.
+        self.started_from: dict | None = None
+        self._started_tokens: dict[str, list[int]] = {}
         # A many-to-many model's language tags.
         self._tag_languages = {index: lang for lang, index in vocab.target.tag_ids().items()}
         self.tag_ids = sorted(self._tag_languages)
@@ -279,7 +291,10 @@ class TranslationModule(L.LightningModule):
         say what is being trained."""
         datamodule = getattr(self.trainer, "datamodule", None)
         if self.target_tokens is None and hasattr(datamodule, "target_tokens_by_language"):
-            self.target_tokens_by_language = datamodule.target_tokens_by_language()
+            self.target_tokens_by_language = {
+                lang: sorted({*ids, *self._started_tokens.get(lang, ())})
+                for lang, ids in datamodule.target_tokens_by_language().items()
+            }
             self.target_tokens = sorted(
                 {i for ids in self.target_tokens_by_language.values() for i in ids}
             )
@@ -290,6 +305,20 @@ class TranslationModule(L.LightningModule):
         self._compiled_loss = self._choose_step(datamodule)
         if self.trainer.is_global_zero:
             log.info("model %s", self.summary())
+
+    def start_from(self, start: StartingPoint, load_weights: bool = True) -> None:
+        """Begin at a trained model (`translate-train fit --init_from`): its weights (unless a
+        resumed checkpoint brings them), recorded as where this run started."""
+        if load_weights:
+            try:
+                self.model.load_state_dict(start.weights())
+            except RuntimeError as error:
+                first = str(error).strip().splitlines()[-1].strip()
+                raise UsageError(
+                    f"--init_from {start.path}: its weights do not fit the model this run builds ({first})"
+                ) from None
+        self.started_from = start.record()
+        self._started_tokens = start.target_tokens_by_language or {}
 
     def _choose_step(self, datamodule) -> CompiledLoss | None:
         """The compiled step where `model.step` chooses one (`compiled_step.step_choice`),
@@ -509,6 +538,7 @@ class TranslationModule(L.LightningModule):
             run_config=self.run_config,
             target_tokens=self.target_tokens,
             target_tokens_by_language=self.target_tokens_by_language,
+            started_from=self.started_from,
         )
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
@@ -518,6 +548,7 @@ class TranslationModule(L.LightningModule):
         self.target_tokens_by_language = artifact.get(
             "target_tokens_by_language", self.target_tokens_by_language
         )
+        self.started_from = artifact.get(STARTED_FROM_KEY, self.started_from)
         trained_tie = artifact.get("model_config", {}).get("tie_embeddings")
         if trained_tie is not None and trained_tie != self.model_config.tie_embeddings:
             raise UsageError(

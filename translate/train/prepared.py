@@ -34,12 +34,20 @@ from translate.text.languages import Direction, TagPosition, direction_name
 from translate.text.protected import SENTINEL_PIECES, hash_share, mask_pair, masking_rules
 from translate.text.run_data import RunData
 from translate.text.vocab import EmptyTextError, ModelType, Vocabularies, language_tag
+from translate.text.vocab_coverage import describe as describe_coverage
+from translate.text.vocab_coverage import pairs_coverage
 from translate.text.vocab_overlap import PieceUse, ignored_pieces
 from translate.train.directions import TaggedPairs
 from translate.train.encoded import EncodedPairs, cached_encoding
+from translate.train.starting import StartingPoint
 from translate.train.token_batches import BatchShapeMode, BatchShapes
 
 log = logging.getLogger(__name__)
+
+# Pairs the vocabulary's coverage of a run started from a checkpoint is measured on.
+COVERAGE_SAMPLE = 10_000
+# Salt of the hash that chooses the pairs mixed in.
+MIX_SALT = "mix\0"
 
 # The splits each stage reads.
 STAGE_SPLITS = {"fit": ("train", "dev"), "validate": ("dev",), "test": ("test",)}
@@ -78,6 +86,9 @@ class DataSettings:
     protect_spans: float
     split_digits: bool
     batch_shapes: BatchShapeMode
+    vocab_from: str | None = None
+    mix_corpus: str | None = None
+    mix_share: float = 0.0
 
 
 class PreparedData:
@@ -110,6 +121,21 @@ class PreparedData:
                 f"data.batch_shapes must be one of {', '.join(get_args(BatchShapeMode))}, "
                 f"got {settings.batch_shapes!r}"
             )
+        if not 0.0 <= settings.mix_share <= 1.0:
+            raise UsageError(
+                f"data.mix_share must be a share from 0 to 1 (of data.mix_corpus's training "
+                f"pairs mixed in), got {settings.mix_share!r}"
+            )
+        if settings.mix_share and not settings.mix_corpus:
+            raise UsageError(
+                "data.mix_share needs the corpus to mix in: --data.mix_corpus DIR, or --init_from "
+                "CKPT, whose own corpus it then is"
+            )
+        if settings.mix_share and self.run_data.many_to_many:
+            raise UsageError(
+                "data.mix_share mixes one direction's corpus; a many-to-many model names each "
+                "direction's corpus in data.directions"
+            )
         self.cache_dir = Path(settings.cache_dir)
         self.datasets: dict[str, EncodedPairs | TaggedPairs] = {}
         self.vocab = self._load_or_train_vocab()
@@ -138,7 +164,17 @@ class PreparedData:
 
     def pairs(self, split: str, direction: Direction | None = None) -> Iterator[tuple[str, str]]:
         """A fresh stream of the split's pairs (read lazily: nothing is held): of one direction,
-        or of all of them one after another."""
+        or of all of them one after another; the training split followed by the pairs mixed
+        in (`mixed_pairs`)."""
+        own = self.own_pairs(split, direction)
+        return (
+            chain(own, self.mixed_pairs()) if split == "train" and self.settings.mix_share else own
+        )
+
+    def own_pairs(
+        self, split: str, direction: Direction | None = None
+    ) -> Iterator[tuple[str, str]]:
+        """The split's pairs of the run's own corpus."""
         return chain.from_iterable(
             iter_split(
                 self.run_data.corpus_of(d),
@@ -150,6 +186,20 @@ class PreparedData:
             )
             for d in ([direction] if direction else self.run_data.directions)
         )
+
+    def mixed_pairs(self) -> Iterator[tuple[str, str]]:
+        """The share `mix_share` of `mix_corpus`'s training pairs, chosen by a hash of the
+        source (salted, so the choice does not follow protect_spans' choice)."""
+        share = self.settings.mix_share
+        pairs = iter_split(
+            self.settings.mix_corpus,
+            self.run_data.splits["train"],
+            *self.run_data.directions[0],
+            self.run_data.corpus_format,
+            self.run_data.hf_config,
+            self.settings.hf_streaming,
+        )
+        return (pair for pair in pairs if hash_share(MIX_SALT + pair[0]) < share)
 
     def training_pairs(self, direction: Direction | None = None) -> Iterator[tuple[str, str]]:
         """The train split's pairs as the model learns them: with `protect_spans`, that share of
@@ -179,17 +229,60 @@ class PreparedData:
         A local dataset's `_fingerprint` changes with its content; a streamed hub dataset
         cannot be hashed without reading it, so its name, config and split stand for it.
         """
+        mixed = self._mixed_fingerprint() if split == "train" else ""
         if self.run_data.corpus_format != "hf":
-            return file_digest(*self.files(split))
+            return file_digest(*self.files(split)) + mixed
         if self.settings.hf_streaming:
-            return f"hf-stream:{self.run_data.corpus}:{self.run_data.hf_config}:{self.run_data.splits[split]}"
+            return f"hf-stream:{self.run_data.corpus}:{self.run_data.hf_config}:{self.run_data.splits[split]}{mixed}"
         dataset = load_hf_dataset(
             str(self.run_data.corpus), self.run_data.splits[split], self.run_data.hf_config
         )
-        return f"hf:{dataset._fingerprint}"
+        return f"hf:{dataset._fingerprint}{mixed}"
+
+    def _mixed_fingerprint(self) -> str:
+        """What the pairs mixed in add to the training split's fingerprint ('' for none)."""
+        if not self.settings.mix_share:
+            return ""
+        corpus = self.settings.mix_corpus
+        if self.run_data.corpus_format != "hf":
+            train = self.run_data.splits["train"]
+            direction = self.run_data.directions[0]
+            corpus = file_digest(
+                *split_files(corpus, train, *direction, self.run_data.corpus_format)
+            )
+        return f"-mix{self.settings.mix_share}-{corpus}"
+
+    def _vocab_of_checkpoint(self) -> Vocabularies:
+        """`vocab_from`'s vocabulary, with a line on how well it covers this run's training text
+        (and pieces a word on the text it was trained on, where that corpus is at hand)."""
+        start = StartingPoint.read(self.settings.vocab_from)
+        vocab = start.vocabularies()
+        new = pairs_coverage(vocab, list(islice(self.own_pairs("train"), COVERAGE_SAMPLE)))
+        theirs = RunData.from_settings(start.data)
+        try:
+            pairs = islice(
+                iter_split(
+                    theirs.corpus,
+                    theirs.splits["train"],
+                    *theirs.directions[0],
+                    theirs.corpus_format,
+                    theirs.hf_config,
+                ),
+                COVERAGE_SAMPLE,
+            )
+            original = pairs_coverage(vocab, list(pairs))
+        except (CorpusError, IndexError, OSError):
+            original = None
+        log.info(
+            f"vocabulary of {start.path} on {self.describe('train')} "
+            f"(the first {COVERAGE_SAMPLE:,} pairs): {describe_coverage(new, original)}"
+        )
+        return vocab
 
     def _load_or_train_vocab(self) -> Vocabularies:
         settings = self.settings
+        if settings.vocab_from:
+            return self._vocab_of_checkpoint()
         sharing = "joint" if settings.joint_vocab else "separate"
         data = self.run_data
         keyed_on = (
@@ -271,6 +364,13 @@ class PreparedData:
             f"{' ' + direction_name(direction) if self.run_data.many_to_many else ''}: "
             f"{report}"
         )
+        if self.settings.mix_share:
+            mixed = sum(1 for _ in self.mixed_pairs())
+            log.info(
+                f"mixed in: {mixed:,} training pairs of {self.settings.mix_corpus} (data.mix_share "
+                f"{self.settings.mix_share}), {100 * mixed / max(len(encoded), 1):.1f}% of the "
+                "training pairs"
+            )
         if not len(keep):
             raise CorpusError(
                 f"{self.describe('train', direction)}: no training pair is left ({report}); "
