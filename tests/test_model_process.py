@@ -130,7 +130,9 @@ def test_a_stopped_model_process_gets_503_within_the_model_timeout_and_is_replac
         assert "not answering" in error and "--model-timeout" in error and "retry" in error
         # the timeout, a tick of the watch, and slack for a loaded machine: not the wait without end
         assert answered["seconds"] < 2 + 10
-        assert f"the model process (pid {stopped}) sent nothing for 2 s" in server.log()
+        # The server's line reaches the reader of its output a moment after the answer.
+        said = f"the model process (pid {stopped}) sent nothing for 2 s"
+        wait_until(lambda: said in server.log(), f"the server's log line {said!r}")
 
         wait_until(
             lambda: server.ready().status_code == 200, "/ready 200 once a new process has loaded"

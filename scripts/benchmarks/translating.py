@@ -7,6 +7,8 @@ systems: the test split translated by
     weights gains); ours-int8: `--quantize int8`; ours-int8-unfused: int8 with each
     feed-forward ReLU a pass of its own (plain `quantize_dynamic`: what the fusion gains);
   - transformers: `generate` on the exported model, `do_sample=False`;
+  - student, student-ctranslate2, student-int8: `--student`'s checkpoint as ours,
+    ours-ctranslate2 and ours-int8 (a small model against its teacher, in one run);
   - CTranslate2: `translate_batch` with `intra_threads` = torch's threads, float32 (or the
     precision's compute type) and int8 (ctranslate2-int8), each in a process of its own (two
     OpenMP runtimes in one process slow each other on two threads);
@@ -77,8 +79,14 @@ SYSTEMS = (
     "ours-int8",
     "ours-int8-unfused",
     "ctranslate2-int8",
+    "student",
+    "student-ctranslate2",
+    "student-int8",
 )
+# Translated by `--student`'s checkpoint, as ours, ours-ctranslate2 and ours-int8 (run only with it).
+STUDENT = {"student": {}, "student-ctranslate2": {}, "student-int8": {"quantize": "int8"}}
 CPU_ONLY = {"ours-unpacked", "ours-int8", "ours-int8-unfused", "ours-ctranslate2"}
+CPU_ONLY |= {"student-ctranslate2", "student-int8"}
 AUTOCAST = {"ours", "ours-unpacked", "transformers"}  # int8 and CTranslate2 keep their own types
 
 
@@ -288,7 +296,10 @@ def systems(args) -> int:
     encoded = loaded.vocab.source.encode(sources)
     batches = length_batches([len(ids) for ids in encoded], batch_tokens)
     skip = set(filter(None, args.skip.split(","))) | (CPU_ONLY if args.device == "cuda" else set())
+    skip |= set() if args.student else set(STUDENT)
     models = {"ours": loaded}
+    for name in set(STUDENT) - skip:
+        models[name] = decoding_model(args.student, args.device, args.threads, **STUDENT[name])
     if "ours-unpacked" not in skip:
         models["ours-unpacked"] = load_model(args.checkpoint, pack=False)
     if "ours-int8" not in skip:
@@ -299,8 +310,9 @@ def systems(args) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-translate.") as tmp:
         if "ours-ctranslate2" not in skip:
             models["ours-ctranslate2"] = load_model(args.checkpoint)
+        for name in {"ours-ctranslate2", "student-ctranslate2"} & set(models):
             choice = EngineChoice("ctranslate2", cache_dir=tmp)
-            choose_engine(models["ours-ctranslate2"], choice, args.device)
+            choose_engine(models[name], choice, args.device)
         runners: dict[str, Callable] = {
             name: (lambda setting, model=model: ours(model, sources, setting, batch_tokens))
             for name, model in models.items()
