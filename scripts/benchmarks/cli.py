@@ -132,12 +132,12 @@ def translate_arguments(parser: argparse.ArgumentParser) -> None:
     systems.add_argument(
         "--skip",
         default="",
-        help="systems not to run: ours-unpacked,ours-int8,ours-int8-unfused,transformers,ctranslate2,ctranslate2-int8,student,student-ctranslate2,student-int8",
+        help="systems not to run: ours-unpacked,ours-int8,ours-int8-unfused,transformers,ctranslate2,ctranslate2-int8,student,student-ctranslate2,student-ctranslate2-int8,student-int8",
     )
     systems.add_argument(
         "--student",
         help="another checkpoint (a distilled student) timed beside --checkpoint: student, "
-        "student-ctranslate2, student-int8",
+        "student-ctranslate2, student-ctranslate2-int8, student-int8",
     )
     systems.add_argument(
         "--ct2-in-process",

@@ -8,7 +8,8 @@ systems: the test split translated by
     feed-forward ReLU a pass of its own (plain `quantize_dynamic`: what the fusion gains);
   - transformers: `generate` on the exported model, `do_sample=False`;
   - student, student-ctranslate2, student-int8: `--student`'s checkpoint as ours,
-    ours-ctranslate2 and ours-int8 (a small model against its teacher, in one run);
+    ours-ctranslate2 and ours-int8, and student-ctranslate2-int8 (`--engine ctranslate2
+    --quantize int8`): a small model against its teacher, in one run;
   - CTranslate2: `translate_batch` with `intra_threads` = torch's threads, float32 (or the
     precision's compute type) and int8 (ctranslate2-int8), each in a process of its own (two
     OpenMP runtimes in one process slow each other on two threads);
@@ -81,12 +82,20 @@ SYSTEMS = (
     "ctranslate2-int8",
     "student",
     "student-ctranslate2",
+    "student-ctranslate2-int8",
     "student-int8",
 )
-# Translated by `--student`'s checkpoint, as ours, ours-ctranslate2 and ours-int8 (run only with it).
-STUDENT = {"student": {}, "student-ctranslate2": {}, "student-int8": {"quantize": "int8"}}
-CPU_ONLY = {"ours-unpacked", "ours-int8", "ours-int8-unfused", "ours-ctranslate2"}
-CPU_ONLY |= {"student-ctranslate2", "student-int8"}
+# Translated by `--student`'s checkpoint (run only with it), loaded with these settings.
+STUDENT = {
+    "student": {},
+    "student-ctranslate2": {},
+    "student-ctranslate2-int8": {},
+    "student-int8": {"quantize": "int8"},
+}
+# The systems translate-cli runs with `--engine ctranslate2`, and their `--quantize`.
+ON_CTRANSLATE2 = {"ours-ctranslate2": "none", "student-ctranslate2": "none"}
+ON_CTRANSLATE2 |= {"student-ctranslate2-int8": "int8"}
+CPU_ONLY = {"ours-unpacked", "ours-int8", "ours-int8-unfused", *ON_CTRANSLATE2, "student-int8"}
 AUTOCAST = {"ours", "ours-unpacked", "transformers"}  # int8 and CTranslate2 keep their own types
 
 
@@ -310,8 +319,8 @@ def systems(args) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-translate.") as tmp:
         if "ours-ctranslate2" not in skip:
             models["ours-ctranslate2"] = load_model(args.checkpoint)
-        for name in {"ours-ctranslate2", "student-ctranslate2"} & set(models):
-            choice = EngineChoice("ctranslate2", cache_dir=tmp)
+        for name in set(ON_CTRANSLATE2) & set(models):
+            choice = EngineChoice("ctranslate2", ON_CTRANSLATE2[name], cache_dir=tmp)
             choose_engine(models[name], choice, args.device)
         runners: dict[str, Callable] = {
             name: (lambda setting, model=model: ours(model, sources, setting, batch_tokens))
