@@ -292,17 +292,21 @@ def many() -> list[tuple[str, str]]:
     ]
 
 
+def mo_pairs(path: Path) -> list[tuple[str, str]]:
+    """(English, German) of every translated message of one .mo file, its context taken off."""
+    with path.open("rb") as handle:
+        catalogue = gettext.GNUTranslations(handle)._catalog
+    pairs = []
+    for key, german in catalogue.items():
+        english = (key[0] if isinstance(key, tuple) else key).split("\x04")[-1]
+        if english and german:
+            pairs.append((english, german))
+    return pairs
+
+
 def catalogue_pairs(mo_root: Path) -> list[tuple[str, str]]:
     """(English, German) of every translated message of the .mo files under `mo_root`."""
-    pairs = []
-    for path in sorted(mo_root.glob("*.mo")):
-        with path.open("rb") as handle:
-            catalogue = gettext.GNUTranslations(handle)._catalog
-        for key, german in catalogue.items():
-            english = (key[0] if isinstance(key, tuple) else key).split("\x04")[-1]
-            if english and german:
-                pairs.append((english, german))
-    return pairs
+    return [pair for path in sorted(mo_root.glob("*.mo")) for pair in mo_pairs(path)]
 
 
 def keeps_a_span(english: str, german: str) -> bool:

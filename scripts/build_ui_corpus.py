@@ -16,12 +16,11 @@ left out of dev and test (and one in dev, out of test): no English string is in 
 from __future__ import annotations
 
 import argparse
-import gettext
 import sys
 import tempfile
 from pathlib import Path
 
-from build_protected_set import download_catalogues, write_part
+from build_protected_set import download_catalogues, mo_pairs, write_part
 
 REPO = Path(__file__).resolve().parent.parent
 OUTPUT = REPO / "translate" / "corpora" / "libreoffice_ui_en_de"
@@ -32,11 +31,8 @@ MAX_CHARS = 300
 
 def catalogue(mo: Path) -> list[tuple[str, str]]:
     """(English, German) of the catalogue's translated one-line messages, `~` taken off."""
-    with mo.open("rb") as handle:
-        messages = gettext.GNUTranslations(handle)._catalog
     pairs = []
-    for key, german in messages.items():
-        english = (key[0] if isinstance(key, tuple) else key).split("\x04")[-1]
+    for english, german in mo_pairs(mo):
         english, german = english.replace("~", "").strip(), german.replace("~", "").strip()
         if not english or not german or "\n" in english + german:
             continue

@@ -256,7 +256,7 @@ class PreparedData:
         """`vocab_from`'s vocabulary, with a line on how well it covers this run's training text
         (and pieces a word on the text it was trained on, where that corpus is at hand)."""
         start = StartingPoint.read(self.settings.vocab_from)
-        vocab = start.vocabularies()
+        vocab = start.vocabularies
         new = pairs_coverage(vocab, list(islice(self.own_pairs("train"), COVERAGE_SAMPLE)))
         theirs = RunData.from_settings(start.data)
         try:

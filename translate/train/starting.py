@@ -11,6 +11,7 @@ checkpoints record where they started (`StartingPoint.record`).
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from functools import cached_property
 from pathlib import Path
 
 import torch
@@ -59,7 +60,9 @@ class StartingPoint:
             target_tokens_by_language=artifact.get("target_tokens_by_language"),
         )
 
+    @cached_property
     def vocabularies(self) -> Vocabularies:
+        """The SentencePiece models, loaded once for every use."""
         return Vocabularies.from_state(self.vocab_state)
 
     def weights(self) -> dict[str, torch.Tensor]:
@@ -73,14 +76,14 @@ class StartingPoint:
 
     def vocab_facts(self) -> dict:
         """The vocabulary settings as the vocabulary itself has them."""
-        vocab = self.vocabularies()
+        vocab = self.vocabularies
         facts = {key: self.data[key] for key in VOCAB_SETTINGS if key in self.data}
         facts["vocab_size"] = len(vocab.target)
         facts["joint_vocab"] = vocab.joint
         return facts
 
     def has_sentinels(self) -> bool:
-        return self.vocabularies().source.piece_id(SENTINEL_PIECES[0]) is not None
+        return self.vocabularies.source.piece_id(SENTINEL_PIECES[0]) is not None
 
 
 def settle(config, start: StartingPoint, given_model: set[str], given_data: set[str]) -> list[str]:
